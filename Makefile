@@ -1,0 +1,29 @@
+# The two commands the README starts with: `make demo` and `make test`.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+PY := /usr/bin/python3
+DEMO := $(BUILD)/demo
+
+.PHONY: all deps configure build test demo clean
+
+all: build
+
+deps:
+	@sh scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	ninja -C $(BUILD) -j$(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+demo: build
+	sh scripts/demo.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,906 @@
+// ONNX → fygraph. One handler per ONNX op type, in a table; constant shape
+// arithmetic is evaluated here (ConstantFolding) so every shape is static.
+#include "compiler/importer/Importer.h"
+
+#include "compiler/importer/ConstantFolding.h"
+#include "dialects/FyGraph/FyGraphOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+using namespace mlir;
+namespace fg = fuyou::fygraph;
+using fuyou::onnx_in::DType;
+using fuyou::onnx_in::Node;
+using fuyou::onnx_in::Tensor;
+
+namespace {
+
+class Importer;
+using Handler = LogicalResult (Importer::*)(const Node &);
+const llvm::StringMap<Handler> &handlers();
+
+class Importer {
+public:
+  Importer(MLIRContext &ctx, const fuyou::onnx_in::Model &model)
+      : ctx(ctx), model(model), b(&ctx), loc(UnknownLoc::get(&ctx)) {}
+
+  OwningOpRef<ModuleOp> run(std::string &error);
+
+  // Handlers, one per ONNX op (or family).
+  template <typename OpT, bool isCompare = false> LogicalResult binary(const Node &n);
+  template <typename OpT> LogicalResult unary(const Node &n);
+  LogicalResult matmul(const Node &n);
+  LogicalResult gemm(const Node &n);
+  LogicalResult gather(const Node &n);
+  LogicalResult reshapeLike(const Node &n);
+  LogicalResult transpose(const Node &n);
+  LogicalResult concat(const Node &n);
+  LogicalResult slice(const Node &n);
+  LogicalResult split(const Node &n);
+  LogicalResult expand(const Node &n);
+  LogicalResult where(const Node &n);
+  LogicalResult castOp(const Node &n);
+  template <typename OpT> LogicalResult reduce(const Node &n);
+  LogicalResult layerNorm(const Node &n);
+  LogicalResult softmax(const Node &n);
+  LogicalResult dropout(const Node &n);
+  LogicalResult sceLoss(const Node &n);
+  LogicalResult identity(const Node &n);
+  LogicalResult shapeOp(const Node &n);
+
+private:
+  MLIRContext &ctx;
+  const fuyou::onnx_in::Model &model;
+  OpBuilder b;
+  Location loc;
+  ModuleOp module;
+  Block *moduleBody = nullptr;
+  func::FuncOp func;
+  llvm::StringMap<Value> values;
+  std::map<std::string, Tensor> consts;
+  std::map<std::string, const Tensor *> inits;
+  llvm::StringMap<fg::ParamOp> params;
+  const Node *cur = nullptr;
+  std::string err;
+
+  LogicalResult fail(const std::string &msg) {
+    if (err.empty())
+      err = (cur ? cur->describe() + ": " : std::string()) + msg;
+    return failure();
+  }
+
+  Type elemType(DType t) {
+    switch (t) {
+    case DType::F32: return b.getF32Type();
+    case DType::I64: return b.getI64Type();
+    case DType::Bool: return b.getI1Type();
+    default: return nullptr;
+    }
+  }
+  RankedTensorType tensorType(ArrayRef<int64_t> shape, Type elem) {
+    return RankedTensorType::get(shape, elem);
+  }
+  static ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+  static Type elemOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+
+  bool isConst(const std::string &name) {
+    return consts.count(name) || (inits.count(name) && isShapeLike(*inits[name]));
+  }
+  const Tensor *getConst(const std::string &name) {
+    if (auto it = consts.find(name); it != consts.end())
+      return &it->second;
+    if (auto it = inits.find(name); it != inits.end() && isShapeLike(*it->second))
+      return it->second;
+    return nullptr;
+  }
+  // Small int64 initializers are shape arithmetic, not weights.
+  static bool isShapeLike(const Tensor &t) { return t.dtype == DType::I64 && t.numel() <= 8; }
+
+  Value materialize(const Tensor &t) {
+    Type elem = elemType(t.dtype);
+    auto type = tensorType(t.shape, elem);
+    DenseElementsAttr attr;
+    if (t.dtype == DType::F32) {
+      std::vector<float> v(t.numel());
+      std::memcpy(v.data(), t.bytes.data(), v.size() * 4);
+      attr = DenseElementsAttr::get(type, ArrayRef<float>(v));
+    } else if (t.dtype == DType::I64) {
+      std::vector<int64_t> v = t.asInts();
+      attr = DenseElementsAttr::get(type, ArrayRef<int64_t>(v));
+    } else {
+      std::vector<int64_t> iv = t.asInts();
+      SmallVector<bool> v(iv.begin(), iv.end());
+      attr = DenseElementsAttr::get(type, ArrayRef<bool>(v));
+    }
+    return b.create<fg::ConstantOp>(loc, attr);
+  }
+
+  // The SSA value of an ONNX name: computed, a folded constant, or a parameter.
+  Value get(const std::string &name) {
+    if (auto it = values.find(name); it != values.end())
+      return it->second;
+    if (const Tensor *t = getConst(name))
+      return values[name] = materialize(*t);
+    if (auto it = inits.find(name); it != inits.end()) {
+      const Tensor &t = *it->second;
+      Type elem = elemType(t.dtype);
+      if (!elem)
+        return fail("initializer '" + name + "' has an unsupported element type"), Value();
+      auto type = tensorType(t.shape, elem);
+      if (!params.count(name)) {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPoint(func);
+        params[name] = b.create<fg::ParamOp>(loc, name, type, /*trainable=*/false);
+      }
+      return values[name] = b.create<fg::GetParamOp>(loc, type, FlatSymbolRefAttr::get(&ctx, name));
+    }
+    fail("input '" + name + "' is not produced by any earlier node");
+    return Value();
+  }
+  Value in(const Node &n, size_t i) {
+    if (i >= n.inputs.size() || n.inputs[i].empty())
+      return fail("missing input " + std::to_string(i)), Value();
+    return get(n.inputs[i]);
+  }
+  void set(const Node &n, size_t i, Value v) {
+    if (i < n.outputs.size() && !n.outputs[i].empty())
+      values[n.outputs[i]] = v;
+  }
+  FailureOr<std::vector<int64_t>> constInts(const Node &n, size_t i, const char *what) {
+    if (i >= n.inputs.size() || n.inputs[i].empty())
+      return std::vector<int64_t>();
+    const Tensor *t = getConst(n.inputs[i]);
+    if (!t) {
+      fail(std::string(what) + " must be a constant (every shape is static)");
+      return failure();
+    }
+    return t->asInts();
+  }
+  FailureOr<int64_t> axis(int64_t a, int64_t rank) {
+    int64_t x = a < 0 ? a + rank : a;
+    if (x < 0 || x >= rank) {
+      fail("axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank));
+      return failure();
+    }
+    return x;
+  }
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    if (shapeOf(v) == shape)
+      return v;
+    return b.create<fg::ReshapeOp>(loc, tensorType(shape, elemOf(v)), v);
+  }
+  Value scalarF32(float x) {
+    auto type = tensorType({}, b.getF32Type());
+    return b.create<fg::ConstantOp>(loc, DenseElementsAttr::get(type, ArrayRef<float>(x)));
+  }
+  FailureOr<SmallVector<int64_t>> broadcast(ArrayRef<int64_t> a, ArrayRef<int64_t> c) {
+    SmallVector<int64_t> out;
+    if (!OpTrait::util::getBroadcastedShape(a, c, out)) {
+      fail("shapes do not broadcast");
+      return failure();
+    }
+    return out;
+  }
+  LogicalResult importNode(const Node &n);
+  LogicalResult tryFold(const Node &n, bool &folded);
+};
+
+OwningOpRef<ModuleOp> Importer::run(std::string &error) {
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(loc);
+  module = *owned;
+  moduleBody = module.getBody();
+  for (const auto &t : model.initializers)
+    inits[t.name] = &t;
+
+  // The contract: (token ids, target ids), int64 [B, T]; a scalar float loss.
+  if (model.inputs.size() != 2) {
+    error = "the model must have 2 inputs (token ids, target ids), it has " +
+            std::to_string(model.inputs.size());
+    return nullptr;
+  }
+  SmallVector<Type> argTypes;
+  for (const auto &vi : model.inputs) {
+    if (vi.dtype != DType::I64 || vi.shape.size() != 2 || vi.shape[0] <= 0 || vi.shape[1] <= 0) {
+      error = "input '" + vi.name + "' must be int64 [B, T]";
+      return nullptr;
+    }
+    argTypes.push_back(tensorType(vi.shape, b.getI64Type()));
+  }
+  const fuyou::onnx_in::ValueInfo *loss = nullptr;
+  for (const auto &vi : model.outputs)
+    if (vi.dtype == DType::F32 && vi.hasShape && vi.shape.empty()) {
+      loss = &vi;
+      break;
+    }
+  if (!loss) {
+    error = "the model has no scalar float output to use as the loss";
+    return nullptr;
+  }
+  auto lossType = tensorType({}, b.getF32Type());
+
+  b.setInsertionPointToEnd(moduleBody);
+  func = b.create<func::FuncOp>(loc, "forward", b.getFunctionType(argTypes, {lossType}));
+  Block *entry = func.addEntryBlock();
+  for (size_t i = 0; i < 2; ++i)
+    values[model.inputs[i].name] = entry->getArgument(i);
+  b.setInsertionPointToEnd(entry);
+
+  for (const Node &n : model.nodes) {
+    cur = &n;
+    loc = NameLoc::get(b.getStringAttr(n.name.empty() ? n.outputs[0] : n.name));
+    if (failed(importNode(n))) {
+      error = err.empty() ? n.describe() + ": import failed" : err;
+      return nullptr;
+    }
+  }
+  cur = nullptr;
+  Value lossValue = get(loss->name);
+  if (!lossValue || shapeOf(lossValue).size() != 0) {
+    error = err.empty() ? "loss '" + loss->name + "' is not a scalar" : err;
+    return nullptr;
+  }
+  b.create<func::ReturnOp>(loc, lossValue);
+
+  // Drop what the loss does not need (e.g. unused Dropout masks, shape-only
+  // values), then the parameters nothing reads.
+  IRRewriter rewriter(&ctx);
+  (void)runRegionDCE(rewriter, func.getBody());
+  llvm::StringSet<> used;
+  func.walk([&](fg::GetParamOp op) { used.insert(op.getName()); });
+  for (auto &kv : params)
+    if (!used.contains(kv.getKey()))
+      kv.getValue().erase();
+  return owned;
+}
+
+LogicalResult Importer::tryFold(const Node &n, bool &folded) {
+  folded = false;
+  if (n.opType == "Shape") {
+    Value v = get(n.inputs[0]);
+    if (!v)
+      return failure();
+    std::vector<int64_t> s(shapeOf(v).begin(), shapeOf(v).end());
+    int64_t r = s.size();
+    int64_t start = n.intAttr("start", 0), end = n.intAttr("end", r);
+    start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
+    end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
+    std::vector<int64_t> part(s.begin() + start, s.begin() + std::max(start, end));
+    consts[n.outputs[0]] = fuyou::onnx_in::makeInts(part, {(int64_t)part.size()});
+    folded = true;
+    return success();
+  }
+  if (!fuyou::onnx_in::isFoldable(n.opType))
+    return success();
+  std::vector<const Tensor *> ins;
+  for (const auto &name : n.inputs) {
+    if (name.empty()) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    const Tensor *t = getConst(name);
+    if (!t)
+      return success();
+    ins.push_back(t);
+  }
+  std::vector<Tensor> outs;
+  if (!fuyou::onnx_in::foldNode(n, ins, outs).empty())
+    return success();  // leave it to the op's own handler
+  for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i)
+    if (!n.outputs[i].empty())
+      consts[n.outputs[i]] = std::move(outs[i]);
+  folded = true;
+  return success();
+}
+
+LogicalResult Importer::importNode(const Node &n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx")
+    return fail("ops of domain '" + n.domain + "' are not supported; supported ops: " +
+                fuyou::supportedOnnxOps());
+  bool folded;
+  if (failed(tryFold(n, folded)))
+    return failure();
+  if (folded)
+    return success();
+  auto it = handlers().find(n.opType);
+  if (it == handlers().end())
+    return fail("unsupported op type '" + n.opType + "'; supported ops: " +
+                fuyou::supportedOnnxOps());
+  return (this->*(it->second))(n);
+}
+
+//===----------------------------------------------------------------------===//
+// Handlers
+//===----------------------------------------------------------------------===//
+
+template <typename OpT, bool isCompare>
+LogicalResult Importer::binary(const Node &n) {
+  Value l = in(n, 0), r = in(n, 1);
+  if (!l || !r)
+    return failure();
+  if (elemOf(l) != elemOf(r))
+    return fail("operand element types differ");
+  if (!isCompare && !elemOf(l).isF32())
+    return fail("only float32 arithmetic is supported at run time");
+  auto shape = broadcast(shapeOf(l), shapeOf(r));
+  if (failed(shape))
+    return failure();
+  Type elem = isCompare ? b.getI1Type() : elemOf(l);
+  set(n, 0, b.create<OpT>(loc, tensorType(*shape, elem), l, r));
+  return success();
+}
+
+template <typename OpT> LogicalResult Importer::unary(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  if (!elemOf(x).isF32())
+    return fail("expects a float32 input");
+  set(n, 0, b.create<OpT>(loc, x));
+  return success();
+}
+
+LogicalResult Importer::matmul(const Node &n) {
+  Value a = in(n, 0), c = in(n, 1);
+  if (!a || !c)
+    return failure();
+  // numpy rules for 1-D operands: promote, multiply, drop the added dim.
+  bool vecA = shapeOf(a).size() == 1, vecC = shapeOf(c).size() == 1;
+  if (vecA)
+    a = reshape(a, {1, shapeOf(a)[0]});
+  if (vecC)
+    c = reshape(c, {shapeOf(c)[0], 1});
+  ArrayRef<int64_t> sa = shapeOf(a), sc = shapeOf(c);
+  if (sa.back() != sc[sc.size() - 2])
+    return fail("contraction dims differ");
+  auto batch = broadcast(sa.drop_back(2), sc.drop_back(2));
+  if (failed(batch))
+    return failure();
+  SmallVector<int64_t> shape(*batch);
+  shape.push_back(sa[sa.size() - 2]);
+  shape.push_back(sc.back());
+  Value r = b.create<fg::MatMulOp>(loc, tensorType(shape, b.getF32Type()), a, c, false, false);
+  SmallVector<int64_t> want(*batch);
+  if (!vecA)
+    want.push_back(sa[sa.size() - 2]);
+  if (!vecC)
+    want.push_back(sc.back());
+  set(n, 0, reshape(r, want));
+  return success();
+}
+
+LogicalResult Importer::gemm(const Node &n) {
+  Value a = in(n, 0), c = in(n, 1);
+  if (!a || !c)
+    return failure();
+  bool ta = n.intAttr("transA", 0), tb = n.intAttr("transB", 0);
+  int64_t m = shapeOf(a)[ta ? 1 : 0], nn = shapeOf(c)[tb ? 0 : 1];
+  Value r = b.create<fg::MatMulOp>(loc, tensorType({m, nn}, b.getF32Type()), a, c, ta, tb);
+  if (float alpha = n.floatAttr("alpha", 1.f); alpha != 1.f)
+    r = b.create<fg::MulOp>(loc, r.getType(), r, scalarF32(alpha));
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    Value bias = get(n.inputs[2]);
+    if (!bias)
+      return failure();
+    if (float beta = n.floatAttr("beta", 1.f); beta != 1.f)
+      bias = b.create<fg::MulOp>(loc, bias.getType(), bias, scalarF32(beta));
+    r = b.create<fg::AddOp>(loc, r.getType(), r, bias);
+  }
+  set(n, 0, r);
+  return success();
+}
+
+LogicalResult Importer::gather(const Node &n) {
+  Value table = in(n, 0), idx = in(n, 1);
+  if (!table || !idx)
+    return failure();
+  if (n.intAttr("axis", 0) != 0 || !elemOf(table).isF32() || !elemOf(idx).isInteger(64))
+    return fail("only embedding lookups (float table, int64 indices, axis 0) are supported");
+  SmallVector<int64_t> shape(shapeOf(idx));
+  llvm::append_range(shape, shapeOf(table).drop_front());
+  set(n, 0, b.create<fg::GatherOp>(loc, tensorType(shape, b.getF32Type()), table, idx));
+  return success();
+}
+
+LogicalResult Importer::reshapeLike(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  SmallVector<int64_t> s(shapeOf(x));
+  int64_t numel = 1;
+  for (int64_t d : s)
+    numel *= d;
+  SmallVector<int64_t> out;
+  if (n.opType == "Reshape") {
+    auto want = constInts(n, 1, "the shape input");
+    if (failed(want))
+      return failure();
+    bool allowZero = n.intAttr("allowzero", 0);
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < want->size(); ++i) {
+      int64_t d = (*want)[i];
+      if (d == 0 && !allowZero) {
+        if (i >= s.size())
+          return fail("shape entry 0 has no input dim to copy");
+        d = s[i];
+      }
+      if (d == -1) {
+        if (infer >= 0)
+          return fail("more than one -1 in the shape");
+        infer = i;
+      } else {
+        known *= d;
+      }
+      out.push_back(d);
+    }
+    if (infer >= 0) {
+      if (known == 0 || numel % known)
+        return fail("cannot infer the -1 dim");
+      out[infer] = numel / known;
+    }
+  } else if (n.opType == "Flatten") {
+    auto a = n.intAttr("axis", 1);
+    a = a < 0 ? a + (int64_t)s.size() : a;
+    int64_t outer = 1;
+    for (int64_t i = 0; i < a; ++i)
+      outer *= s[i];
+    out = {outer, numel / outer};
+  } else {
+    std::vector<int64_t> axes;
+    if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+      auto c = constInts(n, 1, "the axes input");
+      if (failed(c))
+        return failure();
+      axes = *c;
+    } else if (const auto *a = n.attr("axes")) {
+      axes = a->ints;
+    }
+    if (n.opType == "Unsqueeze") {
+      int64_t r = s.size() + axes.size();
+      SmallVector<bool> isNew(r, false);
+      for (int64_t a : axes) {
+        auto na = axis(a, r);
+        if (failed(na))
+          return failure();
+        isNew[*na] = true;
+      }
+      size_t k = 0;
+      for (int64_t i = 0; i < r; ++i)
+        out.push_back(isNew[i] ? 1 : s[k++]);
+    } else {
+      SmallVector<bool> drop(s.size(), axes.empty());
+      if (axes.empty())
+        for (size_t i = 0; i < s.size(); ++i)
+          drop[i] = s[i] == 1;
+      for (int64_t a : axes) {
+        auto na = axis(a, s.size());
+        if (failed(na))
+          return failure();
+        if (s[*na] != 1)
+          return fail("cannot squeeze a dim of size " + std::to_string(s[*na]));
+        drop[*na] = true;
+      }
+      for (size_t i = 0; i < s.size(); ++i)
+        if (!drop[i])
+          out.push_back(s[i]);
+    }
+  }
+  int64_t outNumel = 1;
+  for (int64_t d : out)
+    outNumel *= d;
+  if (outNumel != numel)
+    return fail("reshape changes the element count");
+  set(n, 0, reshape(x, out));
+  return success();
+}
+
+LogicalResult Importer::transpose(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  ArrayRef<int64_t> s = shapeOf(x);
+  SmallVector<int64_t> perm;
+  if (const auto *a = n.attr("perm"))
+    perm.assign(a->ints.begin(), a->ints.end());
+  else
+    for (int64_t i = s.size() - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (perm.size() != s.size())
+    return fail("perm has the wrong length");
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= (int64_t)s.size())
+      return fail("perm entry out of range");
+    shape.push_back(s[p]);
+  }
+  set(n, 0, b.create<fg::TransposeOp>(loc, tensorType(shape, elemOf(x)), x, perm));
+  return success();
+}
+
+LogicalResult Importer::concat(const Node &n) {
+  SmallVector<Value> ins;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    Value v = in(n, i);
+    if (!v)
+      return failure();
+    ins.push_back(v);
+  }
+  auto ax = axis(n.intAttr("axis", 0), shapeOf(ins[0]).size());
+  if (failed(ax))
+    return failure();
+  SmallVector<int64_t> shape(shapeOf(ins[0]));
+  shape[*ax] = 0;
+  for (Value v : ins) {
+    if (shapeOf(v).size() != shape.size() || elemOf(v) != elemOf(ins[0]))
+      return fail("inputs differ in rank or element type");
+    shape[*ax] += shapeOf(v)[*ax];
+  }
+  set(n, 0, b.create<fg::ConcatOp>(loc, tensorType(shape, elemOf(ins[0])), ins, *ax));
+  return success();
+}
+
+LogicalResult Importer::slice(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  ArrayRef<int64_t> s = shapeOf(x);
+  auto starts = constInts(n, 1, "starts"), ends = constInts(n, 2, "ends");
+  auto axesIn = constInts(n, 3, "axes"), stepsIn = constInts(n, 4, "steps");
+  if (failed(starts) || failed(ends) || failed(axesIn) || failed(stepsIn))
+    return failure();
+  SmallVector<int64_t> st(s.size(), 0), sp(s.size(), 1), shape(s);
+  for (size_t k = 0; k < starts->size(); ++k) {
+    int64_t a = axesIn->empty() ? (int64_t)k : (*axesIn)[k];
+    auto na = axis(a, s.size());
+    if (failed(na))
+      return failure();
+    int64_t step = stepsIn->empty() ? 1 : (*stepsIn)[k];
+    if (step <= 0)
+      return fail("only positive Slice steps are supported");
+    int64_t dim = s[*na], lo = (*starts)[k], hi = (*ends)[k];
+    // ONNX clamps out-of-range bounds (torch writes INT64_MAX for "to the end").
+    if (lo < 0) lo += dim;
+    if (hi < 0) hi += dim;
+    lo = std::clamp<int64_t>(lo, 0, dim);
+    hi = std::clamp<int64_t>(hi, 0, dim);
+    st[*na] = lo;
+    sp[*na] = step;
+    shape[*na] = hi > lo ? (hi - lo + step - 1) / step : 0;
+  }
+  if (ArrayRef<int64_t>(shape) == s) {
+    set(n, 0, x);
+    return success();
+  }
+  set(n, 0, b.create<fg::SliceOp>(loc, tensorType(shape, elemOf(x)), x, st, sp));
+  return success();
+}
+
+LogicalResult Importer::split(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  ArrayRef<int64_t> s = shapeOf(x);
+  auto ax = axis(n.intAttr("axis", 0), s.size());
+  if (failed(ax))
+    return failure();
+  std::vector<int64_t> sizes;
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    auto c = constInts(n, 1, "the split input");
+    if (failed(c))
+      return failure();
+    sizes = *c;
+  } else if (const auto *a = n.attr("split")) {
+    sizes = a->ints;
+  } else {
+    int64_t k = n.outputs.size();
+    if (s[*ax] % k)
+      return fail("dim does not split evenly");
+    sizes.assign(k, s[*ax] / k);
+  }
+  if (sizes.size() != n.outputs.size())
+    return fail("split sizes and outputs differ in number");
+  int64_t off = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SmallVector<int64_t> st(s.size(), 0), sp(s.size(), 1), shape(s);
+    st[*ax] = off;
+    shape[*ax] = sizes[i];
+    off += sizes[i];
+    set(n, i, b.create<fg::SliceOp>(loc, tensorType(shape, elemOf(x)), x, st, sp));
+  }
+  if (off != s[*ax])
+    return fail("split sizes do not add up to the dim");
+  return success();
+}
+
+LogicalResult Importer::expand(const Node &n) {
+  Value x = in(n, 0);
+  auto want = constInts(n, 1, "the shape input");
+  if (!x || failed(want))
+    return failure();
+  auto shape = broadcast(shapeOf(x), *want);
+  if (failed(shape))
+    return failure();
+  if (ArrayRef<int64_t>(*shape) == shapeOf(x)) {
+    set(n, 0, x);
+    return success();
+  }
+  set(n, 0, b.create<fg::ExpandOp>(loc, tensorType(*shape, elemOf(x)), x));
+  return success();
+}
+
+LogicalResult Importer::where(const Node &n) {
+  Value c = in(n, 0), l = in(n, 1), r = in(n, 2);
+  if (!c || !l || !r)
+    return failure();
+  if (!elemOf(c).isInteger(1) || elemOf(l) != elemOf(r))
+    return fail("needs a bool condition and two inputs of one element type");
+  auto s1 = broadcast(shapeOf(c), shapeOf(l));
+  if (failed(s1))
+    return failure();
+  auto s2 = broadcast(*s1, shapeOf(r));
+  if (failed(s2))
+    return failure();
+  set(n, 0, b.create<fg::WhereOp>(loc, tensorType(*s2, elemOf(l)), c, l, r));
+  return success();
+}
+
+LogicalResult Importer::castOp(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  int64_t to = n.intAttr("to", 0);
+  DType t = to == 1 ? DType::F32 : to == 7 ? DType::I64 : to == 9 ? DType::Bool : DType::Unsupported;
+  if (t == DType::Unsupported)
+    return fail("cast to ONNX type " + std::to_string(to) + " is not supported");
+  Type elem = elemType(t);
+  if (elem == elemOf(x)) {
+    set(n, 0, x);
+    return success();
+  }
+  set(n, 0, b.create<fg::CastOp>(loc, tensorType(shapeOf(x), elem), x));
+  return success();
+}
+
+template <typename OpT> LogicalResult Importer::reduce(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  std::vector<int64_t> axes;
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    auto c = constInts(n, 1, "the axes input");
+    if (failed(c))
+      return failure();
+    axes = *c;
+  } else if (const auto *a = n.attr("axes")) {
+    axes = a->ints;
+  }
+  int64_t rank = shapeOf(x).size();
+  if (axes.empty()) {
+    if (n.intAttr("noop_with_empty_axes", 0)) {
+      set(n, 0, x);
+      return success();
+    }
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  bool keep = n.intAttr("keepdims", 1);
+  SmallVector<bool> red(rank, false);
+  for (int64_t a : axes) {
+    auto na = axis(a, rank);
+    if (failed(na))
+      return failure();
+    red[*na] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!red[i])
+      shape.push_back(shapeOf(x)[i]);
+    else if (keep)
+      shape.push_back(1);
+  set(n, 0, b.create<OpT>(loc, tensorType(shape, elemOf(x)), x, axes, keep));
+  return success();
+}
+
+LogicalResult Importer::layerNorm(const Node &n) {
+  Value x = in(n, 0), scale = in(n, 1);
+  if (!x || !scale)
+    return failure();
+  Value bias;
+  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !(bias = get(n.inputs[2])))
+    return failure();
+  int64_t rank = shapeOf(x).size();
+  auto ax = axis(n.intAttr("axis", -1), rank);
+  if (failed(ax))
+    return failure();
+  SmallVector<int64_t> stat(shapeOf(x));
+  for (int64_t i = *ax; i < rank; ++i)
+    stat[i] = 1;
+  auto statType = tensorType(stat, b.getF32Type());
+  auto op = b.create<fg::LayerNormOp>(loc, TypeRange{x.getType(), statType, statType}, x, scale,
+                                      bias, b.getI64IntegerAttr(*ax),
+                                      b.getF32FloatAttr(n.floatAttr("epsilon", 1e-5f)));
+  for (int i = 0; i < 3; ++i)
+    set(n, i, op->getResult(i));
+  return success();
+}
+
+LogicalResult Importer::softmax(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  auto ax = axis(n.intAttr("axis", -1), shapeOf(x).size());
+  if (failed(ax))
+    return failure();
+  set(n, 0, b.create<fg::SoftmaxOp>(loc, x, *ax));
+  return success();
+}
+
+LogicalResult Importer::dropout(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  double ratio = 0.5;
+  bool training = false;
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    const Tensor *t = getConst(n.inputs[1]);
+    if (!t)
+      return fail("the ratio must be a constant");
+    ratio = t->asDoubles().at(0);
+  }
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    const Tensor *t = getConst(n.inputs[2]);
+    if (!t)
+      return fail("training_mode must be a constant");
+    training = t->asInts().at(0) != 0;
+  }
+  auto maskType = tensorType(shapeOf(x), b.getI1Type());
+  if (!training || ratio == 0.0) {
+    // Identity; a requested mask keeps everything.
+    set(n, 0, x);
+    if (n.outputs.size() > 1 && !n.outputs[1].empty())
+      set(n, 1, b.create<fg::ConstantOp>(loc, DenseElementsAttr::get(maskType, true)));
+    return success();
+  }
+  int64_t seed = std::hash<std::string>()(n.outputs[0]) & 0x7fffffff;
+  auto op = b.create<fg::DropoutOp>(loc, TypeRange{x.getType(), maskType}, x,
+                                    b.getF32FloatAttr(ratio), b.getI64IntegerAttr(seed));
+  set(n, 0, op.getResult());
+  set(n, 1, op.getMask());
+  return success();
+}
+
+LogicalResult Importer::sceLoss(const Node &n) {
+  Value scores = in(n, 0), labels = in(n, 1);
+  if (!scores || !labels)
+    return failure();
+  if (n.inputs.size() > 2 && !n.inputs[2].empty())
+    return fail("class weights are not supported");
+  std::string red = n.strAttr("reduction", "mean");
+  if (red != "mean" && red != "sum")
+    return fail("reduction '" + red + "' is not supported (mean, sum)");
+  IntegerAttr ignore;
+  if (n.attr("ignore_index"))
+    ignore = b.getI64IntegerAttr(n.intAttr("ignore_index", -100));
+  auto op = b.create<fg::SoftmaxCrossEntropyLossOp>(
+      loc, TypeRange{tensorType({}, b.getF32Type()), scores.getType()}, scores, labels,
+      b.getStringAttr(red), ignore);
+  set(n, 0, op.getLoss());
+  set(n, 1, op.getLogProb());
+  return success();
+}
+
+LogicalResult Importer::identity(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  set(n, 0, x);
+  return success();
+}
+
+LogicalResult Importer::shapeOp(const Node &n) {
+  return fail("unreachable: Shape is folded");
+}
+
+const llvm::StringMap<Handler> &handlers() {
+  static const llvm::StringMap<Handler> table = {
+      {"Add", &Importer::binary<fg::AddOp>},
+      {"Sub", &Importer::binary<fg::SubOp>},
+      {"Mul", &Importer::binary<fg::MulOp>},
+      {"Div", &Importer::binary<fg::DivOp>},
+      {"Pow", &Importer::binary<fg::PowOp>},
+      {"Equal", &Importer::binary<fg::EqualOp, true>},
+      {"Neg", &Importer::unary<fg::NegOp>},
+      {"Sqrt", &Importer::unary<fg::SqrtOp>},
+      {"Reciprocal", &Importer::unary<fg::ReciprocalOp>},
+      {"Exp", &Importer::unary<fg::ExpOp>},
+      {"Tanh", &Importer::unary<fg::TanhOp>},
+      {"Erf", &Importer::unary<fg::ErfOp>},
+      {"Sigmoid", &Importer::unary<fg::SigmoidOp>},
+      {"MatMul", &Importer::matmul},
+      {"Gemm", &Importer::gemm},
+      {"Gather", &Importer::gather},
+      {"Reshape", &Importer::reshapeLike},
+      {"Unsqueeze", &Importer::reshapeLike},
+      {"Squeeze", &Importer::reshapeLike},
+      {"Flatten", &Importer::reshapeLike},
+      {"Transpose", &Importer::transpose},
+      {"Concat", &Importer::concat},
+      {"Slice", &Importer::slice},
+      {"Split", &Importer::split},
+      {"Expand", &Importer::expand},
+      {"Where", &Importer::where},
+      {"Cast", &Importer::castOp},
+      {"ReduceSum", &Importer::reduce<fg::ReduceSumOp>},
+      {"ReduceMean", &Importer::reduce<fg::ReduceMeanOp>},
+      {"LayerNormalization", &Importer::layerNorm},
+      {"Softmax", &Importer::softmax},
+      {"Dropout", &Importer::dropout},
+      {"SoftmaxCrossEntropyLoss", &Importer::sceLoss},
+      {"Identity", &Importer::identity},
+      {"Shape", &Importer::shapeOp},
+  };
+  return table;
+}
+
+} // namespace
+
+namespace fuyou {
+
+std::string supportedOnnxOps() {
+  std::vector<std::string> names;
+  for (const auto &kv : handlers())
+    names.push_back(kv.getKey().str());
+  for (const char *extra : {"Constant", "ConstantOfShape", "Range"})
+    names.push_back(extra);
+  llvm::sort(names);
+  std::string s;
+  for (const auto &n : names)
+    s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const onnx_in::Model &model,
+                                  const onnx_in::NameFilter &freeze, ImportStats &stats,
+                                  std::string &error) {
+  ctx.loadDialect<fygraph::FyGraphDialect, func::FuncDialect>();
+  Importer imp(ctx, model);
+  OwningOpRef<ModuleOp> module = imp.run(error);
+  if (!module)
+    return nullptr;
+
+  // Trainable: float initializers the loss reads, minus --freeze and the
+  // model's own "fuyou.frozen" list.
+  llvm::StringSet<> frozen;
+  if (auto it = model.metadata.find("fuyou.frozen"); it != model.metadata.end()) {
+    llvm::SmallVector<llvm::StringRef> names;
+    llvm::StringRef(it->second).split(names, ',', -1, false);
+    for (auto nm : names)
+      frozen.insert(nm.trim());
+  }
+  for (auto p : module->getOps<fygraph::ParamOp>()) {
+    auto type = cast<RankedTensorType>(p.getType());
+    bool trainable = type.getElementType().isF32() && !frozen.contains(p.getSymName()) &&
+                     !freeze.matches(p.getSymName().str());
+    p.setTrainable(trainable);
+    if (trainable) {
+      stats.trainableParams += type.getNumElements();
+      stats.trainableTensors++;
+    } else {
+      stats.frozenTensors++;
+    }
+  }
+  return module;
+}
+
+} // namespace fuyou

@@ -1,0 +1,290 @@
+#include "compiler/importer/OnnxModel.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/parser.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace fuyou::onnx_in {
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32: return "float32";
+  case DType::I64: return "int64";
+  case DType::Bool: return "bool";
+  default: return "unsupported";
+  }
+}
+
+static DType fromOnnx(int t) {
+  switch (t) {
+  case onnx::TensorProto::FLOAT: return DType::F32;
+  case onnx::TensorProto::INT64: return DType::I64;
+  case onnx::TensorProto::BOOL: return DType::Bool;
+  default: return DType::Unsupported;
+  }
+}
+
+static size_t elemSize(DType t) {
+  return t == DType::F32 ? 4 : t == DType::I64 ? 8 : 1;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<int64_t> Tensor::asInts() const {
+  std::vector<int64_t> v(numel());
+  for (int64_t i = 0; i < numel(); ++i) {
+    if (dtype == DType::I64) std::memcpy(&v[i], bytes.data() + 8 * i, 8);
+    else if (dtype == DType::Bool) v[i] = bytes[i] != 0;
+    else { float f; std::memcpy(&f, bytes.data() + 4 * i, 4); v[i] = (int64_t)f; }
+  }
+  return v;
+}
+
+std::vector<double> Tensor::asDoubles() const {
+  std::vector<double> v(numel());
+  for (int64_t i = 0; i < numel(); ++i) {
+    if (dtype == DType::F32) { float f; std::memcpy(&f, bytes.data() + 4 * i, 4); v[i] = f; }
+    else if (dtype == DType::I64) { int64_t x; std::memcpy(&x, bytes.data() + 8 * i, 8); v[i] = (double)x; }
+    else v[i] = bytes[i] != 0;
+  }
+  return v;
+}
+
+const Attr *Node::attr(const std::string &key) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? nullptr : &it->second;
+}
+int64_t Node::intAttr(const std::string &key, int64_t dflt) const {
+  const Attr *a = attr(key);
+  return a && a->kind == Attr::Int ? a->i : dflt;
+}
+float Node::floatAttr(const std::string &key, float dflt) const {
+  const Attr *a = attr(key);
+  return a && a->kind == Attr::Float ? a->f : dflt;
+}
+std::string Node::strAttr(const std::string &key, const std::string &dflt) const {
+  const Attr *a = attr(key);
+  return a && a->kind == Attr::String ? a->s : dflt;
+}
+std::string Node::describe() const {
+  return "node '" + (name.empty() ? (outputs.empty() ? std::string("?") : outputs[0]) : name) +
+         "' (" + opType + ")";
+}
+
+// Copies a TensorProto's elements, whichever field holds them, into `t`.
+static std::string readTensor(const onnx::TensorProto &p, const std::string &dir, Tensor &t) {
+  t.name = p.name();
+  t.onnxType = p.data_type();
+  t.dtype = fromOnnx(p.data_type());
+  t.shape.assign(p.dims().begin(), p.dims().end());
+  if (t.dtype == DType::Unsupported)
+    return "tensor '" + t.name + "' has unsupported element type " +
+           onnx::TensorProto_DataType_Name(p.data_type());
+  if (p.data_location() == onnx::TensorProto::EXTERNAL)
+    return "tensor '" + t.name + "' uses external data, which is not supported yet (save the "
+           "model with all tensors inside the file)";
+  size_t n = (size_t)t.numel(), es = elemSize(t.dtype);
+  t.bytes.resize(n * es);
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != n * es)
+      return "tensor '" + t.name + "' holds " + std::to_string(p.raw_data().size()) +
+             " bytes, expected " + std::to_string(n * es);
+    std::memcpy(t.bytes.data(), p.raw_data().data(), n * es);
+    return "";
+  }
+  size_t have = t.dtype == DType::F32 ? p.float_data_size()
+                : t.dtype == DType::I64 ? p.int64_data_size() : p.int32_data_size();
+  if (have != n)
+    return "tensor '" + t.name + "' holds " + std::to_string(have) + " values, expected " +
+           std::to_string(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (t.dtype == DType::F32) { float f = p.float_data(i); std::memcpy(&t.bytes[4 * i], &f, 4); }
+    else if (t.dtype == DType::I64) { int64_t x = p.int64_data(i); std::memcpy(&t.bytes[8 * i], &x, 8); }
+    else t.bytes[i] = p.int32_data(i) != 0;
+  }
+  (void)dir;
+  return "";
+}
+
+static ValueInfo readValueInfo(const onnx::ValueInfoProto &v) {
+  ValueInfo vi;
+  vi.name = v.name();
+  if (v.type().has_tensor_type()) {
+    const auto &tt = v.type().tensor_type();
+    vi.onnxType = tt.elem_type();
+    vi.dtype = fromOnnx(tt.elem_type());
+    if (tt.has_shape()) {
+      vi.hasShape = true;
+      for (const auto &d : tt.shape().dim())
+        vi.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
+  } else {
+    vi.dtype = DType::Unsupported;
+  }
+  return vi;
+}
+
+// Fixes the free dims of the (token ids, target ids) inputs to [batch, seq].
+static std::string fixInputDims(onnx::ModelProto &m, const LoadOptions &opts) {
+  for (auto &in : *m.mutable_graph()->mutable_input()) {
+    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape())
+      continue;
+    auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      auto *d = shape->mutable_dim(i);
+      int64_t want = i == 0 ? opts.batch : i == 1 ? opts.seq : 0;
+      if (d->has_dim_value()) {
+        if (want && d->dim_value() != want)
+          return "input '" + in.name() + "' has fixed dim " + std::to_string(i) + " = " +
+                 std::to_string(d->dim_value()) + ", but --" + (i == 0 ? "batch " : "seq ") +
+                 std::to_string(want) + " was given";
+        continue;
+      }
+      if (!want)
+        return "input '" + in.name() + "' has a dynamic dim " + std::to_string(i) + " ('" +
+               d->dim_param() + "'): give its size with --" + (i == 0 ? "batch" : i == 1 ? "seq" : "?");
+      d->clear_dim_param();
+      d->set_dim_value(want);
+    }
+  }
+  // Earlier inference results may carry symbolic dims: infer them afresh.
+  m.mutable_graph()->clear_value_info();
+  return "";
+}
+
+static std::string loadImpl(const std::string &path, const LoadOptions &opts, Model &out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return "cannot open '" + path + "': " + std::strerror(errno);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string data = ss.str();
+  if (data.empty())
+    return "'" + path + "' is empty";
+
+  onnx::ModelProto m;
+  bool text = path.size() > 9 && path.compare(path.size() - 9, 9, ".onnxtext") == 0;
+  if (text) {
+    auto status = onnx::OnnxParser::Parse(m, data.c_str());
+    if (!status.IsOK())
+      return "'" + path + "' is not valid ONNX text: " + status.ErrorMessage();
+  } else if (!m.ParseFromString(data) || !m.has_graph()) {
+    return "'" + path + "' is not an ONNX model (cannot parse a ModelProto)";
+  }
+
+  try {
+    onnx::checker::check_model(m);
+  } catch (const std::exception &e) {
+    std::string msg = e.what();
+    for (char &c : msg) if (c == '\n') c = ' ';
+    return "'" + path + "' fails the ONNX checker: " + msg;
+  }
+
+  for (const auto &op : m.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx")
+      out.opset = op.version();
+
+  if (std::string err = fixInputDims(m, opts); !err.empty())
+    return err;
+
+  try {
+    onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*strict=*/1, /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), sio);
+  } catch (const std::exception &e) {
+    std::string msg = e.what();
+    for (char &c : msg) if (c == '\n') c = ' ';
+    return "shape inference failed on '" + path + "': " + msg;
+  }
+
+  const auto &g = m.graph();
+  out.path = path;
+  for (const auto &kv : m.metadata_props())
+    out.metadata[kv.key()] = kv.value();
+  std::map<std::string, bool> isInit;
+  for (const auto &t : g.initializer()) {
+    Tensor tensor;
+    if (std::string err = readTensor(t, "", tensor); !err.empty())
+      return err;
+    isInit[t.name()] = true;
+    out.initializers.push_back(std::move(tensor));
+  }
+  for (const auto &v : g.input())
+    if (!isInit.count(v.name()))   // old exporters list initializers as inputs too
+      out.inputs.push_back(readValueInfo(v));
+  for (const auto &v : g.output())
+    out.outputs.push_back(readValueInfo(v));
+  for (const auto &v : g.value_info())
+    out.inferred[v.name()] = readValueInfo(v);
+
+  for (const auto &n : g.node()) {
+    Node node;
+    node.name = n.name();
+    node.opType = n.op_type();
+    node.domain = n.domain();
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (const auto &a : n.attribute()) {
+      Attr attr;
+      switch (a.type()) {
+      case onnx::AttributeProto::INT: attr.kind = Attr::Int; attr.i = a.i(); break;
+      case onnx::AttributeProto::FLOAT: attr.kind = Attr::Float; attr.f = a.f(); break;
+      case onnx::AttributeProto::STRING: attr.kind = Attr::String; attr.s = a.s(); break;
+      case onnx::AttributeProto::INTS:
+        attr.kind = Attr::Ints; attr.ints.assign(a.ints().begin(), a.ints().end()); break;
+      case onnx::AttributeProto::FLOATS:
+        attr.kind = Attr::Floats; attr.floats.assign(a.floats().begin(), a.floats().end()); break;
+      case onnx::AttributeProto::TENSOR:
+        attr.kind = Attr::TensorValue;
+        if (std::string err = readTensor(a.t(), "", attr.t); !err.empty())
+          return node.describe() + ": attribute '" + a.name() + "': " + err;
+        break;
+      default: attr.kind = Attr::Other; break;
+      }
+      node.attrs[a.name()] = std::move(attr);
+    }
+    out.nodes.push_back(std::move(node));
+  }
+  return "";
+}
+
+std::string loadModel(const std::string &path, const LoadOptions &opts, Model &out) {
+  try {
+    return loadImpl(path, opts, out);
+  } catch (const std::exception &e) {
+    return std::string("reading '") + path + "': " + e.what();
+  }
+}
+
+} // namespace fuyou::onnx_in
+
+#include <regex>
+
+namespace fuyou::onnx_in {
+std::string NameFilter::add(const std::string &pattern) {
+  try {
+    regexes_.push_back(new std::regex(pattern, std::regex::ECMAScript));
+    return "";
+  } catch (const std::regex_error &e) {
+    return "invalid --freeze regex '" + pattern + "': " + e.what();
+  }
+}
+bool NameFilter::matches(const std::string &name) const {
+  for (void *r : regexes_)
+    if (std::regex_match(name, *static_cast<std::regex *>(r)))
+      return true;
+  return false;
+}
+NameFilter::~NameFilter() {
+  for (void *r : regexes_)
+    delete static_cast<std::regex *>(r);
+}
+} // namespace fuyou::onnx_in

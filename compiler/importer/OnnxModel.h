@@ -1,0 +1,93 @@
+// A plain C++ view of an ONNX model, read with the ONNX library.
+//
+// This layer is compiled with exceptions (ONNX throws) and hides every
+// protobuf type, so the MLIR side, built without exceptions, never sees them.
+#ifndef FUYOU_COMPILER_IMPORTER_ONNXMODEL_H
+#define FUYOU_COMPILER_IMPORTER_ONNXMODEL_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fuyou::onnx_in {
+
+enum class DType { F32, I64, Bool, Unsupported };
+const char *dtypeName(DType t);
+
+struct Tensor {
+  std::string name;
+  DType dtype = DType::F32;
+  int onnxType = 0;            // the TensorProto data type, for messages
+  std::vector<int64_t> shape;
+  std::vector<char> bytes;     // little-endian, row-major
+  int64_t numel() const;
+  std::vector<int64_t> asInts() const;     // I64 or Bool contents
+  std::vector<double> asDoubles() const;   // any supported dtype
+};
+
+struct Attr {
+  enum Kind { Int, Float, String, Ints, Floats, TensorValue, Other } kind = Other;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  Tensor t;
+};
+
+struct Node {
+  std::string name, opType, domain;
+  std::vector<std::string> inputs, outputs;  // "" marks an omitted optional
+  std::map<std::string, Attr> attrs;
+  const Attr *attr(const std::string &key) const;
+  int64_t intAttr(const std::string &key, int64_t dflt) const;
+  float floatAttr(const std::string &key, float dflt) const;
+  std::string strAttr(const std::string &key, const std::string &dflt) const;
+  std::string describe() const;  // "node 'name' (OpType)"
+};
+
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  int onnxType = 0;
+  bool hasShape = false;
+  std::vector<int64_t> shape;   // -1 for a dim without a fixed size
+};
+
+struct Model {
+  std::string path;
+  int64_t opset = 0;
+  std::vector<ValueInfo> inputs, outputs;
+  std::vector<Node> nodes;
+  std::vector<Tensor> initializers;
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, ValueInfo> inferred;   // shape inference results
+};
+
+struct LoadOptions {
+  int64_t batch = 0;  // 0: keep the model's own size
+  int64_t seq = 0;
+};
+
+// Reads a binary ModelProto, or ONNX text syntax when the path ends in
+// ".onnxtext"; runs the checker, fixes the input dims, runs shape inference.
+// Returns "" on success, else one line saying what is wrong.
+std::string loadModel(const std::string &path, const LoadOptions &opts, Model &out);
+
+} // namespace fuyou::onnx_in
+
+namespace fuyou::onnx_in {
+// --freeze patterns: ECMAScript regexes matched against whole initializer names.
+class NameFilter {
+public:
+  // Returns "" or a message naming the pattern that does not compile.
+  std::string add(const std::string &pattern);
+  bool matches(const std::string &name) const;
+  ~NameFilter();
+private:
+  std::vector<void *> regexes_;  // std::regex*, kept opaque to exception-free code
+};
+} // namespace fuyou::onnx_in
+
+#endif

@@ -1,0 +1,14 @@
+// fuyou-opt: mlir-opt with the fuyou dialects and passes, for lit tests and
+// for compiler engineers writing new passes.
+#include "dialects/FyGraph/FyGraphDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::registerTransformsPasses();
+  mlir::DialectRegistry registry;
+  registry.insert<fuyou::fygraph::FyGraphDialect, mlir::func::FuncDialect>();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "fuyou optimizer driver\n", registry));
+}

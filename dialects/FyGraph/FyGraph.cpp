@@ -1,0 +1,336 @@
+#include "dialects/FyGraph/FyGraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace fuyou::fygraph;
+
+#include "dialects/FyGraph/FyGraphDialect.cpp.inc"
+
+void FyGraphDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/FyGraph/FyGraphOps.cpp.inc"
+      >();
+}
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+static Type elemOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+static int64_t rankOf(Value v) { return shapeOf(v).size(); }
+
+// Normalises a possibly negative axis; fails when out of [0, rank).
+static FailureOr<int64_t> normAxis(Operation *op, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    return op->emitOpError("axis ") << axis << " out of range for rank " << rank;
+  return a;
+}
+
+// True when `small`, right-aligned, broadcasts to `big`.
+static bool broadcastsTo(ArrayRef<int64_t> small, ArrayRef<int64_t> big) {
+  if (small.size() > big.size())
+    return false;
+  size_t off = big.size() - small.size();
+  for (size_t i = 0; i < small.size(); ++i)
+    if (small[i] != 1 && small[i] != big[off + i])
+      return false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  auto t = dyn_cast<RankedTensorType>(getType());
+  if (!t || !t.hasStaticShape())
+    return emitOpError("type must be a statically shaped tensor, got ") << getType();
+  return success();
+}
+
+LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto param = tables.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
+  if (!param)
+    return emitOpError("'") << getName() << "' does not name a fygraph.param";
+  if (param.getType() != getType())
+    return emitOpError("type ") << getType() << " differs from the parameter's "
+                                << param.getType();
+  return success();
+}
+
+LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto param = tables.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError("'") << getParam() << "' does not name a fygraph.param";
+  if (!param.getTrainable())
+    return emitOpError("parameter '") << getParam() << "' is not trainable";
+  if (param.getType() != getGrad().getType())
+    return emitOpError("gradient type ") << getGrad().getType()
+                                         << " differs from the parameter's " << param.getType();
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyBinary(Operation *op, bool isCompare) {
+  Value l = op->getOperand(0), r = op->getOperand(1), res = op->getResult(0);
+  if (elemOf(l) != elemOf(r))
+    return op->emitOpError("operand element types differ: ") << elemOf(l) << " vs " << elemOf(r);
+  Type want = isCompare ? IntegerType::get(op->getContext(), 1) : elemOf(l);
+  if (elemOf(res) != want)
+    return op->emitOpError("result element type must be ") << want;
+  SmallVector<int64_t> shape;
+  if (!OpTrait::util::getBroadcastedShape(shapeOf(l), shapeOf(r), shape) ||
+      ArrayRef<int64_t>(shape) != shapeOf(res))
+    return op->emitOpError("result shape is not the broadcast of the operand shapes");
+  return success();
+}
+
+LogicalResult AddOp::verify() { return verifyBinary(*this, false); }
+LogicalResult SubOp::verify() { return verifyBinary(*this, false); }
+LogicalResult MulOp::verify() { return verifyBinary(*this, false); }
+LogicalResult DivOp::verify() { return verifyBinary(*this, false); }
+LogicalResult PowOp::verify() { return verifyBinary(*this, false); }
+LogicalResult EqualOp::verify() { return verifyBinary(*this, true); }
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult UnaryGradOp::verify() {
+  bool known = llvm::StringSwitch<bool>(getFn())
+                   .Cases("neg", "sqrt", "reciprocal", "exp", "tanh", true)
+                   .Cases("erf", "sigmoid", "silu", "gelu", "gelu_tanh", true)
+                   .Default(false);
+  if (!known)
+    return emitOpError("unknown elementwise function '") << getFn() << "'";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, products, normalisations
+//===----------------------------------------------------------------------===//
+
+template <typename ReduceOp>
+static LogicalResult verifyReduce(ReduceOp op) {
+  int64_t rank = rankOf(op.getInput());
+  llvm::SmallVector<bool> reduced(rank, false);
+  for (int64_t a : op.getAxes()) {
+    auto n = normAxis(op, a, rank);
+    if (failed(n))
+      return failure();
+    reduced[*n] = true;
+  }
+  SmallVector<int64_t> want;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i])
+      want.push_back(shapeOf(op.getInput())[i]);
+    else if (op.getKeepdims())
+      want.push_back(1);
+  }
+  if (ArrayRef<int64_t>(want) != shapeOf(op.getResult()))
+    return op.emitOpError("result shape does not match the reduction");
+  return success();
+}
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
+
+LogicalResult ReduceToOp::verify() {
+  if (!broadcastsTo(shapeOf(getResult()), shapeOf(getInput())))
+    return emitOpError("result shape does not broadcast to the input shape");
+  return success();
+}
+OpFoldResult ReduceToOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : nullptr;
+}
+
+LogicalResult MatMulOp::verify() {
+  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
+  if (a.size() < 2 || b.size() < 2)
+    return emitOpError("operands must have rank >= 2 (1-D operands are reshaped at import)");
+  int64_t m = a[a.size() - 2], ka = a.back(), kb = b[b.size() - 2], n = b.back();
+  if (getTransA())
+    std::swap(m, ka);
+  if (getTransB())
+    std::swap(kb, n);
+  if (ka != kb)
+    return emitOpError("contraction dims differ: ") << ka << " vs " << kb;
+  SmallVector<int64_t> batch;
+  if (!OpTrait::util::getBroadcastedShape(a.drop_back(2), b.drop_back(2), batch))
+    return emitOpError("batch dims do not broadcast");
+  batch.push_back(m);
+  batch.push_back(n);
+  if (ArrayRef<int64_t>(batch) != shapeOf(getResult()))
+    return emitOpError("result shape must be [") << batch << "]"; 
+  return success();
+}
+
+// Shape of per-row statistics: the input's shape with dims [axis, rank) set to 1.
+static SmallVector<int64_t> statShape(ArrayRef<int64_t> in, int64_t axis) {
+  SmallVector<int64_t> s(in.begin(), in.end());
+  for (size_t i = axis; i < s.size(); ++i)
+    s[i] = 1;
+  return s;
+}
+
+static LogicalResult verifyNorm(Operation *op, Value in, Value scale, Value bias, int64_t axisAttr,
+                                ArrayRef<Value> stats) {
+  auto axis = normAxis(op, axisAttr, rankOf(in));
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> normDims = shapeOf(in).drop_front(*axis);
+  if (shapeOf(scale) != normDims || (bias && shapeOf(bias) != normDims))
+    return op->emitOpError("scale and bias must have the normalised dims' shape");
+  if (op->getResult(0).getType() != in.getType())
+    return op->emitOpError("result type must equal the input type");
+  SmallVector<int64_t> want = statShape(shapeOf(in), *axis);
+  for (Value s : stats)
+    if (shapeOf(s) != ArrayRef<int64_t>(want))
+      return op->emitOpError("statistics must have shape [") << want << "]";
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNorm(*this, getInput(), getScale(), getBias(), getAxis(),
+                    {getMean(), getInvStdDev()});
+}
+LogicalResult RMSNormOp::verify() {
+  return verifyNorm(*this, getInput(), getScale(), nullptr, getAxis(), {getInvRms()});
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::verify() {
+  ArrayRef<int64_t> s = shapeOf(getScores()), l = shapeOf(getLabels());
+  if (s.size() < 2 || l.size() != s.size() - 1 || l[0] != s[0] ||
+      l.drop_front() != s.drop_front(2))
+    return emitOpError("labels must have the scores' shape without the class dim 1");
+  if (getReduction() != "mean" && getReduction() != "sum")
+    return emitOpError("reduction must be \"mean\" or \"sum\"");
+  if (rankOf(getLoss()) != 0)
+    return emitOpError("loss must be a scalar");
+  if (getLogProb().getType() != getScores().getType())
+    return emitOpError("log_prob must have the scores' type");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getNumElements() != out.getNumElements() || in.getElementType() != out.getElementType())
+    return emitOpError("must keep the element count and type");
+  return success();
+}
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : nullptr;
+}
+
+LogicalResult TransposeOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  if (getPerm().size() != in.size())
+    return emitOpError("perm must have one entry per dim");
+  SmallVector<bool> seen(in.size(), false);
+  SmallVector<int64_t> want;
+  for (int64_t p : getPerm()) {
+    if (p < 0 || p >= (int64_t)in.size() || seen[p])
+      return emitOpError("perm is not a permutation");
+    seen[p] = true;
+    want.push_back(in[p]);
+  }
+  if (ArrayRef<int64_t>(want) != shapeOf(getResult()) || elemOf(getInput()) != elemOf(getResult()))
+    return emitOpError("result type does not match the permutation");
+  return success();
+}
+
+LogicalResult ExpandOp::verify() {
+  if (!broadcastsTo(shapeOf(getInput()), shapeOf(getResult())) ||
+      elemOf(getInput()) != elemOf(getResult()))
+    return emitOpError("input does not broadcast to the result type");
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  int64_t rank = rankOf(getResult());
+  auto axis = normAxis(*this, getAxis(), rank);
+  if (failed(axis))
+    return failure();
+  int64_t total = 0;
+  for (Value v : getInputs()) {
+    if (rankOf(v) != rank || elemOf(v) != elemOf(getResult()))
+      return emitOpError("inputs must match the result's rank and element type");
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != *axis && shapeOf(v)[i] != shapeOf(getResult())[i])
+        return emitOpError("inputs differ from the result outside the concat axis");
+    total += shapeOf(v)[*axis];
+  }
+  if (total != shapeOf(getResult())[*axis])
+    return emitOpError("concat axis sizes add to ") << total;
+  return success();
+}
+
+static LogicalResult verifySlice(Operation *op, ArrayRef<int64_t> full, ArrayRef<int64_t> part,
+                                 ArrayRef<int64_t> starts, ArrayRef<int64_t> steps) {
+  if (full.size() != part.size() || starts.size() != full.size() || steps.size() != full.size())
+    return op->emitOpError("starts and steps need one entry per dim");
+  for (size_t i = 0; i < full.size(); ++i) {
+    if (steps[i] <= 0)
+      return op->emitOpError("steps must be positive");
+    if (starts[i] < 0 || (part[i] > 0 && starts[i] + (part[i] - 1) * steps[i] >= full[i]))
+      return op->emitOpError("slice runs out of dim ") << i;
+  }
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  if (elemOf(getInput()) != elemOf(getResult()))
+    return emitOpError("must keep the element type");
+  return verifySlice(*this, shapeOf(getInput()), shapeOf(getResult()), getStarts(), getSteps());
+}
+LogicalResult SliceGradOp::verify() {
+  return verifySlice(*this, shapeOf(getDx()), shapeOf(getDy()), getStarts(), getSteps());
+}
+
+static LogicalResult verifyGather(Operation *op, Value table, Value idx, Value rows) {
+  SmallVector<int64_t> want(shapeOf(idx));
+  llvm::append_range(want, shapeOf(table).drop_front());
+  if (rankOf(table) < 1 || ArrayRef<int64_t>(want) != shapeOf(rows))
+    return op->emitOpError("gathered shape must be indices' shape + table shape[1:]");
+  return success();
+}
+LogicalResult GatherOp::verify() {
+  return verifyGather(*this, getTable(), getIndices(), getResult());
+}
+LogicalResult GatherGradOp::verify() {
+  return verifyGather(*this, getDtable(), getIndices(), getDy());
+}
+
+LogicalResult DropoutOp::verify() {
+  float r = getRatio().convertToFloat();
+  if (!(r >= 0.f && r < 1.f))
+    return emitOpError("ratio must be in [0, 1)");
+  if (shapeOf(getMask()) != shapeOf(getInput()) || getResult().getType() != getInput().getType())
+    return emitOpError("result and mask must have the input's shape");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/FyGraph/FyGraphOps.cpp.inc"

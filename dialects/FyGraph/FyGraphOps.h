@@ -1,0 +1,16 @@
+#ifndef FUYOU_DIALECTS_FYGRAPH_FYGRAPHOPS_H
+#define FUYOU_DIALECTS_FYGRAPH_FYGRAPHOPS_H
+
+#include "dialects/FyGraph/FyGraphDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/FyGraph/FyGraphOps.h.inc"
+
+#endif

@@ -1,0 +1,343 @@
+#ifndef FYGRAPH_OPS
+#define FYGRAPH_OPS
+
+include "dialects/FyGraph/Dialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def FyTensor : StaticShapeTensorOf<[F32, I64, I1]>;
+def FyFloatTensor : StaticShapeTensorOf<[F32]>;
+def FyIndexTensor : StaticShapeTensorOf<[I64]>;
+def FyBoolTensor : StaticShapeTensorOf<[I1]>;
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+def FyGraph_ParamOp : FyGraph_Op<"param", [Symbol]> {
+  let summary = "A tensor held in external weight storage";
+  let description = [{
+    Declares an initializer of the model by its ONNX name. `trainable` marks
+    the ones that receive a gradient and an optimizer update.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
+                       UnitAttr:$trainable);
+  let assemblyFormat = "$sym_name (`trainable` $trainable^)? `:` $type attr-dict";
+  let hasVerifier = 1;
+}
+
+def FyGraph_GetParamOp : FyGraph_Op<"get_param",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "The current value of a parameter";
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def FyGraph_ConstantOp : FyGraph_Op<"constant",
+    [Pure, ConstantLike, AllTypesMatch<["value", "result"]>]> {
+  let summary = "A small constant from the graph itself (never a weight)";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class FyGraph_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : FyGraph_Op<mnemonic, !listconcat(traits, [Pure, ResultsBroadcastableShape])> {
+  let arguments = (ins FyTensor:$lhs, FyTensor:$rhs);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_AddOp : FyGraph_BinaryOp<"add", [Commutative]> { let summary = "Broadcasting a + b"; }
+def FyGraph_SubOp : FyGraph_BinaryOp<"sub"> { let summary = "Broadcasting a - b"; }
+def FyGraph_MulOp : FyGraph_BinaryOp<"mul", [Commutative]> { let summary = "Broadcasting a * b"; }
+def FyGraph_DivOp : FyGraph_BinaryOp<"div"> { let summary = "Broadcasting a / b"; }
+def FyGraph_PowOp : FyGraph_BinaryOp<"pow"> { let summary = "Broadcasting a ^ b"; }
+def FyGraph_EqualOp : FyGraph_BinaryOp<"equal", [Commutative]> {
+  let summary = "Broadcasting a == b, an i1 tensor";
+}
+
+class FyGraph_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : FyGraph_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let arguments = (ins FyFloatTensor:$input);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def FyGraph_NegOp : FyGraph_UnaryOp<"neg"> { let summary = "-x"; }
+def FyGraph_SqrtOp : FyGraph_UnaryOp<"sqrt"> { let summary = "sqrt(x)"; }
+def FyGraph_ReciprocalOp : FyGraph_UnaryOp<"reciprocal"> { let summary = "1/x"; }
+def FyGraph_ExpOp : FyGraph_UnaryOp<"exp"> { let summary = "exp(x)"; }
+def FyGraph_TanhOp : FyGraph_UnaryOp<"tanh"> { let summary = "tanh(x)"; }
+def FyGraph_ErfOp : FyGraph_UnaryOp<"erf"> { let summary = "erf(x)"; }
+def FyGraph_SigmoidOp : FyGraph_UnaryOp<"sigmoid"> { let summary = "1/(1+exp(-x))"; }
+def FyGraph_SiluOp : FyGraph_UnaryOp<"silu"> { let summary = "x*sigmoid(x), fused"; }
+def FyGraph_GeluOp : FyGraph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU, fused; `approximate` is \"none\" (erf) or \"tanh\"";
+  let arguments = (ins FyFloatTensor:$input,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_UnaryGradOp : FyGraph_Op<"unary_grad",
+    [Pure, AllTypesMatch<["x", "y", "dy", "dx"]>]> {
+  let summary = "dx = dy * f'(x) for an elementwise f";
+  let description = [{
+    `fn` names f (neg, sqrt, reciprocal, exp, tanh, erf, sigmoid, silu, gelu,
+    gelu_tanh). `y` is f(x), which some derivatives reuse.
+  }];
+  let arguments = (ins StrAttr:$fn, FyFloatTensor:$x, FyFloatTensor:$y,
+                       FyFloatTensor:$dy);
+  let results = (outs FyFloatTensor:$dx);
+  let assemblyFormat = "$fn $x `,` $y `,` $dy attr-dict `:` type($dx)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_WhereOp : FyGraph_Op<"where", [Pure, ResultsBroadcastableShape]> {
+  let summary = "Broadcasting select";
+  let arguments = (ins FyBoolTensor:$condition, FyTensor:$lhs, FyTensor:$rhs);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+def FyGraph_CastOp : FyGraph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "Element type conversion";
+  let arguments = (ins FyTensor:$input);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, products, normalisations
+//===----------------------------------------------------------------------===//
+
+class FyGraph_ReduceOp<string mnemonic> : FyGraph_Op<mnemonic, [Pure]> {
+  let arguments = (ins FyFloatTensor:$input, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+def FyGraph_ReduceSumOp : FyGraph_ReduceOp<"reduce_sum"> { let summary = "Sum over axes"; }
+def FyGraph_ReduceMeanOp : FyGraph_ReduceOp<"reduce_mean"> { let summary = "Mean over axes"; }
+
+def FyGraph_ReduceToOp : FyGraph_Op<"reduce_to", [Pure]> {
+  let summary = "Sums a tensor over the dims its result was broadcast along";
+  let description = [{
+    The adjoint of implicit broadcasting: the result shape, right-aligned, is
+    broadcast-compatible with the input.
+  }];
+  let arguments = (ins FyFloatTensor:$input);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def FyGraph_MatMulOp : FyGraph_Op<"matmul", [Pure]> {
+  let summary = "numpy matmul with batch broadcasting; optional transposes";
+  let description = [{
+    `trans_a`/`trans_b` transpose the last two dims of an operand first, so
+    that gradients need no explicit transposes.
+  }];
+  let arguments = (ins FyFloatTensor:$lhs, FyFloatTensor:$rhs,
+                       UnitAttr:$trans_a, UnitAttr:$trans_b);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_LayerNormOp : FyGraph_Op<"layer_norm", [Pure]> {
+  let summary = "Layer normalisation over dims [axis, rank)";
+  let description = [{
+    Also returns the mean and inverse standard deviation (shape of the input
+    with the normalised dims set to 1) that layer_norm_grad consumes.
+  }];
+  let arguments = (ins FyFloatTensor:$input, FyFloatTensor:$scale,
+                       Optional<FyFloatTensor>:$bias, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs FyFloatTensor:$result, FyFloatTensor:$mean,
+                      FyFloatTensor:$inv_std_dev);
+  let assemblyFormat = "$input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_LayerNormGradOp : FyGraph_Op<"layer_norm_grad", [Pure]> {
+  let summary = "Gradients of layer_norm for input, scale and bias";
+  let arguments = (ins FyFloatTensor:$dy, FyFloatTensor:$input, FyFloatTensor:$scale,
+                       FyFloatTensor:$mean, FyFloatTensor:$inv_std_dev, I64Attr:$axis);
+  let results = (outs FyFloatTensor:$dinput, FyFloatTensor:$dscale, FyFloatTensor:$dbias);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def FyGraph_RMSNormOp : FyGraph_Op<"rms_norm", [Pure]> {
+  let summary = "x * rsqrt(mean(x^2) + eps) * scale over dims [axis, rank)";
+  let arguments = (ins FyFloatTensor:$input, FyFloatTensor:$scale, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs FyFloatTensor:$result, FyFloatTensor:$inv_rms);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_RMSNormGradOp : FyGraph_Op<"rms_norm_grad", [Pure]> {
+  let summary = "Gradients of rms_norm for input and scale";
+  let arguments = (ins FyFloatTensor:$dy, FyFloatTensor:$input, FyFloatTensor:$scale,
+                       FyFloatTensor:$inv_rms, I64Attr:$axis);
+  let results = (outs FyFloatTensor:$dinput, FyFloatTensor:$dscale);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def FyGraph_SoftmaxOp : FyGraph_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "Softmax along one axis (ONNX opset 13+)";
+  let arguments = (ins FyFloatTensor:$input, I64Attr:$axis);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def FyGraph_SoftmaxGradOp : FyGraph_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dx = y * (dy - sum(dy * y)) along axis";
+  let arguments = (ins FyFloatTensor:$dy, FyFloatTensor:$y, I64Attr:$axis);
+  let results = (outs FyFloatTensor:$dx);
+  let assemblyFormat = "$dy `,` $y attr-dict `:` type($dx)";
+}
+
+def FyGraph_SoftmaxCrossEntropyLossOp
+    : FyGraph_Op<"softmax_cross_entropy_loss", [Pure]> {
+  let summary = "ONNX SoftmaxCrossEntropyLoss, also returning log-probabilities";
+  let arguments = (ins FyFloatTensor:$scores, FyIndexTensor:$labels,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs FyFloatTensor:$loss, FyFloatTensor:$log_prob);
+  let assemblyFormat = "$scores `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_SoftmaxCrossEntropyLossGradOp
+    : FyGraph_Op<"softmax_cross_entropy_loss_grad", [Pure]> {
+  let summary = "Gradient of the loss for the scores, from the log-probabilities";
+  let arguments = (ins FyFloatTensor:$dloss, FyFloatTensor:$log_prob,
+                       FyIndexTensor:$labels,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs FyFloatTensor:$dscores);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def FyGraph_ReshapeOp : FyGraph_Op<"reshape", [Pure]> {
+  let summary = "Reshape, Squeeze, Unsqueeze and Flatten: same elements, new static shape";
+  let arguments = (ins FyTensor:$input);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def FyGraph_TransposeOp : FyGraph_Op<"transpose", [Pure]> {
+  let summary = "Permutes dims";
+  let arguments = (ins FyTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_ExpandOp : FyGraph_Op<"expand", [Pure]> {
+  let summary = "Broadcasts to the result shape (ONNX Expand)";
+  let arguments = (ins FyTensor:$input);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_ConcatOp : FyGraph_Op<"concat", [Pure]> {
+  let summary = "Concatenation along an axis";
+  let arguments = (ins Variadic<FyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_SliceOp : FyGraph_Op<"slice", [Pure]> {
+  let summary = "Strided static slice (ONNX Slice and each result of Split)";
+  let description = [{
+    Per dim a start and a positive step; the result shape gives the count.
+  }];
+  let arguments = (ins FyTensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs FyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_SliceGradOp : FyGraph_Op<"slice_grad", [Pure]> {
+  let summary = "Scatters a slice's gradient into zeros of the input's shape";
+  let arguments = (ins FyFloatTensor:$dy, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs FyFloatTensor:$dx);
+  let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($dx)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_GatherOp : FyGraph_Op<"gather", [Pure]> {
+  let summary = "Rows of a table along axis 0 (embedding lookup)";
+  let arguments = (ins FyFloatTensor:$table, FyIndexTensor:$indices);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$table `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_GatherGradOp : FyGraph_Op<"gather_grad", [Pure]> {
+  let summary = "Scatter-adds row gradients into a zero table";
+  let arguments = (ins FyFloatTensor:$dy, FyIndexTensor:$indices);
+  let results = (outs FyFloatTensor:$dtable);
+  let assemblyFormat = "$dy `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_DropoutOp : FyGraph_Op<"dropout", [Pure]> {
+  let summary = "Inverted dropout in training mode; the mask is kept for backward";
+  let arguments = (ins FyFloatTensor:$input, F32Attr:$ratio, I64Attr:$seed);
+  let results = (outs FyFloatTensor:$result, FyBoolTensor:$mask);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_DropoutGradOp : FyGraph_Op<"dropout_grad", [Pure]> {
+  let summary = "dx = dy * mask / (1 - ratio)";
+  let arguments = (ins FyFloatTensor:$dy, FyBoolTensor:$mask, F32Attr:$ratio);
+  let results = (outs FyFloatTensor:$dx);
+  let assemblyFormat = "$dy `,` $mask attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def FyGraph_AdamWOp : FyGraph_Op<"adamw",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "One AdamW update of a trainable parameter from its gradient";
+  let description = [{
+    Hyper-parameters are the executable's flags; the op fixes only which
+    parameter is updated from which gradient, so later passes can move it.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FyFloatTensor:$grad);
+  let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
+}
+
+#endif

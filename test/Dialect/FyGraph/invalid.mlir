@@ -1,0 +1,127 @@
+// RUN: fuyou-opt %s -split-input-file -verify-diagnostics
+
+func.func @bad_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{operands don't have broadcast-compatible shapes}}
+  %0 = fygraph.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @equal_not_i1(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{result element type must be 'i1'}}
+  %0 = fygraph.equal %a, %a : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @matmul_k(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{contraction dims differ: 3 vs 4}}
+  %0 = fygraph.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @reshape_count(%a: tensor<2x3xf32>) -> tensor<7xf32> {
+  // expected-error @+1 {{must keep the element count and type}}
+  %0 = fygraph.reshape %a : tensor<2x3xf32> -> tensor<7xf32>
+  return %0 : tensor<7xf32>
+}
+
+// -----
+
+func.func @perm(%a: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  // expected-error @+1 {{perm is not a permutation}}
+  %0 = fygraph.transpose %a {perm = array<i64: 0, 0>} : tensor<2x3xf32> -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+
+func.func @slice_oob(%a: tensor<4xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{slice runs out of dim 0}}
+  %0 = fygraph.slice %a {starts = array<i64: 1>, steps = array<i64: 2>} : tensor<4xf32> -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @ln_scale(%x: tensor<2x8xf32>, %g: tensor<4xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{scale and bias must have the normalised dims' shape}}
+  %y, %m, %s = fygraph.layer_norm %x, %g {axis = -1 : i64, epsilon = 1.0e-5 : f32}
+      : (tensor<2x8xf32>, tensor<4xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @reduce(%x: tensor<2x8xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{result shape does not match the reduction}}
+  %0 = fygraph.reduce_sum %x {axes = array<i64: 1>} : tensor<2x8xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @gather(%t: tensor<16x8xf32>, %i: tensor<2x4xi64>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{gathered shape must be indices' shape + table shape[1:]}}
+  %0 = fygraph.gather %t, %i : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @sce(%s: tensor<8x16xf32>, %l: tensor<4xi64>) -> tensor<f32> {
+  // expected-error @+1 {{labels must have the scores' shape without the class dim 1}}
+  %loss, %lp = fygraph.softmax_cross_entropy_loss %s, %l : (tensor<8x16xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<8x16xf32>)
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @dyn(%a: tensor<?xf32>) {
+  // expected-error @+1 {{must be statically shaped tensor}}
+  %0 = fygraph.neg %a : tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @gelu(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{approximate must be "none" or "tanh"}}
+  %0 = fygraph.gelu %a {approximate = "fast"} : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @unknown_grad(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{unknown elementwise function 'cos'}}
+  %0 = fygraph.unary_grad "cos" %a, %a, %a : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+fygraph.param @w : tensor<4xf32>
+func.func @no_param() -> tensor<4xf32> {
+  // expected-error @+1 {{'v' does not name a fygraph.param}}
+  %0 = fygraph.get_param @v : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+fygraph.param @w : tensor<4xf32>
+func.func @frozen_update(%g: tensor<4xf32>) {
+  // expected-error @+1 {{parameter 'w' is not trainable}}
+  fygraph.adamw @w, %g : tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{type must be a statically shaped tensor}}
+fygraph.param @w : tensor<?xf32>

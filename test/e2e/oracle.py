@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""PyTorch oracle for fuyou-compile's end-to-end tests.
+
+    /usr/bin/python3 test/e2e/oracle.py --onnx M.onnx --data tokens.bin --batch 4 --seq 32 \
+        --steps 20 --out-losses ref.jsonl [--out-grads ref_grads.safetensors]
+
+Rebuilds the module that examples/export.py exported (config from M.onnx.json), loads its
+initial weights from M.onnx's initializers by name, and trains it with torch.optim.AdamW in fp32
+on the CPU, on the batches of the DESIGN.md batch contract. Writes one JSON line per step
+({"step": s from 1, "loss": forward loss of that step}) and, optionally, the gradient of every
+trainable parameter at step 1 (before the first update), keyed by ONNX initializer name.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+import safetensors_io  # noqa: E402
+from models import ModelConfig, build_model  # noqa: E402
+
+LLMC_MAGIC = 20240520
+LLMC_HEADER_BYTES = 1024
+
+
+def die(msg):
+    print(f"oracle.py: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def load_tokens(path):
+    """uint16 tokens of a nanoGPT .bin or llm.c token file, as int64."""
+    try:
+        raw = np.fromfile(path, dtype=np.uint8)
+    except OSError as e:
+        die(f"{path}: {e.strerror}")
+    if raw.size >= LLMC_HEADER_BYTES and int(raw[:4].view("<i4")[0]) == LLMC_MAGIC:
+        header = raw[:LLMC_HEADER_BYTES].view("<i4")
+        ntok = int(header[2])
+        body = raw[LLMC_HEADER_BYTES:]
+        if body.size < 2 * ntok:
+            die(f"{path}: llm.c header says {ntok} tokens, file holds {body.size // 2}")
+        return body[: 2 * ntok].view("<u2").astype(np.int64)
+    if raw.size % 2:
+        die(f"{path}: odd size {raw.size}, not a uint16 token file")
+    return raw.view("<u2").astype(np.int64)
+
+
+class Batches:
+    """window k = tokens[k*T : k*T+T+1]; W = (n-1)//T; step s row b uses window (s*B+b) % W."""
+
+    def __init__(self, tokens, B, T):
+        self.tokens, self.B, self.T = tokens, B, T
+        self.W = (tokens.size - 1) // T
+        if self.W < 1:
+            die(f"data holds {tokens.size} tokens, fewer than seq+1 = {T + 1}")
+
+    def get(self, step):
+        rows = []
+        for b in range(self.B):
+            k = (step * self.B + b) % self.W
+            rows.append(self.tokens[k * self.T: k * self.T + self.T + 1])
+        w = torch.from_numpy(np.stack(rows))
+        return w[:, :-1].contiguous(), w[:, 1:].contiguous()
+
+
+def load_initializers(model, onnx_path):
+    """Copy every ONNX initializer into the module's state by name; returns param -> onnx name."""
+    m = onnx.load(onnx_path)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    frozen_meta = []
+    for p in m.metadata_props:
+        if p.key == "fuyou.frozen" and p.value:
+            frozen_meta = [s for s in p.value.split(",") if s]
+
+    # Group state_dict names that share one tensor (tied weights) and find the ONNX name of each.
+    sd = model.state_dict(keep_vars=True)
+    groups = {}
+    for name, t in sd.items():
+        groups.setdefault(id(t), []).append(name)
+    onnx_name = {}
+    used = set()
+    for key, names in groups.items():
+        present = [n for n in names if n in inits]
+        if not present:
+            die(f"{onnx_path}: no initializer for {' / '.join(names)}")
+        if len(present) > 1:
+            die(f"{onnx_path}: tied tensor {names} appears as several initializers {present}")
+        src = present[0]
+        t = sd[names[0]]
+        arr = inits[src]
+        if tuple(arr.shape) != tuple(t.shape):
+            die(f"{onnx_path}: initializer {src}: shape {list(arr.shape)}, module expects {list(t.shape)}")
+        with torch.no_grad():
+            t.copy_(torch.from_numpy(np.array(arr)).to(t.dtype))
+        onnx_name[key] = src
+        used.add(src)
+    extra = sorted(set(inits) - used)
+    if extra:
+        die(f"{onnx_path}: initializers unknown to the module: {extra}")
+    params = []  # (onnx name, parameter), unique, in module order
+    seen = set()
+    for name, p in model.named_parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            params.append((onnx_name[id(p)], p))
+    return params, frozen_meta
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--onnx", required=True)
+    ap.add_argument("--config", default=None, help="model config JSON (default: ONNX path + .json)")
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--seq", type=int, required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--freeze", action="append", default=[],
+                    help="ECMAScript-style regex, full match on initializer name; repeatable")
+    ap.add_argument("--out-losses", required=True)
+    ap.add_argument("--out-grads", default=None, help="step-1 gradients (safetensors)")
+    ap.add_argument("--out-params", default=None, help="parameters after the last step (safetensors)")
+    a = ap.parse_args(argv)
+
+    if a.batch < 1 or a.seq < 1 or a.steps < 0:
+        die("--batch and --seq must be positive, --steps non-negative")
+    cfg_path = a.config or a.onnx + ".json"
+    try:
+        with open(cfg_path) as f:
+            cfg = ModelConfig.from_dict(json.load(f))
+    except OSError as e:
+        die(f"{cfg_path}: {e.strerror} (written by examples/export.py next to the .onnx)")
+    if a.seq > cfg.block_size:
+        die(f"--seq {a.seq} exceeds the model's block size {cfg.block_size}")
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    params, frozen_meta = load_initializers(model, a.onnx)
+    model.train()
+
+    try:
+        freeze = [re.compile(r) for r in a.freeze]
+    except re.error as e:
+        die(f"--freeze: {e}")
+    trainable = []
+    for name, p in params:
+        if name in frozen_meta or any(r.fullmatch(name) for r in freeze):
+            p.requires_grad_(False)
+        else:
+            trainable.append((name, p))
+    if not trainable:
+        die("no trainable parameters left")
+
+    data = Batches(load_tokens(a.data), a.batch, a.seq)
+    opt = torch.optim.AdamW([p for _, p in trainable], lr=a.lr, betas=(a.beta1, a.beta2),
+                            eps=a.eps, weight_decay=a.weight_decay, foreach=False)
+
+    tmp = a.out_losses + ".tmp"
+    with open(tmp, "w") as log:
+        for s in range(a.steps):
+            idx, tgt = data.get(s)
+            opt.zero_grad(set_to_none=True)
+            loss = model(idx, tgt)
+            loss.backward()
+            if s == 0 and a.out_grads:
+                grads = {n: p.grad.detach().numpy().astype(np.float32) for n, p in trainable}
+                safetensors_io.save(a.out_grads, grads, {"producer": "fuyou oracle.py", "step": 1})
+            opt.step()
+            log.write(json.dumps({"step": s + 1, "loss": float(loss.item())}) + "\n")
+    os.replace(tmp, a.out_losses)
+    if a.out_params:
+        safetensors_io.save(a.out_params, {n: p.detach().numpy() for n, p in params},
+                            {"producer": "fuyou oracle.py", "step": a.steps})
+
+
+if __name__ == "__main__":
+    main()
