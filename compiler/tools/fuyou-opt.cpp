@@ -5,9 +5,11 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "passes/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  fuyou::registerFuyouPasses();
   mlir::DialectRegistry registry;
   registry.insert<fuyou::fygraph::FyGraphDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "fuyou optimizer driver\n", registry));

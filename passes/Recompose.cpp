@@ -1,0 +1,257 @@
+// fy-recompose: fused ops from the chains of elementwise ops that exporters
+// write for GELU, SiLU, RMSNorm and LayerNorm.
+#include "passes/Passes.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+namespace fuyou {
+#define GEN_PASS_DEF_RECOMPOSE
+#include "passes/Passes.h.inc"
+} // namespace fuyou
+
+using namespace mlir;
+namespace fg = fuyou::fygraph;
+
+namespace {
+
+// The value of a splat float constant, if `v` is one.
+std::optional<float> splatValue(Value v) {
+  auto c = v.getDefiningOp<fg::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto d = dyn_cast<DenseElementsAttr>(c.getValue());
+  if (!d || !d.isSplat() || !d.getElementType().isF32())
+    return std::nullopt;
+  return d.getSplatValue<float>();
+}
+bool isConst(Value v, float want, float tol = 1e-6f) {
+  auto x = splatValue(v);
+  return x && std::fabs(*x - want) <= tol * std::max(1.f, std::fabs(want));
+}
+
+// For a commutative binary op, the operand that is not `known` (or null).
+template <typename OpT> Value other(OpT op, Value known) {
+  if (op.getLhs() == known)
+    return op.getRhs();
+  if (op.getRhs() == known)
+    return op.getLhs();
+  return nullptr;
+}
+
+// Returns (a, b) of a commutative op so that pred(a) holds, if either does.
+template <typename OpT, typename Pred>
+std::optional<std::pair<Value, Value>> split(OpT op, Pred pred) {
+  if (pred(op.getLhs()))
+    return std::make_pair(op.getLhs(), op.getRhs());
+  if (pred(op.getRhs()))
+    return std::make_pair(op.getRhs(), op.getLhs());
+  return std::nullopt;
+}
+
+template <typename OpT> OpT def(Value v) { return v ? v.getDefiningOp<OpT>() : OpT(); }
+
+// x * sigmoid(x) -> silu(x)
+struct FormSilu : OpRewritePattern<fg::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::MulOp mul, PatternRewriter &rw) const override {
+    auto s = split(mul, [&](Value v) {
+      auto sg = def<fg::SigmoidOp>(v);
+      return sg && other(mul, v) == sg.getInput();
+    });
+    if (!s || s->second.getType() != mul.getType())
+      return failure();
+    rw.replaceOpWithNewOp<fg::SiluOp>(mul, s->second);
+    return success();
+  }
+};
+
+// 0.5 * (x * (1 + t)) with t = erf(x / sqrt2) or tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+struct FormGelu : OpRewritePattern<fg::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  // x^3 written as pow(x, 3) or x * (x * x).
+  static bool isCube(Value v, Value x) {
+    if (auto p = def<fg::PowOp>(v))
+      return p.getLhs() == x && isConst(p.getRhs(), 3.f);
+    if (auto m = def<fg::MulOp>(v)) {
+      Value sq = other(m, x);
+      auto m2 = def<fg::MulOp>(sq);
+      return m2 && m2.getLhs() == x && m2.getRhs() == x;
+    }
+    return false;
+  }
+
+  // Returns "none"/"tanh" when t is the GELU inner function of x.
+  static std::optional<StringRef> inner(Value t, Value x) {
+    if (auto e = def<fg::ErfOp>(t)) {
+      Value arg = e.getInput();
+      if (auto d = def<fg::DivOp>(arg); d && d.getLhs() == x && isConst(d.getRhs(), std::sqrt(2.f), 1e-5f))
+        return StringRef("none");
+      if (auto m = def<fg::MulOp>(arg); m && other(m, x) && isConst(other(m, x), 1.f / std::sqrt(2.f), 1e-5f))
+        return StringRef("none");
+      return std::nullopt;
+    }
+    auto th = def<fg::TanhOp>(t);
+    auto scaled = th ? def<fg::MulOp>(th.getInput()) : fg::MulOp();
+    if (!scaled)
+      return std::nullopt;
+    auto parts = split(scaled, [](Value v) { return isConst(v, std::sqrt(2.f / float(M_PI)), 1e-5f); });
+    auto sum = parts ? def<fg::AddOp>(parts->second) : fg::AddOp();
+    Value cubic = sum ? other(sum, x) : Value();
+    auto cm = def<fg::MulOp>(cubic);
+    if (!cm)
+      return std::nullopt;
+    auto c = split(cm, [](Value v) { return isConst(v, 0.044715f, 1e-5f); });
+    if (!c || !isCube(c->second, x))
+      return std::nullopt;
+    return StringRef("tanh");
+  }
+
+  LogicalResult matchAndRewrite(fg::MulOp root, PatternRewriter &rw) const override {
+    auto half = split(root, [](Value v) { return isConst(v, 0.5f); });
+    if (!half)
+      return failure();
+    auto xm = def<fg::MulOp>(half->second);
+    if (!xm)
+      return failure();
+    // x * (1 + t): try both operands as x.
+    for (auto [x, onePlus] : {std::pair(xm.getLhs(), xm.getRhs()), std::pair(xm.getRhs(), xm.getLhs())}) {
+      auto add = def<fg::AddOp>(onePlus);
+      if (!add)
+        continue;
+      auto t = split(add, [](Value v) { return isConst(v, 1.f); });
+      if (!t)
+        continue;
+      auto kind = inner(t->second, x);
+      if (!kind || x.getType() != root.getType())
+        continue;
+      rw.replaceOpWithNewOp<fg::GeluOp>(root, x, *kind);
+      return success();
+    }
+    return failure();
+  }
+};
+
+// (x * 1/sqrt(mean(x^2, -1) + eps)) * w -> rms_norm(x, w)
+struct FormRMSNorm : OpRewritePattern<fg::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  // If v is 1/sqrt(mean(x^2 over the last dim, keepdims) + eps), returns (x, eps).
+  static std::optional<std::pair<Value, float>> invRms(Value v) {
+    Value s;
+    if (auto d = def<fg::DivOp>(v); d && isConst(d.getLhs(), 1.f))
+      s = d.getRhs();
+    else if (auto r = def<fg::ReciprocalOp>(v))
+      s = r.getInput();
+    auto sq = def<fg::SqrtOp>(s);
+    auto add = sq ? def<fg::AddOp>(sq.getInput()) : fg::AddOp();
+    if (!add)
+      return std::nullopt;
+    auto e = split(add, [](Value v) { return splatValue(v).has_value(); });
+    auto mean = e ? def<fg::ReduceMeanOp>(e->second) : fg::ReduceMeanOp();
+    if (!mean || !mean.getKeepdims() || mean.getAxes().size() != 1)
+      return std::nullopt;
+    auto pw = def<fg::PowOp>(mean.getInput());
+    Value x;
+    if (pw && isConst(pw.getRhs(), 2.f))
+      x = pw.getLhs();
+    else if (auto m = def<fg::MulOp>(mean.getInput()); m && m.getLhs() == m.getRhs())
+      x = m.getLhs();
+    if (!x)
+      return std::nullopt;
+    int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+    int64_t axis = mean.getAxes()[0];
+    if (axis != -1 && axis != rank - 1)
+      return std::nullopt;
+    return std::make_pair(x, *splatValue(e->first));
+  }
+
+  LogicalResult matchAndRewrite(fg::MulOp root, PatternRewriter &rw) const override {
+    for (auto [normed, w] : {std::pair(root.getLhs(), root.getRhs()), std::pair(root.getRhs(), root.getLhs())}) {
+      auto nm = def<fg::MulOp>(normed);
+      if (!nm)
+        continue;
+      for (auto [x, ir] : {std::pair(nm.getLhs(), nm.getRhs()), std::pair(nm.getRhs(), nm.getLhs())}) {
+        auto r = invRms(ir);
+        auto xt = cast<RankedTensorType>(x.getType());
+        auto wt = cast<RankedTensorType>(w.getType());
+        if (!r || r->first != x || root.getType() != xt || wt.getRank() != 1 ||
+            wt.getDimSize(0) != xt.getShape().back())
+          continue;
+        SmallVector<int64_t> stat(xt.getShape());
+        stat.back() = 1;
+        auto statT = RankedTensorType::get(stat, xt.getElementType());
+        auto op = rw.create<fg::RMSNormOp>(root.getLoc(), TypeRange{xt, statT}, x, w,
+                                           rw.getI64IntegerAttr(xt.getRank() - 1),
+                                           rw.getF32FloatAttr(r->second));
+        rw.replaceOp(root, op.getResult());
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
+// ((x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)) * w + b -> layer_norm
+struct FormLayerNorm : OpRewritePattern<fg::AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::AddOp root, PatternRewriter &rw) const override {
+    for (auto [scaled, bias] : {std::pair(root.getLhs(), root.getRhs()), std::pair(root.getRhs(), root.getLhs())}) {
+      auto sm = def<fg::MulOp>(scaled);
+      if (!sm)
+        continue;
+      for (auto [normed, w] : {std::pair(sm.getLhs(), sm.getRhs()), std::pair(sm.getRhs(), sm.getLhs())}) {
+        auto div = def<fg::DivOp>(normed);
+        auto centred = div ? def<fg::SubOp>(div.getLhs()) : fg::SubOp();
+        auto mean = centred ? def<fg::ReduceMeanOp>(centred.getRhs()) : fg::ReduceMeanOp();
+        if (!mean || mean.getInput() != centred.getLhs())
+          continue;
+        Value x = centred.getLhs();
+        auto sq = def<fg::SqrtOp>(div.getRhs());
+        auto add = sq ? def<fg::AddOp>(sq.getInput()) : fg::AddOp();
+        auto e = add ? split(add, [](Value v) { return splatValue(v).has_value(); }) : std::nullopt;
+        auto var = e ? def<fg::ReduceMeanOp>(e->second) : fg::ReduceMeanOp();
+        auto pw = var ? def<fg::PowOp>(var.getInput()) : fg::PowOp();
+        if (!pw || pw.getLhs() != centred.getResult() || !isConst(pw.getRhs(), 2.f))
+          continue;
+        auto xt = cast<RankedTensorType>(x.getType());
+        int64_t rank = xt.getRank();
+        auto lastOnly = [&](fg::ReduceMeanOp m) {
+          return m.getKeepdims() && m.getAxes().size() == 1 &&
+                 (m.getAxes()[0] == -1 || m.getAxes()[0] == rank - 1);
+        };
+        auto shapeD = ArrayRef<int64_t>{xt.getShape().back()};
+        auto isVecD = [&](Value v) {
+          return cast<RankedTensorType>(v.getType()).getShape() == shapeD;
+        };
+        if (!lastOnly(mean) || !lastOnly(var) || !isVecD(w) || !isVecD(bias) ||
+            root.getType() != xt)
+          continue;
+        SmallVector<int64_t> stat(xt.getShape());
+        stat.back() = 1;
+        auto statT = RankedTensorType::get(stat, xt.getElementType());
+        auto op = rw.create<fg::LayerNormOp>(root.getLoc(), TypeRange{xt, statT, statT}, x, w, bias,
+                                             rw.getI64IntegerAttr(rank - 1),
+                                             rw.getF32FloatAttr(*splatValue(e->first)));
+        rw.replaceOp(root, op.getResult());
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
+struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FormSilu, FormGelu, FormRMSNorm, FormLayerNorm>(&getContext());
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
