@@ -1,0 +1,44 @@
+// Token files for training: raw little-endian uint16 tokens (nanoGPT .bin)
+// or llm.c token files (256 x int32 header: magic 20240520, version 1,
+// ntokens; uint16 tokens follow), detected by the magic number.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fy {
+
+class TokenFile {
+ public:
+  static constexpr int32_t kLlmcMagic = 20240520;
+  static constexpr int64_t kLlmcHeaderBytes = 256 * 4;
+
+  // Maps the file and validates it; vocab > 0 checks every token id once.
+  // Any problem fails with one line naming the file.
+  explicit TokenFile(const std::string& path, int64_t vocab = 0);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  int64_t ntokens() const { return ntokens_; }
+  const std::string& path() const { return path_; }
+  bool has_llmc_header() const { return llmc_; }
+  // Number of windows of T+1 tokens: (ntokens - 1) / T.
+  int64_t windows(int64_t T) const;
+  // Fails unless the file holds at least one window of T+1 tokens.
+  void require_window(int64_t T) const;
+  // Step s, row b uses window k = (s*B + b) mod W, tokens[k*T, k*T+T+1):
+  // inputs[b*T..] = first T, targets[b*T..] = last T.
+  void batch(int64_t step, int64_t B, int64_t T, int64_t* inputs, int64_t* targets) const;
+  uint16_t token(int64_t i) const { return tokens_[i]; }
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const uint16_t* tokens_ = nullptr;
+  int64_t ntokens_ = 0;
+  bool llmc_ = false;
+};
+
+}  // namespace fy

@@ -1,0 +1,349 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <set>
+
+namespace fy {
+
+namespace {
+
+[[noreturn]] void st_fail(const std::string& path, const std::string& what) {
+  fail("safetensors file '" + path + "': " + what);
+}
+
+const char* st_dtype(DType dt) {
+  switch (dt) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& s, DType* out) {
+  if (s == "F32") *out = DType::F32;
+  else if (s == "F64") *out = DType::F64;
+  else if (s == "I64") *out = DType::I64;
+  else if (s == "U8" || s == "BOOL") *out = DType::U8;
+  else return false;
+  return true;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') { o += '\\'; o += c; }
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+    } else o += c;
+  }
+  return o;
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      st_fail(path, std::string("write failed: ") + std::strerror(errno));
+    }
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+// Just enough JSON for safetensors headers: objects, arrays, strings,
+// integers, and skipping of other scalars (in __metadata__).
+struct Json {
+  enum Kind { Null, Num, Str, Arr, Obj } kind = Null;
+  int64_t num = 0;
+  std::string str;
+  std::vector<Json> arr;
+  std::vector<std::pair<std::string, Json>> obj;
+  const Json* get(const std::string& k) const {
+    for (auto& kv : obj)
+      if (kv.first == k) return &kv.second;
+    return nullptr;
+  }
+};
+
+class Parser {
+ public:
+  Parser(const std::string& s, const std::string& path) : s_(s), path_(path) {}
+  Json parse_document() {
+    Json j = value(0);
+    ws();
+    if (i_ != s_.size()) err("trailing characters");
+    return j;
+  }
+
+ private:
+  const std::string& s_;
+  const std::string& path_;
+  size_t i_ = 0;
+
+  [[noreturn]] void err(const std::string& what) {
+    st_fail(path_, "corrupt JSON header at byte " + std::to_string(i_) + ": " + what);
+  }
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+  }
+  char peek() {
+    ws();
+    if (i_ >= s_.size()) err("unexpected end");
+    return s_[i_];
+  }
+  void expect(char c) {
+    if (peek() != c) err(std::string("expected '") + c + "'");
+    ++i_;
+  }
+  std::string string() {
+    expect('"');
+    std::string o;
+    while (true) {
+      if (i_ >= s_.size()) err("unterminated string");
+      char c = s_[i_++];
+      if (c == '"') break;
+      if (c != '\\') { o += c; continue; }
+      if (i_ >= s_.size()) err("bad escape");
+      char e = s_[i_++];
+      switch (e) {
+        case '"': case '\\': case '/': o += e; break;
+        case 'n': o += '\n'; break;
+        case 't': o += '\t'; break;
+        case 'r': o += '\r'; break;
+        case 'b': o += '\b'; break;
+        case 'f': o += '\f'; break;
+        case 'u': {
+          if (i_ + 4 > s_.size()) err("bad \\u escape");
+          for (size_t k = 0; k < 4; ++k)
+            if (!std::isxdigit(static_cast<unsigned char>(s_[i_ + k]))) err("bad \\u escape");
+          unsigned cp = unsigned(std::stoul(s_.substr(i_, 4), nullptr, 16));
+          i_ += 4;
+          // UTF-8 encode (surrogate pairs are not expected in tensor names).
+          if (cp < 0x80) o += char(cp);
+          else if (cp < 0x800) { o += char(0xC0 | (cp >> 6)); o += char(0x80 | (cp & 0x3F)); }
+          else { o += char(0xE0 | (cp >> 12)); o += char(0x80 | ((cp >> 6) & 0x3F)); o += char(0x80 | (cp & 0x3F)); }
+          break;
+        }
+        default: err("bad escape");
+      }
+    }
+    return o;
+  }
+  Json value(int depth) {
+    if (depth > 16) err("nesting too deep");
+    Json j;
+    char c = peek();
+    if (c == '{') {
+      j.kind = Json::Obj;
+      ++i_;
+      if (peek() == '}') { ++i_; return j; }
+      while (true) {
+        std::string k = string();
+        expect(':');
+        j.obj.emplace_back(std::move(k), value(depth + 1));
+        if (peek() == ',') { ++i_; continue; }
+        expect('}');
+        return j;
+      }
+    }
+    if (c == '[') {
+      j.kind = Json::Arr;
+      ++i_;
+      if (peek() == ']') { ++i_; return j; }
+      while (true) {
+        j.arr.push_back(value(depth + 1));
+        if (peek() == ',') { ++i_; continue; }
+        expect(']');
+        return j;
+      }
+    }
+    if (c == '"') {
+      j.kind = Json::Str;
+      j.str = string();
+      return j;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t st = i_;
+      ++i_;
+      bool integral = true;
+      while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || std::strchr(".eE+-", s_[i_]))) {
+        if (!std::isdigit(static_cast<unsigned char>(s_[i_]))) integral = false;
+        ++i_;
+      }
+      j.kind = Json::Num;
+      if (integral) {
+        errno = 0;
+        j.num = std::strtoll(s_.c_str() + st, nullptr, 10);
+        if (errno == ERANGE) err("integer out of range");
+      }
+      return j;
+    }
+    for (const char* lit : {"true", "false", "null"}) {
+      size_t n = std::strlen(lit);
+      if (s_.compare(i_, n, lit) == 0) { i_ += n; return j; }
+    }
+    err("unexpected character");
+  }
+};
+
+}  // namespace
+
+int64_t LoadedTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries) {
+  std::vector<const SafetensorsEntry*> sorted;
+  for (const auto& e : entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i]->name == sorted[i - 1]->name) st_fail(path, "duplicate tensor name '" + sorted[i]->name + "'");
+
+  std::string hdr = "{";
+  uint64_t off = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const auto& e = *sorted[i];
+    if (e.name.empty() || e.name == "__metadata__") st_fail(path, "invalid tensor name '" + e.name + "'");
+    int64_t n = 1;
+    std::string shape = "[";
+    for (size_t k = 0; k < e.shape.size(); ++k) {
+      if (e.shape[k] < 0) st_fail(path, "negative dim in tensor '" + e.name + "'");
+      n *= e.shape[k];
+      shape += (k ? "," : "") + std::to_string(e.shape[k]);
+    }
+    shape += "]";
+    const uint64_t bytes = uint64_t(n) * dtype_size(e.dtype);
+    if (i) hdr += ",";
+    hdr += "\"" + json_escape(e.name) + "\":{\"dtype\":\"" + st_dtype(e.dtype) + "\",\"shape\":" + shape +
+           ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + bytes) + "]}";
+    off += bytes;
+  }
+  hdr += "}";
+  // Pad with spaces so the data starts 8-byte aligned (as the reference
+  // implementation does), which lets readers map tensors in place.
+  while ((8 + hdr.size()) % 8) hdr += ' ';
+
+  // Temporary in the same directory so rename() is atomic.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) st_fail(path, "cannot create '" + tmp + "': " + std::strerror(errno));
+  try {
+    uint64_t hlen = hdr.size();
+    unsigned char le[8];
+    for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(hlen >> (8 * k));
+    write_all(fd, le, 8, path);
+    write_all(fd, hdr.data(), hdr.size(), path);
+    for (const auto* e : sorted) {
+      int64_t n = 1;
+      for (int64_t d : e->shape) n *= d;
+      const size_t bytes = size_t(n) * dtype_size(e->dtype);
+      if (bytes && !e->data) st_fail(path, "tensor '" + e->name + "' has no data");
+      write_all(fd, e->data, bytes, path);
+    }
+    if (::fsync(fd) != 0) st_fail(path, std::string("fsync failed: ") + std::strerror(errno));
+    if (::close(fd) != 0) {
+      fd = -1;
+      st_fail(path, std::string("close failed: ") + std::strerror(errno));
+    }
+    fd = -1;
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      st_fail(path, std::string("rename from temporary failed: ") + std::strerror(errno));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Make the rename itself durable.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  if (dir.empty()) dir = "/";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::map<std::string, LoadedTensor> read_safetensors(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) st_fail(path, std::string("cannot open: ") + std::strerror(errno));
+  f.seekg(0, std::ios::end);
+  const int64_t size = int64_t(f.tellg());
+  f.seekg(0);
+  if (size < 8) st_fail(path, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
+  unsigned char le[8];
+  f.read(reinterpret_cast<char*>(le), 8);
+  uint64_t hlen = 0;
+  for (int k = 0; k < 8; ++k) hlen |= uint64_t(le[k]) << (8 * k);
+  if (hlen > uint64_t(size - 8))
+    st_fail(path, "truncated: header length " + std::to_string(hlen) + " exceeds the " + std::to_string(size - 8) +
+                      " bytes that follow");
+  std::string hdr(size_t(hlen), '\0');
+  f.read(&hdr[0], std::streamsize(hlen));
+  if (!f) st_fail(path, "read error in header");
+  const int64_t data_bytes = size - 8 - int64_t(hlen);
+
+  Json root = Parser(hdr, path).parse_document();
+  if (root.kind != Json::Obj) st_fail(path, "corrupt header: top level is not an object");
+  std::map<std::string, LoadedTensor> out;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto& kv : root.obj) {
+    if (kv.first == "__metadata__") continue;
+    const std::string& name = kv.first;
+    const Json& t = kv.second;
+    const Json* dt = t.get("dtype");
+    const Json* sh = t.get("shape");
+    const Json* of = t.get("data_offsets");
+    if (t.kind != Json::Obj || !dt || !sh || !of || dt->kind != Json::Str || sh->kind != Json::Arr ||
+        of->kind != Json::Arr || of->arr.size() != 2)
+      st_fail(path, "corrupt header entry for tensor '" + name + "'");
+    LoadedTensor lt;
+    if (!parse_dtype(dt->str, &lt.dtype)) st_fail(path, "tensor '" + name + "' has unsupported dtype " + dt->str);
+    int64_t n = 1;
+    for (const Json& d : sh->arr) {
+      if (d.kind != Json::Num || d.num < 0) st_fail(path, "tensor '" + name + "' has a bad shape");
+      lt.shape.push_back(d.num);
+      n *= d.num;
+    }
+    if (lt.shape.size() > size_t(Shape::kMaxRank)) st_fail(path, "tensor '" + name + "' has rank > 8");
+    const int64_t b = of->arr[0].num, e = of->arr[1].num;
+    if (of->arr[0].kind != Json::Num || of->arr[1].kind != Json::Num || b < 0 || e < b)
+      st_fail(path, "tensor '" + name + "' has bad data_offsets");
+    if (e - b != n * int64_t(dtype_size(lt.dtype)))
+      st_fail(path, "tensor '" + name + "' data_offsets span " + std::to_string(e - b) + " bytes, shape needs " +
+                        std::to_string(n * int64_t(dtype_size(lt.dtype))));
+    if (e > data_bytes)
+      st_fail(path, "truncated: tensor '" + name + "' ends at data byte " + std::to_string(e) + " but only " +
+                        std::to_string(data_bytes) + " bytes of data are present");
+    lt.bytes.resize(size_t(e - b));
+    f.seekg(std::streamoff(8 + int64_t(hlen) + b));
+    f.read(reinterpret_cast<char*>(lt.bytes.data()), std::streamsize(e - b));
+    if (!f) st_fail(path, "read error in tensor '" + name + "'");
+    if (!out.emplace(name, std::move(lt)).second) st_fail(path, "duplicate tensor name '" + name + "'");
+    ranges.emplace_back(b, e);
+  }
+  // Overlapping tensors mean a corrupt (or hostile) header.
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second) st_fail(path, "corrupt header: tensor data ranges overlap");
+  return out;
+}
+
+}  // namespace fy

@@ -1,0 +1,38 @@
+// Minimal safetensors reader/writer for checkpoints: 8-byte little-endian
+// header length, JSON header {name: {dtype, shape, data_offsets}}, data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace fy {
+
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // numel(shape) * dtype_size(dtype) bytes
+};
+
+struct LoadedTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+  int64_t numel() const;
+  View view() { return View{bytes.data(), Shape(shape), dtype}; }
+};
+
+// Writes all entries (names sorted, unique) atomically: a temporary file in
+// the same directory is written, fsync'ed and renamed over `path`, so a crash
+// never leaves a partly written checkpoint under the final name.
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries);
+
+// Reads every tensor. Fails naming the file on a missing, truncated or
+// corrupt file. Supported dtypes: F32, F64, I64, U8 (BOOL reads as U8).
+std::map<std::string, LoadedTensor> read_safetensors(const std::string& path);
+
+}  // namespace fy

@@ -1,0 +1,114 @@
+// Internal helpers for the CPU kernels: dtype dispatch, shape checks and a
+// strided N-d iterator that coalesces dims so inner loops stay long.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "core/tensor.h"
+
+namespace fy::cpu::detail {
+
+// Parallelise loops only above this many elements: below it thread start-up
+// costs more than the work.
+constexpr int64_t kParallelMin = 1 << 15;
+
+template <class T> struct Tag { using type = T; };
+
+// Calls f(Tag<T>{}) for T = float / double.
+template <class F> void dispatch_float(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::F32: f(Tag<float>{}); return;
+    case DType::F64: f(Tag<double>{}); return;
+    default: fail(std::string("fy::cpu::") + op + ": unsupported dtype " + dtype_name(dt) + " (want F32 or F64)");
+  }
+}
+
+// Calls f(Tag<T>{}) with an unsigned integer type of the element size, for
+// kernels that only move bits.
+template <class F> void dispatch_bits(DType dt, F&& f) {
+  switch (dtype_size(dt)) {
+    case 1: f(Tag<uint8_t>{}); return;
+    case 4: f(Tag<uint32_t>{}); return;
+    case 8: f(Tag<uint64_t>{}); return;
+    default: fail("fy::cpu: unsupported element size");
+  }
+}
+
+inline void check(bool ok, const char* op, const std::string& what) {
+  if (!ok) fail(std::string("fy::cpu::") + op + ": " + what);
+}
+inline void check_dtype(const View& v, DType dt, const char* op, const char* name) {
+  check(v.dtype == dt, op, std::string(name) + " has dtype " + dtype_name(v.dtype) + ", expected " + dtype_name(dt));
+}
+inline void check_shape(const View& v, const Shape& s, const char* op, const char* name) {
+  check(v.shape == s, op, std::string(name) + " has shape " + v.shape.str() + ", expected " + s.str());
+}
+inline void check_numel(const View& v, int64_t n, const char* op, const char* name) {
+  check(v.numel() == n, op,
+        std::string(name) + " has " + std::to_string(v.numel()) + " elements, expected " + std::to_string(n));
+}
+inline int64_t norm_axis(int64_t axis, int rank, const char* op) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  check(a >= 0 && a < (rank == 0 ? 1 : rank), op, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return a;
+}
+inline int64_t prod(const Shape& s, int from, int to) {
+  int64_t n = 1;
+  for (int i = from; i < to; ++i) n *= s.d[i];
+  return n;
+}
+
+// Up to kMaxOps operands walked together over one iteration space. Operand 0
+// is usually the output. Strides are in elements, 0 for broadcast dims.
+struct Strided {
+  static constexpr int kMaxOps = 4;
+  int rank = 0;
+  int nops = 0;
+  int64_t dims[Shape::kMaxRank] = {};
+  int64_t stride[kMaxOps][Shape::kMaxRank] = {};
+  int64_t base[kMaxOps] = {};
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= dims[i];
+    return n;
+  }
+  // Drops size-1 dims and merges dims that are contiguous for every operand.
+  void coalesce();
+  int64_t inner() const { return dims[rank - 1]; }
+  int64_t rows() const { return numel() / inner(); }
+  // Offsets of every operand at the start of row r (row = all but last dim).
+  void row_offsets(int64_t r, int64_t* off) const {
+    for (int k = 0; k < nops; ++k) off[k] = base[k];
+    for (int d = rank - 2; d >= 0; --d) {
+      int64_t i = r % dims[d];
+      r /= dims[d];
+      for (int k = 0; k < nops; ++k) off[k] += i * stride[k][d];
+    }
+  }
+};
+
+// Iteration over `out` with the given inputs broadcast to it. Fails (naming
+// op) when an input is not broadcastable to out.
+Strided broadcast_iter(const Shape& out, std::initializer_list<Shape> ins, const char* op);
+// Broadcast shape of a and b; fails if incompatible.
+Shape broadcast_shape(const Shape& a, const Shape& b, const char* op);
+// Row-major strides of a shape.
+void contiguous_strides(const Shape& s, int64_t* st);
+
+// Runs f(off, n) for every row, in parallel when large. f must only write
+// locations owned by its row (true for elementwise outputs).
+template <class F> void for_rows(const Strided& it, F&& f) {
+  const int64_t rows = it.rows(), n = it.inner();
+  if (rows * n == 0) return;
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * n >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off[Strided::kMaxOps];
+    it.row_offsets(r, off);
+    f(off, n);
+  }
+}
+
+}  // namespace fy::cpu::detail

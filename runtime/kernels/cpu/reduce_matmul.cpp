@@ -1,0 +1,115 @@
+// reduce_to (ReduceSum/ReduceMean and gradients of broadcasting ops) and
+// matmul on top of OpenBLAS.
+#include <cblas.h>
+
+#include <vector>
+
+#include "kernels/cpu/detail.h"
+#include "kernels/cpu/kernels.h"
+
+namespace fy::cpu {
+using namespace detail;
+
+void reduce_to(View x, View y, bool mean) {
+  check(x.dtype == y.dtype, "reduce_to", "dtype mismatch");
+  // x drives the iteration; y's strides are 0 along the reduced dims. This
+  // also validates that y is x with some dims set to 1.
+  Strided it = broadcast_iter(x.shape, {y.shape}, "reduce_to");
+  const int64_t nx = x.numel(), ny = y.numel();
+  dispatch_float(x.dtype, "reduce_to", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.as<T>();
+    T* py = y.as<T>();
+    std::vector<double> acc(size_t(ny), 0.0);
+    if (nx > 0) {
+      const int R = it.rank;
+      const int64_t sy = it.stride[1][R - 1];
+      // Rows are visited in increasing order for each y element, so the
+      // summation order is fixed whatever the thread count.
+      auto rows = [&](int64_t r0, int64_t r1) {
+        int64_t off[Strided::kMaxOps];
+        for (int64_t r = r0; r < r1; ++r) {
+          it.row_offsets(r, off);
+          const T* xr = px + off[0];
+          double* ar = acc.data() + off[1];
+          const int64_t n = it.inner();
+          if (sy == 0) {
+            double s = 0;
+            for (int64_t i = 0; i < n; ++i) s += double(xr[i]);
+            *ar += s;
+          } else {
+            for (int64_t i = 0; i < n; ++i) ar[i] += double(xr[i]);
+          }
+        }
+      };
+      const int64_t nrows = it.rows();
+      if (R >= 2 && it.stride[1][0] != 0 && nx >= kParallelMin) {
+        // The outermost dim is kept: its slices write disjoint parts of y.
+        const int64_t d0 = it.dims[0], per = nrows / d0;
+#pragma omp parallel for schedule(static)
+        for (int64_t i0 = 0; i0 < d0; ++i0) rows(i0 * per, (i0 + 1) * per);
+      } else {
+        rows(0, nrows);
+      }
+    }
+    const double div = mean && ny > 0 ? double(nx / (ny ? ny : 1)) : 1.0;
+    for (int64_t i = 0; i < ny; ++i) py[i] = T(acc[size_t(i)] / div);
+  });
+}
+
+namespace {
+inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              1.0f, A, int(ta ? M : K), B, int(tb ? K : N), 0.0f, C, int(N));
+}
+inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, const double* B, double* C) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
+              1.0, A, int(ta ? M : K), B, int(tb ? K : N), 0.0, C, int(N));
+}
+}  // namespace
+
+void matmul(View a, View b, View c, bool ta, bool tb) {
+  check(a.dtype == b.dtype && a.dtype == c.dtype, "matmul", "dtype mismatch");
+  const int ra = a.shape.rank, rb = b.shape.rank;
+  check(ra >= 2 && rb >= 2, "matmul", "operands need rank >= 2, got " + a.shape.str() + " and " + b.shape.str());
+  const int64_t M = ta ? a.shape[ra - 1] : a.shape[ra - 2];
+  const int64_t K = ta ? a.shape[ra - 2] : a.shape[ra - 1];
+  const int64_t Kb = tb ? b.shape[rb - 1] : b.shape[rb - 2];
+  const int64_t N = tb ? b.shape[rb - 2] : b.shape[rb - 1];
+  check(K == Kb, "matmul", "inner dims differ: a " + a.shape.str() + (ta ? "^T" : "") + " b " + b.shape.str() +
+                               (tb ? "^T" : ""));
+  const Shape ab(a.shape.d, ra - 2), bb(b.shape.d, rb - 2);
+  Shape cs = broadcast_shape(ab, bb, "matmul");
+  check(cs.rank + 2 <= Shape::kMaxRank, "matmul", "rank too large");
+  cs.d[cs.rank++] = M;
+  cs.d[cs.rank++] = N;
+  check_shape(c, cs, "matmul", "c");
+  if (c.numel() == 0) return;
+  if (K == 0) return fill(c, 0.0);
+  dispatch_float(a.dtype, "matmul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = a.as<T>();
+    const T* pb = b.as<T>();
+    T* pc = c.as<T>();
+    const int64_t nbatch = c.numel() / (M * N);
+    if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
+      // x @ W with a shared W: stack a's batches into one tall GEMM.
+      gemm(false, tb, nbatch * M, N, K, pa, pb, pc);
+      return;
+    }
+    Shape cb(c.shape.d, c.shape.rank - 2);
+    Strided it = broadcast_iter(cb, {ab, bb}, "matmul");
+    const int R = it.rank - 1;
+    int64_t off[Strided::kMaxOps];
+    for (int64_t r = 0; r < it.rows(); ++r) {
+      it.row_offsets(r, off);
+      for (int64_t i = 0; i < it.inner(); ++i) {
+        const int64_t ic = off[0] + i * it.stride[0][R], ia = off[1] + i * it.stride[1][R],
+                      ib = off[2] + i * it.stride[2][R];
+        gemm(ta, tb, M, N, K, pa + ia * M * K, pb + ib * K * N, pc + ic * M * N);
+      }
+    }
+  });
+}
+
+}  // namespace fy::cpu

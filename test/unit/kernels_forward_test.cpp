@@ -1,0 +1,595 @@
+// Forward kernels against naive reference loops written independently of
+// the runtime (multi-index arithmetic, no shared helpers with the kernels).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/kernels.h"
+#include "test_util.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace fyt {
+namespace {
+
+using fy::cpu::BinOp;
+using fy::cpu::UnOp;
+namespace k = fy::cpu;
+
+double ref_bin(BinOp op, double a, double b) {
+  switch (op) {
+    case BinOp::Add: return a + b;
+    case BinOp::Sub: return a - b;
+    case BinOp::Mul: return a * b;
+    case BinOp::Div: return a / b;
+    case BinOp::Pow: return std::pow(a, b);
+  }
+  return 0;
+}
+
+Shape bshape(const Shape& a, const Shape& b) {
+  Shape s;
+  s.rank = std::max(a.rank, b.rank);
+  for (int i = 0; i < s.rank; ++i) {
+    int ia = i - (s.rank - a.rank), ib = i - (s.rank - b.rank);
+    int64_t da = ia >= 0 ? a.d[ia] : 1, db = ib >= 0 ? b.d[ib] : 1;
+    s.d[i] = da == 1 ? db : da;
+  }
+  return s;
+}
+
+struct ShapePair {
+  Shape a, b;
+};
+const std::vector<ShapePair> kBroadcastCases = {
+    {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},    {{2, 1, 4}, {3, 1}}, {{1}, {5, 2}},
+    {{3, 1, 5}, {1, 4, 1}}, {Shape(), {2, 3}}, {{2, 3}, Shape()},   {{7, 1}, {1, 9}},
+    {{0, 3}, {3}},          {{300, 257}, {257}}};
+
+TEST(Binary, BroadcastAllOpsF32F64) {
+  Rng rng(1);
+  for (DType dt : {DType::F32, DType::F64})
+    for (BinOp op : {BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Pow})
+      for (const auto& c : kBroadcastCases) {
+        // Positive operands keep Pow real and Div away from zero.
+        HostTensor a = rand_tensor(c.a, dt, rng, 0.5, 2), b = rand_tensor(c.b, dt, rng, 0.5, 2);
+        Shape os = bshape(c.a, c.b);
+        HostTensor out(os, dt), want(os, DType::F64);
+        k::binary(op, a, b, out);
+        for (int64_t i = 0; i < os.numel(); ++i)
+          set(want.view(), i,
+              ref_bin(op, get(a.view(), broadcast_source(c.a, os, i)), get(b.view(), broadcast_source(c.b, os, i))));
+        expect_close(out, want, dt == DType::F32 ? 1e-6 : 1e-14, 0,
+                     "op " + std::to_string(int(op)) + " " + c.a.str() + " " + c.b.str());
+      }
+}
+
+TEST(Binary, IntegerOps) {
+  HostTensor a = make_tensor({2, 3}, DType::I64, {7, -7, 9, 10, 11, 12});
+  HostTensor b = make_tensor({3}, DType::I64, {2, 2, 3});
+  HostTensor out({2, 3}, DType::I64);
+  k::binary(BinOp::Div, a, b, out);
+  EXPECT_EQ(get(out, 0), 3);
+  EXPECT_EQ(get(out, 1), -3);  // C++ truncation
+  EXPECT_EQ(get(out, 5), 4);
+  k::binary(BinOp::Mul, a, b, out);
+  EXPECT_EQ(get(out, 4), 22);
+  HostTensor z = make_tensor({3}, DType::I64, {1, 0, 1});
+  EXPECT_THROW(k::binary(BinOp::Div, a, z, out), fy::Error);
+}
+
+TEST(Binary, RejectsBadShapes) {
+  HostTensor a({2, 3}, DType::F32), b({4}, DType::F32), out({2, 3}, DType::F32);
+  EXPECT_THROW(k::binary(BinOp::Add, a, b, out), fy::Error);
+  HostTensor c({3}, DType::F32), wrong({3, 3}, DType::F32);
+  EXPECT_THROW(k::binary(BinOp::Add, a, c, wrong), fy::Error);
+}
+
+TEST(Equal, BroadcastDtypes) {
+  HostTensor a = make_tensor({2, 3}, DType::I64, {1, 2, 3, 4, 2, 6});
+  HostTensor b = make_tensor({3}, DType::I64, {1, 2, 6});
+  HostTensor out({2, 3}, DType::U8);
+  k::equal(a, b, out);
+  std::vector<double> want = {1, 1, 0, 0, 1, 1};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(get(out, i), want[size_t(i)]) << i;
+  HostTensor fa = make_tensor({2, 1}, DType::F32, {0.5, 1.5});
+  HostTensor fb = make_tensor({1, 2}, DType::F32, {1.5, 0.5});
+  HostTensor fo({2, 2}, DType::U8);
+  k::equal(fa, fb, fo);
+  EXPECT_EQ(get(fo, 0), 0);
+  EXPECT_EQ(get(fo, 1), 1);
+  EXPECT_EQ(get(fo, 2), 1);
+  EXPECT_EQ(get(fo, 3), 0);
+}
+
+double ref_unary(UnOp op, double x) {
+  const double pi = 3.14159265358979323846;
+  switch (op) {
+    case UnOp::Neg: return -x;
+    case UnOp::Sqrt: return std::sqrt(x);
+    case UnOp::Reciprocal: return 1 / x;
+    case UnOp::Exp: return std::exp(x);
+    case UnOp::Tanh: return std::tanh(x);
+    case UnOp::Erf: return std::erf(x);
+    case UnOp::Sigmoid: return 1 / (1 + std::exp(-x));
+    case UnOp::Gelu: return x * 0.5 * std::erfc(-x / std::sqrt(2.0));
+    case UnOp::GeluTanh: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * std::pow(x, 3))));
+    case UnOp::Silu: return x / (1 + std::exp(-x));
+    case UnOp::Identity: return x;
+  }
+  return 0;
+}
+
+const std::vector<UnOp> kAllUnary = {UnOp::Neg,     UnOp::Sqrt, UnOp::Reciprocal, UnOp::Exp,
+                                     UnOp::Tanh,    UnOp::Erf,  UnOp::Sigmoid,    UnOp::Gelu,
+                                     UnOp::GeluTanh, UnOp::Silu, UnOp::Identity};
+
+TEST(Unary, AllOpsAgainstReference) {
+  Rng rng(2);
+  for (DType dt : {DType::F32, DType::F64})
+    for (UnOp op : kAllUnary) {
+      bool positive = op == UnOp::Sqrt || op == UnOp::Reciprocal;
+      HostTensor x = rand_tensor({5, 77}, dt, rng, positive ? 0.1 : -4, 4);
+      HostTensor y({5, 77}, dt), want({5, 77}, DType::F64);
+      k::unary(op, x, y);
+      for (int64_t i = 0; i < x.numel(); ++i) set(want.view(), i, ref_unary(op, get(x.view(), i)));
+      expect_close(y, want, dt == DType::F32 ? 2e-6 : 1e-13, dt == DType::F32 ? 1e-7 : 1e-15,
+                   "unary op " + std::to_string(int(op)));
+    }
+}
+
+TEST(Unary, KnownValues) {
+  // Published values: GELU(1) = Phi(1), SiLU(1) = sigmoid(1), tanh-GELU(1).
+  HostTensor x = make_tensor({1}, DType::F64, {1.0}), y({1}, DType::F64);
+  k::unary(UnOp::Gelu, x, y);
+  EXPECT_NEAR(get(y, 0), 0.8413447460685429, 1e-15);
+  k::unary(UnOp::Silu, x, y);
+  EXPECT_NEAR(get(y, 0), 0.7310585786300049, 1e-15);
+  k::unary(UnOp::GeluTanh, x, y);
+  EXPECT_NEAR(get(y, 0), 0.8411919906082768, 1e-12);
+}
+
+TEST(ReduceTo, SumAndMeanOverBroadcastDims) {
+  Rng rng(3);
+  struct Case {
+    Shape x, y;
+  };
+  std::vector<Case> cases = {{{2, 3, 4}, {1, 3, 1}},   {{2, 3, 4}, {4}},       {{2, 3, 4}, {2, 1, 1}},
+                             {{2, 3, 4}, {1, 1, 1}},   {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, Shape()},
+                             {{64, 1024}, {64, 1}},    {{64, 1024}, {1024}},   {{8, 16, 300}, {8, 1, 300}},
+                             {{5, 1, 7}, {1, 1, 7}}};
+  for (DType dt : {DType::F32, DType::F64})
+    for (bool mean : {false, true})
+      for (const auto& c : cases) {
+        HostTensor x = rand_tensor(c.x, dt, rng), y(c.y, dt), want(c.y, DType::F64);
+        k::reduce_to(x, y, mean);
+        for (int64_t i = 0; i < c.x.numel(); ++i) {
+          int64_t j = broadcast_source(c.y, c.x, i);
+          set(want.view(), j, get(want.view(), j) + get(x.view(), i));
+        }
+        const double ratio = double(c.x.numel() / c.y.numel());
+        if (mean)
+          for (int64_t j = 0; j < want.numel(); ++j) set(want.view(), j, get(want.view(), j) / ratio);
+        expect_close(y, want, dt == DType::F32 ? 1e-6 : 1e-13, 1e-12, c.x.str() + "->" + c.y.str());
+      }
+  HostTensor x({2, 3}, DType::F32), bad({3, 1}, DType::F32);
+  EXPECT_THROW(k::reduce_to(x, bad, false), fy::Error);
+}
+
+TEST(BroadcastTo, Expand) {
+  Rng rng(4);
+  for (auto c : std::vector<ShapePair>{{{3, 1}, {2, 3, 5}}, {{5}, {4, 5}}, {Shape(), {2, 2}}, {{1, 4}, {3, 4}}}) {
+    HostTensor x = rand_tensor(c.a, DType::F32, rng), y(c.b, DType::F32), want(c.b, DType::F64);
+    k::broadcast_to(x, y);
+    for (int64_t i = 0; i < c.b.numel(); ++i) set(want.view(), i, get(x.view(), broadcast_source(c.a, c.b, i)));
+    expect_close(y, want, 0, 0, c.a.str());
+  }
+  HostTensor xi = make_tensor({2}, DType::I64, {5, -6}), yi({3, 2}, DType::I64);
+  k::broadcast_to(xi, yi);
+  EXPECT_EQ(get(yi, 4), 5);
+  EXPECT_EQ(get(yi, 5), -6);
+}
+
+// Naive batched matmul with numpy broadcasting over batch dims.
+HostTensor ref_matmul(const HostTensor& a, const HostTensor& b, bool ta, bool tb) {
+  const Shape& as = a.shape();
+  const Shape& bs = b.shape();
+  int ra = as.rank, rb = bs.rank;
+  int64_t M = ta ? as[ra - 1] : as[ra - 2], K = ta ? as[ra - 2] : as[ra - 1];
+  int64_t N = tb ? bs[rb - 2] : bs[rb - 1];
+  Shape ab(as.d, ra - 2), bb(bs.d, rb - 2);
+  Shape cb = bshape(ab, bb);
+  Shape cs = cb;
+  cs.d[cs.rank++] = M;
+  cs.d[cs.rank++] = N;
+  HostTensor c(cs, DType::F64);
+  for (int64_t bi = 0; bi < std::max<int64_t>(cb.numel(), 1); ++bi) {
+    int64_t ia = ab.rank ? broadcast_source(ab, cb, bi) : 0, ib = bb.rank ? broadcast_source(bb, cb, bi) : 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t kk = 0; kk < K; ++kk) {
+          double av = get(a.view(), ia * M * K + (ta ? kk * M + m : m * K + kk));
+          double bv = get(b.view(), ib * K * N + (tb ? n * K + kk : kk * N + n));
+          s += av * bv;
+        }
+        set(c.view(), bi * M * N + m * N + n, s);
+      }
+  }
+  return c;
+}
+
+TEST(Matmul, BatchedBroadcastTransposed) {
+  Rng rng(5);
+  struct Case {
+    Shape a, b;
+    bool ta, tb;
+  };
+  std::vector<Case> cases = {
+      {{3, 4}, {4, 5}, false, false},       {{2, 3, 4}, {4, 5}, false, false},
+      {{2, 3, 4}, {2, 4, 5}, false, false}, {{2, 1, 3, 4}, {3, 4, 5}, false, false},
+      {{1, 3, 4}, {2, 4, 5}, false, false}, {{4, 3}, {4, 5}, true, false},
+      {{3, 4}, {5, 4}, false, true},        {{4, 3}, {5, 4}, true, true},
+      {{2, 4, 3}, {4, 5}, true, false},     {{2, 3, 4}, {2, 5, 4}, false, true},
+      {{3, 2, 4, 3}, {2, 5, 4}, true, true}, {{2, 3, 4}, {3, 4}, false, true},
+      {{1, 7}, {7, 1}, false, false},       {{33, 65}, {65, 17}, false, false}};
+  for (DType dt : {DType::F32, DType::F64})
+    for (const auto& c : cases) {
+      HostTensor a = rand_tensor(c.a, dt, rng), b = rand_tensor(c.b, dt, rng);
+      HostTensor want = ref_matmul(a, b, c.ta, c.tb);
+      HostTensor out(want.shape(), dt);
+      k::fill(out, 123.0);  // c must be overwritten
+      k::matmul(a, b, out, c.ta, c.tb);
+      expect_close(out, want, dt == DType::F32 ? 1e-5 : 1e-13, 1e-6,
+                   c.a.str() + "x" + c.b.str() + " ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb));
+    }
+  HostTensor a({2, 3}, DType::F32), b({4, 5}, DType::F32), c({2, 5}, DType::F32);
+  EXPECT_THROW(k::matmul(a, b, c, false, false), fy::Error);
+}
+
+TEST(Transpose, Permutations) {
+  Rng rng(6);
+  struct Case {
+    Shape x;
+    std::vector<int64_t> perm;
+  };
+  for (auto c : std::vector<Case>{{{2, 3, 4}, {2, 0, 1}}, {{2, 3, 4, 5}, {0, 2, 1, 3}}, {{3, 5}, {1, 0}},
+                                  {{2, 3, 4}, {0, 1, 2}}, {{1, 3, 1, 2}, {3, 1, 0, 2}}})
+    for (DType dt : {DType::F32, DType::I64}) {
+      HostTensor x = rand_tensor(c.x, dt, rng, -100, 100);
+      Shape ys;
+      ys.rank = c.x.rank;
+      for (int i = 0; i < ys.rank; ++i) ys.d[i] = c.x[int(c.perm[size_t(i)])];
+      HostTensor y(ys, dt), want(ys, DType::F64);
+      k::transpose(x, y, c.perm);
+      for (int64_t i = 0; i < ys.numel(); ++i) {
+        auto yi = unravel(ys, i);
+        std::vector<int64_t> xi(size_t(ys.rank));
+        for (int d = 0; d < ys.rank; ++d) xi[size_t(c.perm[size_t(d)])] = yi[size_t(d)];
+        int64_t lin = 0;
+        for (int d = 0; d < ys.rank; ++d) lin = lin * c.x[d] + xi[size_t(d)];
+        set(want.view(), i, get(x.view(), lin));
+      }
+      expect_close(y, want, 0, 0, c.x.str());
+    }
+  HostTensor x({2, 3}, DType::F32), y({3, 2}, DType::F32);
+  EXPECT_THROW(k::transpose(x, y, {0, 0}), fy::Error);
+}
+
+TEST(Slice, StepsAndNegativeStarts) {
+  Rng rng(7);
+  HostTensor x = rand_tensor({5, 6, 7}, DType::F64, rng);
+  // x[1:5:2, -4::1, 0:7:3] -> [2, 4, 3]
+  HostTensor y({2, 4, 3}, DType::F64);
+  k::slice(x, y, {1, -4, 0}, {2, 1, 3});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t l = 0; l < 3; ++l)
+        EXPECT_EQ(get(y, (i * 4 + j) * 3 + l), get(x, ((1 + 2 * i) * 6 + (2 + j)) * 7 + 3 * l));
+  // slice_grad: zeros except the sliced positions.
+  HostTensor dx({5, 6, 7}, DType::F64);
+  fy::cpu::fill(dx, 9.0);
+  k::slice_grad(y, dx, {1, -4, 0}, {2, 1, 3});
+  int nonzero = 0;
+  for (int64_t a = 0; a < 5; ++a)
+    for (int64_t b = 0; b < 6; ++b)
+      for (int64_t c = 0; c < 7; ++c) {
+        bool in = a % 2 == 1 && a < 5 && b >= 2 && c % 3 == 0;
+        double v = get(dx, (a * 6 + b) * 7 + c);
+        if (in) {
+          EXPECT_EQ(v, get(x, (a * 6 + b) * 7 + c));
+          ++nonzero;
+        } else {
+          EXPECT_EQ(v, 0.0);
+        }
+      }
+  EXPECT_EQ(nonzero, 2 * 4 * 3);
+  HostTensor big({3, 4, 3}, DType::F64);
+  EXPECT_THROW(k::slice(x, big, {1, -4, 0}, {2, 1, 3}), fy::Error);
+}
+
+TEST(Concat, MiddleAndLastAxis) {
+  Rng rng(8);
+  HostTensor a = rand_tensor({2, 1, 3}, DType::F32, rng), b = rand_tensor({2, 4, 3}, DType::F32, rng),
+             c = rand_tensor({2, 2, 3}, DType::F32, rng);
+  HostTensor out({2, 7, 3}, DType::F32);
+  k::concat({a.view(), b.view(), c.view()}, out, 1);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 7; ++j)
+      for (int64_t l = 0; l < 3; ++l) {
+        double want = j < 1   ? get(a, (i * 1 + j) * 3 + l)
+                      : j < 5 ? get(b, (i * 4 + j - 1) * 3 + l)
+                              : get(c, (i * 2 + j - 5) * 3 + l);
+        EXPECT_EQ(get(out, (i * 7 + j) * 3 + l), want);
+      }
+  HostTensor p = make_tensor({2, 1}, DType::I64, {1, 2}), q = make_tensor({2, 2}, DType::I64, {3, 4, 5, 6});
+  HostTensor o({2, 3}, DType::I64);
+  k::concat(std::vector<View>{p, q}, o, -1);
+  std::vector<double> want = {1, 3, 4, 2, 5, 6};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(get(o, i), want[size_t(i)]);
+  HostTensor wrong({2, 4}, DType::I64);
+  EXPECT_THROW(k::concat({p.view(), q.view()}, wrong, 1), fy::Error);
+}
+
+TEST(Where, Broadcast) {
+  Rng rng(9);
+  HostTensor cond = make_tensor({2, 1, 3}, DType::U8, {1, 0, 1, 0, 0, 1});
+  HostTensor a = rand_tensor({4, 3}, DType::F32, rng), b = rand_tensor({1}, DType::F32, rng);
+  Shape os{2, 4, 3};
+  HostTensor out(os, DType::F32);
+  k::where(cond, a, b, out);
+  for (int64_t i = 0; i < os.numel(); ++i) {
+    bool cnd = get(cond, broadcast_source(cond.shape(), os, i)) != 0;
+    double want = cnd ? get(a, broadcast_source(a.shape(), os, i)) : get(b, 0);
+    EXPECT_EQ(get(out, i), want) << i;
+  }
+}
+
+TEST(Cast, AllPairs) {
+  HostTensor f = make_tensor({4}, DType::F32, {-2.7, 0.0, 3.9, 1.0});
+  HostTensor i64({4}, DType::I64), u8({4}, DType::U8), f64({4}, DType::F64);
+  k::cast(f, i64);
+  EXPECT_EQ(get(i64, 0), -2);
+  EXPECT_EQ(get(i64, 2), 3);
+  k::cast(f, u8);
+  EXPECT_EQ(get(u8, 0), 1);
+  EXPECT_EQ(get(u8, 1), 0);
+  k::cast(f, f64);
+  EXPECT_EQ(get(f64, 2), double(3.9f));
+  HostTensor back({4}, DType::F32);
+  k::cast(u8, back);
+  EXPECT_EQ(get(back, 0), 1.0);
+  EXPECT_EQ(get(back, 1), 0.0);
+  HostTensor big = make_tensor({1}, DType::I64, {1LL << 40}), bf({1}, DType::F64);
+  k::cast(big, bf);
+  EXPECT_EQ(get(bf, 0), double(1LL << 40));
+}
+
+TEST(Gather, RowsAndErrors) {
+  Rng rng(10);
+  HostTensor table = rand_tensor({5, 3}, DType::F32, rng);
+  HostTensor idx = make_tensor({2, 2}, DType::I64, {4, 0, 4, 2});
+  HostTensor out({2, 2, 3}, DType::F32);
+  k::gather(table, idx, out);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(get(out, i * 3 + c), get(table, int64_t(get(idx, i)) * 3 + c));
+  HostTensor bad = make_tensor({2}, DType::I64, {1, 5}), out2({2, 3}, DType::F32);
+  try {
+    k::gather(table, bad, out2);
+    FAIL() << "expected an error";
+  } catch (const fy::Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("index 5"), std::string::npos) << m;
+    EXPECT_NE(m.find("5 rows"), std::string::npos) << m;
+  }
+  HostTensor neg = make_tensor({1}, DType::I64, {-1}), out3({1, 3}, DType::F32);
+  EXPECT_THROW(k::gather(table, neg, out3), fy::Error);
+}
+
+TEST(Gather, GradScatterAddsRepeats) {
+  Rng rng(11);
+  const int64_t R = 6, D = 130, n = 50;
+  HostTensor idx({n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) set(idx, i, double(rng.integer(0, R - 1)));
+  HostTensor dy = rand_tensor({n, D}, DType::F64, rng), dt({R, D}, DType::F64), want({R, D}, DType::F64);
+  fy::cpu::fill(dt, 5.0);  // must be zeroed by the kernel
+  k::gather_grad(idx, dy, dt);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < D; ++c) {
+      int64_t r = int64_t(get(idx, i));
+      set(want.view(), r * D + c, get(want.view(), r * D + c) + get(dy, i * D + c));
+    }
+  expect_close(dt, want, 1e-14, 1e-14);
+}
+
+TEST(LayerNorm, AgainstNaive) {
+  Rng rng(12);
+  for (DType dt : {DType::F32, DType::F64})
+    for (int64_t axis : {-1, 1}) {
+      Shape xs{3, 4, 5};
+      HostTensor x = rand_tensor(xs, dt, rng, -2, 3);
+      int a = axis < 0 ? 2 : 1;
+      int64_t rows = a == 2 ? 12 : 3, D = xs.numel() / rows;
+      Shape ps = a == 2 ? Shape{5} : Shape{4, 5};
+      Shape ms = a == 2 ? Shape{3, 4, 1} : Shape{3, 1, 1};
+      HostTensor s = rand_tensor(ps, dt, rng), b = rand_tensor(ps, dt, rng);
+      HostTensor y(xs, dt), mean(ms, dt), istd(ms, dt);
+      k::layer_norm(x, s, b, y, mean, istd, axis, 1e-5);
+      for (int64_t r = 0; r < rows; ++r) {
+        double mu = 0, var = 0;
+        for (int64_t i = 0; i < D; ++i) mu += get(x, r * D + i) / double(D);
+        for (int64_t i = 0; i < D; ++i) var += std::pow(get(x, r * D + i) - mu, 2) / double(D);
+        const double tol = dt == DType::F32 ? 2e-5 : 1e-12;
+        EXPECT_NEAR(get(mean, r), mu, tol);
+        EXPECT_NEAR(get(istd, r), 1 / std::sqrt(var + 1e-5), tol * 10);
+        for (int64_t i = 0; i < D; ++i)
+          EXPECT_NEAR(get(y, r * D + i), (get(x, r * D + i) - mu) / std::sqrt(var + 1e-5) * get(s, i) + get(b, i), tol);
+      }
+      // bias omitted
+      HostTensor y2(xs, dt);
+      k::layer_norm(x, s, View{nullptr, ps, dt}, y2, mean, istd, axis, 1e-5);
+      for (int64_t i = 0; i < xs.numel(); ++i) EXPECT_NEAR(get(y2, i) + get(b, i % D), get(y, i), 1e-5);
+    }
+}
+
+TEST(RmsNorm, AgainstNaive) {
+  Rng rng(13);
+  for (DType dt : {DType::F32, DType::F64}) {
+    Shape xs{4, 3, 8};
+    HostTensor x = rand_tensor(xs, dt, rng), s = rand_tensor({8}, dt, rng);
+    HostTensor y(xs, dt), inv({4, 3, 1}, dt);
+    k::rms_norm(x, s, y, inv, -1, 1e-6);
+    for (int64_t r = 0; r < 12; ++r) {
+      double ms = 0;
+      for (int64_t i = 0; i < 8; ++i) ms += std::pow(get(x, r * 8 + i), 2) / 8;
+      const double rr = 1 / std::sqrt(ms + 1e-6), tol = dt == DType::F32 ? 1e-5 : 1e-12;
+      EXPECT_NEAR(get(inv, r), rr, tol * rr);
+      for (int64_t i = 0; i < 8; ++i) EXPECT_NEAR(get(y, r * 8 + i), get(x, r * 8 + i) * rr * get(s, i), tol);
+    }
+  }
+}
+
+TEST(Softmax, LastAndMiddleAxis) {
+  Rng rng(14);
+  for (DType dt : {DType::F32, DType::F64})
+    for (int64_t axis : {-1, 1}) {
+      Shape xs{2, 5, 3};
+      HostTensor x = rand_tensor(xs, dt, rng, -30, 30), y(xs, dt);
+      k::softmax(x, y, axis);
+      int a = axis < 0 ? 2 : 1;
+      for (int64_t i = 0; i < xs.numel(); ++i) {
+        auto ix = unravel(xs, i);
+        double m = -1e300, s = 0;
+        for (int64_t j = 0; j < xs[a]; ++j) {
+          auto jx = ix;
+          jx[size_t(a)] = j;
+          m = std::max(m, get(x, (jx[0] * 5 + jx[1]) * 3 + jx[2]));
+        }
+        for (int64_t j = 0; j < xs[a]; ++j) {
+          auto jx = ix;
+          jx[size_t(a)] = j;
+          s += std::exp(get(x, (jx[0] * 5 + jx[1]) * 3 + jx[2]) - m);
+        }
+        double want = std::exp(get(x, i) - m) / s;
+        EXPECT_NEAR(get(y, i), want, dt == DType::F32 ? 1e-6 : 1e-14);
+      }
+    }
+}
+
+TEST(SoftmaxCrossEntropy, MeanSumIgnoreAndSpatial) {
+  Rng rng(15);
+  for (DType dt : {DType::F32, DType::F64}) {
+    // [N, C, d] layout: class dim 1, labels [N, d].
+    const int64_t N = 3, C = 4, d = 2;
+    HostTensor logits = rand_tensor({N, C, d}, dt, rng, -3, 3);
+    HostTensor labels = make_tensor({N, d}, DType::I64, {0, 3, -100, 1, 2, 2});
+    HostTensor loss({1}, dt), lp({N, C, d}, dt);
+    for (bool mean : {true, false}) {
+      k::softmax_cross_entropy(logits, labels, loss, lp, -100, mean);
+      double sum = 0;
+      int cnt = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t p = 0; p < d; ++p) {
+          double lse = 0;
+          for (int64_t c = 0; c < C; ++c) lse += std::exp(get(logits, (n * C + c) * d + p));
+          lse = std::log(lse);
+          for (int64_t c = 0; c < C; ++c)
+            EXPECT_NEAR(get(lp, (n * C + c) * d + p), get(logits, (n * C + c) * d + p) - lse, 1e-5);
+          int64_t lab = int64_t(get(labels, n * d + p));
+          if (lab == -100) continue;
+          sum += lse - get(logits, (n * C + lab) * d + p);
+          ++cnt;
+        }
+      EXPECT_NEAR(get(loss, 0), mean ? sum / cnt : sum, 1e-5);
+    }
+  }
+  HostTensor logits({2, 3}, DType::F32), loss({1}, DType::F32), lp({2, 3}, DType::F32);
+  HostTensor bad = make_tensor({2}, DType::I64, {0, 3});
+  EXPECT_THROW(k::softmax_cross_entropy(logits, bad, loss, lp, -100, true), fy::Error);
+  HostTensor ign = make_tensor({2}, DType::I64, {-100, -100});
+  k::softmax_cross_entropy(logits, ign, loss, lp, -100, true);
+  EXPECT_TRUE(std::isnan(get(loss, 0)));  // PyTorch: mean over no targets is NaN
+}
+
+TEST(Dropout, ReproducibleInverted) {
+  Rng rng(16);
+  const int64_t n = 100000;
+  HostTensor x = rand_tensor({n}, DType::F32, rng, 0.5, 1.5);
+  HostTensor y({n}, DType::F32), m({n}, DType::U8), y2({n}, DType::F32), m2({n}, DType::U8);
+  k::dropout(x, y, m, 0.0, 1);
+  for (int64_t i = 0; i < n; i += 997) {
+    EXPECT_EQ(get(y, i), get(x, i));
+    EXPECT_EQ(get(m, i), 1);
+  }
+  k::dropout(x, y, m, 0.3, 42);
+  k::dropout(x, y2, m2, 0.3, 42);
+  int64_t kept = 0, same_as_other_seed = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(get(m, i), get(m2, i));
+    ASSERT_EQ(get(y, i), get(y2, i));
+    kept += get(m, i) != 0;
+    double want = get(m, i) ? double(float(get(x, i)) * float(1 / 0.7)) : 0.0;
+    ASSERT_NEAR(get(y, i), want, 1e-6);
+  }
+  // 70% kept, binomial sd ~ 145 at n=1e5.
+  EXPECT_NEAR(double(kept), 0.7 * n, 1000);
+  k::dropout(x, y2, m2, 0.3, 43);
+  for (int64_t i = 0; i < n; ++i) same_as_other_seed += get(m, i) == get(m2, i);
+  EXPECT_LT(same_as_other_seed, n * 0.65);  // independent masks agree ~58%
+  HostTensor dy = rand_tensor({n}, DType::F32, rng), dx({n}, DType::F32);
+  k::dropout_grad(dy, m, dx, 0.3);
+  for (int64_t i = 0; i < n; i += 13)
+    EXPECT_NEAR(get(dx, i), get(m, i) ? get(dy, i) / 0.7 : 0.0, 1e-6);
+}
+
+TEST(FillCopy, Basics) {
+  HostTensor a({2, 3}, DType::I64), b({3, 2}, DType::I64);
+  k::fill(a, 7);
+  k::copy(a, b);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(get(b, i), 7);
+  HostTensor c({5}, DType::I64);
+  EXPECT_THROW(k::copy(a, c), fy::Error);
+}
+
+#ifdef _OPENMP
+// Results must not depend on the thread count.
+TEST(Determinism, ThreadCountInvariant) {
+  Rng rng(17);
+  const int64_t R = 512, D = 384;
+  HostTensor x = rand_tensor({R, D}, DType::F32, rng), dy = rand_tensor({R, D}, DType::F32, rng);
+  HostTensor s = rand_tensor({D}, DType::F32, rng), b = rand_tensor({D}, DType::F32, rng);
+  HostTensor idx({R}, DType::I64);
+  for (int64_t i = 0; i < R; ++i) set(idx, i, double(rng.integer(0, 9)));
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<HostTensor> out;
+    out.emplace_back(Shape{1, D}, DType::F32);
+    k::reduce_to(dy, out.back(), false);
+    out.emplace_back(Shape{R, 1}, DType::F32);
+    k::reduce_to(dy, out.back(), true);
+    out.emplace_back(Shape{10, D}, DType::F32);
+    k::gather_grad(idx, dy, out.back());
+    HostTensor y({R, D}, DType::F32), mu({R, 1}, DType::F32), is({R, 1}, DType::F32);
+    k::layer_norm(x, s, b, y, mu, is, -1, 1e-5);
+    out.emplace_back(Shape{R, D}, DType::F32);
+    out.emplace_back(Shape{D}, DType::F32);
+    out.emplace_back(Shape{D}, DType::F32);
+    k::layer_norm_grad(dy, x, s, mu, is, out[3], out[4], out[5], -1);
+    out.push_back(std::move(y));
+    return out;
+  };
+  int saved = omp_get_max_threads();
+  auto one = run(1), two = run(2), three = run(3);
+  omp_set_num_threads(saved);
+  for (size_t t = 0; t < one.size(); ++t) {
+    ASSERT_EQ(0, std::memcmp(one[t].view().data, two[t].view().data, one[t].view().nbytes())) << t;
+    ASSERT_EQ(0, std::memcmp(one[t].view().data, three[t].view().data, one[t].view().nbytes())) << t;
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace fyt

@@ -1,0 +1,270 @@
+// Backward kernels against central finite differences in double precision.
+// Each case projects the forward outputs on a random direction r and compares
+// the analytic gradient (backward fed with dy = r) to d<r, f(x)>/dx.
+#include <gtest/gtest-spi.h>
+
+#include <cmath>
+
+#include "kernels/cpu/kernels.h"
+#include "test_util.h"
+
+namespace fyt {
+namespace {
+
+using fy::cpu::BinOp;
+using fy::cpu::UnOp;
+namespace k = fy::cpu;
+constexpr DType F64 = DType::F64;
+
+View null_view(Shape s) { return View{nullptr, s, F64}; }
+
+// The checker itself must catch a wrong gradient (here: Tanh's derivative
+// taken as 1 - x^2 instead of 1 - tanh(x)^2).
+TEST(Grad, CheckerCatchesWrongGradient) {
+  Rng rng(99);
+  HostTensor x = rand_tensor({6}, F64, rng, 0.5, 1.5), y({6}, F64), dy({6}, F64), dx({6}, F64);
+  GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::unary(UnOp::Tanh, x, y); },
+             [&] {
+               for (int64_t i = 0; i < 6; ++i) set(dx, i, get(dy, i) * (1 - get(x, i) * get(x, i)));
+             }};
+  EXPECT_NONFATAL_FAILURE(check_grad(c), "gradient mismatches");
+}
+
+TEST(Grad, UnaryAllOps) {
+  const std::vector<UnOp> ops = {UnOp::Neg,  UnOp::Sqrt,    UnOp::Reciprocal, UnOp::Exp,      UnOp::Tanh, UnOp::Erf,
+                                 UnOp::Sigmoid, UnOp::Gelu, UnOp::GeluTanh,   UnOp::Silu,     UnOp::Identity};
+  for (UnOp op : ops)
+    for (bool pass_y : {true, false}) {
+      Rng rng(100 + int(op));
+      bool positive = op == UnOp::Sqrt || op == UnOp::Reciprocal;
+      HostTensor x = rand_tensor({3, 7}, F64, rng, positive ? 0.3 : -3, 3);
+      HostTensor y({3, 7}, F64), dy({3, 7}, F64), dx({3, 7}, F64);
+      GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::unary(op, x, y); },
+                 [&] { k::unary_grad(op, x, pass_y ? y.view() : null_view({3, 7}), dy, dx); }};
+      SCOPED_TRACE("op " + std::to_string(int(op)) + " pass_y " + std::to_string(pass_y));
+      check_grad(c);
+    }
+}
+
+// Gradients of broadcasting binary ops are composed by the compiler from
+// binary + reduce_to; this checks that composition for every op.
+TEST(Grad, BinaryBroadcastViaReduceTo) {
+  for (BinOp op : {BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Pow}) {
+    Rng rng(200 + int(op));
+    Shape as{2, 1, 4}, bs{3, 1}, os{2, 3, 4};
+    HostTensor a = rand_tensor(as, F64, rng, 0.5, 2), b = rand_tensor(bs, F64, rng, 0.5, 2);
+    HostTensor out(os, F64), dout(os, F64), da(as, F64), db(bs, F64);
+    HostTensor ta(os, F64), tb(os, F64), t1(os, F64), t2(os, F64);
+    auto bwd = [&] {
+      // Local derivatives d out/da and d out/db at each broadcast position.
+      for (int64_t i = 0; i < os.numel(); ++i) {
+        double av = get(a, broadcast_source(as, os, i)), bv = get(b, broadcast_source(bs, os, i));
+        double d1 = 0, d2 = 0;
+        switch (op) {
+          case BinOp::Add: d1 = 1; d2 = 1; break;
+          case BinOp::Sub: d1 = 1; d2 = -1; break;
+          case BinOp::Mul: d1 = bv; d2 = av; break;
+          case BinOp::Div: d1 = 1 / bv; d2 = -av / (bv * bv); break;
+          case BinOp::Pow: d1 = bv * std::pow(av, bv - 1); d2 = std::pow(av, bv) * std::log(av); break;
+        }
+        set(t1, i, d1);
+        set(t2, i, d2);
+      }
+      k::binary(BinOp::Mul, dout, t1, ta);
+      k::binary(BinOp::Mul, dout, t2, tb);
+      k::reduce_to(ta, da, false);
+      k::reduce_to(tb, db, false);
+    };
+    GradCase c{{&a, &b}, {&da, &db}, {&out}, {&dout}, [&] { k::binary(op, a, b, out); }, bwd};
+    SCOPED_TRACE("op " + std::to_string(int(op)));
+    check_grad(c);
+  }
+}
+
+TEST(Grad, ReduceToAndBroadcastTo) {
+  for (bool mean : {false, true}) {
+    Rng rng(300);
+    Shape xs{3, 4, 5}, ys{1, 4, 1};
+    HostTensor x = rand_tensor(xs, F64, rng), y(ys, F64), dy(ys, F64), dx(xs, F64);
+    GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::reduce_to(x, y, mean); },
+               [&] {
+                 k::broadcast_to(dy, dx);
+                 if (mean) {
+                   HostTensor s({1}, F64);
+                   k::fill(s, 1.0 / 15);
+                   k::binary(BinOp::Mul, dx, s, dx);
+                 }
+               }};
+    check_grad(c);
+  }
+  Rng rng(301);
+  HostTensor x = rand_tensor({4, 1}, F64, rng), y({2, 4, 3}, F64), dy({2, 4, 3}, F64), dx({4, 1}, F64);
+  GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::broadcast_to(x, y); }, [&] { k::reduce_to(dy, dx, false); }};
+  check_grad(c);
+}
+
+TEST(Grad, MatmulAllTransposeCombos) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool batched : {false, true}) {
+        Rng rng(400 + 4 * ta + 2 * tb + batched);
+        const int64_t M = 3, K = 4, N = 5;
+        Shape as = ta ? Shape{K, M} : Shape{M, K}, bs = tb ? Shape{N, K} : Shape{K, N}, cs{M, N};
+        if (batched) {
+          as = ta ? Shape{2, K, M} : Shape{2, M, K};
+          bs = tb ? Shape{2, N, K} : Shape{2, K, N};
+          cs = Shape{2, M, N};
+        }
+        HostTensor a = rand_tensor(as, F64, rng), b = rand_tensor(bs, F64, rng);
+        HostTensor cc(cs, F64), dc(cs, F64), da(as, F64), db(bs, F64);
+        auto bwd = [&] {
+          if (!ta && !tb) { k::matmul(dc, b, da, false, true); k::matmul(a, dc, db, true, false); }
+          if (!ta && tb) { k::matmul(dc, b, da, false, false); k::matmul(dc, a, db, true, false); }
+          if (ta && !tb) { k::matmul(b, dc, da, false, true); k::matmul(a, dc, db, false, false); }
+          if (ta && tb) { k::matmul(b, dc, da, true, true); k::matmul(dc, a, db, true, true); }
+        };
+        GradCase c{{&a, &b}, {&da, &db}, {&cc}, {&dc}, [&] { k::matmul(a, b, cc, ta, tb); }, bwd};
+        SCOPED_TRACE("ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " batched " + std::to_string(batched));
+        check_grad(c);
+      }
+}
+
+TEST(Grad, MatmulBroadcastWeight) {
+  // x[2,3,4] @ W[4,5]: dW sums over the batch, via a reshaped 2-D matmul.
+  Rng rng(410);
+  HostTensor x = rand_tensor({2, 3, 4}, F64, rng), w = rand_tensor({4, 5}, F64, rng);
+  HostTensor y({2, 3, 5}, F64), dy({2, 3, 5}, F64), dx({2, 3, 4}, F64), dw({4, 5}, F64);
+  GradCase c{{&x, &w}, {&dx, &dw}, {&y}, {&dy}, [&] { k::matmul(x, w, y, false, false); },
+             [&] {
+               k::matmul(dy, w, dx, false, true);
+               k::matmul(x.view().reshaped({6, 4}), dy.view().reshaped({6, 5}), dw, true, false);
+             }};
+  check_grad(c);
+}
+
+TEST(Grad, TransposeSliceConcatWhere) {
+  Rng rng(500);
+  {
+    HostTensor x = rand_tensor({2, 3, 4}, F64, rng), y({4, 2, 3}, F64), dy({4, 2, 3}, F64), dx({2, 3, 4}, F64);
+    GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::transpose(x, y, {2, 0, 1}); },
+               [&] { k::transpose(dy, dx, {1, 2, 0}); }};
+    check_grad(c);
+  }
+  {
+    HostTensor x = rand_tensor({5, 6}, F64, rng), y({2, 3}, F64), dy({2, 3}, F64), dx({5, 6}, F64);
+    GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::slice(x, y, {1, -5}, {2, 2}); },
+               [&] { k::slice_grad(dy, dx, {1, -5}, {2, 2}); }};
+    check_grad(c);
+  }
+  {
+    HostTensor a = rand_tensor({2, 1, 3}, F64, rng), b = rand_tensor({2, 2, 3}, F64, rng);
+    HostTensor y({2, 3, 3}, F64), dy({2, 3, 3}, F64), da({2, 1, 3}, F64), db({2, 2, 3}, F64);
+    GradCase c{{&a, &b}, {&da, &db}, {&y}, {&dy}, [&] { k::concat({a.view(), b.view()}, y, 1); },
+               [&] {
+                 k::slice(dy, da, {0, 0, 0}, {1, 1, 1});
+                 k::slice(dy, db, {0, 1, 0}, {1, 1, 1});
+               }};
+    check_grad(c);
+  }
+  {
+    HostTensor cond = make_tensor({3}, DType::U8, {1, 0, 1});
+    HostTensor a = rand_tensor({2, 3}, F64, rng), b = rand_tensor({2, 3}, F64, rng), zero({1}, F64);
+    HostTensor y({2, 3}, F64), dy({2, 3}, F64), da({2, 3}, F64), db({2, 3}, F64);
+    GradCase c{{&a, &b}, {&da, &db}, {&y}, {&dy}, [&] { k::where(cond, a, b, y); },
+               [&] {
+                 k::where(cond, dy, zero, da);
+                 k::where(cond, zero, dy, db);
+               }};
+    check_grad(c);
+  }
+}
+
+TEST(Grad, Gather) {
+  Rng rng(600);
+  HostTensor table = rand_tensor({5, 4}, F64, rng);
+  HostTensor idx = make_tensor({2, 3}, DType::I64, {1, 4, 1, 0, 1, 3});
+  HostTensor y({2, 3, 4}, F64), dy({2, 3, 4}, F64), dt({5, 4}, F64);
+  GradCase c{{&table}, {&dt}, {&y}, {&dy}, [&] { k::gather(table, idx, y); }, [&] { k::gather_grad(idx, dy, dt); }};
+  check_grad(c);
+}
+
+TEST(Grad, LayerNorm) {
+  for (int64_t axis : {-1, 1})
+    for (bool with_bias : {true, false}) {
+      Rng rng(700 + axis + 10 * with_bias);
+      Shape xs{2, 3, 4};
+      Shape ps = axis == -1 ? Shape{4} : Shape{3, 4};
+      Shape ms = axis == -1 ? Shape{2, 3, 1} : Shape{2, 1, 1};
+      HostTensor x = rand_tensor(xs, F64, rng, -2, 2), s = rand_tensor(ps, F64, rng), b = rand_tensor(ps, F64, rng);
+      HostTensor y(xs, F64), mean(ms, F64), istd(ms, F64), dy(xs, F64);
+      HostTensor dx(xs, F64), ds(ps, F64), db(ps, F64);
+      View bias = with_bias ? b.view() : null_view(ps), dbias = with_bias ? db.view() : null_view(ps);
+      GradCase c{{&x, &s, &b},
+                 {&dx, &ds, with_bias ? &db : nullptr},
+                 {&y},
+                 {&dy},
+                 [&] { k::layer_norm(x, s, bias, y, mean, istd, axis, 1e-5); },
+                 [&] { k::layer_norm_grad(dy, x, s, mean, istd, dx, ds, dbias, axis); }};
+      SCOPED_TRACE("axis " + std::to_string(axis) + " bias " + std::to_string(with_bias));
+      check_grad(c);
+    }
+}
+
+TEST(Grad, RmsNorm) {
+  for (int64_t axis : {-1, 1}) {
+    Rng rng(800 + axis);
+    Shape xs{2, 3, 4};
+    Shape ps = axis == -1 ? Shape{4} : Shape{3, 4};
+    Shape ms = axis == -1 ? Shape{2, 3, 1} : Shape{2, 1, 1};
+    HostTensor x = rand_tensor(xs, F64, rng, -2, 2), s = rand_tensor(ps, F64, rng);
+    HostTensor y(xs, F64), inv(ms, F64), dy(xs, F64), dx(xs, F64), ds(ps, F64);
+    GradCase c{{&x, &s}, {&dx, &ds}, {&y}, {&dy}, [&] { k::rms_norm(x, s, y, inv, axis, 1e-6); },
+               [&] { k::rms_norm_grad(dy, x, s, inv, dx, ds, axis); }};
+    check_grad(c);
+  }
+}
+
+TEST(Grad, Softmax) {
+  for (int64_t axis : {-1, 1, 0}) {
+    Rng rng(900 + axis);
+    Shape xs{3, 4, 2};
+    HostTensor x = rand_tensor(xs, F64, rng, -3, 3), y(xs, F64), dy(xs, F64), dx(xs, F64);
+    GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::softmax(x, y, axis); },
+               [&] { k::softmax_grad(y, dy, dx, axis); }};
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    check_grad(c);
+  }
+}
+
+TEST(Grad, SoftmaxCrossEntropy) {
+  struct Case {
+    Shape logits;
+    std::vector<double> labels;
+    Shape ls;
+    bool mean;
+  };
+  std::vector<Case> cases = {{{4, 5}, {0, 4, -1, 2}, {4}, true},
+                             {{4, 5}, {1, 1, 3, -1}, {4}, false},
+                             {{2, 3, 3}, {0, 2, -1, 1, 1, 0}, {2, 3}, true}};
+  for (const auto& cs : cases) {
+    Rng rng(1000);
+    HostTensor x = rand_tensor(cs.logits, F64, rng, -2, 2), labels = make_tensor(cs.ls, DType::I64, cs.labels);
+    HostTensor loss({1}, F64), lp(cs.logits, F64), dloss({1}, F64), dx(cs.logits, F64);
+    GradCase c{{&x}, {&dx}, {&loss}, {&dloss},
+               [&] { k::softmax_cross_entropy(x, labels, loss, lp, -1, cs.mean); },
+               [&] { k::softmax_cross_entropy_grad(dloss, lp, labels, dx, -1, cs.mean); }};
+    SCOPED_TRACE(cs.logits.str());
+    check_grad(c);
+  }
+}
+
+TEST(Grad, Dropout) {
+  Rng rng(1100);
+  HostTensor x = rand_tensor({50}, F64, rng), y({50}, F64), mask({50}, DType::U8), dy({50}, F64), dx({50}, F64);
+  GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::dropout(x, y, mask, 0.25, 9); },
+             [&] { k::dropout_grad(dy, mask, dx, 0.25); }};
+  check_grad(c);
+}
+
+}  // namespace
+}  // namespace fyt

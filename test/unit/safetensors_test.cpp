@@ -1,0 +1,133 @@
+// Safetensors round trip, format details checked on the raw bytes, and
+// errors for missing, truncated and corrupt files.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "io/safetensors.h"
+#include "test_util.h"
+
+namespace fyt {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "fy_st_" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void dump(const std::string& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const fy::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Safetensors, RoundTripAndLayout) {
+  std::vector<float> w = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -8.5f};
+  std::vector<int64_t> steps = {42};
+  std::vector<float> scalar = {9.0f};
+  std::string p = temp_path("rt.safetensors");
+  fy::write_safetensors(p, {{"z.weight", fy::DType::F32, {2, 3}, w.data()},
+                            {"a.step", fy::DType::I64, {1}, steps.data()},
+                            {"m.scalar", fy::DType::F32, {}, scalar.data()}});
+  auto t = fy::read_safetensors(p);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t["z.weight"].dtype, fy::DType::F32);
+  EXPECT_EQ(t["z.weight"].shape, (std::vector<int64_t>{2, 3}));
+  ASSERT_EQ(t["z.weight"].bytes.size(), 24u);
+  EXPECT_EQ(0, std::memcmp(t["z.weight"].bytes.data(), w.data(), 24));
+  EXPECT_EQ(t["a.step"].dtype, fy::DType::I64);
+  EXPECT_EQ(*reinterpret_cast<const int64_t*>(t["a.step"].bytes.data()), 42);
+  EXPECT_TRUE(t["m.scalar"].shape.empty());
+  EXPECT_EQ(t["m.scalar"].view().as<float>()[0], 9.0f);
+
+  // Raw layout: LE header length, JSON with sorted names, 8-byte aligned data,
+  // data in name order.
+  std::string raw = slurp(p);
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= uint64_t(static_cast<unsigned char>(raw[size_t(i)])) << (8 * i);
+  EXPECT_EQ(hlen % 8, 0u);
+  std::string hdr = raw.substr(8, size_t(hlen));
+  EXPECT_LT(hdr.find("\"a.step\""), hdr.find("\"m.scalar\""));
+  EXPECT_LT(hdr.find("\"m.scalar\""), hdr.find("\"z.weight\""));
+  EXPECT_NE(hdr.find("\"dtype\":\"I64\""), std::string::npos);
+  EXPECT_EQ(raw.size(), 8 + hlen + 8 + 4 + 24);
+  int64_t first;
+  std::memcpy(&first, raw.data() + 8 + hlen, 8);
+  EXPECT_EQ(first, 42);
+  // No temporary left behind.
+  EXPECT_FALSE(std::ifstream(p + ".tmp." + std::to_string(::getpid())).good());
+  std::remove(p.c_str());
+}
+
+TEST(Safetensors, ReadsForeignHeaderWithMetadata) {
+  // As written by the Python library: __metadata__ first, spaces as padding.
+  std::string hdr =
+      R"({"__metadata__":{"format":"pt"},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  while ((hdr.size() + 8) % 8) hdr += ' ';
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char((hdr.size() >> (8 * i)) & 0xff);
+  float vals[2] = {0.25f, -1.0f};
+  bytes += hdr + std::string(reinterpret_cast<const char*>(vals), 8);
+  std::string p = temp_path("foreign.safetensors");
+  dump(p, bytes);
+  auto t = fy::read_safetensors(p);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t["b"].view().as<float>()[1], -1.0f);
+  std::remove(p.c_str());
+}
+
+TEST(Safetensors, Errors) {
+  std::string missing = temp_path("missing.safetensors");
+  std::string m = error_of([&] { fy::read_safetensors(missing); });
+  EXPECT_NE(m.find(missing), std::string::npos) << m;
+
+  std::vector<float> w(100, 1.0f);
+  std::string p = temp_path("trunc.safetensors");
+  fy::write_safetensors(p, {{"w", fy::DType::F32, {100}, w.data()}});
+  std::string raw = slurp(p);
+  dump(p, raw.substr(0, raw.size() - 10));
+  m = error_of([&] { fy::read_safetensors(p); });
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+  EXPECT_NE(m.find(p), std::string::npos) << m;
+
+  dump(p, raw.substr(0, 5));
+  m = error_of([&] { fy::read_safetensors(p); });
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+
+  dump(p, raw.substr(0, 20));  // header cut in the middle
+  m = error_of([&] { fy::read_safetensors(p); });
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+
+  std::string corrupt = raw;
+  corrupt[8] = '[';  // JSON no longer an object / malformed
+  dump(p, corrupt);
+  m = error_of([&] { fy::read_safetensors(p); });
+  EXPECT_NE(m.find("corrupt"), std::string::npos) << m;
+  EXPECT_NE(m.find(p), std::string::npos) << m;
+
+  // Duplicate names are refused on write, and the target stays untouched.
+  m = error_of([&] {
+    fy::write_safetensors(p, {{"x", fy::DType::F32, {1}, w.data()}, {"x", fy::DType::F32, {1}, w.data()}});
+  });
+  EXPECT_NE(m.find("duplicate"), std::string::npos) << m;
+  EXPECT_EQ(slurp(p), corrupt);
+  std::remove(p.c_str());
+}
+
+}  // namespace
+}  // namespace fyt
