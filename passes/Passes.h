@@ -2,6 +2,9 @@
 #define FUYOU_PASSES_PASSES_H
 
 #include "dialects/FyGraph/FyGraphOps.h"
+#include "dialects/FySched/FySchedOps.h"
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

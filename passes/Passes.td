@@ -29,4 +29,34 @@ def InsertAdamW : Pass<"fy-insert-adamw", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }
 
+def LowerToFySched : Pass<"fy-lower-to-fysched", "mlir::ModuleOp"> {
+  let summary = "fygraph tensors become fysched buffers; ops become kernel launches";
+  let description = [{
+    Every tensor value becomes a buffer in device memory (all resident, one
+    stream): the form that placement, swapping and stream passes rewrite.
+    Reshapes become views, parameters their storage, `fygraph.adamw` a
+    `fysched.cpu_adamw`.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect", "mlir::func::FuncDialect"];
+}
+
+def InsertDealloc : Pass<"fy-insert-dealloc", "mlir::ModuleOp"> {
+  let summary = "Ends each buffer's lifetime right after its last use";
+  let description = [{
+    A buffer read through views lives until the last use of any view.
+    Returned buffers are left to the caller.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
+def ConvertFySchedToEmitC : Pass<"fy-convert-fysched-to-emitc", "mlir::ModuleOp"> {
+  let summary = "fysched program → EmitC calls into the runtime (libfuyou_rt)";
+  let description = [{
+    Buffers become `fy::View` values, each fysched op a call of `fy::rt::`;
+    parameters become `fy_declare`, the step `fy_train_step`, and `main`
+    hands both to `fy::train_main`.
+  }];
+  let dependentDialects = ["mlir::emitc::EmitCDialect"];
+}
+
 #endif

@@ -1,0 +1,84 @@
+#include "compiler/target/Build.h"
+
+#include "compiler/target/Config.h"
+#include "io/safetensors.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace fuyou::target {
+
+std::string writeWeights(const onnx_in::Model &model, const std::vector<std::string> &names,
+                         const std::string &path) {
+  std::vector<fy::SafetensorsEntry> entries;
+  for (const auto &name : names) {
+    const onnx_in::Tensor *t = nullptr;
+    for (const auto &init : model.initializers)
+      if (init.name == name)
+        t = &init;
+    if (!t)
+      return "no initializer named '" + name + "'";
+    fy::SafetensorsEntry e;
+    e.name = name;
+    e.dtype = t->dtype == onnx_in::DType::F32   ? fy::DType::F32
+              : t->dtype == onnx_in::DType::I64 ? fy::DType::I64
+                                                : fy::DType::U8;
+    e.shape = t->shape;
+    e.data = t->bytes.data();
+    entries.push_back(e);
+  }
+  try {
+    fy::write_safetensors(path, entries);
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+  return "";
+}
+
+static std::string selfDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+std::string buildExecutable(const std::string &cppPath, const std::string &out) {
+  // Installed: <prefix>/bin/fuyou-compile, <prefix>/lib, <prefix>/include/fuyou.
+  std::string include = FUYOU_RT_BUILD_INCLUDE, library = FUYOU_RT_BUILD_LIBRARY;
+  fs::path prefix = fs::path(selfDir()).parent_path();
+  if (fs::exists(prefix / "include/fuyou/exec/api.h") && fs::exists(prefix / "lib/libfuyou_rt.a")) {
+    include = (prefix / "include/fuyou").string();
+    library = (prefix / "lib/libfuyou_rt.a").string();
+  }
+  if (!fs::exists(library))
+    return "the runtime library is missing: " + library;
+
+  std::string log = out + ".build.log";
+  std::string cmd = std::string(FUYOU_CXX) + " -std=c++17 -O2 -w -I'" + include + "' '" + cppPath +
+                    "' '" + library + "' " + FUYOU_RT_LINK_FLAGS + " -o '" + out + "' > '" + log +
+                    "' 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::string messages;
+  if (FILE *f = std::fopen(log.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && messages.size() < 4000)
+      messages.append(buf, n);
+    std::fclose(f);
+  }
+  std::remove(log.c_str());
+  if (rc != 0) {
+    std::remove(out.c_str());
+    for (char &c : messages)
+      if (c == '\n')
+        c = ' ';
+    return "building the executable failed: " + messages.substr(0, 600);
+  }
+  return "";
+}
+
+} // namespace fuyou::target

@@ -1,0 +1,84 @@
+#include "dialects/FySched/FySchedOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace fuyou::fysched;
+
+#include "dialects/FySched/FySchedDialect.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/FySched/FySchedTypes.cpp.inc"
+
+void FySchedDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/FySched/FySchedTypes.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/FySched/FySchedOps.cpp.inc"
+      >();
+}
+
+static bool isSpace(StringRef s) { return s == "device" || s == "host" || s == "ssd"; }
+
+LogicalResult BufferType::verify(function_ref<InFlightDiagnostic()> emitError, StringRef space,
+                                 RankedTensorType type) {
+  if (!isSpace(space))
+    return emitError() << "unknown memory space '" << space << "' (device, host, ssd)";
+  if (!type || !type.hasStaticShape())
+    return emitError() << "buffers hold statically shaped tensors";
+  return success();
+}
+
+// !fysched.buffer<space, tensor<...>>
+Type BufferType::parse(AsmParser &p) {
+  std::string space;
+  RankedTensorType type;
+  if (p.parseLess() || p.parseKeywordOrString(&space) || p.parseComma() || p.parseType(type) ||
+      p.parseGreater())
+    return {};
+  return getChecked([&] { return p.emitError(p.getNameLoc()); }, p.getContext(), space, type);
+}
+
+void BufferType::print(AsmPrinter &p) const {
+  p << "<" << getSpace() << ", " << getTensorType() << ">";
+}
+
+LogicalResult ConstantOp::verify() {
+  auto t = cast<BufferType>(getType());
+  if (getValue().getType() != t.getTensorType())
+    return emitOpError("value type differs from the buffer's tensor type");
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  auto s = cast<BufferType>(getSource().getType()), r = cast<BufferType>(getType());
+  if (s.getSpace() != r.getSpace() || s.getElementType() != r.getElementType() ||
+      s.getNumElements() != r.getNumElements())
+    return emitOpError("a view keeps the memory space, element type and element count");
+  return success();
+}
+
+LogicalResult LaunchOp::verify() {
+  if (getOuts().empty())
+    return emitOpError("a kernel writes at least one buffer");
+  for (Value v : getOuts())
+    if (llvm::is_contained(getIns(), v))
+      return emitOpError("a buffer is both read and written; kernels do not work in place");
+  return success();
+}
+
+LogicalResult CopyOp::verify() {
+  auto s = cast<BufferType>(getSource().getType()), t = cast<BufferType>(getTarget().getType());
+  if (s.getNumElements() != t.getNumElements() || s.getElementType() != t.getElementType())
+    return emitOpError("source and target differ in element count or type");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/FySched/FySchedOps.cpp.inc"

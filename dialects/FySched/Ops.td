@@ -1,0 +1,75 @@
+#ifndef FYSCHED_OPS
+#define FYSCHED_OPS
+
+include "dialects/FySched/Dialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def FySched_Buffer : Type<CPred<"::llvm::isa<::fuyou::fysched::BufferType>($_self)">,
+                          "fysched buffer", "::fuyou::fysched::BufferType">;
+
+def FySched_AllocOp : FySched_Op<"alloc", [MemoryEffects<[MemAlloc]>]> {
+  let summary = "A new buffer; its contents are undefined";
+  let results = (outs FySched_Buffer:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def FySched_DeallocOp : FySched_Op<"dealloc", [MemoryEffects<[MemFree]>]> {
+  let summary = "Ends a buffer's lifetime";
+  let arguments = (ins FySched_Buffer:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+}
+
+def FySched_GetParamOp : FySched_Op<"get_param", [Pure]> {
+  let summary = "The working copy of a parameter declared by fygraph.param";
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs FySched_Buffer:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def FySched_ConstantOp : FySched_Op<"constant", [Pure]> {
+  let summary = "A buffer holding a small constant of the graph";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs FySched_Buffer:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def FySched_ViewOp : FySched_Op<"view", [Pure]> {
+  let summary = "The same storage under another shape (no copy)";
+  let arguments = (ins FySched_Buffer:$source);
+  let results = (outs FySched_Buffer:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FySched_LaunchOp : FySched_Op<"launch", [AttrSizedOperandSegments]> {
+  let summary = "Runs a runtime kernel that reads `ins` and writes `outs`";
+  let description = [{
+    `kernel` names a kernel of the runtime (kernels are never generated);
+    `args` are its static arguments in order (axes, flags, epsilons).
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<FySched_Buffer>:$ins,
+                       Variadic<FySched_Buffer>:$outs,
+                       DefaultValuedAttr<ArrayAttr, "{}">:$args);
+  let assemblyFormat = [{
+    $kernel (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def FySched_CopyOp : FySched_Op<"copy"> {
+  let summary = "Copies one buffer into another of the same element count";
+  let arguments = (ins FySched_Buffer:$source, FySched_Buffer:$target);
+  let assemblyFormat = "$source `,` $target attr-dict `:` type($source) `,` type($target)";
+  let hasVerifier = 1;
+}
+
+def FySched_CpuAdamWOp : FySched_Op<"cpu_adamw"> {
+  let summary = "AdamW update of a parameter on the CPU from its gradient";
+  let arguments = (ins FlatSymbolRefAttr:$param, FySched_Buffer:$grad);
+  let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
+}
+
+#endif

@@ -1,0 +1,329 @@
+// fy-convert-fysched-to-emitc: the program as calls into libfuyou_rt.
+//
+// Buffers become `fy::View` values; every fysched op becomes one
+// `fy::rt::` call taking the runtime first. Kernels are never generated:
+// a launch calls the runtime kernel of the same name with its static
+// arguments spelled as C++ literals.
+#include "passes/Passes.h"
+
+#include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace fuyou {
+#define GEN_PASS_DEF_CONVERTFYSCHEDTOEMITC
+#include "passes/Passes.h.inc"
+} // namespace fuyou
+
+using namespace mlir;
+namespace fg = fuyou::fygraph;
+namespace fs = fuyou::fysched;
+
+namespace {
+
+emitc::OpaqueType viewType(MLIRContext *ctx) { return emitc::OpaqueType::get(ctx, "fy::View"); }
+Type runtimePtr(MLIRContext *ctx) {
+  return emitc::PointerType::get(emitc::OpaqueType::get(ctx, "fy::Runtime"));
+}
+Attribute opaque(MLIRContext *ctx, const Twine &text) {
+  return emitc::OpaqueAttr::get(ctx, text.str());
+}
+
+std::string shapeLiteral(ArrayRef<int64_t> shape) {
+  std::string s = "fy::Shape{";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? ", " : "") + std::to_string(d);
+  return s + "}";
+}
+std::string dtypeLiteral(Type t) {
+  if (t.isF32())
+    return "fy::DType::F32";
+  if (t.isInteger(64))
+    return "fy::DType::I64";
+  return "fy::DType::U8";
+}
+std::string listLiteral(ArrayRef<int64_t> v) {
+  std::string s = "{";
+  for (auto [i, x] : llvm::enumerate(v))
+    s += (i ? ", " : "") + std::to_string(x);
+  return s + "}";
+}
+
+// A static kernel argument as something the C++ emitter prints.
+Attribute cxxArg(Attribute a) {
+  MLIRContext *ctx = a.getContext();
+  if (auto arr = dyn_cast<DenseI64ArrayAttr>(a))
+    return opaque(ctx, listLiteral(arr.asArrayRef()));
+  if (auto f = dyn_cast<FloatAttr>(a))  // exact decimal of the value, as a double
+    return opaque(ctx, llvm::formatv("{0:e16}", f.getValueAsDouble()).str());
+  if (auto i = dyn_cast<IntegerAttr>(a); i && i.getType().isInteger(64)) {
+    int64_t v = i.getInt();
+    if (v == std::numeric_limits<int64_t>::min())
+      return opaque(ctx, "INT64_MIN");
+    return opaque(ctx, std::to_string(v) + "LL");
+  }
+  return a;  // bools print as true/false
+}
+
+Value runtimeOf(Operation *op) { return op->getParentOfType<emitc::FuncOp>().getArgument(0); }
+
+emitc::CallOpaqueOp call(ConversionPatternRewriter &rw, Operation *at, StringRef fn,
+                         TypeRange results, ValueRange operands, ArrayRef<Attribute> staticArgs,
+                         bool staticFirst = false) {
+  MLIRContext *ctx = rw.getContext();
+  SmallVector<Value> ops{runtimeOf(at)};
+  llvm::append_range(ops, operands);
+  SmallVector<Attribute> args{rw.getIndexAttr(0)};
+  SmallVector<Attribute> consts;
+  for (Attribute a : staticArgs)
+    consts.push_back(cxxArg(a));
+  if (staticFirst)
+    llvm::append_range(args, consts);
+  for (size_t i = 1; i < ops.size(); ++i)
+    args.push_back(rw.getIndexAttr(i));
+  if (!staticFirst)
+    llvm::append_range(args, consts);
+  return rw.create<emitc::CallOpaqueOp>(at->getLoc(), results, ("fy::rt::" + fn).str(), ops,
+                                        ArrayAttr::get(ctx, args), ArrayAttr());
+}
+
+struct AllocLowering : OpConversionPattern<fs::AllocOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(fs::AllocOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    auto t = cast<fs::BufferType>(op.getType());
+    MLIRContext *ctx = rw.getContext();
+    auto c = call(rw, op, "alloc", viewType(ctx), {},
+                  {opaque(ctx, shapeLiteral(t.getShape())), opaque(ctx, dtypeLiteral(t.getElementType()))});
+    rw.replaceOp(op, c.getResult(0));
+    return success();
+  }
+};
+
+struct DeallocLowering : OpConversionPattern<fs::DeallocOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(fs::DeallocOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    call(rw, op, "dealloc", {}, a.getBuffer(), {});
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct ViewLowering : OpConversionPattern<fs::ViewOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(fs::ViewOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto t = cast<fs::BufferType>(op.getType());
+    auto c = call(rw, op, "view", viewType(rw.getContext()), a.getSource(),
+                  {opaque(rw.getContext(), shapeLiteral(t.getShape()))});
+    rw.replaceOp(op, c.getResult(0));
+    return success();
+  }
+};
+
+struct ConstantLowering : OpConversionPattern<fs::ConstantOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(fs::ConstantOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    MLIRContext *ctx = rw.getContext();
+    auto t = cast<fs::BufferType>(op.getType());
+    auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+    if (!dense)
+      return op.emitOpError("only dense constants can be emitted");
+    Attribute shape = opaque(ctx, shapeLiteral(t.getShape()));
+    Type elem = t.getElementType();
+    auto scalarText = [&](int64_t i) -> std::string {
+      if (elem.isF32())
+        return llvm::formatv("{0:e9}f", (double)dense.getValues<float>()[i]).str();
+      if (elem.isInteger(64))
+        return std::to_string(dense.getValues<int64_t>()[i]) + "LL";
+      return dense.getValues<bool>()[i] ? "1" : "0";
+    };
+    emitc::CallOpaqueOp c;
+    if (dense.isSplat()) {
+      std::string v = scalarText(0);
+      if (elem.isF32() && dense.getSplatValue<float>() == -std::numeric_limits<float>::infinity())
+        v = "-INFINITY";
+      else if (elem.isF32() && dense.getSplatValue<float>() == std::numeric_limits<float>::infinity())
+        v = "INFINITY";
+      c = call(rw, op, "constant_splat", viewType(ctx), {},
+               {shape, opaque(ctx, dtypeLiteral(elem)), opaque(ctx, v)});
+    } else {
+      std::string list = "{";
+      for (int64_t i = 0; i < t.getNumElements(); ++i)
+        list += (i ? ", " : "") + scalarText(i);
+      list += "}";
+      StringRef fn = elem.isF32() ? "constant_f32" : elem.isInteger(64) ? "constant_i64" : "constant_u8";
+      c = call(rw, op, fn, viewType(ctx), {}, {shape, opaque(ctx, list)});
+    }
+    rw.replaceOp(op, c.getResult(0));
+    return success();
+  }
+};
+
+struct ParamLowering : OpConversionPattern<fs::GetParamOp> {
+  ParamLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &index)
+      : OpConversionPattern(tc, ctx), index(index) {}
+  LogicalResult matchAndRewrite(fs::GetParamOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    auto c = call(rw, op, "param", viewType(rw.getContext()), {},
+                  {rw.getI64IntegerAttr(index.lookup(op.getName()))});
+    rw.replaceOp(op, c.getResult(0));
+    return success();
+  }
+  const llvm::StringMap<int64_t> &index;
+};
+
+struct AdamWLowering : OpConversionPattern<fs::CpuAdamWOp> {
+  AdamWLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &index)
+      : OpConversionPattern(tc, ctx), index(index) {}
+  LogicalResult matchAndRewrite(fs::CpuAdamWOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    call(rw, op, "cpu_adamw", {}, a.getGrad(), {rw.getI64IntegerAttr(index.lookup(op.getParam()))},
+         /*staticFirst=*/true);
+    rw.eraseOp(op);
+    return success();
+  }
+  const llvm::StringMap<int64_t> &index;
+};
+
+struct LaunchLowering : OpConversionPattern<fs::LaunchOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(fs::LaunchOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    SmallVector<Value> operands;
+    // concat takes (axis, out, ins...): its inputs are variadic.
+    bool variadic = op.getKernel() == "concat";
+    if (variadic) {
+      llvm::append_range(operands, a.getOuts());
+      llvm::append_range(operands, a.getIns());
+    } else {
+      llvm::append_range(operands, a.getIns());
+      llvm::append_range(operands, a.getOuts());
+    }
+    call(rw, op, op.getKernel(), {}, operands, llvm::to_vector(op.getArgs()), variadic);
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct CopyLowering : OpConversionPattern<fs::CopyOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(fs::CopyOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    call(rw, op, "copy", {}, {a.getSource(), a.getTarget()}, {});
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+// func.func @train_step(bufs) -> bufs  ⇒  emitc.func @fy_train_step(rt, views..., out views...)
+struct FuncLowering : OpConversionPattern<func::FuncOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(func::FuncOp f, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    MLIRContext *ctx = rw.getContext();
+    TypeConverter::SignatureConversion sig(f.getNumArguments());
+    SmallVector<Type> types{runtimePtr(ctx)};
+    for (auto [i, t] : llvm::enumerate(f.getArgumentTypes())) {
+      sig.addInputs(i, viewType(ctx));
+      types.push_back(viewType(ctx));
+    }
+    for (size_t i = 0; i < f.getNumResults(); ++i)
+      types.push_back(viewType(ctx));
+    auto fn = rw.create<emitc::FuncOp>(f.getLoc(), ("fy_" + f.getName()).str(),
+                                       rw.getFunctionType(types, {}));
+    fn.setSpecifiersAttr(rw.getStrArrayAttr({"static"}));
+    rw.inlineRegionBefore(f.getBody(), fn.getBody(), fn.end());
+    Block *entry = rw.applySignatureConversion(&fn.getBody().front(), sig, getTypeConverter());
+    // The runtime comes first, the results' destinations last.
+    entry->insertArgument(0u, runtimePtr(ctx), f.getLoc());
+    for (size_t i = 0; i < f.getNumResults(); ++i)
+      entry->addArgument(viewType(ctx), f.getLoc());
+    rw.eraseOp(f);
+    return success();
+  }
+};
+
+// return %v  ⇒  copy(rt, v, out); dealloc(rt, v) when the function owned it.
+struct ReturnLowering : OpConversionPattern<func::ReturnOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(func::ReturnOp r, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    auto fn = r->getParentOfType<emitc::FuncOp>();
+    unsigned firstOut = fn.getNumArguments() - r.getNumOperands();
+    for (auto [i, v] : llvm::enumerate(a.getOperands())) {
+      call(rw, r, "copy", {}, {v, fn.getArgument(firstOut + i)}, {});
+      Value orig = r.getOperand(i);
+      if (orig.getDefiningOp<fs::AllocOp>() || orig.getDefiningOp<fs::ConstantOp>())
+        call(rw, r, "dealloc", {}, v, {});
+    }
+    rw.replaceOpWithNewOp<emitc::ReturnOp>(r, Value());
+    return success();
+  }
+};
+
+struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFySchedToEmitC> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      module.emitError("fy-convert-fysched-to-emitc needs func.func @train_step");
+      return signalPassFailure();
+    }
+
+    // fy_declare: every parameter in declaration order, then the inputs.
+    OpBuilder b(ctx);
+    b.setInsertionPointToStart(module.getBody());
+    b.create<emitc::IncludeOp>(module.getLoc(), "exec/api.h", /*is_standard_include=*/false);
+    auto declare = b.create<emitc::FuncOp>(module.getLoc(), "fy_declare",
+                                           b.getFunctionType({runtimePtr(ctx)}, {}));
+    declare.setSpecifiersAttr(b.getStrArrayAttr({"static"}));
+    Block *body = declare.addEntryBlock();
+    b.setInsertionPointToEnd(body);
+    Value rt = body->getArgument(0);
+    llvm::StringMap<int64_t> index;
+    SmallVector<Operation *> decls;
+    for (auto p : module.getOps<fg::ParamOp>()) {
+      auto t = cast<RankedTensorType>(p.getType());
+      index[p.getSymName()] = index.size();
+      std::string name = "\"" + p.getSymName().str() + "\"";
+      b.create<emitc::CallOpaqueOp>(
+          p.getLoc(), TypeRange{}, "fy::rt::declare_param", ValueRange{rt},
+          b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, name), opaque(ctx, shapeLiteral(t.getShape())),
+                          opaque(ctx, dtypeLiteral(t.getElementType())), b.getBoolAttr(p.getTrainable())}),
+          ArrayAttr());
+      decls.push_back(p);
+    }
+    // Token ids must index the embedding the first input feeds.
+    int64_t vocab = 0;
+    Value tokens = step.getArgument(0);
+    step.walk([&](fs::LaunchOp l) {
+      if (l.getKernel() == "gather" && l.getIns().size() == 2 && l.getIns()[1] == tokens)
+        vocab = cast<fs::BufferType>(l.getIns()[0].getType()).getShape()[0];
+    });
+    auto inT = cast<fs::BufferType>(tokens.getType());
+    b.create<emitc::CallOpaqueOp>(
+        module.getLoc(), TypeRange{}, "fy::rt::declare_inputs", ValueRange{rt},
+        b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, shapeLiteral(inT.getShape())),
+                        b.getI64IntegerAttr(vocab)}),
+        ArrayAttr());
+    b.create<emitc::ReturnOp>(module.getLoc(), Value());
+    for (Operation *d : decls)
+      d->erase();
+
+    TypeConverter tc;
+    tc.addConversion([](Type t) { return t; });
+    tc.addConversion([ctx](fs::BufferType) -> Type { return viewType(ctx); });
+    ConversionTarget target(*ctx);
+    target.addLegalDialect<emitc::EmitCDialect>();
+    target.addLegalOp<ModuleOp>();
+    target.addIllegalDialect<fs::FySchedDialect, func::FuncDialect>();
+    RewritePatternSet patterns(ctx);
+    patterns.add<AllocLowering, DeallocLowering, ViewLowering, ConstantLowering, LaunchLowering,
+                 CopyLowering, FuncLowering, ReturnLowering>(tc, ctx);
+    patterns.add<ParamLowering, AdamWLowering>(tc, ctx, index);
+    if (failed(applyFullConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+
+    b.setInsertionPointToEnd(module.getBody());
+    b.create<emitc::VerbatimOp>(
+        module.getLoc(),
+        "int main(int argc, char **argv) {\n"
+        "  return fy::train_main(argc, argv, fy_declare, fy_train_step);\n}");
+  }
+};
+
+} // namespace
