@@ -267,6 +267,8 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     // fy_declare: every parameter in declaration order, then the inputs.
     OpBuilder b(ctx);
     b.setInsertionPointToStart(module.getBody());
+    b.create<emitc::IncludeOp>(module.getLoc(), "cmath", /*is_standard_include=*/true);
+    b.create<emitc::IncludeOp>(module.getLoc(), "cstdint", /*is_standard_include=*/true);
     b.create<emitc::IncludeOp>(module.getLoc(), "exec/api.h", /*is_standard_include=*/false);
     auto declare = b.create<emitc::FuncOp>(module.getLoc(), "fy_declare",
                                            b.getFunctionType({runtimePtr(ctx)}, {}));

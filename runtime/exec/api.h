@@ -1,0 +1,126 @@
+// The runtime API that compiler-generated training programs call. A program
+// defines fy_declare (parameters and inputs) and fy_train_step (one forward,
+// backward and optimiser step) and hands both to fy::train_main.
+//
+// Kernel entry points take inputs, then outputs, then static arguments, and
+// forward to fy::cpu (whose argument order differs in a few places).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "core/tensor.h"
+#include "exec/runtime.h"
+#include "kernels/cpu/kernels.h"
+
+namespace fy {
+
+using DeclareFn = void (*)(Runtime*);
+using TrainStepFn = void (*)(Runtime*, View /*token ids*/, View /*target ids*/, View /*loss, F32 scalar*/);
+
+// The executable's main: parses flags, loads weights and data, runs the
+// steps, logs, saves. Returns the process exit code; errors print one line
+// "train: error: ..." on stderr and return 1.
+int train_main(int argc, char** argv, DeclareFn declare, TrainStepFn step);
+
+}  // namespace fy
+
+namespace fy::rt {
+
+// ---- declarations ----
+int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType dtype, bool trainable);
+void declare_inputs(Runtime* rt, Shape shape, int64_t vocab);
+
+// ---- buffers ----
+View param(Runtime* rt, int64_t index);           // the parameter's storage
+View alloc(Runtime* rt, Shape shape, DType dtype);  // uninitialised temporary
+void dealloc(Runtime* rt, View v);                // for alloc / constant_* results
+View view(Runtime* rt, View v, Shape shape);      // same storage, new shape
+View constant_splat(Runtime* rt, Shape shape, DType dtype, double value);
+View constant_f32(Runtime* rt, Shape shape, std::initializer_list<float> values);
+View constant_i64(Runtime* rt, Shape shape, std::initializer_list<int64_t> values);
+View constant_u8(Runtime* rt, Shape shape, std::initializer_list<uint8_t> values);
+void copy(Runtime* rt, View x, View y);
+
+// ---- elementwise ----
+void add(Runtime* rt, View a, View b, View out);
+void sub(Runtime* rt, View a, View b, View out);
+void mul(Runtime* rt, View a, View b, View out);
+void div(Runtime* rt, View a, View b, View out);
+void pow(Runtime* rt, View a, View b, View out);
+void equal(Runtime* rt, View a, View b, View out);
+
+void neg(Runtime* rt, View x, View y);
+void sqrt(Runtime* rt, View x, View y);
+void reciprocal(Runtime* rt, View x, View y);
+void exp(Runtime* rt, View x, View y);
+void tanh(Runtime* rt, View x, View y);
+void erf(Runtime* rt, View x, View y);
+void sigmoid(Runtime* rt, View x, View y);
+void silu(Runtime* rt, View x, View y);
+void gelu(Runtime* rt, View x, View y);
+void gelu_tanh(Runtime* rt, View x, View y);
+
+// dx = dy * f'(x); y = f(x) may be an empty View (then recomputed).
+void unary_grad_neg(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_sqrt(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_reciprocal(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_exp(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_tanh(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_erf(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_sigmoid(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_silu(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_gelu(Runtime* rt, View x, View y, View dy, View dx);
+void unary_grad_gelu_tanh(Runtime* rt, View x, View y, View dy, View dx);
+
+void where(Runtime* rt, View cond, View a, View b, View out);
+void cast(Runtime* rt, View x, View y);
+void broadcast_to(Runtime* rt, View x, View y);
+
+// ---- reductions (y keepdims-shaped) and linear algebra ----
+void reduce_sum(Runtime* rt, View x, View y);
+void reduce_mean(Runtime* rt, View x, View y);
+void matmul(Runtime* rt, View a, View b, View c, bool trans_a, bool trans_b);
+
+// ---- data movement ----
+void transpose(Runtime* rt, View x, View y, std::initializer_list<int64_t> perm);
+void slice(Runtime* rt, View x, View y, std::initializer_list<int64_t> starts, std::initializer_list<int64_t> steps);
+void slice_grad(Runtime* rt, View dy, View dx, std::initializer_list<int64_t> starts,
+                std::initializer_list<int64_t> steps);
+template <class... Views>
+void concat(Runtime*, int64_t axis, View out, Views... ins) {
+  cpu::concat({View(ins)...}, out, axis);
+}
+void gather(Runtime* rt, View table, View idx, View out);
+void gather_grad(Runtime* rt, View dy, View idx, View dtable);
+
+// ---- normalisation ----
+void layer_norm(Runtime* rt, View x, View scale, View bias, View y, View mean, View inv_std, int64_t axis, double eps);
+void layer_norm_nobias(Runtime* rt, View x, View scale, View y, View mean, View inv_std, int64_t axis, double eps);
+// dbias / dscale may be empty Views when not wanted.
+void layer_norm_grad(Runtime* rt, View dy, View x, View scale, View mean, View inv_std, View dx, View dscale,
+                     View dbias, int64_t axis);
+void rms_norm(Runtime* rt, View x, View scale, View y, View inv_rms, int64_t axis, double eps);
+void rms_norm_grad(Runtime* rt, View dy, View x, View scale, View inv_rms, View dx, View dscale, int64_t axis);
+
+// ---- softmax / loss ----
+void softmax(Runtime* rt, View x, View y, int64_t axis);
+void softmax_grad(Runtime* rt, View dy, View y, View dx, int64_t axis);
+// ignore_index INT64_MIN means none.
+void softmax_cross_entropy(Runtime* rt, View scores, View labels, View loss, View log_prob, int64_t ignore_index,
+                           bool mean);
+void softmax_cross_entropy_grad(Runtime* rt, View dloss, View log_prob, View labels, View dscores,
+                                int64_t ignore_index, bool mean);
+
+// ---- dropout ----
+// The mask comes from Runtime::op_seed(seed): it depends on --seed, the step
+// number and this op's seed.
+void dropout(Runtime* rt, View x, View y, View mask, double ratio, int64_t seed);
+void dropout_grad(Runtime* rt, View dy, View mask, View dx, double ratio);
+
+// ---- optimiser ----
+// AdamW on parameter `index` with its gradient, at the current step.
+void cpu_adamw(Runtime* rt, int64_t index, View grad);
+
+}  // namespace fy::rt

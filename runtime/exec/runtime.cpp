@@ -1,0 +1,152 @@
+#include "exec/runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace fy {
+
+namespace {
+
+// Every pool buffer is preceded by one cache line holding its state and
+// capacity, so dealloc needs no lookup table (whose nodes would malloc each
+// step) and can tell a pool buffer from a parameter or a stale pointer.
+struct alignas(64) BlockHeader {
+  uint64_t state;
+  uint64_t capacity;
+};
+static_assert(sizeof(BlockHeader) == 64, "header must keep the payload 64-byte aligned");
+
+constexpr uint64_t kLive = 0x4659'4c49'5645'0001ull;
+constexpr uint64_t kFree = 0x4659'4652'4545'0002ull;
+constexpr uint64_t kPinned = 0x4659'5049'4e00'0003ull;
+
+BlockHeader* header_of(const void* p) {
+  return static_cast<BlockHeader*>(const_cast<void*>(p)) - 1;
+}
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Runtime::~Runtime() {
+  for (void* b : blocks_) std::free(b);
+}
+
+int64_t Runtime::declare_param(const std::string& name, Shape shape, DType dtype, bool trainable) {
+  if (name.empty()) fail("declare_param: empty parameter name");
+  for (const Param& p : params_)
+    if (p.name == name) fail("declare_param: parameter '" + name + "' declared twice");
+  for (int i = 0; i < shape.rank; ++i)
+    if (shape[i] < 0) fail("declare_param: parameter '" + name + "' has negative dim in " + shape.str());
+  if (trainable && dtype != DType::F32)
+    fail("declare_param: trainable parameter '" + name + "' must be F32, not " + dtype_name(dtype));
+  Param p;
+  p.name = name;
+  p.value = alloc_pinned(shape, dtype);
+  p.trainable = trainable;
+  if (trainable) {
+    p.m = alloc_pinned(shape, DType::F32);
+    p.v = alloc_pinned(shape, DType::F32);
+  }
+  params_.push_back(std::move(p));
+  return int64_t(params_.size()) - 1;
+}
+
+void Runtime::declare_inputs(Shape shape, int64_t vocab) {
+  if (shape.rank != 2 || shape[0] <= 0 || shape[1] <= 0)
+    fail("declare_inputs: token ids must be [B, T] with B, T > 0, got " + shape.str());
+  if (vocab <= 0) fail("declare_inputs: vocabulary size must be positive, got " + std::to_string(vocab));
+  input_shape_ = shape;
+  vocab_ = vocab;
+}
+
+const Runtime::Param& Runtime::param(int64_t index) const {
+  if (index < 0 || index >= num_params())
+    fail("param: index " + std::to_string(index) + " out of range (" + std::to_string(num_params()) +
+         " parameters declared)");
+  return params_[size_t(index)];
+}
+
+void* Runtime::pool_get(size_t bytes, uint64_t state) {
+  // Exact 64-byte granularity: a program's shapes are static, so each step
+  // asks for the same sizes and finds them on the free lists.
+  const size_t cap = (bytes + 63) / 64 * 64;
+  std::vector<void*>& list = free_[cap];
+  BlockHeader* h;
+  if (!list.empty()) {
+    h = static_cast<BlockHeader*>(list.back());
+    list.pop_back();
+  } else {
+    h = static_cast<BlockHeader*>(std::aligned_alloc(64, sizeof(BlockHeader) + (cap ? cap : 64)));
+    if (!h) fail("out of memory allocating " + std::to_string(bytes) + " bytes");
+    h->capacity = cap;
+    blocks_.push_back(h);
+    stats_.mallocs++;
+    stats_.reserved_bytes += int64_t(cap);
+  }
+  h->state = state;
+  return h + 1;
+}
+
+View Runtime::alloc(Shape shape, DType dtype) {
+  if (shape.numel() < 0) fail("alloc: negative dim in " + shape.str());
+  View v{nullptr, shape, dtype};
+  v.data = pool_get(v.nbytes(), kLive);
+  const int64_t cap = int64_t(header_of(v.data)->capacity);
+  stats_.live_buffers++;
+  stats_.live_bytes += cap;
+  if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
+  return v;
+}
+
+void Runtime::dealloc(View v) {
+  if (!v.data) fail("dealloc: null buffer");
+  BlockHeader* h = header_of(v.data);
+  if (h->state == kPinned) fail("dealloc: buffer " + v.shape.str() + " is a parameter or argument, not a temporary");
+  if (h->state == kFree) fail("dealloc: buffer " + v.shape.str() + " deallocated twice");
+  if (h->state != kLive) fail("dealloc: buffer " + v.shape.str() + " did not come from alloc");
+  if (v.nbytes() > h->capacity)
+    fail("dealloc: view " + v.shape.str() + " is larger than its buffer (" + std::to_string(h->capacity) + " bytes)");
+  h->state = kFree;
+  free_[h->capacity].push_back(h);
+  stats_.live_buffers--;
+  stats_.live_bytes -= int64_t(h->capacity);
+}
+
+View Runtime::alloc_pinned(Shape shape, DType dtype) {
+  if (shape.numel() < 0) fail("alloc: negative dim in " + shape.str());
+  View v{nullptr, shape, dtype};
+  v.data = pool_get(v.nbytes(), kPinned);
+  std::memset(v.data, 0, v.nbytes());
+  return v;
+}
+
+void Runtime::adamw(int64_t index, View grad) {
+  const Param& cp = param(index);
+  if (!cp.trainable) fail("cpu_adamw: parameter '" + cp.name + "' is not trainable");
+  if (grad.dtype != DType::F32 || grad.numel() != cp.value.numel())
+    fail("cpu_adamw: gradient of '" + cp.name + "' is " + dtype_name(grad.dtype) + " " + grad.shape.str() +
+         ", parameter is F32 " + cp.value.shape.str());
+  if (step_ < 1) fail("cpu_adamw: step number must start at 1, got " + std::to_string(step_));
+  Param& p = params_[size_t(index)];
+  if (record_grads_ && step_ == 1) {
+    if (p.recorded_grad.data) fail("cpu_adamw: parameter '" + p.name + "' updated twice in step 1");
+    p.recorded_grad = alloc_pinned(p.value.shape, DType::F32);
+    std::memcpy(p.recorded_grad.data, grad.data, grad.nbytes());
+  }
+  adamw_step(p.value.as<float>(), grad.as<float>(), p.m.as<float>(), p.v.as<float>(), p.value.numel(), opts_.adamw,
+             step_);
+}
+
+uint64_t Runtime::op_seed(int64_t program_seed) const {
+  uint64_t h = splitmix64(opts_.seed);
+  h = splitmix64(h ^ uint64_t(step_));
+  return splitmix64(h ^ uint64_t(program_seed));
+}
+
+}  // namespace fy

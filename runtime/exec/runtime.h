@@ -1,0 +1,110 @@
+// The state a generated training program runs against: its parameters with
+// their AdamW moments, the step counter, the run options and a buffer pool
+// for the program's temporaries.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "optim/adamw.h"
+
+namespace fy {
+
+// Command-line options of a training executable (see train_main).
+struct TrainOptions {
+  std::string data;
+  std::string weights;     // default: <executable>.weights.safetensors
+  std::string log_json;
+  std::string save_dir;
+  std::string dump_grads;
+  int64_t steps = 0;
+  int64_t log_every = 1;
+  uint64_t seed = 0;
+  AdamWConfig adamw;       // torch.optim.AdamW defaults
+};
+
+class Runtime {
+ public:
+  struct Param {
+    std::string name;
+    View value;          // pinned pool storage, loaded from the weights file
+    bool trainable = false;
+    View m, v;           // AdamW moments (zero at start); empty when frozen
+    View recorded_grad;  // step-1 gradient copy when recording; else empty
+  };
+
+  // Pool counters. mallocs only grows when no free buffer of the size asked
+  // is available, so a steady-state step leaves it unchanged.
+  struct PoolStats {
+    int64_t live_buffers = 0;  // alloc'ed and not yet dealloc'ed
+    int64_t live_bytes = 0;
+    int64_t peak_bytes = 0;    // max live_bytes (temporaries only)
+    int64_t reserved_bytes = 0;
+    int64_t mallocs = 0;
+  };
+
+  Runtime() = default;
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // ---- declarations (the program's fy_declare) ----
+  // Returns the parameter index: 0, 1, ... in call order. Trainable
+  // parameters must be F32 (the optimiser is fp32).
+  int64_t declare_param(const std::string& name, Shape shape, DType dtype, bool trainable);
+  // Token and target ids are int64 [B, T] with ids < vocab.
+  void declare_inputs(Shape shape, int64_t vocab);
+
+  int64_t num_params() const { return int64_t(params_.size()); }
+  const Param& param(int64_t index) const;
+  bool inputs_declared() const { return vocab_ > 0; }
+  const Shape& input_shape() const { return input_shape_; }
+  int64_t vocab() const { return vocab_; }
+
+  // ---- buffers ----
+  // Temporaries: 64-byte aligned, uninitialised, reused by size.
+  View alloc(Shape shape, DType dtype);
+  // Only for buffers from alloc(); fails on anything else or on a second call.
+  void dealloc(View v);
+  // Storage that lives as long as the Runtime (parameters, moments, the
+  // step's arguments); zero-initialised; dealloc() refuses it.
+  View alloc_pinned(Shape shape, DType dtype);
+  const PoolStats& pool_stats() const { return stats_; }
+
+  // ---- optimisation ----
+  // One AdamW step of parameter `index` with gradient `grad` at step().
+  // While recording, the first step also keeps a copy of the gradient.
+  void adamw(int64_t index, View grad);
+  void set_record_grads(bool on) { record_grads_ = on; }
+
+  // Step number, from 1 during the first step.
+  int64_t step() const { return step_; }
+  void set_step(int64_t s) { step_ = s; }
+  const TrainOptions& options() const { return opts_; }
+  void set_options(const TrainOptions& o) { opts_ = o; }
+
+  // Seed for a random op of the program: a hash of the run's --seed, the
+  // step number and the op's own seed, so masks differ from step to step and
+  // op to op but a rerun reproduces them (and a recompute of the same op in
+  // the same step draws the same mask).
+  uint64_t op_seed(int64_t program_seed) const;
+
+ private:
+  void* pool_get(size_t bytes, uint64_t state);
+
+  std::vector<Param> params_;
+  Shape input_shape_;
+  int64_t vocab_ = 0;
+  TrainOptions opts_;
+  int64_t step_ = 0;
+  bool record_grads_ = false;
+
+  std::unordered_map<size_t, std::vector<void*>> free_;  // capacity -> headers
+  std::vector<void*> blocks_;                            // every malloc, for the destructor
+  PoolStats stats_;
+};
+
+}  // namespace fy

@@ -1,0 +1,275 @@
+// main() of a generated training executable: flags, weights, data, the step
+// loop with its JSON log, gradient dump and checkpoint.
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "data/tokens.h"
+#include "exec/api.h"
+#include "io/safetensors.h"
+
+namespace fy {
+
+namespace {
+
+const char kUsage[] =
+    "usage: %s --data FILE --steps N [options]\n"
+    "  --data FILE          token file (uint16 .bin or llm.c format)\n"
+    "  --steps N            number of training steps (> 0)\n"
+    "  --lr X               AdamW learning rate (default 1e-3)\n"
+    "  --beta1 X            (default 0.9)\n"
+    "  --beta2 X            (default 0.999)\n"
+    "  --eps X              (default 1e-8)\n"
+    "  --weight-decay X     (default 0.01)\n"
+    "  --seed N             seed for dropout masks (default 0)\n"
+    "  --log-json FILE      one JSON object per step: step, loss, tokens_per_s, ms\n"
+    "  --log-every K        progress line on stderr every K steps (default 1)\n"
+    "  --save DIR           write DIR/model.safetensors after the last step\n"
+    "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
+    "  --dump-grads FILE    write the step-1 gradients to FILE (safetensors)\n"
+    "  --help               this text\n";
+
+int64_t parse_int(const std::string& flag, const std::string& s) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE)
+    fail("flag '" + flag + "' expects an integer, got '" + s + "'");
+  return v;
+}
+
+double parse_double(const std::string& flag, const std::string& s) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v))
+    fail("flag '" + flag + "' expects a finite number, got '" + s + "'");
+  return v;
+}
+
+std::string default_weights_path(const char* argv0) {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string exe = n > 0 ? std::string(buf, size_t(n)) : std::string(argv0 ? argv0 : "train");
+  return exe + ".weights.safetensors";
+}
+
+// Returns false when --help was given (usage already printed).
+bool parse_args(int argc, char** argv, TrainOptions* o) {
+  bool have_steps = false;
+  o->weights.clear();
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf(kUsage, argc > 0 ? argv[0] : "train");
+      return false;
+    }
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) fail("unexpected argument '" + arg + "' (see --help)");
+    std::string flag = arg, value;
+    bool inline_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inline_value = true;
+    }
+    static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
+                                         "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
+                                         "--weights", "--dump-grads"};
+    bool known = false;
+    for (const char* k : kKnown) known |= flag == k;
+    if (!known) fail("unknown flag '" + flag + "' (see --help)");
+    if (!inline_value) {
+      // "--data --steps 3" is a forgotten value, not a file named --steps.
+      if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) fail("flag '" + flag + "' needs a value");
+      value = argv[++i];
+    }
+    if (value.empty()) fail("flag '" + flag + "' needs a value");
+
+    if (flag == "--data") o->data = value;
+    else if (flag == "--log-json") o->log_json = value;
+    else if (flag == "--save") o->save_dir = value;
+    else if (flag == "--weights") o->weights = value;
+    else if (flag == "--dump-grads") o->dump_grads = value;
+    else if (flag == "--steps") {
+      o->steps = parse_int(flag, value);
+      have_steps = true;
+      if (o->steps <= 0) fail("flag '--steps' must be positive, got " + value);
+    } else if (flag == "--log-every") {
+      o->log_every = parse_int(flag, value);
+      if (o->log_every <= 0) fail("flag '--log-every' must be positive, got " + value);
+    } else if (flag == "--seed") {
+      int64_t s = parse_int(flag, value);
+      if (s < 0) fail("flag '--seed' must be >= 0, got " + value);
+      o->seed = uint64_t(s);
+    } else {
+      // AdamW hyper-parameters, validated as torch.optim.AdamW does.
+      double v = parse_double(flag, value);
+      bool ok = flag == "--beta1" || flag == "--beta2" ? (v >= 0 && v < 1) : v >= 0;
+      if (!ok)
+        fail("flag '" + flag + "' must be " + (flag.rfind("--beta", 0) == 0 ? "in [0, 1)" : ">= 0") + ", got " +
+             value);
+      float f = float(v);
+      if (flag == "--lr") o->adamw.lr = f;
+      else if (flag == "--beta1") o->adamw.beta1 = f;
+      else if (flag == "--beta2") o->adamw.beta2 = f;
+      else if (flag == "--eps") o->adamw.eps = f;
+      else o->adamw.weight_decay = f;
+    }
+  }
+  if (o->data.empty()) fail("missing required flag --data FILE (see --help)");
+  if (!have_steps) fail("missing required flag --steps N (see --help)");
+  if (o->weights.empty()) o->weights = default_weights_path(argc > 0 ? argv[0] : nullptr);
+  return true;
+}
+
+void load_weights(Runtime& rt, const std::string& path) {
+  auto file = read_safetensors(path);
+  for (int64_t i = 0; i < rt.num_params(); ++i) {
+    const Runtime::Param& p = rt.param(i);
+    auto it = file.find(p.name);
+    if (it == file.end()) fail("weights file '" + path + "': parameter '" + p.name + "' is missing");
+    LoadedTensor& t = it->second;
+    if (t.dtype != p.value.dtype || Shape(t.shape) != p.value.shape)
+      fail("weights file '" + path + "': parameter '" + p.name + "' is " + dtype_name(t.dtype) + " " +
+           Shape(t.shape).str() + ", the program expects " + dtype_name(p.value.dtype) + " " + p.value.shape.str());
+    std::memcpy(p.value.data, t.bytes.data(), p.value.nbytes());
+    t.bytes = {};  // release as we go: the file may be as large as the model
+  }
+}
+
+std::vector<SafetensorsEntry> param_entries(const Runtime& rt, bool grads) {
+  std::vector<SafetensorsEntry> out;
+  for (int64_t i = 0; i < rt.num_params(); ++i) {
+    const Runtime::Param& p = rt.param(i);
+    if (!grads) {
+      out.push_back({p.name, p.value.dtype, p.value.shape.vec(), p.value.data});
+    } else if (p.trainable) {
+      if (!p.recorded_grad.data) fail("--dump-grads: no gradient reached parameter '" + p.name + "' in step 1");
+      out.push_back({p.name, DType::F32, p.value.shape.vec(), p.recorded_grad.data});
+    }
+  }
+  return out;
+}
+
+// Python's json module reads these; %g would print "nan".
+std::string json_number(double v, const char* fmt) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+class JsonLog {
+ public:
+  explicit JsonLog(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_) fail("log file '" + path + "': cannot open for writing: " + std::strerror(errno));
+  }
+  ~JsonLog() {
+    if (f_) std::fclose(f_);
+  }
+  // One whole line per write and a flush, so a reader (or a crash) only ever
+  // sees complete records.
+  void line(const std::string& s) {
+    if (!f_) return;
+    if (std::fputs(s.c_str(), f_) < 0 || std::fflush(f_) != 0)
+      fail("log file '" + path_ + "': write failed: " + std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  FILE* f_ = nullptr;
+};
+
+int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
+  TrainOptions o;
+  if (!parse_args(argc, argv, &o)) return 0;
+  // Open the log first: a bad path fails before minutes of loading, and a
+  // rerun never leaves the previous run's log looking like this one's.
+  JsonLog log(o.log_json);
+
+  Runtime rt;
+  rt.set_options(o);
+  declare(&rt);
+  if (!rt.inputs_declared()) fail("the program did not declare its inputs (declare_inputs)");
+  load_weights(rt, o.weights);
+
+  const int64_t B = rt.input_shape()[0], T = rt.input_shape()[1];
+  TokenFile data(o.data, rt.vocab());
+  data.require_window(T);
+
+  View idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
+  View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
+  View loss = rt.alloc_pinned(Shape{}, DType::F32);
+  rt.set_record_grads(!o.dump_grads.empty());
+
+  for (int64_t s = 0; s < o.steps; ++s) {
+    data.batch(s, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
+    // A program that forgot to write its loss logs NaN, not a stale value.
+    loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    rt.set_step(s + 1);
+    auto t0 = std::chrono::steady_clock::now();
+    step(&rt, idx, tgt, loss);
+    auto t1 = std::chrono::steady_clock::now();
+    if (rt.pool_stats().live_buffers != 0)
+      fail("step " + std::to_string(s + 1) + " left " + std::to_string(rt.pool_stats().live_buffers) +
+           " buffers allocated (alloc/dealloc unbalanced in the program)");
+
+    const double L = loss.as<float>()[0];
+    const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    const double tps = ms > 0 ? double(B * T) / (ms / 1000.0) : 0.0;
+    log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
+             ", \"tokens_per_s\": " + json_number(tps, "%.1f") + ", \"ms\": " + json_number(ms, "%.4f") + "}\n");
+    if ((s + 1) % o.log_every == 0 || s + 1 == o.steps)
+      std::fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f ms  %.0f tok/s\n", (long long)(s + 1),
+                   (long long)o.steps, L, ms, tps);
+
+    if (s == 0 && !o.dump_grads.empty()) {
+      write_safetensors(o.dump_grads, param_entries(rt, true));
+      rt.set_record_grads(false);
+    }
+  }
+
+  if (!o.save_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.save_dir, ec);
+    if (ec || !std::filesystem::is_directory(o.save_dir))
+      fail("--save: cannot create directory '" + o.save_dir + "'" + (ec ? ": " + ec.message() : std::string()));
+    write_safetensors(o.save_dir + "/model.safetensors", param_entries(rt, false));
+  }
+  return 0;
+}
+
+void report(const char* what) {
+  std::string msg = what;
+  for (char& c : msg)
+    if (c == '\n' || c == '\r') c = ' ';  // the contract is one line
+  std::fprintf(stderr, "train: error: %s\n", msg.c_str());
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
+  try {
+    return run(argc, argv, declare, step);
+  } catch (const std::exception& e) {
+    report(e.what());
+  } catch (...) {
+    report("unknown exception");
+  }
+  return 1;
+}
+
+}  // namespace fy

@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""End-to-end oracle test: export with torch, compile with fuyou-compile, train
+on the CPU target, and compare every step's loss and the step-1 gradients with
+PyTorch training the same module from the same weights on the same batches.
+
+    /usr/bin/python3 test/e2e/e2e.py --compiler build/bin/fuyou-compile --work DIR \
+        --model gpt2 [--no-tie] [--gelu erf] [--freeze REGEX]... [--steps 20]
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+
+
+def run(cmd, **kw):
+    print("+", " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, **kw)
+    if r.returncode != 0:
+        sys.exit(f"e2e: FAIL: command exited {r.returncode}: {' '.join(cmd)}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compiler", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--model", default="gpt2")
+    ap.add_argument("--no-tie", action="store_true")
+    ap.add_argument("--gelu", default=None)
+    ap.add_argument("--freeze", action="append", default=[])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=32)
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    a = ap.parse_args()
+
+    os.makedirs(a.work, exist_ok=True)
+    w = lambda name: os.path.join(a.work, name)
+    data = w("tokens.bin")
+    if not os.path.exists(data):
+        run([PY, os.path.join(ROOT, "examples/prepare_data.py"), "--out", data,
+             "--max-bytes", "200000"])
+
+    export = [PY, os.path.join(ROOT, "examples/export.py"), "--model", a.model,
+              "--out", w("model.onnx"), "--batch", str(a.batch), "--seq", str(a.seq)]
+    if a.no_tie:
+        export.append("--no-tie")
+    if a.gelu:
+        export += ["--gelu", a.gelu]
+    run(export, stdout=subprocess.DEVNULL)
+
+    freeze = []
+    for f in a.freeze:
+        freeze += ["--freeze", f]
+    run([a.compiler, w("model.onnx"), "-o", w("train")] + freeze)
+
+    # The same hyper-parameters on both sides, spelled out (torch's defaults).
+    hp = ["--lr", "1e-3", "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8",
+          "--weight-decay", "0.01"]
+    for f in (w("ours.jsonl"), w("ours_grads.safetensors")):
+        if os.path.exists(f):
+            os.remove(f)
+    run([w("train"), "--data", data, "--steps", str(a.steps), "--log-json", w("ours.jsonl"),
+         "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5"] + hp)
+    run([PY, os.path.join(HERE, "oracle.py"), "--onnx", w("model.onnx"), "--data", data,
+         "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
+         "--out-losses", w("ref.jsonl"), "--out-grads", w("ref_grads.safetensors")]
+        + hp + freeze)
+    run([PY, os.path.join(HERE, "compare.py"), "--ours", w("ours.jsonl"), "--ref", w("ref.jsonl"),
+         "--ours-grads", w("ours_grads.safetensors"), "--ref-grads", w("ref_grads.safetensors"),
+         "--rtol", str(a.rtol)])
+    print("e2e: PASS")
+
+
+if __name__ == "__main__":
+    main()
