@@ -226,7 +226,9 @@ LogicalResult reduceToRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
 LogicalResult concatRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
   auto c = cast<fg::ConcatOp>(op);
   int64_t rank = shapeOf(c.getResult()).size();
-  int64_t axis = c.getAxis() < 0 ? c.getAxis() + rank : c.getAxis();
+  int64_t axis = static_cast<int64_t>(c.getAxis());
+  if (axis < 0)
+    axis += rank;
   int64_t off = 0;
   for (auto [i, v] : llvm::enumerate(c.getInputs())) {
     SmallVector<int64_t> starts(rank, 0), steps(rank, 1);

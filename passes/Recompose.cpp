@@ -224,9 +224,10 @@ struct FormLayerNorm : OpRewritePattern<fg::AddOp> {
           return m.getKeepdims() && m.getAxes().size() == 1 &&
                  (m.getAxes()[0] == -1 || m.getAxes()[0] == rank - 1);
         };
-        auto shapeD = ArrayRef<int64_t>{xt.getShape().back()};
+        int64_t d = xt.getShape().back();
         auto isVecD = [&](Value v) {
-          return cast<RankedTensorType>(v.getType()).getShape() == shapeD;
+          ArrayRef<int64_t> s = cast<RankedTensorType>(v.getType()).getShape();
+          return s.size() == 1 && s[0] == d;
         };
         if (!lastOnly(mean) || !lastOnly(var) || !isVecD(w) || !isVecD(bias) ||
             root.getType() != xt)

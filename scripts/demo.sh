@@ -10,7 +10,7 @@ mkdir -p "$D"
 $PY examples/export.py --model gpt2 --out "$D/gpt2.onnx" --batch 8 --seq 64 \
     --n-layer 4 --d-model 128 --n-head 4 --block-size 64 > /dev/null
 "$BUILD/bin/fuyou-compile" "$D/gpt2.onnx" -o "$D/train"
-"$D/train" --data "$D/stdlib.bin" --steps 300 --lr 3e-3 --log-every 25 \
+"$D/train" --data "$D/stdlib.bin" --steps 200 --lr 3e-3 --log-every 25 \
     --log-json "$D/log.jsonl" --save "$D/checkpoint"
 $PY - "$D/log.jsonl" <<'PYEOF'
 import json, sys

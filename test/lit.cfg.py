@@ -14,7 +14,7 @@ config.substitutions.insert(0, ("%python", "/usr/bin/python3"))
 config.substitutions.append(("%fuyou_src", config.fuyou_src_root))
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.with_environment("PATH", os.path.join(config.fuyou_obj_root, "bin"), append_path=False)
+llvm_config.with_environment("PATH", os.path.join(config.fuyou_obj_root, "bin"), append_path=True)
 llvm_config.use_default_substitutions()
 from lit.llvm.subst import ToolSubst
 tools = [ToolSubst(t, unresolved="ignore") for t in ["fuyou-opt", "fuyou-compile", "FileCheck", "not"]]

@@ -245,9 +245,14 @@ struct ReturnLowering : OpConversionPattern<func::ReturnOp> {
     unsigned firstOut = fn.getNumArguments() - r.getNumOperands();
     for (auto [i, v] : llvm::enumerate(a.getOperands())) {
       call(rw, r, "copy", {}, {v, fn.getArgument(firstOut + i)}, {});
-      Value orig = r.getOperand(i);
+      // The function owns what it allocated, returned directly or through views.
+      Value orig = r.getOperand(i), mapped = v;
+      while (auto view = orig.getDefiningOp<fs::ViewOp>()) {
+        orig = view.getSource();
+        mapped = rw.getRemappedValue(orig);
+      }
       if (orig.getDefiningOp<fs::AllocOp>() || orig.getDefiningOp<fs::ConstantOp>())
-        call(rw, r, "dealloc", {}, v, {});
+        call(rw, r, "dealloc", {}, mapped, {});
     }
     rw.replaceOpWithNewOp<emitc::ReturnOp>(r, Value());
     return success();
