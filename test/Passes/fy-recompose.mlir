@@ -1,0 +1,331 @@
+// RUN: fuyou-opt %s -split-input-file --fy-recompose | FileCheck %s
+
+// GELU, erf form: 0.5 * (x * (1 + erf(x / sqrt(2)))).
+// CHECK-LABEL: func.func @gelu_erf_div
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[G:.*]] = fygraph.gelu %[[X]] : tensor<2x8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @gelu_erf_div(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %sqrt2 = fygraph.constant dense<1.41421354> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %d = fygraph.div %x, %sqrt2 : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = fygraph.erf %d : tensor<2x8xf32>
+  %a = fygraph.add %e, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// -----
+
+// GELU, erf form written with x * (1/sqrt(2)), operands in the other orders.
+// CHECK-LABEL: func.func @gelu_erf_mul
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[G:.*]] = fygraph.gelu %[[X]] : tensor<2x8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @gelu_erf_mul(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %rs2 = fygraph.constant dense<0.707106769> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %d = fygraph.mul %rs2, %x : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %e = fygraph.erf %d : tensor<2x8xf32>
+  %a = fygraph.add %one, %e : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %a, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %half, %m : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// -----
+
+// GELU, tanh form with x^3 = (x * x) * x:
+// 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))).
+// CHECK-LABEL: func.func @gelu_tanh_mul
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[G:.*]] = fygraph.gelu %[[X]] {approximate = "tanh"} : tensor<2x8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @gelu_tanh_mul(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %k = fygraph.constant dense<0.797884583> : tensor<f32>
+  %c = fygraph.constant dense<0.044715> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %x2 = fygraph.mul %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %x3 = fygraph.mul %x2, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %cx3 = fygraph.mul %c, %x3 : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %s = fygraph.add %x, %cx3 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %t = fygraph.mul %s, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %th = fygraph.tanh %t : tensor<2x8xf32>
+  %a = fygraph.add %th, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// -----
+
+// GELU, tanh form with x^3 = pow(x, 3).
+// CHECK-LABEL: func.func @gelu_tanh_pow
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[G:.*]] = fygraph.gelu %[[X]] {approximate = "tanh"} : tensor<2x8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @gelu_tanh_pow(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %three = fygraph.constant dense<3.0> : tensor<f32>
+  %k = fygraph.constant dense<0.797884583> : tensor<f32>
+  %c = fygraph.constant dense<0.044715> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %x3 = fygraph.pow %x, %three : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %cx3 = fygraph.mul %x3, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %s = fygraph.add %cx3, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %t = fygraph.mul %k, %s : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %th = fygraph.tanh %t : tensor<2x8xf32>
+  %a = fygraph.add %one, %th : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// -----
+
+// SiLU, x * sigmoid(x) and sigmoid(x) * x.
+// CHECK-LABEL: func.func @silu
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8xf32>, %[[Y:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[A:.*]] = fygraph.silu %[[X]] : tensor<2x8xf32>
+// CHECK-NEXT: %[[B:.*]] = fygraph.silu %[[Y]] : tensor<2x8xf32>
+// CHECK-NEXT: return %[[A]], %[[B]]
+func.func @silu(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %sx = fygraph.sigmoid %x : tensor<2x8xf32>
+  %a = fygraph.mul %x, %sx : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %sy = fygraph.sigmoid %y : tensor<2x8xf32>
+  %b = fygraph.mul %sy, %y : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %a, %b : tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// RMSNorm, x * (1 / sqrt(mean(x^2, -1) + eps)) * w.
+// CHECK-LABEL: func.func @rms_norm_div
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x8xf32>, %[[W:.*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[R:.*]], %{{.*}} = fygraph.rms_norm %[[X]], %[[W]] {axis = 2 : i64, epsilon = 9.99999997E-7 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x1xf32>)
+// CHECK-NEXT: return %[[R]]
+func.func @rms_norm_div(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>) -> tensor<2x3x8xf32> {
+  %two = fygraph.constant dense<2.0> : tensor<f32>
+  %eps = fygraph.constant dense<1.0e-6> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %p = fygraph.pow %x, %two : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3x8xf32>
+  %m = fygraph.reduce_mean %p {axes = array<i64: -1>} : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %a = fygraph.add %m, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %s = fygraph.sqrt %a : tensor<2x3x1xf32>
+  %ir = fygraph.div %one, %s : (tensor<f32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %n = fygraph.mul %x, %ir : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %r = fygraph.mul %n, %w : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  return %r : tensor<2x3x8xf32>
+}
+
+// -----
+
+// RMSNorm, w * (reciprocal(sqrt(eps + mean(x * x, 1))) * x) on a 2-D input.
+// CHECK-LABEL: func.func @rms_norm_reciprocal
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[R:.*]], %{{.*}} = fygraph.rms_norm %[[X]], %[[W]] {axis = 1 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>)
+// CHECK-NEXT: return %[[R]]
+func.func @rms_norm_reciprocal(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  %eps = fygraph.constant dense<1.0e-5> : tensor<f32>
+  %sq = fygraph.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m = fygraph.reduce_mean %sq {axes = array<i64: 1>} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %a = fygraph.add %eps, %m : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %s = fygraph.sqrt %a : tensor<4x1xf32>
+  %ir = fygraph.reciprocal %s : tensor<4x1xf32>
+  %n = fygraph.mul %ir, %x : (tensor<4x1xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %r = fygraph.mul %w, %n : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// LayerNorm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w + b.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x8xf32>, %[[W:.*]]: tensor<8xf32>, %[[B:.*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[R:.*]], %{{.*}}, %{{.*}} = fygraph.layer_norm %[[X]], %[[W]], %[[B]] {axis = 2 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
+// CHECK-NEXT: return %[[R]]
+func.func @layer_norm(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x3x8xf32> {
+  %two = fygraph.constant dense<2.0> : tensor<f32>
+  %eps = fygraph.constant dense<1.0e-5> : tensor<f32>
+  %mu = fygraph.reduce_mean %x {axes = array<i64: -1>} : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %c = fygraph.sub %x, %mu : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %p = fygraph.pow %c, %two : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3x8xf32>
+  %var = fygraph.reduce_mean %p {axes = array<i64: 2>} : tensor<2x3x8xf32> -> tensor<2x3x1xf32>
+  %a = fygraph.add %var, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %s = fygraph.sqrt %a : tensor<2x3x1xf32>
+  %n = fygraph.div %c, %s : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %sc = fygraph.mul %n, %w : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  %r = fygraph.add %sc, %b : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  return %r : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Negative cases: nothing fuses.
+
+// 0.6 instead of 0.5 in front.
+// CHECK-LABEL: func.func @gelu_wrong_half
+// CHECK-NOT: fygraph.gelu
+// CHECK: fygraph.erf
+// CHECK: return
+func.func @gelu_wrong_half(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %sqrt2 = fygraph.constant dense<1.41421354> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.6> : tensor<f32>
+  %d = fygraph.div %x, %sqrt2 : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = fygraph.erf %d : tensor<2x8xf32>
+  %a = fygraph.add %e, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// erf(x / 2) is not GELU's inner function.
+// CHECK-LABEL: func.func @gelu_wrong_divisor
+// CHECK-NOT: fygraph.gelu
+// CHECK: fygraph.erf
+// CHECK: return
+func.func @gelu_wrong_divisor(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %two = fygraph.constant dense<2.0> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %d = fygraph.div %x, %two : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = fygraph.erf %d : tensor<2x8xf32>
+  %a = fygraph.add %e, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// The erf reads y, the product reads x.
+// CHECK-LABEL: func.func @gelu_two_inputs
+// CHECK-NOT: fygraph.gelu
+// CHECK: fygraph.erf
+// CHECK: return
+func.func @gelu_two_inputs(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %sqrt2 = fygraph.constant dense<1.41421354> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %d = fygraph.div %y, %sqrt2 : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = fygraph.erf %d : tensor<2x8xf32>
+  %a = fygraph.add %e, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// Tanh form with 0.05 instead of 0.044715.
+// CHECK-LABEL: func.func @gelu_tanh_wrong_coefficient
+// CHECK-NOT: fygraph.gelu
+// CHECK: fygraph.tanh
+// CHECK: return
+func.func @gelu_tanh_wrong_coefficient(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %three = fygraph.constant dense<3.0> : tensor<f32>
+  %k = fygraph.constant dense<0.797884583> : tensor<f32>
+  %c = fygraph.constant dense<0.05> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %x3 = fygraph.pow %x, %three : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %cx3 = fygraph.mul %x3, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %s = fygraph.add %cx3, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %t = fygraph.mul %k, %s : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %th = fygraph.tanh %t : tensor<2x8xf32>
+  %a = fygraph.add %one, %th : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// Tanh form with x^2 in place of x^3.
+// CHECK-LABEL: func.func @gelu_tanh_square
+// CHECK-NOT: fygraph.gelu
+// CHECK: fygraph.tanh
+// CHECK: return
+func.func @gelu_tanh_square(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %two = fygraph.constant dense<2.0> : tensor<f32>
+  %k = fygraph.constant dense<0.797884583> : tensor<f32>
+  %c = fygraph.constant dense<0.044715> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %x2 = fygraph.pow %x, %two : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %cx2 = fygraph.mul %x2, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %s = fygraph.add %cx2, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %t = fygraph.mul %k, %s : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %th = fygraph.tanh %t : tensor<2x8xf32>
+  %a = fygraph.add %one, %th : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %m = fygraph.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// sigmoid(y) * x.
+// CHECK-LABEL: func.func @silu_two_inputs
+// CHECK-NOT: fygraph.silu
+// CHECK: fygraph.sigmoid
+// CHECK: return
+func.func @silu_two_inputs(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %sy = fygraph.sigmoid %y : tensor<2x8xf32>
+  %a = fygraph.mul %x, %sy : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %a : tensor<2x8xf32>
+}
+
+// RMSNorm over the first dim, not the last.
+// CHECK-LABEL: func.func @rms_norm_wrong_axis
+// CHECK-NOT: fygraph.rms_norm
+// CHECK: fygraph.reduce_mean
+// CHECK: return
+func.func @rms_norm_wrong_axis(%x: tensor<8x8xf32>, %w: tensor<8xf32>) -> tensor<8x8xf32> {
+  %two = fygraph.constant dense<2.0> : tensor<f32>
+  %eps = fygraph.constant dense<1.0e-6> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %p = fygraph.pow %x, %two : (tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xf32>
+  %m = fygraph.reduce_mean %p {axes = array<i64: 0>} : tensor<8x8xf32> -> tensor<1x8xf32>
+  %a = fygraph.add %m, %eps : (tensor<1x8xf32>, tensor<f32>) -> tensor<1x8xf32>
+  %s = fygraph.sqrt %a : tensor<1x8xf32>
+  %ir = fygraph.div %one, %s : (tensor<f32>, tensor<1x8xf32>) -> tensor<1x8xf32>
+  %n = fygraph.mul %x, %ir : (tensor<8x8xf32>, tensor<1x8xf32>) -> tensor<8x8xf32>
+  %r = fygraph.mul %n, %w : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
+// RMSNorm with 2 / sqrt(...) in place of 1 / sqrt(...).
+// CHECK-LABEL: func.func @rms_norm_wrong_numerator
+// CHECK-NOT: fygraph.rms_norm
+// CHECK: fygraph.sqrt
+// CHECK: return
+func.func @rms_norm_wrong_numerator(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<4x8xf32> {
+  %two = fygraph.constant dense<2.0> : tensor<f32>
+  %eps = fygraph.constant dense<1.0e-6> : tensor<f32>
+  %p = fygraph.pow %x, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %m = fygraph.reduce_mean %p {axes = array<i64: -1>} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %a = fygraph.add %m, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %s = fygraph.sqrt %a : tensor<4x1xf32>
+  %ir = fygraph.div %two, %s : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n = fygraph.mul %x, %ir : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %r = fygraph.mul %n, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// LayerNorm whose variance squares x rather than x - mean(x).
+// CHECK-LABEL: func.func @layer_norm_uncentred_variance
+// CHECK-NOT: fygraph.layer_norm
+// CHECK: fygraph.div
+// CHECK: return
+func.func @layer_norm_uncentred_variance(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %two = fygraph.constant dense<2.0> : tensor<f32>
+  %eps = fygraph.constant dense<1.0e-5> : tensor<f32>
+  %mu = fygraph.reduce_mean %x {axes = array<i64: -1>} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %c = fygraph.sub %x, %mu : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %p = fygraph.pow %x, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %var = fygraph.reduce_mean %p {axes = array<i64: -1>} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %a = fygraph.add %var, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %s = fygraph.sqrt %a : tensor<4x1xf32>
+  %n = fygraph.div %c, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %sc = fygraph.mul %n, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %r = fygraph.add %sc, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
