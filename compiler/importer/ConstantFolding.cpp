@@ -149,6 +149,10 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
     out = fromDoubles(std::vector<double>(n, v), shape, t);
   } else if (op == "Range") {
     double start = in(0)->asDoubles()[0], limit = in(1)->asDoubles()[0], delta = in(2)->asDoubles()[0];
+    if (delta == 0)
+      return "Range with delta 0";
+    if (std::fabs((limit - start) / delta) > 1e7)
+      return "Range of more than 1e7 elements";
     std::vector<double> v;
     for (double x = start; delta > 0 ? x < limit : x > limit; x += delta) v.push_back(x);
     out = fromDoubles(v, {(int64_t)v.size()}, in(0)->dtype);

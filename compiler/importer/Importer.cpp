@@ -137,7 +137,9 @@ private:
       const Tensor &t = *it->second;
       Type elem = elemType(t.dtype);
       if (!elem)
-        return fail("initializer '" + name + "' has an unsupported element type"), Value();
+        return fail("initializer '" + name + "' has unsupported element type " +
+                    fuyou::onnx_in::onnxTypeName(t.onnxType)),
+               Value();
       auto type = tensorType(t.shape, elem);
       if (!params.count(name)) {
         OpBuilder::InsertionGuard g(b);
@@ -218,6 +220,11 @@ OwningOpRef<ModuleOp> Importer::run(std::string &error) {
     }
     argTypes.push_back(tensorType(vi.shape, b.getI64Type()));
   }
+  if (model.inputs[0].shape != model.inputs[1].shape) {
+    error = "inputs '" + model.inputs[0].name + "' and '" + model.inputs[1].name +
+            "' must have the same shape [B, T]";
+    return nullptr;
+  }
   const fuyou::onnx_in::ValueInfo *loss = nullptr;
   for (const auto &vi : model.outputs)
     if (vi.dtype == DType::F32 && vi.hasShape && vi.shape.empty()) {
@@ -295,8 +302,11 @@ LogicalResult Importer::tryFold(const Node &n, bool &folded) {
     ins.push_back(t);
   }
   std::vector<Tensor> outs;
-  if (!fuyou::onnx_in::foldNode(n, ins, outs).empty())
-    return success();  // leave it to the op's own handler
+  if (std::string why = fuyou::onnx_in::foldNode(n, ins, outs); !why.empty()) {
+    if (handlers().count(n.opType))
+      return success();  // leave it to the op's own handler
+    return fail(why);
+  }
   for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i)
     if (!n.outputs[i].empty())
       consts[n.outputs[i]] = std::move(outs[i]);
@@ -407,6 +417,19 @@ LogicalResult Importer::gather(const Node &n) {
     return failure();
   if (n.intAttr("axis", 0) != 0 || !elemOf(table).isF32() || !elemOf(idx).isInteger(64))
     return fail("only embedding lookups (float table, int64 indices, axis 0) are supported");
+  if (const Tensor *c = getConst(n.inputs[1])) {
+    // Constant indices: ONNX counts negative ones from the end; check them now.
+    int64_t rows = shapeOf(table)[0];
+    std::vector<int64_t> v = c->asInts();
+    for (int64_t &k : v) {
+      if (k < -rows || k >= rows)
+        return fail("index " + std::to_string(k) + " is out of range for a table of " +
+                    std::to_string(rows) + " rows");
+      if (k < 0)
+        k += rows;
+    }
+    idx = materialize(fuyou::onnx_in::makeInts(v, c->shape));
+  }
   SmallVector<int64_t> shape(shapeOf(idx));
   llvm::append_range(shape, shapeOf(table).drop_front());
   set(n, 0, b.create<fg::GatherOp>(loc, tensorType(shape, b.getF32Type()), table, idx));
@@ -739,7 +762,16 @@ LogicalResult Importer::softmax(const Node &n) {
   Value x = in(n, 0);
   if (!x)
     return failure();
-  auto ax = axis(n.intAttr("axis", -1), shapeOf(x).size());
+  int64_t rank = shapeOf(x).size();
+  // Before opset 13 Softmax flattens the input to 2-D at `axis` (default 1):
+  // the same as ours only when that leaves the last dim alone.
+  if (model.opset < 13) {
+    int64_t a = n.intAttr("axis", 1);
+    if ((a < 0 ? a + rank : a) != rank - 1)
+      return fail("Softmax before opset 13 over more than the last dim is not supported; "
+                  "export with opset >= 13");
+  }
+  auto ax = axis(n.intAttr("axis", -1), rank);
   if (failed(ax))
     return failure();
   set(n, 0, b.create<fg::SoftmaxOp>(loc, x, *ax));
@@ -752,14 +784,24 @@ LogicalResult Importer::dropout(const Node &n) {
     return failure();
   double ratio = 0.5;
   bool training = false;
+  // Scalars that some exporters store as initializers rather than Constants.
+  auto scalar = [&](const std::string &name) -> const Tensor * {
+    if (const Tensor *t = getConst(name))
+      return t;
+    auto it = inits.find(name);
+    return it != inits.end() && it->second->numel() == 1 &&
+                   it->second->dtype != DType::Unsupported
+               ? it->second
+               : nullptr;
+  };
   if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
-    const Tensor *t = getConst(n.inputs[1]);
+    const Tensor *t = scalar(n.inputs[1]);
     if (!t)
       return fail("the ratio must be a constant");
     ratio = t->asDoubles().at(0);
   }
   if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
-    const Tensor *t = getConst(n.inputs[2]);
+    const Tensor *t = scalar(n.inputs[2]);
     if (!t)
       return fail("training_mode must be a constant");
     training = t->asInts().at(0) != 0;

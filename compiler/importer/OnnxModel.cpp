@@ -6,6 +6,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <cstring>
+#include <set>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +20,8 @@ const char *dtypeName(DType t) {
   default: return "unsupported";
   }
 }
+
+std::string onnxTypeName(int t) { return onnx::TensorProto_DataType_Name(t); }
 
 static DType fromOnnx(int t) {
   switch (t) {
@@ -135,8 +138,13 @@ static ValueInfo readValueInfo(const onnx::ValueInfoProto &v) {
 
 // Fixes the free dims of the (token ids, target ids) inputs to [batch, seq].
 static std::string fixInputDims(onnx::ModelProto &m, const LoadOptions &opts) {
+  std::set<std::string> inits;
+  for (const auto &t : m.graph().initializer())
+    inits.insert(t.name());
   for (auto &in : *m.mutable_graph()->mutable_input()) {
-    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape())
+    // Old exporters list initializers as inputs too: those keep their shapes.
+    if (inits.count(in.name()) || !in.type().has_tensor_type() ||
+        !in.type().tensor_type().has_shape())
       continue;
     auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
     for (int i = 0; i < shape->dim_size(); ++i) {
@@ -175,8 +183,13 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   bool text = path.size() > 9 && path.compare(path.size() - 9, 9, ".onnxtext") == 0;
   if (text) {
     auto status = onnx::OnnxParser::Parse(m, data.c_str());
-    if (!status.IsOK())
-      return "'" + path + "' is not valid ONNX text: " + status.ErrorMessage();
+    if (!status.IsOK()) {
+      std::string msg = status.ErrorMessage();
+      for (char &c : msg)
+        if (c == '\n')
+          c = ' ';
+      return "'" + path + "' is not valid ONNX text: " + msg;
+    }
   } else if (!m.ParseFromString(data) || !m.has_graph()) {
     return "'" + path + "' is not an ONNX model (cannot parse a ModelProto)";
   }
@@ -212,6 +225,16 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   std::map<std::string, bool> isInit;
   for (const auto &t : g.initializer()) {
     Tensor tensor;
+    if (fromOnnx(t.data_type()) == DType::Unsupported) {
+      // Kept without data: an error only if the loss reads it.
+      tensor.name = t.name();
+      tensor.onnxType = t.data_type();
+      tensor.dtype = DType::Unsupported;
+      tensor.shape.assign(t.dims().begin(), t.dims().end());
+      isInit[t.name()] = true;
+      out.initializers.push_back(std::move(tensor));
+      continue;
+    }
     if (std::string err = readTensor(t, "", tensor); !err.empty())
       return err;
     isInit[t.name()] = true;

@@ -12,8 +12,9 @@
 
 namespace fuyou::onnx_in {
 
-enum class DType { F32, I64, Bool, Unsupported };
+enum class DType { F32, I64, Bool, Unsupported };  // Unsupported: kept by name, no data
 const char *dtypeName(DType t);
+std::string onnxTypeName(int onnxType);  // e.g. "DOUBLE"
 
 struct Tensor {
   std::string name;

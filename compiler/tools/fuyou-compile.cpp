@@ -73,7 +73,7 @@ Options parse(int argc, char **argv) {
     else die("unexpected argument '" + a + "': one model at a time");
   }
   if (o.model.empty())
-    die("no model given\n" + std::string(kUsage));
+    die("no model given (see --help)");
   if (o.target != "cpu")
     die("--target '" + o.target + "' is not supported yet (cpu)");
   if (!o.emit.empty() && o.emit != "fygraph" && o.emit != "fysched" && o.emit != "cpp")
