@@ -20,7 +20,7 @@ build: configure
 	ninja -C $(BUILD) -j$(JOBS)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	cd $(BUILD) && ctest --output-on-failure --no-label-summary -j$(JOBS)
 
 demo: build
 	sh scripts/demo.sh $(BUILD)
