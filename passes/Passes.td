@@ -49,6 +49,22 @@ def InsertDealloc : Pass<"fy-insert-dealloc", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def PartitionGroups : Pass<"fy-partition-groups", "mlir::ModuleOp"> {
+  let summary = "Partitions the trainable parameters into layer groups";
+  let description = [{
+    A transformer block per group (parameters named `<prefix>.<N>.…`), the
+    embedding, the head and other parameters outside blocks each apart, and
+    no group above `max-bytes` of parameters. Groups are declared in the
+    order backward completes them (the position of their last update), and
+    each fysched.cpu_adamw names its group.
+  }];
+  let options = [
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"0",
+           "Split groups above this many bytes of parameters (0: no bound)">
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def ConvertFySchedToEmitC : Pass<"fy-convert-fysched-to-emitc", "mlir::ModuleOp"> {
   let summary = "fysched program → EmitC calls into the runtime (libfuyou_rt)";
   let description = [{

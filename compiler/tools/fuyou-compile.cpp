@@ -137,6 +137,7 @@ int main(int argc, char **argv) {
     pm.addPass(mlir::createCSEPass());
     pm.addPass(fuyou::createLowerToFySched());
     pm.addPass(fuyou::createInsertDealloc());
+    pm.addPass(fuyou::createPartitionGroups());
   }
   if (opts.emit != "fygraph" && opts.emit != "fysched")
     pm.addPass(fuyou::createConvertFySchedToEmitC());

@@ -80,5 +80,16 @@ LogicalResult CopyOp::verify() {
   return success();
 }
 
+LogicalResult GroupOp::verify() {
+  if (getParams().empty())
+    return emitOpError("a group holds at least one parameter");
+  for (Attribute a : getParams())
+    if (!isa<FlatSymbolRefAttr>(a))
+      return emitOpError("params must be symbol references");
+  if (getBytes() <= 0)
+    return emitOpError("bytes must be positive");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/FySched/FySchedOps.cpp.inc"

@@ -68,8 +68,25 @@ def FySched_CopyOp : FySched_Op<"copy"> {
 
 def FySched_CpuAdamWOp : FySched_Op<"cpu_adamw"> {
   let summary = "AdamW update of a parameter on the CPU from its gradient";
-  let arguments = (ins FlatSymbolRefAttr:$param, FySched_Buffer:$grad);
-  let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
+  let description = [{
+    `group` names the fysched.group the parameter belongs to, once
+    fy-partition-groups has run.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FySched_Buffer:$grad,
+                       OptionalAttr<FlatSymbolRefAttr>:$group);
+  let assemblyFormat = "$param `,` $grad (`group` $group^)? attr-dict `:` type($grad)";
+}
+
+def FySched_GroupOp : FySched_Op<"group", [Symbol]> {
+  let summary = "A layer group: the unit of parameter swapping and of the CPU optimizer";
+  let description = [{
+    Groups are declared in the order backward completes them: the first
+    group's gradients are all ready first, so its update can start while
+    backward still runs for the others.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, ArrayAttr:$params, I64Attr:$bytes);
+  let assemblyFormat = "$sym_name $params `bytes` $bytes attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif

@@ -98,7 +98,8 @@ LogicalResult OneToOne<fg::ReshapeOp, fs::ViewOp>::matchAndRewrite(
 template <>
 LogicalResult OneToOne<fg::AdamWOp, fs::CpuAdamWOp>::matchAndRewrite(
     fg::AdamWOp op, OpAdaptor adaptor, ConversionPatternRewriter &rw) const {
-  rw.replaceOpWithNewOp<fs::CpuAdamWOp>(op, op.getParamAttr(), adaptor.getGrad());
+  rw.replaceOpWithNewOp<fs::CpuAdamWOp>(op, op.getParamAttr(), adaptor.getGrad(),
+                                        /*group=*/FlatSymbolRefAttr());
   return success();
 }
 

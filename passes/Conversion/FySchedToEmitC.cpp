@@ -310,6 +310,9 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     b.create<emitc::ReturnOp>(module.getLoc(), Value());
     for (Operation *d : decls)
       d->erase();
+    // Groups matter to scheduling passes; the resident program has no use for them.
+    for (auto g : llvm::make_early_inc_range(module.getOps<fs::GroupOp>()))
+      g.erase();
 
     TypeConverter tc;
     tc.addConversion([](Type t) { return t; });
