@@ -65,6 +65,19 @@ def PartitionGroups : Pass<"fy-partition-groups", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def AsyncOptimizer : Pass<"fy-async-optimizer", "mlir::ModuleOp"> {
+  let summary = "Runs each layer group's AdamW in the background, overlapped with backward";
+  let description = [{
+    The updates of a group become one fysched.group_update where its last
+    update was (backward has produced all its gradients), and a
+    fysched.group_wait goes before the first read of any of its parameters:
+    the next step's forward waits for exactly that group's update, so the
+    result equals a synchronous AdamW (Fuyou's first technique). Run after
+    fy-partition-groups and before fy-insert-dealloc.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def ConvertFySchedToEmitC : Pass<"fy-convert-fysched-to-emitc", "mlir::ModuleOp"> {
   let summary = "fysched program → EmitC calls into the runtime (libfuyou_rt)";
   let description = [{

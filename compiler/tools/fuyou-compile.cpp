@@ -22,6 +22,7 @@ struct Options {
   std::string model, out, target = "cpu", emit;
   int64_t batch = 0, seq = 0;
   std::vector<std::string> freeze;
+  bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
 };
 
 [[noreturn]] void die(const std::string &msg) {
@@ -31,7 +32,8 @@ struct Options {
 
 const char *kUsage =
     "usage: fuyou-compile MODEL.onnx -o OUT [--target cpu] [--batch B] [--seq T]\n"
-    "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp]\n";
+    "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp]\n"
+    "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n";
 
 int64_t parseCount(const std::string &flag, const std::string &v) {
   char *end = nullptr;
@@ -68,6 +70,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--seq") o.seq = parseCount("seq", next());
     else if (a == "--freeze") o.freeze.push_back(next());
     else if (a == "--emit") o.emit = next();
+    else if (a == "--sync-optimizer") o.syncOptimizer = true;
     else if (!a.empty() && a[0] == '-') die("unknown flag '" + a + "' (see --help)");
     else if (o.model.empty()) o.model = a;
     else die("unexpected argument '" + a + "': one model at a time");
@@ -136,8 +139,10 @@ int main(int argc, char **argv) {
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
     pm.addPass(fuyou::createLowerToFySched());
-    pm.addPass(fuyou::createInsertDealloc());
     pm.addPass(fuyou::createPartitionGroups());
+    if (!opts.syncOptimizer)
+      pm.addPass(fuyou::createAsyncOptimizer());
+    pm.addPass(fuyou::createInsertDealloc());
   }
   if (opts.emit != "fygraph" && opts.emit != "fysched")
     pm.addPass(fuyou::createConvertFySchedToEmitC());

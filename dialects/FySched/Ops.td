@@ -89,4 +89,21 @@ def FySched_GroupOp : FySched_Op<"group", [Symbol]> {
   let hasVerifier = 1;
 }
 
+def FySched_GroupUpdateOp : FySched_Op<"group_update"> {
+  let summary = "Starts a group's AdamW update on the CPU, in the background";
+  let description = [{
+    The gradients (one per parameter of the group, in its order) leave the
+    device for host memory when the op runs, so they may be freed right
+    after; the update itself overlaps whatever the program does next.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group, Variadic<FySched_Buffer>:$grads);
+  let assemblyFormat = "$group `(` $grads `:` type($grads) `)` attr-dict";
+}
+
+def FySched_GroupWaitOp : FySched_Op<"group_wait"> {
+  let summary = "Waits for a group's update (from the previous step) to finish";
+  let arguments = (ins FlatSymbolRefAttr:$group);
+  let assemblyFormat = "$group attr-dict";
+}
+
 #endif

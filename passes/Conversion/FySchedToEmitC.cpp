@@ -182,6 +182,29 @@ struct AdamWLowering : OpConversionPattern<fs::CpuAdamWOp> {
   const llvm::StringMap<int64_t> &index;
 };
 
+struct GroupUpdateLowering : OpConversionPattern<fs::GroupUpdateOp> {
+  GroupUpdateLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &ids)
+      : OpConversionPattern(tc, ctx), ids(ids) {}
+  LogicalResult matchAndRewrite(fs::GroupUpdateOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    call(rw, op, "group_update", {}, a.getGrads(), {rw.getI64IntegerAttr(ids.lookup(op.getGroup()))},
+         /*staticFirst=*/true);
+    rw.eraseOp(op);
+    return success();
+  }
+  const llvm::StringMap<int64_t> &ids;
+};
+
+struct GroupWaitLowering : OpConversionPattern<fs::GroupWaitOp> {
+  GroupWaitLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &ids)
+      : OpConversionPattern(tc, ctx), ids(ids) {}
+  LogicalResult matchAndRewrite(fs::GroupWaitOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    call(rw, op, "group_wait", {}, {}, {rw.getI64IntegerAttr(ids.lookup(op.getGroup()))});
+    rw.eraseOp(op);
+    return success();
+  }
+  const llvm::StringMap<int64_t> &ids;
+};
+
 struct LaunchLowering : OpConversionPattern<fs::LaunchOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(fs::LaunchOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
@@ -307,12 +330,25 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
         b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, shapeLiteral(inT.getShape())),
                         b.getI64IntegerAttr(vocab)}),
         ArrayAttr());
+    // Groups updated in the background, in declaration order (ids 0, 1, ...).
+    llvm::StringMap<int64_t> groupIds;
+    bool async = false;
+    step.walk([&](fs::GroupUpdateOp) { async = true; });
+    for (auto g : llvm::make_early_inc_range(module.getOps<fs::GroupOp>())) {
+      if (async) {
+        SmallVector<int64_t> members;
+        for (Attribute a : g.getParams())
+          members.push_back(index.lookup(cast<FlatSymbolRefAttr>(a).getValue()));
+        groupIds[g.getSymName()] = groupIds.size();
+        b.create<emitc::CallOpaqueOp>(
+            g.getLoc(), TypeRange{}, "fy::rt::declare_group", ValueRange{rt},
+            b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, listLiteral(members))}), ArrayAttr());
+      }
+      g.erase();  // the resident program has no use for the others
+    }
     b.create<emitc::ReturnOp>(module.getLoc(), Value());
     for (Operation *d : decls)
       d->erase();
-    // Groups matter to scheduling passes; the resident program has no use for them.
-    for (auto g : llvm::make_early_inc_range(module.getOps<fs::GroupOp>()))
-      g.erase();
 
     TypeConverter tc;
     tc.addConversion([](Type t) { return t; });
@@ -325,6 +361,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     patterns.add<AllocLowering, DeallocLowering, ViewLowering, ConstantLowering, LaunchLowering,
                  CopyLowering, FuncLowering, ReturnLowering>(tc, ctx);
     patterns.add<ParamLowering, AdamWLowering>(tc, ctx, index);
+    patterns.add<GroupUpdateLowering, GroupWaitLowering>(tc, ctx, groupIds);
     if (failed(applyFullConversion(module, target, std::move(patterns))))
       return signalPassFailure();
 

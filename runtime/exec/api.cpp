@@ -122,4 +122,12 @@ void dropout_grad(Runtime*, View dy, View mask, View dx, double ratio) { cpu::dr
 
 void cpu_adamw(Runtime* rt, int64_t index, View grad) { rt->adamw(index, grad); }
 
+int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params) {
+  return rt->async_optimizer().declare_group(std::vector<int64_t>(params));
+}
+void group_update_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
+  rt->async_optimizer().start(group, grads.begin(), grads.size());
+}
+void group_wait(Runtime* rt, int64_t group) { rt->async_optimizer().wait(group); }
+
 }  // namespace fy::rt

@@ -123,4 +123,16 @@ void dropout_grad(Runtime* rt, View dy, View mask, View dx, double ratio);
 // AdamW on parameter `index` with its gradient, at the current step.
 void cpu_adamw(Runtime* rt, int64_t index, View grad);
 
+// ---- layer groups updated in the background (AsyncOptimizer) ----
+// Declared by fy_declare, in the order backward completes them; returns the id.
+int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params);
+// Starts the group's update; the gradients may be freed when this returns.
+void group_update_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads);
+template <class... Views>
+void group_update(Runtime* rt, int64_t group, Views... grads) {
+  group_update_impl(rt, group, {View(grads)...});
+}
+// Waits for the group's update before its parameters are read.
+void group_wait(Runtime* rt, int64_t group);
+
 }  // namespace fy::rt

@@ -34,6 +34,7 @@ uint64_t splitmix64(uint64_t z) {
 }  // namespace
 
 Runtime::~Runtime() {
+  async_.reset();  // the optimizer thread writes into parameter storage
   for (void* b : blocks_) std::free(b);
 }
 
@@ -133,14 +134,26 @@ void Runtime::adamw(int64_t index, View grad) {
     fail("cpu_adamw: gradient of '" + cp.name + "' is " + dtype_name(grad.dtype) + " " + grad.shape.str() +
          ", parameter is F32 " + cp.value.shape.str());
   if (step_ < 1) fail("cpu_adamw: step number must start at 1, got " + std::to_string(step_));
+  record_grad(index, grad);
+  adamw_at(index, grad.as<float>(), step_);
+}
+
+void Runtime::record_grad(int64_t index, View grad) {
+  if (!record_grads_ || step_ != 1) return;
   Param& p = params_[size_t(index)];
-  if (record_grads_ && step_ == 1) {
-    if (p.recorded_grad.data) fail("cpu_adamw: parameter '" + p.name + "' updated twice in step 1");
-    p.recorded_grad = alloc_pinned(p.value.shape, DType::F32);
-    std::memcpy(p.recorded_grad.data, grad.data, grad.nbytes());
-  }
-  adamw_step(p.value.as<float>(), grad.as<float>(), p.m.as<float>(), p.v.as<float>(), p.value.numel(), opts_.adamw,
-             step_);
+  if (p.recorded_grad.data) fail("cpu_adamw: parameter '" + p.name + "' updated twice in step 1");
+  p.recorded_grad = alloc_pinned(p.value.shape, DType::F32);
+  std::memcpy(p.recorded_grad.data, grad.data, grad.nbytes());
+}
+
+void Runtime::adamw_at(int64_t index, const float* grad, int64_t step) {
+  Param& p = params_[size_t(index)];
+  adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(), opts_.adamw, step);
+}
+
+AsyncOptimizer& Runtime::async_optimizer() {
+  if (!async_) async_ = std::make_unique<AsyncOptimizer>(*this);
+  return *async_;
 }
 
 uint64_t Runtime::op_seed(int64_t program_seed) const {

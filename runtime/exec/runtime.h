@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
+#include "exec/async_optimizer.h"
 #include "optim/adamw.h"
 
 namespace fy {
@@ -78,7 +80,17 @@ class Runtime {
   // One AdamW step of parameter `index` with gradient `grad` at step().
   // While recording, the first step also keeps a copy of the gradient.
   void adamw(int64_t index, View grad);
+  // The same update from a host copy of the gradient at a given step. Touches
+  // only that parameter and its moments, so the background optimizer may
+  // call it while the program runs.
+  void adamw_at(int64_t index, const float* grad, int64_t step);
+  // Keeps a copy of a step-1 gradient when recording (no-op otherwise).
+  void record_grad(int64_t index, View grad);
   void set_record_grads(bool on) { record_grads_ = on; }
+
+  // Layer groups whose updates run in the background (group_update).
+  AsyncOptimizer& async_optimizer();
+  bool has_async_optimizer() const { return async_ != nullptr; }
 
   // Step number, from 1 during the first step.
   int64_t step() const { return step_; }
@@ -102,6 +114,7 @@ class Runtime {
   int64_t step_ = 0;
   bool record_grads_ = false;
 
+  std::unique_ptr<AsyncOptimizer> async_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // capacity -> headers
   std::vector<void*> blocks_;                            // every malloc, for the destructor
   PoolStats stats_;

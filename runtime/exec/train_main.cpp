@@ -215,6 +215,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   View loss = rt.alloc_pinned(Shape{}, DType::F32);
   rt.set_record_grads(!o.dump_grads.empty());
 
+  double total_ms = 0;
   for (int64_t s = 0; s < o.steps; ++s) {
     data.batch(s, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
     // A program that forgot to write its loss logs NaN, not a stale value.
@@ -229,6 +230,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
 
     const double L = loss.as<float>()[0];
     const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    total_ms += ms;
     const double tps = ms > 0 ? double(B * T) / (ms / 1000.0) : 0.0;
     log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
              ", \"tokens_per_s\": " + json_number(tps, "%.1f") + ", \"ms\": " + json_number(ms, "%.4f") + "}\n");
@@ -240,6 +242,22 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       write_safetensors(o.dump_grads, param_entries(rt, true));
       rt.set_record_grads(false);
     }
+  }
+
+  if (rt.has_async_optimizer()) {
+    // The last updates finish after the last step; the wait is not compute.
+    AsyncOptimizer& opt = rt.async_optimizer();
+    double waited_before = opt.wait_seconds();
+    opt.wait_all();
+    double tail_ms = (opt.wait_seconds() - waited_before) * 1000.0;
+    double steps = double(o.steps);
+    double step_ms = (total_ms + tail_ms) / steps;
+    double opt_ms = opt.busy_seconds() * 1000.0 / steps;
+    double compute_ms = step_ms - opt.wait_seconds() * 1000.0 / steps;
+    std::fprintf(stderr,
+                 "train: per step: %.2f ms, compute %.2f ms, optimizer %.2f ms (in the background, "
+                 "%d groups)\n",
+                 step_ms, compute_ms, opt_ms, int(opt.num_groups()));
   }
 
   if (!o.save_dir.empty()) {

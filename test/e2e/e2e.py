@@ -7,6 +7,7 @@ PyTorch training the same module from the same weights on the same batches.
         --model gpt2 [--no-tie] [--gelu erf] [--freeze REGEX]... [--steps 20]
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -35,6 +36,8 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--bitwise-vs-sync", action="store_true",
+                    help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
     a = ap.parse_args()
 
     os.makedirs(a.work, exist_ok=True)
@@ -64,7 +67,19 @@ def main():
         if os.path.exists(f):
             os.remove(f)
     run([w("train"), "--data", data, "--steps", str(a.steps), "--log-json", w("ours.jsonl"),
-         "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5"] + hp)
+         "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5", "--save", w("ckpt")] + hp)
+    if a.bitwise_vs_sync:
+        # The overlapped optimizer must not change a single bit.
+        run([a.compiler, w("model.onnx"), "-o", w("train_sync"), "--sync-optimizer"] + freeze)
+        run([w("train_sync"), "--data", data, "--steps", str(a.steps), "--log-json", w("sync.jsonl"),
+             "--log-every", str(a.steps), "--save", w("ckpt_sync")] + hp)
+        ours = [json.loads(l)["loss"] for l in open(w("ours.jsonl"))]
+        sync = [json.loads(l)["loss"] for l in open(w("sync.jsonl"))]
+        if ours != sync:
+            sys.exit(f"e2e: FAIL: overlapped and synchronous optimizer losses differ: {ours} vs {sync}")
+        if open(w("ckpt/model.safetensors"), "rb").read() != open(w("ckpt_sync/model.safetensors"), "rb").read():
+            sys.exit("e2e: FAIL: overlapped and synchronous optimizer weights differ")
+        print(f"e2e: overlapped optimizer bit-identical to synchronous over {a.steps} steps")
     run([PY, os.path.join(HERE, "oracle.py"), "--onnx", w("model.onnx"), "--data", data,
          "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
          "--out-losses", w("ref.jsonl"), "--out-grads", w("ref_grads.safetensors")]
