@@ -1,6 +1,7 @@
 #include "exec/async_optimizer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "exec/runtime.h"
@@ -28,6 +29,7 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
     if (!param.trainable) fail("declare_group: parameter '" + param.name + "' is not trainable");
     g.grads.emplace_back(size_t(param.value.numel()));
   }
+  g.sq_norms.assign(params.size(), 0.0);
   g.params = std::move(params);
   std::lock_guard<std::mutex> lock(mu_);
   groups_.push_back(std::move(g));
@@ -49,11 +51,40 @@ void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
     // The gradient leaves the device here (on the CPU target: a copy).
     std::memcpy(g.grads[i].data(), grads[i].data, grads[i].nbytes());
     rt_.record_grad(g.params[i], grads[i]);
+    if (clip_norm_ > 0) {
+      // torch takes the norm of each gradient in fp32, then the norm of those.
+      const float* x = g.grads[i].data();
+      double acc = 0;
+      for (size_t k = 0; k < g.grads[i].size(); ++k) acc += double(x[k]) * double(x[k]);
+      float n = float(std::sqrt(acc));
+      g.sq_norms[i] = double(n) * double(n);
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   g.step = rt_.step();
   g.pending = true;
-  queue_.push_back(group);
+  if (clip_norm_ <= 0) {
+    queue_.push_back(group);
+    work_cv_.notify_one();
+    return;
+  }
+  g.held = true;
+  for (const Group& other : groups_)
+    if (!other.held) return;
+  // Every gradient of the step is in: the global norm, then the updates in
+  // forward order (groups are declared in backward order).
+  double total = 0;
+  for (const Group& other : groups_)
+    for (double sq : other.sq_norms) total += sq;
+  float norm = float(std::sqrt(total));
+  last_norm_ = norm;
+  float coef = float(clip_norm_) / (norm + 1e-6f);
+  for (int64_t k = num_groups() - 1; k >= 0; --k) {
+    Group& other = groups_[size_t(k)];
+    other.held = false;
+    other.scale = coef < 1.f ? coef : 1.f;
+    queue_.push_back(k);
+  }
   work_cv_.notify_one();
 }
 
@@ -87,7 +118,11 @@ void AsyncOptimizer::worker() {
     Group& g = groups_[size_t(group)];
     auto t0 = Clock::now();
     try {
-      for (size_t i = 0; i < g.params.size(); ++i) rt_.adamw_at(g.params[i], g.grads[i].data(), g.step);
+      for (size_t i = 0; i < g.params.size(); ++i) {
+        if (g.scale != 1.f)
+          for (float& x : g.grads[i]) x *= g.scale;
+        rt_.adamw_at(g.params[i], g.grads[i].data(), g.step);
+      }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       error_ = std::current_exception();

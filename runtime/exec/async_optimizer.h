@@ -38,6 +38,14 @@ class AsyncOptimizer {
   void wait(int64_t group);
   void wait_all();
 
+  // Gradient clipping by global L2 norm (torch.nn.utils.clip_grad_norm_):
+  // every gradient must be in before any update, so updates are held until
+  // the step's last group has started, then released in forward order (the
+  // reverse of backward's) so that the next forward waits as little as
+  // possible. They still overlap the next step's forward, not the backward.
+  void set_clip_norm(double max_norm) { clip_norm_ = max_norm; }
+  double last_grad_norm() const { return last_norm_; }
+
   double busy_seconds() const;  // time the worker spent updating
   double wait_seconds() const { return wait_seconds_; }  // time callers blocked in wait
 
@@ -45,8 +53,11 @@ class AsyncOptimizer {
   struct Group {
     std::vector<int64_t> params;
     std::vector<std::vector<float>> grads;  // host copies, reused every step
+    std::vector<double> sq_norms;  // per parameter, of this step's gradients
     int64_t step = 0;
+    float scale = 1.f;             // clipping coefficient applied before AdamW
     bool pending = false;
+    bool held = false;             // started, waiting for the global norm
   };
   void worker();
 
@@ -57,6 +68,8 @@ class AsyncOptimizer {
   std::condition_variable work_cv_, done_cv_;
   std::exception_ptr error_;
   bool stop_ = false;
+  double clip_norm_ = 0;
+  double last_norm_ = 0;
   double busy_seconds_ = 0;
   double wait_seconds_ = 0;
   std::thread thread_;

@@ -24,6 +24,7 @@ struct TrainOptions {
   std::string dump_grads;
   int64_t steps = 0;
   int64_t log_every = 1;
+  double clip_norm = 0;    // 0: no clipping
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults
 };

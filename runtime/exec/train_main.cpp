@@ -37,6 +37,7 @@ const char kUsage[] =
     "  --save DIR           write DIR/model.safetensors after the last step\n"
     "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
     "  --dump-grads FILE    write the step-1 gradients to FILE (safetensors)\n"
+    "  --clip-norm X        scale gradients so their global L2 norm is at most X\n"
     "  --help               this text\n";
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -84,7 +85,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     }
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
-                                         "--weights", "--dump-grads"};
+                                         "--weights", "--dump-grads", "--clip-norm"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -100,6 +101,10 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--save") o->save_dir = value;
     else if (flag == "--weights") o->weights = value;
     else if (flag == "--dump-grads") o->dump_grads = value;
+    else if (flag == "--clip-norm") {
+      o->clip_norm = parse_double(flag, value);
+      if (!(o->clip_norm > 0)) fail("flag '--clip-norm' must be > 0, got " + value);
+    }
     else if (flag == "--steps") {
       o->steps = parse_int(flag, value);
       have_steps = true;
@@ -214,6 +219,11 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
   View loss = rt.alloc_pinned(Shape{}, DType::F32);
   rt.set_record_grads(!o.dump_grads.empty());
+  if (o.clip_norm > 0) {
+    if (!rt.has_async_optimizer())
+      fail("--clip-norm needs the layer-group optimizer; this program was compiled with --sync-optimizer");
+    rt.async_optimizer().set_clip_norm(o.clip_norm);
+  }
 
   double total_ms = 0;
   for (int64_t s = 0; s < o.steps; ++s) {
@@ -232,8 +242,12 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     total_ms += ms;
     const double tps = ms > 0 ? double(B * T) / (ms / 1000.0) : 0.0;
+    std::string extra;
+    if (o.clip_norm > 0)
+      extra = ", \"grad_norm\": " + json_number(rt.async_optimizer().last_grad_norm(), "%.9g");
     log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
-             ", \"tokens_per_s\": " + json_number(tps, "%.1f") + ", \"ms\": " + json_number(ms, "%.4f") + "}\n");
+             ", \"tokens_per_s\": " + json_number(tps, "%.1f") + ", \"ms\": " + json_number(ms, "%.4f") + extra +
+             "}\n");
     if ((s + 1) % o.log_every == 0 || s + 1 == o.steps)
       std::fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f ms  %.0f tok/s\n", (long long)(s + 1),
                    (long long)o.steps, L, ms, tps);

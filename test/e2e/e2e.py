@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--clip-norm", default=None)
     ap.add_argument("--bitwise-vs-sync", action="store_true",
                     help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
     a = ap.parse_args()
@@ -63,6 +64,8 @@ def main():
     # The same hyper-parameters on both sides, spelled out (torch's defaults).
     hp = ["--lr", "1e-3", "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8",
           "--weight-decay", "0.01"]
+    if a.clip_norm:
+        hp += ["--clip-norm", a.clip_norm]
     for f in (w("ours.jsonl"), w("ours_grads.safetensors")):
         if os.path.exists(f):
             os.remove(f)

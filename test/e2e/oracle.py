@@ -130,6 +130,8 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--freeze", action="append", default=[],
                     help="ECMAScript-style regex, full match on initializer name; repeatable")
+    ap.add_argument("--clip-norm", type=float, default=0.0,
+                    help="torch.nn.utils.clip_grad_norm_ before each step (0: off)")
     ap.add_argument("--out-losses", required=True)
     ap.add_argument("--out-grads", default=None, help="step-1 gradients (safetensors)")
     ap.add_argument("--out-params", default=None, help="parameters after the last step (safetensors)")
@@ -180,6 +182,8 @@ def main(argv=None):
             if s == 0 and a.out_grads:
                 grads = {n: p.grad.detach().numpy().astype(np.float32) for n, p in trainable}
                 safetensors_io.save(a.out_grads, grads, {"producer": "fuyou oracle.py", "step": 1})
+            if a.clip_norm > 0:
+                torch.nn.utils.clip_grad_norm_([p for _, p in trainable], a.clip_norm)
             opt.step()
             log.write(json.dumps({"step": s + 1, "loss": float(loss.item())}) + "\n")
     os.replace(tmp, a.out_losses)
