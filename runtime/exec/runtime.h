@@ -25,6 +25,8 @@ struct TrainOptions {
   int64_t steps = 0;
   int64_t log_every = 1;
   double clip_norm = 0;    // 0: no clipping
+  std::string resume_dir;  // continue from this checkpoint
+  int64_t save_every = 0;  // also checkpoint every K steps
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults
 };

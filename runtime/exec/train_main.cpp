@@ -16,6 +16,7 @@
 
 #include "data/tokens.h"
 #include "exec/api.h"
+#include "exec/checkpoint.h"
 #include "io/safetensors.h"
 
 namespace fy {
@@ -38,6 +39,8 @@ const char kUsage[] =
     "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
     "  --dump-grads FILE    write the step-1 gradients to FILE (safetensors)\n"
     "  --clip-norm X        scale gradients so their global L2 norm is at most X\n"
+    "  --save-every K       also checkpoint to --save DIR every K steps\n"
+    "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
     "  --help               this text\n";
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -85,7 +88,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     }
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
-                                         "--weights", "--dump-grads", "--clip-norm"};
+                                         "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -101,7 +104,11 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--save") o->save_dir = value;
     else if (flag == "--weights") o->weights = value;
     else if (flag == "--dump-grads") o->dump_grads = value;
-    else if (flag == "--clip-norm") {
+    else if (flag == "--resume") o->resume_dir = value;
+    else if (flag == "--save-every") {
+      o->save_every = parse_int(flag, value);
+      if (o->save_every <= 0) fail("flag '--save-every' must be positive, got " + value);
+    } else if (flag == "--clip-norm") {
       o->clip_norm = parse_double(flag, value);
       if (!(o->clip_norm > 0)) fail("flag '--clip-norm' must be > 0, got " + value);
     }
@@ -225,8 +232,17 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     rt.async_optimizer().set_clip_norm(o.clip_norm);
   }
 
+  int64_t first = 0;
+  if (!o.resume_dir.empty()) {
+    first = load_checkpoint(rt, o.resume_dir);
+    if (first >= o.steps)
+      fail("--resume: the checkpoint in '" + o.resume_dir + "' is at step " + std::to_string(first) +
+           ", not before --steps " + std::to_string(o.steps));
+  }
+  if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
+
   double total_ms = 0;
-  for (int64_t s = 0; s < o.steps; ++s) {
+  for (int64_t s = first; s < o.steps; ++s) {
     data.batch(s, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
     // A program that forgot to write its loss logs NaN, not a stale value.
     loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
@@ -256,6 +272,10 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       write_safetensors(o.dump_grads, param_entries(rt, true));
       rt.set_record_grads(false);
     }
+    if (o.save_every > 0 && (s + 1) % o.save_every == 0 && s + 1 < o.steps) {
+      if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
+      save_checkpoint(rt, o.save_dir, s + 1);
+    }
   }
 
   if (rt.has_async_optimizer()) {
@@ -264,7 +284,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     double waited_before = opt.wait_seconds();
     opt.wait_all();
     double tail_ms = (opt.wait_seconds() - waited_before) * 1000.0;
-    double steps = double(o.steps);
+    double steps = double(o.steps - first);
     double step_ms = (total_ms + tail_ms) / steps;
     double opt_ms = opt.busy_seconds() * 1000.0 / steps;
     double compute_ms = step_ms - opt.wait_seconds() * 1000.0 / steps;
@@ -274,13 +294,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
                  step_ms, compute_ms, opt_ms, int(opt.num_groups()));
   }
 
-  if (!o.save_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.save_dir, ec);
-    if (ec || !std::filesystem::is_directory(o.save_dir))
-      fail("--save: cannot create directory '" + o.save_dir + "'" + (ec ? ": " + ec.message() : std::string()));
-    write_safetensors(o.save_dir + "/model.safetensors", param_entries(rt, false));
-  }
+  if (!o.save_dir.empty()) save_checkpoint(rt, o.save_dir, o.steps);
   return 0;
 }
 

@@ -1,0 +1,164 @@
+#include "exec/checkpoint.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+#include <vector>
+
+#include "exec/runtime.h"
+#include "io/safetensors.h"
+
+namespace fy {
+
+namespace {
+
+const char* kFormat = "fuyou-checkpoint-1";
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Writes `text` to `path` durably and atomically.
+void write_file_atomic(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail("checkpoint: cannot write '" + tmp + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fail("checkpoint: writing '" + tmp + "' failed: " + std::strerror(e));
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    fail("checkpoint: fsync of '" + tmp + "' failed: " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    fail("checkpoint: rename to '" + path + "' failed: " + std::strerror(errno));
+  int dfd = ::open(std::filesystem::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+// The value of `"key": ...` in our own manifest (a flat JSON object).
+bool json_field(const std::string& text, const std::string& key, std::string* out) {
+  std::string pat = "\"" + key + "\":";
+  size_t at = text.find(pat);
+  if (at == std::string::npos) return false;
+  size_t i = at + pat.size();
+  while (i < text.size() && text[i] == ' ') ++i;
+  if (i < text.size() && text[i] == '"') {
+    size_t end = text.find('"', i + 1);
+    if (end == std::string::npos) return false;
+    *out = text.substr(i + 1, end - i - 1);
+    return true;
+  }
+  size_t end = text.find_first_of(",}", i);
+  if (end == std::string::npos) return false;
+  *out = text.substr(i, end - i);
+  return !out->empty();
+}
+
+std::string state_name(int64_t step) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "state-%08lld.safetensors", (long long)step);
+  return buf;
+}
+
+}  // namespace
+
+std::string model_fingerprint(const Runtime& rt) {
+  std::string desc;
+  for (int64_t i = 0; i < rt.num_params(); ++i) {
+    const auto& p = rt.param(i);
+    desc += p.name + ":" + dtype_name(p.value.dtype) + p.value.shape.str() + (p.trainable ? "T" : "F") + ";";
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(desc));
+  return buf;
+}
+
+void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    fail("--save: cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : std::string()));
+
+  std::vector<SafetensorsEntry> state, params;
+  for (int64_t i = 0; i < rt.num_params(); ++i) {
+    const auto& p = rt.param(i);
+    params.push_back({p.name, p.value.dtype, p.value.shape.vec(), p.value.data});
+    state.push_back({"param/" + p.name, p.value.dtype, p.value.shape.vec(), p.value.data});
+    if (p.trainable) {
+      state.push_back({"adam_m/" + p.name, DType::F32, p.m.shape.vec(), p.m.data});
+      state.push_back({"adam_v/" + p.name, DType::F32, p.v.shape.vec(), p.v.data});
+    }
+  }
+  // State first (durable), then the manifest that points at it.
+  std::string name = state_name(step);
+  write_safetensors(dir + "/" + name, state);
+  write_safetensors(dir + "/model.safetensors", params);
+  std::ostringstream m;
+  m << "{\"format\": \"" << kFormat << "\", \"step\": " << step << ", \"model\": \"" << model_fingerprint(rt)
+    << "\", \"state\": \"" << name << "\"}\n";
+  write_file_atomic(dir + "/manifest.json", m.str());
+  // Older states are garbage once the manifest moved on.
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string f = e.path().filename().string();
+    if (f.rfind("state-", 0) == 0 && f != name) std::filesystem::remove(e.path(), ec);
+  }
+}
+
+int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
+  std::string path = dir + "/manifest.json";
+  std::ifstream f(path);
+  if (!f) fail("--resume: no checkpoint in '" + dir + "' (cannot open " + path + ")");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string text = ss.str(), format, step_text, model, state;
+  if (!json_field(text, "format", &format) || format != kFormat || !json_field(text, "step", &step_text) ||
+      !json_field(text, "model", &model) || !json_field(text, "state", &state) ||
+      text.find('}') == std::string::npos)
+    fail("--resume: checkpoint manifest '" + path + "' is corrupt or truncated");
+  char* end = nullptr;
+  long long step = std::strtoll(step_text.c_str(), &end, 10);
+  if (*end || step < 0) fail("--resume: checkpoint manifest '" + path + "' has a bad step '" + step_text + "'");
+  if (model != model_fingerprint(rt))
+    fail("--resume: checkpoint '" + dir + "' was written by another model (fingerprint " + model +
+         ", this program's is " + model_fingerprint(rt) + ")");
+
+  std::string state_path = dir + "/" + state;
+  auto tensors = read_safetensors(state_path);
+  auto take = [&](const std::string& key, View into) {
+    auto it = tensors.find(key);
+    if (it == tensors.end()) fail("--resume: '" + state_path + "' lacks tensor '" + key + "'");
+    if (it->second.dtype != into.dtype || int64_t(it->second.bytes.size()) != into.nbytes())
+      fail("--resume: tensor '" + key + "' in '" + state_path + "' does not match the program");
+    std::memcpy(into.data, it->second.bytes.data(), it->second.bytes.size());
+  };
+  for (int64_t i = 0; i < rt.num_params(); ++i) {
+    const auto& p = rt.param(i);
+    take("param/" + p.name, p.value);
+    if (p.trainable) {
+      take("adam_m/" + p.name, p.m);
+      take("adam_v/" + p.name, p.v);
+    }
+  }
+  return step;
+}
+
+}  // namespace fy

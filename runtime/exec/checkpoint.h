@@ -1,0 +1,29 @@
+// Checkpoints of a training run: every parameter, the AdamW moments and the
+// step, so that a resumed run continues with bit-identical losses.
+//
+// DIR/manifest.json names the state file of the last complete checkpoint and
+// is replaced atomically (write, fsync, rename, fsync of DIR) only after that
+// state file is durable, so a kill -9 at any moment leaves the previous
+// checkpoint usable. DIR/model.safetensors holds the parameters alone under
+// their ONNX names, for users.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fy {
+
+class Runtime;
+
+// Writes a checkpoint of `rt` after `step` completed steps.
+void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step);
+
+// Loads DIR's last checkpoint into `rt` (declared, weights loaded) and returns
+// its step. Fails with one line naming the file when DIR has no checkpoint,
+// a corrupt or truncated manifest or state, or one of another model.
+int64_t load_checkpoint(Runtime& rt, const std::string& dir);
+
+// A fingerprint of the program's parameters (names, shapes, dtypes, trainable).
+std::string model_fingerprint(const Runtime& rt);
+
+}  // namespace fy
