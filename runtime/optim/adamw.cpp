@@ -1,79 +1,223 @@
-// Mirrors torch 1.13 _single_tensor_adamw operation by operation so fp32
-// results are bit-identical to PyTorch's (checked by adamw_test's torch
-// oracle). Hyper-parameters are Python floats there, so scalar expressions
-// are formed in double and rounded to float once, as PyTorch does when it
-// applies a double scalar to a float tensor. PyTorch's AVX2 kernels fuse
-// `a + s*b` (add_ with alpha, addcmul_) into one FMA, so those two updates
-// use std::fma; everything else is contracted nowhere (-ffp-contract=off).
+// AdamW entry points: the step scalars, the choice of instruction set, and
+// the worker pool. The loops themselves are in adamw_{scalar,avx2,avx512}.cpp.
+//
+// Mirrors torch 1.13 _single_tensor_adamw so fp32 results are bit-identical
+// to PyTorch's (checked by adamw_test's torch oracle). Hyper-parameters are
+// Python floats there, so scalar expressions are formed in double and rounded
+// to float once, as PyTorch does when it applies a double scalar to a float
+// tensor; every instruction set gets the very same float scalars.
 #include "optim/adamw.h"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "core/tensor.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "optim/adamw_kernels.h"
 
 namespace fy {
 
+namespace ad = adamw_detail;
+
 namespace {
 
-struct Scalars {
-  float decay, beta1, one_m_b1, beta2, one_m_b2, neg_step_size, bc2_sqrt, eps;
-};
+ad::Scalars make_scalars(const AdamWConfig& cfg, int64_t step) {
+  const double lr = cfg.lr, b1 = cfg.beta1, b2 = cfg.beta2, wd = cfg.weight_decay;
+  const double bc1 = 1.0 - std::pow(b1, double(step));
+  const double bc2 = 1.0 - std::pow(b2, double(step));
+  return ad::Scalars{float(1.0 - lr * wd), float(b1),          float(1.0 - b1),       float(b2),
+                     float(1.0 - b2),      float(-(lr / bc1)), float(std::sqrt(bc2)), cfg.eps};
+}
 
-// Inlined into both the FMA-enabled and the generic clone below; std::fma
-// gives the same (exactly rounded) result in both, only the speed differs.
-__attribute__((always_inline)) inline void update(const Scalars& s, float* __restrict p, const float* __restrict g,
-                                                  float* __restrict m, float* __restrict v, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    float pi = p[i] * s.decay;                                  // param.mul_(1 - lr * weight_decay)
-    const float mi = std::fma(gi, s.one_m_b1, m[i] * s.beta1);  // exp_avg.mul_(beta1).add_(grad, alpha=1-beta1)
-    const float vi = std::fma(s.one_m_b2 * gi, gi, v[i] * s.beta2);  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2)
-    const float denom = std::sqrt(vi) / s.bc2_sqrt + s.eps;    // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
-    pi = pi + s.neg_step_size * mi / denom;                     // param.addcdiv_(exp_avg, denom, value=-step_size)
-    p[i] = pi;
-    m[i] = mi;
-    v[i] = vi;
+void check_args(const char* who, int64_t n, int64_t step) {
+  if (step < 1) fail(std::string(who) + ": step must start at 1, got " + std::to_string(step));
+  if (n < 0) fail(std::string(who) + ": negative element count " + std::to_string(n));
+}
+
+ad::Kernel kernel_of(AdamWIsa isa) {
+  switch (isa) {
+    case AdamWIsa::Avx512: return ad::kernel_avx512;
+    case AdamWIsa::Avx2: return ad::kernel_avx2;
+    case AdamWIsa::Scalar: break;
   }
-}
-
-__attribute__((target("avx2,fma"))) void update_fma(const Scalars& s, float* p, const float* g, float* m, float* v,
-                                                   int64_t n) {
-  update(s, p, g, m, v, n);
-}
-void update_generic(const Scalars& s, float* p, const float* g, float* m, float* v, int64_t n) {
-  update(s, p, g, m, v, n);
+  return ad::kernel_scalar;
 }
 
 }  // namespace
 
+const char* adamw_isa_name(AdamWIsa isa) {
+  switch (isa) {
+    case AdamWIsa::Avx512: return "avx512";
+    case AdamWIsa::Avx2: return "avx2";
+    case AdamWIsa::Scalar: break;
+  }
+  return "scalar";
+}
+
+bool adamw_isa_supported(AdamWIsa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();  // idempotent; needed if we run before libgcc's constructor
+#endif
+  switch (isa) {
+    case AdamWIsa::Scalar: return true;
+#if defined(__x86_64__) || defined(__i386__)
+    case AdamWIsa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case AdamWIsa::Avx512: return __builtin_cpu_supports("avx512f");
+#else
+    default: return false;
+#endif
+  }
+  return false;
+}
+
+AdamWIsa adamw_best_isa() {
+  static const AdamWIsa best = adamw_isa_supported(AdamWIsa::Avx512) ? AdamWIsa::Avx512
+                               : adamw_isa_supported(AdamWIsa::Avx2) ? AdamWIsa::Avx2
+                                                                     : AdamWIsa::Scalar;
+  return best;
+}
+
+void adamw_step_isa(AdamWIsa isa, float* p, const float* g, float* m, float* v, int64_t n, const AdamWConfig& cfg,
+                    int64_t step) {
+  check_args("fy::adamw_step", n, step);
+  if (!adamw_isa_supported(isa)) fail(std::string("fy::adamw_step: this CPU lacks ") + adamw_isa_name(isa));
+  kernel_of(isa)(make_scalars(cfg, step), p, g, m, v, n);
+}
+
 void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, const AdamWConfig& cfg, int64_t step) {
-  if (step < 1) fail("fy::adamw_step: step must start at 1, got " + std::to_string(step));
-  const double lr = cfg.lr, b1 = cfg.beta1, b2 = cfg.beta2, wd = cfg.weight_decay;
-  const double bc1 = 1.0 - std::pow(b1, double(step));
-  const double bc2 = 1.0 - std::pow(b2, double(step));
-  const Scalars s{float(1.0 - lr * wd), float(b1),          float(1.0 - b1),         float(b2),
-                  float(1.0 - b2),      float(-(lr / bc1)), float(std::sqrt(bc2)), cfg.eps};
-  static const bool has_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  auto run = has_fma ? update_fma : update_generic;
-  // Elementwise: each thread takes one contiguous slice; results do not
-  // depend on the split.
-#ifdef _OPENMP
-  if (n >= (1 << 16)) {
-#pragma omp parallel
-    {
-      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
-      run(s, p + lo, g + lo, m + lo, v + lo, hi - lo);
+  check_args("fy::adamw_step", n, step);
+  static const ad::Kernel best = kernel_of(adamw_best_isa());
+  best(make_scalars(cfg, step), p, g, m, v, n);
+}
+
+int available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc > 0 ? int(hc) : 1;
+}
+
+// ---------------------------------------------------------------- the pool
+
+struct AdamWPool::Handle::Job {
+  ad::Kernel kernel;
+  ad::Scalars s;
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n, nchunks;
+  std::atomic<int64_t> next{0};       // next chunk to claim
+  std::atomic<int64_t> remaining{0};  // chunks not yet finished
+  bool done = false;                  // guarded by the pool's mutex
+};
+
+AdamWPool::AdamWPool(int threads) : AdamWPool(threads, adamw_best_isa()) {}
+
+AdamWPool::AdamWPool(int threads, AdamWIsa isa) : isa_(isa) {
+  if (!adamw_isa_supported(isa)) fail(std::string("fy::AdamWPool: this CPU lacks ") + adamw_isa_name(isa));
+  const int n = threads > 0 ? threads : available_cpus();
+  workers_.reserve(size_t(n));
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+AdamWPool::~AdamWPool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;  // workers drain the queue before they leave
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void AdamWPool::worker_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    work_cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping and nothing left
+    std::shared_ptr<Handle::Job> job = queue_.front();
+    lk.unlock();
+    for (;;) {
+      const int64_t c = job->next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= job->nchunks) break;
+      const int64_t lo = c * kChunk, len = std::min(kChunk, job->n - lo);
+      job->kernel(job->s, job->p + lo, job->g + lo, job->m + lo, job->v + lo, len);
+      // acq_rel: the finisher sees every other chunk's stores before it
+      // reports the job done (and the waiter synchronises through mu_).
+      if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> g(mu_);
+        job->done = true;
+        --pending_;
+        done_cv_.notify_all();
+      }
     }
+    lk.lock();
+    // Every chunk of this job is claimed: the first worker back retires it.
+    if (!queue_.empty() && queue_.front() == job) queue_.pop_front();
+  }
+}
+
+AdamWPool::Handle AdamWPool::submit(float* p, const float* g, float* m, float* v, int64_t n, const AdamWConfig& cfg,
+                                    int64_t step) {
+  check_args("fy::AdamWPool", n, step);
+  Handle h;
+  h.job_ = std::make_shared<Handle::Job>();
+  Handle::Job& j = *h.job_;
+  j.kernel = kernel_of(isa_);
+  j.s = make_scalars(cfg, step);
+  j.p = p, j.g = g, j.m = m, j.v = v, j.n = n;
+  j.nchunks = (n + kChunk - 1) / kChunk;
+  j.remaining.store(j.nchunks, std::memory_order_relaxed);
+  if (j.nchunks == 0) {
+    j.done = true;
+    return h;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    queue_.push_back(h.job_);
+    ++pending_;
+  }
+  if (j.nchunks == 1)
+    work_cv_.notify_one();
+  else
+    work_cv_.notify_all();
+  return h;
+}
+
+void AdamWPool::wait(const Handle& h) {
+  if (!h.job_) return;
+  std::unique_lock<std::mutex> lk(mu_);
+  done_cv_.wait(lk, [&] { return h.job_->done; });
+}
+
+bool AdamWPool::done(const Handle& h) const {
+  if (!h.job_) return true;
+  std::lock_guard<std::mutex> lk(mu_);
+  return h.job_->done;
+}
+
+void AdamWPool::wait_all() {
+  std::unique_lock<std::mutex> lk(mu_);
+  done_cv_.wait(lk, [this] { return pending_ == 0; });
+}
+
+void AdamWPool::update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWConfig& cfg,
+                       int64_t step) {
+  if (n <= kChunk) {
+    check_args("fy::AdamWPool", n, step);
+    kernel_of(isa_)(make_scalars(cfg, step), p, g, m, v, n);
     return;
   }
-#endif
-  run(s, p, g, m, v, n);
+  wait(submit(p, g, m, v, n, cfg, step));
 }
 
 }  // namespace fy

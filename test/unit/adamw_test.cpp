@@ -1,10 +1,13 @@
 // AdamW against an independent double-precision evaluation of the PyTorch
-// AdamW formula, and against hand-computed first-step values.
+// AdamW formula, against hand-computed first-step values and against torch;
+// the instruction-set paths and the thread pool against each other, bit for
+// bit.
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -102,12 +105,158 @@ TEST(AdamW, MatchesTorch) {
   RecordProperty("bit_exact_params", std::to_string(exact) + "/" + std::to_string(n));
   std::printf("AdamW vs torch: %lld/%lld params bit-exact, max rel diff %.3g\n", (long long)exact, (long long)n, max_rel);
   EXPECT_LT(max_rel, 1e-6);
+  // Bit identity of p, m and v. Assumes torch runs its FMA-fusing vector
+  // kernels (AVX2 or AVX-512 capability), as on every x86 machine with FMA.
+  EXPECT_EQ(exact, n);
+  EXPECT_EQ(std::memcmp(m.data(), ref.data() + n, size_t(n) * 4), 0) << "exp_avg not bit-identical to torch";
+  EXPECT_EQ(std::memcmp(v.data(), ref.data() + 2 * n, size_t(n) * 4), 0) << "exp_avg_sq not bit-identical to torch";
 }
 #endif
 
 TEST(AdamW, RejectsStepZero) {
   float p = 0, g = 0, m = 0, v = 0;
   EXPECT_THROW(fy::adamw_step(&p, &g, &m, &v, 1, fy::AdamWConfig{}, 0), fy::Error);
+  EXPECT_THROW(fy::adamw_step(&p, &g, &m, &v, -1, fy::AdamWConfig{}, 1), fy::Error);
+  fy::AdamWPool pool(1);
+  EXPECT_THROW(pool.submit(&p, &g, &m, &v, 1, fy::AdamWConfig{}, 0), fy::Error);
+  EXPECT_THROW(pool.update(&p, &g, &m, &v, 1, fy::AdamWConfig{}, 0), fy::Error);
+}
+
+// Optimizer state of n parameters with awkward values mixed in: zero and
+// tiny gradients, zero second moments (denominator = eps), large values.
+struct State {
+  std::vector<float> p, g, m, v;
+  State(int64_t n, uint64_t seed) : p(size_t(n)), g(size_t(n)), m(size_t(n)), v(size_t(n)) {
+    Rng rng(seed);
+    for (size_t i = 0; i < size_t(n); ++i) {
+      p[i] = float(rng.uniform(-2, 2));
+      const int64_t kind = rng.integer(0, 9);
+      g[i] = kind == 0 ? 0.0f : kind == 1 ? float(rng.uniform(-1e-20, 1e-20)) : kind == 2 ? float(rng.uniform(-1e4, 1e4))
+                                                                                        : float(rng.uniform(-1, 1));
+      m[i] = float(rng.uniform(-0.1, 0.1));
+      v[i] = kind == 3 ? 0.0f : float(rng.uniform(0, 0.01));
+    }
+  }
+  bool same_bits(const State& o) const {
+    auto eq = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    return eq(p, o.p) && eq(g, o.g) && eq(m, o.m) && eq(v, o.v);
+  }
+};
+
+std::vector<fy::AdamWIsa> supported_isas() {
+  std::vector<fy::AdamWIsa> out;
+  for (auto isa : {fy::AdamWIsa::Scalar, fy::AdamWIsa::Avx2, fy::AdamWIsa::Avx512})
+    if (fy::adamw_isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+// Every instruction set this CPU has gives the scalar loop's bits, for
+// lengths around the vector widths (8, 16, unrolled 16, 32) and at unaligned
+// addresses, over several steps (bias corrections change with the step).
+TEST(AdamW, InstructionSetsAreBitIdentical) {
+  std::string tested;
+  for (auto isa : supported_isas()) tested += std::string(tested.empty() ? "" : ",") + fy::adamw_isa_name(isa);
+  RecordProperty("isas", tested);
+  std::printf("AdamW paths on this CPU: %s (best: %s)\n", tested.c_str(), fy::adamw_isa_name(fy::adamw_best_isa()));
+  const fy::AdamWConfig cfgs[] = {{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f}, {1e-2f, 0.8f, 0.999f, 0.0f, 0.0f}};
+  for (int64_t n : {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 1000, 4099}) {
+    for (int64_t offset : {0, 1, 5}) {  // floats; 1 and 5 leave every vector load unaligned
+      for (const auto& cfg : cfgs) {
+        State ref(n + offset, uint64_t(n * 31 + offset));
+        std::vector<State> got(3, ref);
+        for (int64_t step : {1, 2, 1000}) {
+          fy::adamw_step_isa(fy::AdamWIsa::Scalar, ref.p.data() + offset, ref.g.data() + offset,
+                             ref.m.data() + offset, ref.v.data() + offset, n, cfg, step);
+          for (auto isa : supported_isas()) {
+            State& s = got[size_t(isa)];
+            fy::adamw_step_isa(isa, s.p.data() + offset, s.g.data() + offset, s.m.data() + offset,
+                               s.v.data() + offset, n, cfg, step);
+          }
+        }
+        for (auto isa : supported_isas())
+          EXPECT_TRUE(got[size_t(isa)].same_bits(ref))
+              << fy::adamw_isa_name(isa) << " differs from scalar: n=" << n << " offset=" << offset
+              << " eps=" << cfg.eps;
+      }
+    }
+  }
+}
+
+TEST(AdamW, DefaultPathIsBestIsa) {
+  State a(1000, 5), b = a;
+  const fy::AdamWConfig cfg;
+  fy::adamw_step(a.p.data(), a.g.data(), a.m.data(), a.v.data(), 1000, cfg, 3);
+  fy::adamw_step_isa(fy::adamw_best_isa(), b.p.data(), b.g.data(), b.m.data(), b.v.data(), 1000, cfg, 3);
+  EXPECT_TRUE(a.same_bits(b));
+}
+
+// The pool only splits the range: any thread count gives adamw_step's bits,
+// with sizes that leave a partial last chunk and a partial last vector.
+TEST(AdamWPool, UpdateMatchesSingleThread) {
+  const fy::AdamWConfig cfg{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  for (int64_t n : {int64_t(5), fy::AdamWPool::kChunk, fy::AdamWPool::kChunk + 1, 5 * fy::AdamWPool::kChunk + 123}) {
+    State ref(n, uint64_t(n));
+    for (int64_t step = 1; step <= 3; ++step) fy::adamw_step(ref.p.data(), ref.g.data(), ref.m.data(), ref.v.data(), n, cfg, step);
+    for (int threads : {1, 2, 3, 0}) {
+      fy::AdamWPool pool(threads);
+      EXPECT_GE(pool.threads(), 1);
+      State s(n, uint64_t(n));
+      for (int64_t step = 1; step <= 3; ++step) pool.update(s.p.data(), s.g.data(), s.m.data(), s.v.data(), n, cfg, step);
+      EXPECT_TRUE(s.same_bits(ref)) << "n=" << n << " threads=" << threads;
+    }
+  }
+}
+
+// Asynchronous submission: many updates in flight (as the out-of-core
+// optimizer submits layer groups), waited for in another order, each equal
+// to its single-threaded result; wait_all and the destructor drain the rest.
+TEST(AdamWPool, SubmitWaitManyGroups) {
+  const fy::AdamWConfig cfg{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+  const int groups = 12;
+  std::vector<State> ref, got;
+  for (int i = 0; i < groups; ++i) {
+    const int64_t n = (i % 3 == 0) ? 17 : int64_t(i) * 40000 + 7;  // some below, some above a chunk
+    ref.emplace_back(n, uint64_t(100 + i));
+    fy::adamw_step(ref.back().p.data(), ref.back().g.data(), ref.back().m.data(), ref.back().v.data(), n, cfg, 4);
+  }
+  fy::AdamWPool pool(2);
+  for (int round = 0; round < 2; ++round) {
+    got.clear();
+    for (int i = 0; i < groups; ++i) got.emplace_back(int64_t(ref[size_t(i)].p.size()), uint64_t(100 + i));
+    std::vector<fy::AdamWPool::Handle> hs;
+    for (auto& s : got) hs.push_back(pool.submit(s.p.data(), s.g.data(), s.m.data(), s.v.data(), int64_t(s.p.size()), cfg, 4));
+    if (round == 0) {
+      for (int i = groups - 1; i >= 0; --i) {
+        pool.wait(hs[size_t(i)]);
+        EXPECT_TRUE(pool.done(hs[size_t(i)]));
+      }
+    } else {
+      pool.wait_all();
+      for (auto& h : hs) EXPECT_TRUE(pool.done(h));
+    }
+    for (int i = 0; i < groups; ++i) EXPECT_TRUE(got[size_t(i)].same_bits(ref[size_t(i)])) << "group " << i << " round " << round;
+  }
+  fy::AdamWPool::Handle empty;
+  EXPECT_FALSE(empty.valid());
+  pool.wait(empty);
+  EXPECT_TRUE(pool.done(empty));
+  float x = 0;
+  auto h0 = pool.submit(&x, &x, &x, &x, 0, cfg, 1);  // nothing to do: done at once
+  EXPECT_TRUE(pool.done(h0));
+}
+
+TEST(AdamWPool, DestructorFinishesSubmittedWork) {
+  const fy::AdamWConfig cfg;
+  const int64_t n = 3 * fy::AdamWPool::kChunk + 11;
+  State ref(n, 9), got(n, 9);
+  fy::adamw_step(ref.p.data(), ref.g.data(), ref.m.data(), ref.v.data(), n, cfg, 1);
+  {
+    fy::AdamWPool pool(2);
+    pool.submit(got.p.data(), got.g.data(), got.m.data(), got.v.data(), n, cfg, 1);
+  }
+  EXPECT_TRUE(got.same_bits(ref));
 }
 
 }  // namespace
