@@ -5,12 +5,26 @@
 #include <cstring>
 
 #include "exec/runtime.h"
+#include "optim/adamw.h"
 
 namespace fy {
 
 using Clock = std::chrono::steady_clock;
 
-AsyncOptimizer::AsyncOptimizer(Runtime& rt) : rt_(rt), thread_([this] { worker(); }) {}
+namespace {
+size_t page_round(size_t n) { return (n + store::kPageBytes - 1) / store::kPageBytes * store::kPageBytes; }
+}  // namespace
+
+AsyncOptimizer::AsyncOptimizer(Runtime& rt) : rt_(rt) {
+  const TrainOptions& o = rt.options();
+  if (!o.ssd_dirs.empty()) {
+    store::StoreOptions so;
+    so.dirs = o.ssd_dirs;
+    so.truncate = true;  // a fresh run; --resume writes the checkpoint's moments in
+    store_ = std::make_unique<store::TensorStore>(so);
+  }
+  thread_ = std::thread([this] { worker(); });
+}
 
 AsyncOptimizer::~AsyncOptimizer() {
   {
@@ -19,6 +33,15 @@ AsyncOptimizer::~AsyncOptimizer() {
   }
   work_cv_.notify_all();
   thread_.join();
+  // Writes in flight still read the staging buffers, which go first.
+  if (store_) {
+    try {
+      store_->wait_all();
+    } catch (...) {
+      // Dropped on purpose: a destructor cannot report; a run that cares
+      // waited (and checkpointed) before.
+    }
+  }
 }
 
 int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
@@ -30,6 +53,27 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
     g.grads.emplace_back(size_t(param.value.numel()));
   }
   g.sq_norms.assign(params.size(), 0.0);
+  if (store_) {
+    // Regions never written read as zeros: AdamW's initial moments.
+    for (int64_t p : params) {
+      const auto& param = rt_.param(p);
+      size_t bytes = size_t(param.value.numel()) * sizeof(float);
+      g.m_regions.push_back(store_->allocate("adam_m/" + param.name, bytes));
+      g.v_regions.push_back(store_->allocate("adam_v/" + param.name, bytes));
+      g.m_offsets.push_back(g.staging_bytes);
+      g.staging_bytes += page_round(bytes);
+      g.v_offsets.push_back(g.staging_bytes);
+      g.staging_bytes += page_round(bytes);
+    }
+    if (g.staging_bytes > staging_bytes_) {
+      staging_bytes_ = g.staging_bytes;
+      for (Staging& st : staging_) {
+        drain(st.writes);
+        st.buffer = store_->buffer(staging_bytes_);
+        st.group = -1;
+      }
+    }
+  }
   g.params = std::move(params);
   std::lock_guard<std::mutex> lock(mu_);
   groups_.push_back(std::move(g));
@@ -118,11 +162,13 @@ void AsyncOptimizer::worker() {
     Group& g = groups_[size_t(group)];
     auto t0 = Clock::now();
     try {
-      for (size_t i = 0; i < g.params.size(); ++i) {
+      for (size_t i = 0; i < g.params.size(); ++i)
         if (g.scale != 1.f)
           for (float& x : g.grads[i]) x *= g.scale;
-        rt_.adamw_at(g.params[i], g.grads[i].data(), g.step);
-      }
+      if (store_)
+        update_out_of_core(group);
+      else
+        update(g);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       error_ = std::current_exception();
@@ -132,6 +178,97 @@ void AsyncOptimizer::worker() {
     g.pending = false;
     done_cv_.notify_all();
   }
+}
+
+void AsyncOptimizer::update(Group& g) {
+  for (size_t i = 0; i < g.params.size(); ++i) rt_.adamw_at(g.params[i], g.grads[i].data(), g.step);
+}
+
+void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
+  for (store::Ticket t : tickets) store_->wait(t);
+  tickets.clear();
+}
+
+// The staging buffer holding (or now reading) `group`'s moments; a fresh read
+// goes to a buffer other than `avoid`.
+AsyncOptimizer::Staging& AsyncOptimizer::stage(int64_t group, Staging* avoid) {
+  for (Staging& st : staging_)
+    if (st.group == group) return st;
+  Staging& st = &staging_[0] == avoid ? staging_[1] : staging_[0];
+  drain(st.writes);  // its previous group's write-back must land first
+  drain(st.reads);
+  const Group& g = groups_[size_t(group)];
+  char* base = static_cast<char*>(st.buffer.data());
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    st.reads.push_back(store_->read(g.m_regions[i], base + g.m_offsets[i]));
+    st.reads.push_back(store_->read(g.v_regions[i], base + g.v_offsets[i]));
+  }
+  st.group = group;
+  return st;
+}
+
+void AsyncOptimizer::update_out_of_core(int64_t group) {
+  Group& g = groups_[size_t(group)];
+  Staging& cur = stage(group, nullptr);
+  // Read ahead for the group that comes next: the one queued, else the next
+  // in backward order (the order every step produces them).
+  int64_t next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next = !queue_.empty() ? queue_.front() : (group + 1) % num_groups();
+  }
+  if (next != group) stage(next, &cur);
+  drain(cur.reads);
+  char* base = static_cast<char*>(cur.buffer.data());
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    const auto& p = rt_.param(g.params[i]);
+    auto* m = reinterpret_cast<float*>(base + g.m_offsets[i]);
+    auto* v = reinterpret_cast<float*>(base + g.v_offsets[i]);
+    adamw_step(p.value.as<float>(), g.grads[i].data(), m, v, p.value.numel(), rt_.options().adamw, g.step);
+  }
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    cur.writes.push_back(store_->write(g.m_regions[i], base + g.m_offsets[i]));
+    cur.writes.push_back(store_->write(g.v_regions[i], base + g.v_offsets[i]));
+  }
+  // The staged copy stays valid: a later step may find it here without a read.
+}
+
+void AsyncOptimizer::read_state(int64_t param, float* m, float* v) {
+  const auto& p = rt_.param(param);
+  if (!store_) {
+    std::memcpy(m, p.m.data, size_t(p.m.nbytes()));
+    std::memcpy(v, p.v.data, size_t(p.v.nbytes()));
+    return;
+  }
+  wait_all();
+  for (Staging& st : staging_) drain(st.writes);
+  size_t bytes = size_t(p.value.numel()) * sizeof(float);
+  store::AlignedBuffer tmp = store_->buffer(bytes);  // O_DIRECT wants aligned memory
+  store_->read_sync(store_->find("adam_m/" + p.name), tmp.data());
+  std::memcpy(m, tmp.data(), bytes);
+  store_->read_sync(store_->find("adam_v/" + p.name), tmp.data());
+  std::memcpy(v, tmp.data(), bytes);
+}
+
+void AsyncOptimizer::write_state(int64_t param, const float* m, const float* v) {
+  const auto& p = rt_.param(param);
+  if (!store_) {
+    std::memcpy(p.m.data, m, size_t(p.m.nbytes()));
+    std::memcpy(p.v.data, v, size_t(p.v.nbytes()));
+    return;
+  }
+  wait_all();
+  for (Staging& st : staging_) {
+    drain(st.writes);
+    drain(st.reads);
+    st.group = -1;  // staged copies are stale now
+  }
+  size_t bytes = size_t(p.value.numel()) * sizeof(float);
+  store::AlignedBuffer tmp = store_->buffer(bytes);
+  std::memcpy(tmp.data(), m, bytes);
+  store_->write_sync(store_->find("adam_m/" + p.name), tmp.data());
+  std::memcpy(tmp.data(), v, bytes);
+  store_->write_sync(store_->find("adam_v/" + p.name), tmp.data());
 }
 
 }  // namespace fy

@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "core/tensor.h"
+#include "store/store.h"
 
 namespace fy {
 
@@ -46,6 +48,16 @@ class AsyncOptimizer {
   void set_clip_norm(double max_norm) { clip_norm_ = max_norm; }
   double last_grad_norm() const { return last_norm_; }
 
+  // Out of core (--ssd): AdamW's moments live in the store, one region each,
+  // and only two groups' worth sit in host memory: the group being updated
+  // and the next one, whose read is issued ahead (reads go before writes).
+  bool on_ssd() const { return store_ != nullptr; }
+  // The moments of one parameter, wherever they live (checkpoints).
+  void read_state(int64_t param, float* m, float* v);
+  void write_state(int64_t param, const float* m, const float* v);
+  const store::TensorStore* store() const { return store_.get(); }
+  size_t staging_bytes() const { return staging_bytes_; }
+
   double busy_seconds() const;  // time the worker spent updating
   double wait_seconds() const { return wait_seconds_; }  // time callers blocked in wait
 
@@ -58,8 +70,22 @@ class AsyncOptimizer {
     float scale = 1.f;             // clipping coefficient applied before AdamW
     bool pending = false;
     bool held = false;             // started, waiting for the global norm
+    // Out of core: the moments' regions, and where each sits in a staging buffer.
+    std::vector<store::Region> m_regions, v_regions;
+    std::vector<size_t> m_offsets, v_offsets;
+    size_t staging_bytes = 0;
+  };
+  // Host room for one group's moments, filled by reads issued ahead.
+  struct Staging {
+    store::AlignedBuffer buffer;
+    int64_t group = -1;
+    std::vector<store::Ticket> reads, writes;
   };
   void worker();
+  void update(Group& g);
+  void update_out_of_core(int64_t group);
+  Staging& stage(int64_t group, Staging* avoid);
+  void drain(std::vector<store::Ticket>& tickets);
 
   Runtime& rt_;
   std::vector<Group> groups_;
@@ -72,6 +98,9 @@ class AsyncOptimizer {
   double last_norm_ = 0;
   double busy_seconds_ = 0;
   double wait_seconds_ = 0;
+  std::unique_ptr<store::TensorStore> store_;
+  Staging staging_[2];
+  size_t staging_bytes_ = 0;
   std::thread thread_;
 };
 

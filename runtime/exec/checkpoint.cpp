@@ -99,14 +99,24 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
     fail("--save: cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : std::string()));
 
   std::vector<SafetensorsEntry> state, params;
+  std::vector<std::vector<float>> moments;  // copies of what lives in the store
+  moments.reserve(size_t(2 * rt.num_params()));
   for (int64_t i = 0; i < rt.num_params(); ++i) {
     const auto& p = rt.param(i);
     params.push_back({p.name, p.value.dtype, p.value.shape.vec(), p.value.data});
     state.push_back({"param/" + p.name, p.value.dtype, p.value.shape.vec(), p.value.data});
-    if (p.trainable) {
-      state.push_back({"adam_m/" + p.name, DType::F32, p.m.shape.vec(), p.m.data});
-      state.push_back({"adam_v/" + p.name, DType::F32, p.v.shape.vec(), p.v.data});
+    if (!p.trainable) continue;
+    const void *m = p.m.data, *v = p.v.data;
+    if (!m) {
+      moments.emplace_back(size_t(p.value.numel()));
+      moments.emplace_back(size_t(p.value.numel()));
+      auto& rw = const_cast<Runtime&>(rt).async_optimizer();
+      rw.read_state(i, moments[moments.size() - 2].data(), moments.back().data());
+      m = moments[moments.size() - 2].data();
+      v = moments.back().data();
     }
+    state.push_back({"adam_m/" + p.name, DType::F32, p.value.shape.vec(), m});
+    state.push_back({"adam_v/" + p.name, DType::F32, p.value.shape.vec(), v});
   }
   // State first (durable), then the manifest that points at it.
   std::string name = state_name(step);
@@ -153,10 +163,16 @@ int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
   for (int64_t i = 0; i < rt.num_params(); ++i) {
     const auto& p = rt.param(i);
     take("param/" + p.name, p.value);
-    if (p.trainable) {
+    if (!p.trainable) continue;
+    if (p.m.data) {
       take("adam_m/" + p.name, p.m);
       take("adam_v/" + p.name, p.v);
+      continue;
     }
+    std::vector<float> m(size_t(p.value.numel())), v(m.size());
+    take("adam_m/" + p.name, View{m.data(), p.value.shape, DType::F32});
+    take("adam_v/" + p.name, View{v.data(), p.value.shape, DType::F32});
+    rt.async_optimizer().write_state(i, m.data(), v.data());
   }
   return step;
 }

@@ -50,7 +50,7 @@ int64_t Runtime::declare_param(const std::string& name, Shape shape, DType dtype
   p.name = name;
   p.value = alloc_pinned(shape, dtype);
   p.trainable = trainable;
-  if (trainable) {
+  if (trainable && opts_.ssd_dirs.empty()) {  // out of core, the store holds them
     p.m = alloc_pinned(shape, DType::F32);
     p.v = alloc_pinned(shape, DType::F32);
   }
@@ -148,7 +148,15 @@ void Runtime::record_grad(int64_t index, View grad) {
 
 void Runtime::adamw_at(int64_t index, const float* grad, int64_t step) {
   Param& p = params_[size_t(index)];
+  if (!p.m.data) fail("cpu_adamw: --ssd needs the layer-group optimizer (compile without --sync-optimizer)");
   adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(), opts_.adamw, step);
+}
+
+int64_t Runtime::trainable_elements() const {
+  int64_t n = 0;
+  for (const Param& p : params_)
+    if (p.trainable) n += p.value.numel();
+  return n;
 }
 
 AsyncOptimizer& Runtime::async_optimizer() {

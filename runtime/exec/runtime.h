@@ -27,6 +27,7 @@ struct TrainOptions {
   double clip_norm = 0;    // 0: no clipping
   std::string resume_dir;  // continue from this checkpoint
   int64_t save_every = 0;  // also checkpoint every K steps
+  std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults
 };
@@ -64,6 +65,7 @@ class Runtime {
   void declare_inputs(Shape shape, int64_t vocab);
 
   int64_t num_params() const { return int64_t(params_.size()); }
+  int64_t trainable_elements() const;
   const Param& param(int64_t index) const;
   bool inputs_declared() const { return vocab_ > 0; }
   const Shape& input_shape() const { return input_shape_; }

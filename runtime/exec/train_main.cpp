@@ -41,6 +41,7 @@ const char kUsage[] =
     "  --clip-norm X        scale gradients so their global L2 norm is at most X\n"
     "  --save-every K       also checkpoint to --save DIR every K steps\n"
     "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
+    "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
     "  --help               this text\n";
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -88,7 +89,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     }
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
-                                         "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every"};
+                                         "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every",
+                                         "--ssd"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -105,6 +107,18 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--weights") o->weights = value;
     else if (flag == "--dump-grads") o->dump_grads = value;
     else if (flag == "--resume") o->resume_dir = value;
+    else if (flag == "--ssd") {
+      o->ssd_dirs.clear();
+      size_t start = 0;
+      while (start <= value.size()) {
+        size_t comma = value.find(',', start);
+        std::string dir = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (dir.empty()) fail("flag '--ssd' has an empty directory in '" + value + "'");
+        o->ssd_dirs.push_back(dir);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
     else if (flag == "--save-every") {
       o->save_every = parse_int(flag, value);
       if (o->save_every <= 0) fail("flag '--save-every' must be positive, got " + value);
@@ -278,6 +292,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     }
   }
 
+  if (!o.ssd_dirs.empty() && !rt.has_async_optimizer())
+    fail("--ssd needs the layer-group optimizer; this program was compiled with --sync-optimizer");
   if (rt.has_async_optimizer()) {
     // The last updates finish after the last step; the wait is not compute.
     AsyncOptimizer& opt = rt.async_optimizer();
@@ -292,6 +308,15 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
                  "train: per step: %.2f ms, compute %.2f ms, optimizer %.2f ms (in the background, "
                  "%d groups)\n",
                  step_ms, compute_ms, opt_ms, int(opt.num_groups()));
+    if (const store::TensorStore* st = opt.store()) {
+      store::StoreCounters c = st->counters();
+      double per = steps * double(rt.trainable_elements());
+      std::fprintf(stderr,
+                   "train: store: %.1f MiB read, %.1f MiB written (%.2f B/param/step), busy %.2f ms/step, "
+                   "staging %.1f MiB\n",
+                   c.bytes_read / 1048576.0, c.bytes_written / 1048576.0, (c.bytes_read + c.bytes_written) / per,
+                   c.busy_seconds * 1000.0 / steps, 2.0 * double(opt.staging_bytes()) / 1048576.0);
+    }
   }
 
   if (!o.save_dir.empty()) save_checkpoint(rt, o.save_dir, o.steps);

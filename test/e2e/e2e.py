@@ -37,6 +37,8 @@ def main():
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--clip-norm", default=None)
+    ap.add_argument("--bitwise-vs-ssd", action="store_true",
+                    help="also train with AdamW's state on SSD (--ssd, two striped dirs): same bits")
     ap.add_argument("--bitwise-vs-sync", action="store_true",
                     help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
     a = ap.parse_args()
@@ -83,6 +85,19 @@ def main():
         if open(w("ckpt/model.safetensors"), "rb").read() != open(w("ckpt_sync/model.safetensors"), "rb").read():
             sys.exit("e2e: FAIL: overlapped and synchronous optimizer weights differ")
         print(f"e2e: overlapped optimizer bit-identical to synchronous over {a.steps} steps")
+    if a.bitwise_vs_ssd:
+        dirs = [w("ssd0"), w("ssd1")]
+        for d in dirs:
+            os.makedirs(d, exist_ok=True)
+        run([w("train"), "--data", data, "--steps", str(a.steps), "--log-json", w("ssd.jsonl"),
+             "--log-every", str(a.steps), "--save", w("ckpt_ssd"), "--ssd", ",".join(dirs)] + hp)
+        ours = [json.loads(l)["loss"] for l in open(w("ours.jsonl"))]
+        ssd = [json.loads(l)["loss"] for l in open(w("ssd.jsonl"))]
+        if ours != ssd:
+            sys.exit(f"e2e: FAIL: losses with the state on SSD differ: {ours} vs {ssd}")
+        if open(w("ckpt/model.safetensors"), "rb").read() != open(w("ckpt_ssd/model.safetensors"), "rb").read():
+            sys.exit("e2e: FAIL: weights trained with the state on SSD differ")
+        print(f"e2e: AdamW state on SSD bit-identical to in memory over {a.steps} steps")
     run([PY, os.path.join(HERE, "oracle.py"), "--onnx", w("model.onnx"), "--data", data,
          "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
          "--out-losses", w("ref.jsonl"), "--out-grads", w("ref_grads.safetensors")]

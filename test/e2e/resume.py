@@ -37,6 +37,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--kills", type=int, default=10)
+    ap.add_argument("--ssd", action="store_true", help="keep AdamW's state on SSD in the killed runs")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     w = lambda n: os.path.join(a.work, n)
@@ -63,6 +64,9 @@ def main():
         attempt += 1
         log = w(f"attempt{attempt}.jsonl")
         cmd = base + ["--save", ck, "--save-every", "3", "--log-json", log]
+        if a.ssd:
+            os.makedirs(w("ssd"), exist_ok=True)
+            cmd += ["--ssd", w("ssd")]
         start = 0
         manifest = os.path.join(ck, "manifest.json")
         if os.path.exists(manifest):
