@@ -78,6 +78,19 @@ def AsyncOptimizer : Pass<"fy-async-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def PlanMemory : Pass<"fy-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Device memory of the program: parameters and the peak of its temporaries";
+  let description = [{
+    Walks @train_step in program order, adding each buffer's size (rounded
+    to the runtime's 64-byte granule) at its alloc or constant and removing
+    it at its dealloc, and records `fysched.param_bytes` and
+    `fysched.peak_temp_bytes` on the function. The executable checks
+    --gpu-mem against them at start-up and its allocator against the plan
+    every step. Run after fy-insert-dealloc.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def ConvertFySchedToEmitC : Pass<"fy-convert-fysched-to-emitc", "mlir::ModuleOp"> {
   let summary = "fysched program → EmitC calls into the runtime (libfuyou_rt)";
   let description = [{

@@ -23,6 +23,7 @@ struct Options {
   int64_t batch = 0, seq = 0;
   std::vector<std::string> freeze;
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
+  int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
 };
 
 [[noreturn]] void die(const std::string &msg) {
@@ -33,7 +34,8 @@ struct Options {
 const char *kUsage =
     "usage: fuyou-compile MODEL.onnx -o OUT [--target cpu] [--batch B] [--seq T]\n"
     "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp]\n"
-    "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n";
+    "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
+    "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n";
 
 int64_t parseCount(const std::string &flag, const std::string &v) {
   char *end = nullptr;
@@ -71,6 +73,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--freeze") o.freeze.push_back(next());
     else if (a == "--emit") o.emit = next();
     else if (a == "--sync-optimizer") o.syncOptimizer = true;
+    else if (a == "--max-group-bytes") o.maxGroupBytes = parseCount("max-group-bytes", next());
     else if (!a.empty() && a[0] == '-') die("unknown flag '" + a + "' (see --help)");
     else if (o.model.empty()) o.model = a;
     else die("unexpected argument '" + a + "': one model at a time");
@@ -139,10 +142,13 @@ int main(int argc, char **argv) {
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
     pm.addPass(fuyou::createLowerToFySched());
-    pm.addPass(fuyou::createPartitionGroups());
+    fuyou::PartitionGroupsOptions groups;
+    groups.maxBytes = opts.maxGroupBytes;
+    pm.addPass(fuyou::createPartitionGroups(groups));
     if (!opts.syncOptimizer)
       pm.addPass(fuyou::createAsyncOptimizer());
     pm.addPass(fuyou::createInsertDealloc());
+    pm.addPass(fuyou::createPlanMemory());
   }
   if (opts.emit != "fygraph" && opts.emit != "fysched")
     pm.addPass(fuyou::createConvertFySchedToEmitC());

@@ -330,6 +330,11 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
         b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, shapeLiteral(inT.getShape())),
                         b.getI64IntegerAttr(vocab)}),
         ArrayAttr());
+    // The memory plan, checked against --gpu-mem and every step's allocations.
+    if (auto peak = step->getAttrOfType<IntegerAttr>("fysched.peak_temp_bytes"))
+      b.create<emitc::CallOpaqueOp>(
+          module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
+          b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(peak.getInt()) + "LL")}), ArrayAttr());
     // Groups updated in the background, in declaration order (ids 0, 1, ...).
     llvm::StringMap<int64_t> groupIds;
     bool async = false;

@@ -11,6 +11,7 @@ int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType d
   return rt->declare_param(name, shape, dtype, trainable);
 }
 void declare_inputs(Runtime* rt, Shape shape, int64_t vocab) { rt->declare_inputs(shape, vocab); }
+void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes) { rt->set_planned_temp_bytes(peak_temp_bytes); }
 
 View param(Runtime* rt, int64_t index) { return rt->param(index).value; }
 View alloc(Runtime* rt, Shape shape, DType dtype) { return rt->alloc(shape, dtype); }

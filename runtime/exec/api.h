@@ -31,6 +31,8 @@ namespace fy::rt {
 // ---- declarations ----
 int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType dtype, bool trainable);
 void declare_inputs(Runtime* rt, Shape shape, int64_t vocab);
+// The compiler's memory plan: the most bytes of temporaries alive at once.
+void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes);
 
 // ---- buffers ----
 View param(Runtime* rt, int64_t index);           // the parameter's storage

@@ -50,8 +50,10 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
   for (int64_t p : params) {
     const auto& param = rt_.param(p);
     if (!param.trainable) fail("declare_group: parameter '" + param.name + "' is not trainable");
-    g.grads.emplace_back(size_t(param.value.numel()));
+    g.grad_offsets.push_back(g.grad_elems);
+    g.grad_elems += size_t(param.value.numel());
   }
+  if (g.grad_elems > slot_elems_) slot_elems_ = g.grad_elems;
   g.sq_norms.assign(params.size(), 0.0);
   if (store_) {
     // Regions never written read as zeros: AdamW's initial moments.
@@ -80,10 +82,35 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
   return int64_t(groups_.size()) - 1;
 }
 
+size_t AsyncOptimizer::fixed_host_bytes() const {
+  if (store_) return 2 * staging_bytes_;
+  size_t n = 0;  // AdamW's moments in memory
+  for (const Group& g : groups_) n += 2 * g.grad_elems * sizeof(float);
+  return n;
+}
+
+void AsyncOptimizer::make_slots() {
+  size_t n = wanted_slots_ ? wanted_slots_ : groups_.size();
+  if (n < min_slots()) n = min_slots();
+  slots_.assign(n, std::vector<float>(slot_elems_));
+  for (size_t i = 0; i < n; ++i) free_slots_.push_back(int(i));
+}
+
 void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
   if (group < 0 || group >= num_groups()) fail("group_update: no group " + std::to_string(group));
   wait(group);  // a group is updated at most once at a time
+  if (slots_.empty()) make_slots();
   Group& g = groups_[size_t(group)];
+  {
+    // A host slot for the gradients: wait for the optimizer to free one.
+    auto t0 = Clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return !free_slots_.empty() || error_; });
+    wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    if (error_) std::rethrow_exception(error_);
+    g.slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
   if (count != g.params.size())
     fail("group_update: group " + std::to_string(group) + " has " + std::to_string(g.params.size()) +
          " parameters, got " + std::to_string(count) + " gradients");
@@ -93,13 +120,13 @@ void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
       fail("group_update: gradient of '" + p.name + "' is " + dtype_name(grads[i].dtype) + " " +
            grads[i].shape.str() + ", parameter is F32 " + p.value.shape.str());
     // The gradient leaves the device here (on the CPU target: a copy).
-    std::memcpy(g.grads[i].data(), grads[i].data, grads[i].nbytes());
+    std::memcpy(grad(g, i), grads[i].data, grads[i].nbytes());
     rt_.record_grad(g.params[i], grads[i]);
     if (clip_norm_ > 0) {
       // torch takes the norm of each gradient in fp32, then the norm of those.
-      const float* x = g.grads[i].data();
+      const float* x = grad(g, i);
       double acc = 0;
-      for (size_t k = 0; k < g.grads[i].size(); ++k) acc += double(x[k]) * double(x[k]);
+      for (int64_t k = 0; k < grads[i].numel(); ++k) acc += double(x[k]) * double(x[k]);
       float n = float(std::sqrt(acc));
       g.sq_norms[i] = double(n) * double(n);
     }
@@ -162,9 +189,10 @@ void AsyncOptimizer::worker() {
     Group& g = groups_[size_t(group)];
     auto t0 = Clock::now();
     try {
-      for (size_t i = 0; i < g.params.size(); ++i)
-        if (g.scale != 1.f)
-          for (float& x : g.grads[i]) x *= g.scale;
+      if (g.scale != 1.f) {
+        float* x = grad(g, 0);
+        for (size_t k = 0; k < g.grad_elems; ++k) x[k] *= g.scale;
+      }
       if (store_)
         update_out_of_core(group);
       else
@@ -175,13 +203,15 @@ void AsyncOptimizer::worker() {
     }
     std::lock_guard<std::mutex> lock(mu_);
     busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    free_slots_.push_back(g.slot);
+    g.slot = -1;
     g.pending = false;
     done_cv_.notify_all();
   }
 }
 
 void AsyncOptimizer::update(Group& g) {
-  for (size_t i = 0; i < g.params.size(); ++i) rt_.adamw_at(g.params[i], g.grads[i].data(), g.step);
+  for (size_t i = 0; i < g.params.size(); ++i) rt_.adamw_at(g.params[i], grad(g, i), g.step);
 }
 
 void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
@@ -224,7 +254,7 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
     const auto& p = rt_.param(g.params[i]);
     auto* m = reinterpret_cast<float*>(base + g.m_offsets[i]);
     auto* v = reinterpret_cast<float*>(base + g.v_offsets[i]);
-    adamw_step(p.value.as<float>(), g.grads[i].data(), m, v, p.value.numel(), rt_.options().adamw, g.step);
+    adamw_step(p.value.as<float>(), grad(g, i), m, v, p.value.numel(), rt_.options().adamw, g.step);
   }
   for (size_t i = 0; i < g.params.size(); ++i) {
     cur.writes.push_back(store_->write(g.m_regions[i], base + g.m_offsets[i]));

@@ -58,13 +58,25 @@ class AsyncOptimizer {
   const store::TensorStore* store() const { return store_.get(); }
   size_t staging_bytes() const { return staging_bytes_; }
 
+  // Host memory: what the optimizer holds besides its gradient slots, the
+  // size of one slot, and the fewest slots it can run with (clipping needs
+  // every group's gradients at once).
+  size_t fixed_host_bytes() const;
+  size_t slot_bytes() const { return slot_elems_ * sizeof(float); }
+  size_t min_slots() const { return clip_norm_ > 0 ? groups_.size() : 1; }
+  // How many slots to use (default: one per group, never waiting).
+  void set_slots(size_t n) { wanted_slots_ = n; }
+  size_t slots() const { return slots_.size(); }
+
   double busy_seconds() const;  // time the worker spent updating
   double wait_seconds() const { return wait_seconds_; }  // time callers blocked in wait
 
  private:
   struct Group {
     std::vector<int64_t> params;
-    std::vector<std::vector<float>> grads;  // host copies, reused every step
+    std::vector<size_t> grad_offsets;       // where each gradient sits in a slot
+    size_t grad_elems = 0;
+    int slot = -1;                          // the host slot holding its gradients
     std::vector<double> sq_norms;  // per parameter, of this step's gradients
     int64_t step = 0;
     float scale = 1.f;             // clipping coefficient applied before AdamW
@@ -86,6 +98,8 @@ class AsyncOptimizer {
   void update_out_of_core(int64_t group);
   Staging& stage(int64_t group, Staging* avoid);
   void drain(std::vector<store::Ticket>& tickets);
+  float* grad(const Group& g, size_t i) { return slots_[size_t(g.slot)].data() + g.grad_offsets[i]; }
+  void make_slots();
 
   Runtime& rt_;
   std::vector<Group> groups_;
@@ -98,6 +112,13 @@ class AsyncOptimizer {
   double last_norm_ = 0;
   double busy_seconds_ = 0;
   double wait_seconds_ = 0;
+  // Host slots for gradients that left the device, each as big as the
+  // largest group; start() waits for a free one (backpressure), so their
+  // number bounds host memory.
+  std::vector<std::vector<float>> slots_;
+  std::vector<int> free_slots_;
+  size_t slot_elems_ = 0;
+  size_t wanted_slots_ = 0;
   std::unique_ptr<store::TensorStore> store_;
   Staging staging_[2];
   size_t staging_bytes_ = 0;

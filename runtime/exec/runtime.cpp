@@ -152,6 +152,12 @@ void Runtime::adamw_at(int64_t index, const float* grad, int64_t step) {
   adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(), opts_.adamw, step);
 }
 
+int64_t Runtime::param_bytes() const {
+  int64_t n = 0;
+  for (const Param& p : params_) n += (p.value.nbytes() + 63) / 64 * 64;
+  return n;
+}
+
 int64_t Runtime::trainable_elements() const {
   int64_t n = 0;
   for (const Param& p : params_)

@@ -28,6 +28,8 @@ struct TrainOptions {
   std::string resume_dir;  // continue from this checkpoint
   int64_t save_every = 0;  // also checkpoint every K steps
   std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
+  int64_t cpu_mem = 0;     // budget for host buffers (0: none)
+  int64_t gpu_mem = 0;     // budget for the device arena (on the CPU target, the arena that stands for it)
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults
 };
@@ -66,6 +68,10 @@ class Runtime {
 
   int64_t num_params() const { return int64_t(params_.size()); }
   int64_t trainable_elements() const;
+  int64_t param_bytes() const;  // in the allocator's 64-byte granules
+  // -1 when the program declared no plan.
+  void set_planned_temp_bytes(int64_t n) { planned_temp_bytes_ = n; }
+  int64_t planned_temp_bytes() const { return planned_temp_bytes_; }
   const Param& param(int64_t index) const;
   bool inputs_declared() const { return vocab_ > 0; }
   const Shape& input_shape() const { return input_shape_; }
@@ -115,6 +121,7 @@ class Runtime {
   std::vector<Param> params_;
   Shape input_shape_;
   int64_t vocab_ = 0;
+  int64_t planned_temp_bytes_ = -1;
   TrainOptions opts_;
   int64_t step_ = 0;
   bool record_grads_ = false;

@@ -42,6 +42,8 @@ const char kUsage[] =
     "  --save-every K       also checkpoint to --save DIR every K steps\n"
     "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
+    "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
+    "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries\n"
     "  --help               this text\n";
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -70,6 +72,27 @@ std::string default_weights_path(const char* argv0) {
 }
 
 // Returns false when --help was given (usage already printed).
+// "512M", "1.5G", "4096": bytes. K, M, G, T are powers of 1024.
+int64_t parse_size(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  double x = std::strtod(value.c_str(), &end);
+  double unit = 1;
+  std::string suffix = end ? std::string(end) : std::string();
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") unit = 1024.0;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") unit = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") unit = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "t" || suffix == "TiB") unit = 1024.0 * 1024 * 1024 * 1024;
+  else if (!suffix.empty() && suffix != "B") fail("flag '" + flag + "' needs a size like 512M or 2G, got '" + value + "'");
+  if (end == value.c_str() || !(x > 0)) fail("flag '" + flag + "' needs a positive size, got '" + value + "'");
+  return int64_t(x * unit);
+}
+
+std::string mib(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / 1048576.0);
+  return buf;
+}
+
 bool parse_args(int argc, char** argv, TrainOptions* o) {
   bool have_steps = false;
   o->weights.clear();
@@ -90,7 +113,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
                                          "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every",
-                                         "--ssd"};
+                                         "--ssd", "--cpu-mem", "--gpu-mem"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -107,6 +130,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--weights") o->weights = value;
     else if (flag == "--dump-grads") o->dump_grads = value;
     else if (flag == "--resume") o->resume_dir = value;
+    else if (flag == "--cpu-mem") o->cpu_mem = parse_size(flag, value);
+    else if (flag == "--gpu-mem") o->gpu_mem = parse_size(flag, value);
     else if (flag == "--ssd") {
       o->ssd_dirs.clear();
       size_t start = 0;
@@ -219,6 +244,37 @@ class JsonLog {
   FILE* f_ = nullptr;
 };
 
+// Refuses, with the smallest workable figure, budgets the program cannot
+// run in; sizes the optimizer's gradient slots to the host budget.
+void check_budgets(Runtime& rt, const TrainOptions& o) {
+  if (o.gpu_mem > 0) {
+    if (rt.planned_temp_bytes() < 0) fail("--gpu-mem: this program carries no memory plan (recompile it)");
+    int64_t need = rt.param_bytes() + rt.planned_temp_bytes();
+    if (o.gpu_mem < need)
+      fail("--gpu-mem " + mib(o.gpu_mem) + " is too small for this program: it needs at least " + mib(need) +
+           " (parameters " + mib(rt.param_bytes()) + ", temporaries " + mib(rt.planned_temp_bytes()) + ")");
+  }
+  if (o.cpu_mem > 0) {
+    if (!rt.has_async_optimizer()) {
+      int64_t need = 2 * 4 * rt.trainable_elements();
+      if (o.cpu_mem < need)
+        fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: its AdamW state needs " + mib(need) +
+             " in memory (compile without --sync-optimizer and add --ssd to keep it on SSD)");
+      return;
+    }
+    AsyncOptimizer& opt = rt.async_optimizer();
+    int64_t fixed = int64_t(opt.fixed_host_bytes()), slot = int64_t(opt.slot_bytes());
+    int64_t need = fixed + int64_t(opt.min_slots()) * slot;
+    if (o.cpu_mem < need)
+      fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: it needs at least " + mib(need) + " (" +
+           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed) + ", " +
+           std::to_string(opt.min_slots()) + " gradient slot(s) of " + mib(slot) +
+           (opt.on_ssd() ? ")" : "; add --ssd to keep the state on SSD)"));
+    int64_t slots = (o.cpu_mem - fixed) / (slot > 0 ? slot : 1);
+    opt.set_slots(size_t(std::min<int64_t>(slots, opt.num_groups())));
+  }
+}
+
 int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   TrainOptions o;
   if (!parse_args(argc, argv, &o)) return 0;
@@ -246,6 +302,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     rt.async_optimizer().set_clip_norm(o.clip_norm);
   }
 
+  check_budgets(rt, o);
+
   int64_t first = 0;
   if (!o.resume_dir.empty()) {
     first = load_checkpoint(rt, o.resume_dir);
@@ -264,6 +322,10 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     auto t0 = std::chrono::steady_clock::now();
     step(&rt, idx, tgt, loss);
     auto t1 = std::chrono::steady_clock::now();
+    if (rt.planned_temp_bytes() >= 0 && rt.pool_stats().peak_bytes > rt.planned_temp_bytes())
+      fail("step " + std::to_string(s + 1) + " held " + std::to_string(rt.pool_stats().peak_bytes) +
+           " bytes of temporaries at once, more than the compiler's plan of " +
+           std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
     if (rt.pool_stats().live_buffers != 0)
       fail("step " + std::to_string(s + 1) + " left " + std::to_string(rt.pool_stats().live_buffers) +
            " buffers allocated (alloc/dealloc unbalanced in the program)");
