@@ -17,6 +17,7 @@ size_t page_round(size_t n) { return (n + store::kPageBytes - 1) / store::kPageB
 
 AsyncOptimizer::AsyncOptimizer(Runtime& rt) : rt_(rt) {
   const TrainOptions& o = rt.options();
+  pool_ = std::make_unique<AdamWPool>(int(o.optimizer_threads));
   if (!o.ssd_dirs.empty()) {
     store::StoreOptions so;
     so.dirs = o.ssd_dirs;
@@ -211,7 +212,12 @@ void AsyncOptimizer::worker() {
 }
 
 void AsyncOptimizer::update(Group& g) {
-  for (size_t i = 0; i < g.params.size(); ++i) rt_.adamw_at(g.params[i], grad(g, i), g.step);
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    const auto& p = rt_.param(g.params[i]);
+    pool_->submit(p.value.as<float>(), grad(g, i), p.m.as<float>(), p.v.as<float>(), p.value.numel(),
+                  rt_.options().adamw, g.step);
+  }
+  pool_->wait_all();
 }
 
 void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
@@ -254,8 +260,9 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
     const auto& p = rt_.param(g.params[i]);
     auto* m = reinterpret_cast<float*>(base + g.m_offsets[i]);
     auto* v = reinterpret_cast<float*>(base + g.v_offsets[i]);
-    adamw_step(p.value.as<float>(), grad(g, i), m, v, p.value.numel(), rt_.options().adamw, g.step);
+    pool_->submit(p.value.as<float>(), grad(g, i), m, v, p.value.numel(), rt_.options().adamw, g.step);
   }
+  pool_->wait_all();
   for (size_t i = 0; i < g.params.size(); ++i) {
     cur.writes.push_back(store_->write(g.m_regions[i], base + g.m_offsets[i]));
     cur.writes.push_back(store_->write(g.v_regions[i], base + g.v_offsets[i]));

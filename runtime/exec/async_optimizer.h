@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "optim/adamw.h"
 #include "store/store.h"
 
 namespace fy {
@@ -119,6 +120,7 @@ class AsyncOptimizer {
   std::vector<int> free_slots_;
   size_t slot_elems_ = 0;
   size_t wanted_slots_ = 0;
+  std::unique_ptr<AdamWPool> pool_;  // the update itself, on every core it may use
   std::unique_ptr<store::TensorStore> store_;
   Staging staging_[2];
   size_t staging_bytes_ = 0;

@@ -29,6 +29,7 @@ struct TrainOptions {
   int64_t save_every = 0;  // also checkpoint every K steps
   std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
+  int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   int64_t gpu_mem = 0;     // budget for the device arena (on the CPU target, the arena that stands for it)
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults

@@ -44,6 +44,7 @@ const char kUsage[] =
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries\n"
+    "  --optimizer-threads N  threads of the background CPU optimizer (default: every CPU)\n"
     "  --help               this text\n";
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -113,7 +114,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
                                          "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every",
-                                         "--ssd", "--cpu-mem", "--gpu-mem"};
+                                         "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -131,6 +132,10 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--dump-grads") o->dump_grads = value;
     else if (flag == "--resume") o->resume_dir = value;
     else if (flag == "--cpu-mem") o->cpu_mem = parse_size(flag, value);
+    else if (flag == "--optimizer-threads") {
+      o->optimizer_threads = parse_int(flag, value);
+      if (o->optimizer_threads < 0) fail("flag '--optimizer-threads' must be >= 0, got " + value);
+    }
     else if (flag == "--gpu-mem") o->gpu_mem = parse_size(flag, value);
     else if (flag == "--ssd") {
       o->ssd_dirs.clear();
