@@ -73,31 +73,27 @@ def main():
             os.remove(f)
     run([w("train"), "--data", data, "--steps", str(a.steps), "--log-json", w("ours.jsonl"),
          "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5", "--save", w("ckpt")] + hp)
-    if a.bitwise_vs_sync:
-        # The overlapped optimizer must not change a single bit.
-        run([a.compiler, w("model.onnx"), "-o", w("train_sync"), "--sync-optimizer"] + freeze)
-        run([w("train_sync"), "--data", data, "--steps", str(a.steps), "--log-json", w("sync.jsonl"),
-             "--log-every", str(a.steps), "--save", w("ckpt_sync")] + hp)
+    def same_bits(binary, tag, what, extra=()):
+        """Trains again with `binary` and `extra` flags: losses and weights must match bit for bit."""
+        run([binary, "--data", data, "--steps", str(a.steps), "--log-json", w(tag + ".jsonl"),
+             "--log-every", str(a.steps), "--save", w("ckpt_" + tag)] + list(extra) + hp)
         ours = [json.loads(l)["loss"] for l in open(w("ours.jsonl"))]
-        sync = [json.loads(l)["loss"] for l in open(w("sync.jsonl"))]
-        if ours != sync:
-            sys.exit(f"e2e: FAIL: overlapped and synchronous optimizer losses differ: {ours} vs {sync}")
-        if open(w("ckpt/model.safetensors"), "rb").read() != open(w("ckpt_sync/model.safetensors"), "rb").read():
-            sys.exit("e2e: FAIL: overlapped and synchronous optimizer weights differ")
-        print(f"e2e: overlapped optimizer bit-identical to synchronous over {a.steps} steps")
+        other = [json.loads(l)["loss"] for l in open(w(tag + ".jsonl"))]
+        if ours != other:
+            sys.exit(f"e2e: FAIL: losses with {what} differ: {ours} vs {other}")
+        weights = lambda d: open(os.path.join(d, "model.safetensors"), "rb").read()
+        if weights(w("ckpt")) != weights(w("ckpt_" + tag)):
+            sys.exit(f"e2e: FAIL: weights trained with {what} differ")
+        print(f"e2e: {what}: bit-identical over {a.steps} steps")
+
+    if a.bitwise_vs_sync:
+        run([a.compiler, w("model.onnx"), "-o", w("train_sync"), "--sync-optimizer"] + freeze)
+        same_bits(w("train_sync"), "sync", "the synchronous optimizer")
     if a.bitwise_vs_ssd:
         dirs = [w("ssd0"), w("ssd1")]
         for d in dirs:
             os.makedirs(d, exist_ok=True)
-        run([w("train"), "--data", data, "--steps", str(a.steps), "--log-json", w("ssd.jsonl"),
-             "--log-every", str(a.steps), "--save", w("ckpt_ssd"), "--ssd", ",".join(dirs)] + hp)
-        ours = [json.loads(l)["loss"] for l in open(w("ours.jsonl"))]
-        ssd = [json.loads(l)["loss"] for l in open(w("ssd.jsonl"))]
-        if ours != ssd:
-            sys.exit(f"e2e: FAIL: losses with the state on SSD differ: {ours} vs {ssd}")
-        if open(w("ckpt/model.safetensors"), "rb").read() != open(w("ckpt_ssd/model.safetensors"), "rb").read():
-            sys.exit("e2e: FAIL: weights trained with the state on SSD differ")
-        print(f"e2e: AdamW state on SSD bit-identical to in memory over {a.steps} steps")
+        same_bits(w("train"), "ssd", "AdamW's state on SSD", ["--ssd", ",".join(dirs)])
     run([PY, os.path.join(HERE, "oracle.py"), "--onnx", w("model.onnx"), "--data", data,
          "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
          "--out-losses", w("ref.jsonl"), "--out-grads", w("ref_grads.safetensors")]
