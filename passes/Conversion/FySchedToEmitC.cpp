@@ -374,7 +374,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     b.create<emitc::VerbatimOp>(
         module.getLoc(),
         "int main(int argc, char **argv) {\n"
-        "  return fy::train_main(argc, argv, fy_declare, fy_train_step);\n}");
+        "  return fy::program_main(argc, argv, fy_declare, fy_train_step);\n}");
   }
 };
 

@@ -24,6 +24,10 @@ using TrainStepFn = void (*)(Runtime*, View /*token ids*/, View /*target ids*/, 
 // "train: error: ..." on stderr and return 1.
 int train_main(int argc, char** argv, DeclareFn declare, TrainStepFn step);
 
+// The generated program's main: train_main, after settling the threading
+// environment (a short OpenMP spin) by re-executing itself once if needed.
+int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step);
+
 }  // namespace fy
 
 namespace fy::rt {

@@ -56,7 +56,7 @@
 // CHECK-NEXT: emitc.call_opaque "fy::rt::dealloc"(%[[RT]], %[[L]])
 // CHECK-NEXT: emitc.return
 // CHECK-NEXT: }
-// CHECK-NEXT: emitc.verbatim "int main(int argc, char **argv) {\0A  return fy::train_main(argc, argv, fy_declare, fy_train_step);\0A}"
+// CHECK-NEXT: emitc.verbatim "int main(int argc, char **argv) {\0A  return fy::program_main(argc, argv, fy_declare, fy_train_step);\0A}"
 // CHECK-NOT: fysched.
 fygraph.param @wte trainable : tensor<10x4xf32>
 fygraph.param @"ln.w" : tensor<4xf32>
