@@ -1,6 +1,8 @@
 #include "exec/async_optimizer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstring>
 
@@ -137,6 +139,12 @@ void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
   g.pending = true;
   if (clip_norm_ <= 0) {
     queue_.push_back(group);
+    if (++started_ == groups_.size()) {
+      // Backward is done: what is still queued is next needed by the next
+      // forward, first layer first (groups are declared in backward order).
+      started_ = 0;
+      std::sort(queue_.begin(), queue_.end(), std::greater<int64_t>());
+    }
     work_cv_.notify_one();
     return;
   }

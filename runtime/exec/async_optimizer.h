@@ -105,6 +105,7 @@ class AsyncOptimizer {
   Runtime& rt_;
   std::vector<Group> groups_;
   std::deque<int64_t> queue_;
+  size_t started_ = 0;  // groups started in this step
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::exception_ptr error_;
