@@ -12,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "exec/runtime.h"
+#include "trace/trace.h"
 #include "kernels/cpu/kernels.h"
 
 namespace fy {
@@ -95,7 +96,8 @@ void slice(Runtime* rt, View x, View y, std::initializer_list<int64_t> starts, s
 void slice_grad(Runtime* rt, View dy, View dx, std::initializer_list<int64_t> starts,
                 std::initializer_list<int64_t> steps);
 template <class... Views>
-void concat(Runtime*, int64_t axis, View out, Views... ins) {
+void concat(Runtime* rt, int64_t axis, View out, Views... ins) {
+  TraceSpan span(rt->trace(), "compute", "concat");
   cpu::concat({View(ins)...}, out, axis);
 }
 void gather(Runtime* rt, View table, View idx, View out);

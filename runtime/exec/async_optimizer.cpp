@@ -220,6 +220,7 @@ void AsyncOptimizer::worker() {
 }
 
 void AsyncOptimizer::update(Group& g) {
+  TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", int64_t(g.grad_elems * 16));
   for (size_t i = 0; i < g.params.size(); ++i) {
     const auto& p = rt_.param(g.params[i]);
     pool_->submit(p.value.as<float>(), grad(g, i), p.m.as<float>(), p.v.as<float>(), p.value.numel(),
@@ -239,8 +240,12 @@ AsyncOptimizer::Staging& AsyncOptimizer::stage(int64_t group, Staging* avoid) {
   for (Staging& st : staging_)
     if (st.group == group) return st;
   Staging& st = &staging_[0] == avoid ? staging_[1] : staging_[0];
-  drain(st.writes);  // its previous group's write-back must land first
-  drain(st.reads);
+  {
+    // Its previous group's write-back must land first.
+    TraceSpan span(rt_.trace(), "cpu optimizer", "state write wait, group " + std::to_string(st.group));
+    drain(st.writes);
+    drain(st.reads);
+  }
   const Group& g = groups_[size_t(group)];
   char* base = static_cast<char*>(st.buffer.data());
   for (size_t i = 0; i < g.params.size(); ++i) {
@@ -262,7 +267,12 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
     next = !queue_.empty() ? queue_.front() : (group + 1) % num_groups();
   }
   if (next != group) stage(next, &cur);
-  drain(cur.reads);
+  {
+    TraceSpan span(rt_.trace(), "cpu optimizer", "state read wait, group " + std::to_string(group));
+    drain(cur.reads);
+  }
+  TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group " + std::to_string(group),
+                 int64_t(g.grad_elems * 16));
   char* base = static_cast<char*>(cur.buffer.data());
   for (size_t i = 0; i < g.params.size(); ++i) {
     const auto& p = rt_.param(g.params[i]);

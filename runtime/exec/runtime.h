@@ -11,6 +11,7 @@
 
 #include "core/tensor.h"
 #include "exec/async_optimizer.h"
+#include "trace/trace.h"
 #include "optim/adamw.h"
 
 namespace fy {
@@ -30,6 +31,7 @@ struct TrainOptions {
   std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
+  std::string trace;       // Chrome trace JSON of the run
   int64_t gpu_mem = 0;     // budget for the device arena (on the CPU target, the arena that stands for it)
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults
@@ -100,6 +102,10 @@ class Runtime {
   void record_grad(int64_t index, View grad);
   void set_record_grads(bool on) { record_grads_ = on; }
 
+  // The run's timeline (--trace), or null.
+  Trace* trace() const { return trace_.get(); }
+  void set_trace(std::unique_ptr<Trace> t) { trace_ = std::move(t); }
+
   // Layer groups whose updates run in the background (group_update).
   AsyncOptimizer& async_optimizer();
   bool has_async_optimizer() const { return async_ != nullptr; }
@@ -127,6 +133,7 @@ class Runtime {
   int64_t step_ = 0;
   bool record_grads_ = false;
 
+  std::unique_ptr<Trace> trace_;
   std::unique_ptr<AsyncOptimizer> async_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // capacity -> headers
   std::vector<void*> blocks_;                            // every malloc, for the destructor

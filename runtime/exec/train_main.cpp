@@ -45,6 +45,7 @@ const char kUsage[] =
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries\n"
     "  --optimizer-threads N  threads of the background CPU optimizer (default: every CPU)\n"
+    "  --trace FILE         write the run's timeline as Chrome trace JSON (Perfetto)\n"
     "  --help               this text\n";
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -114,7 +115,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
                                          "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every",
-                                         "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads"};
+                                         "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -132,6 +133,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--dump-grads") o->dump_grads = value;
     else if (flag == "--resume") o->resume_dir = value;
     else if (flag == "--cpu-mem") o->cpu_mem = parse_size(flag, value);
+    else if (flag == "--trace") o->trace = value;
     else if (flag == "--optimizer-threads") {
       o->optimizer_threads = parse_int(flag, value);
       if (o->optimizer_threads < 0) fail("flag '--optimizer-threads' must be >= 0, got " + value);
@@ -289,6 +291,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
 
   Runtime rt;
   rt.set_options(o);
+  if (!o.trace.empty()) rt.set_trace(std::make_unique<Trace>(o.trace));
   declare(&rt);
   if (!rt.inputs_declared()) fail("the program did not declare its inputs (declare_inputs)");
   load_weights(rt, o.weights);
@@ -326,7 +329,10 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
     rt.set_step(s + 1);
     auto t0 = std::chrono::steady_clock::now();
-    step(&rt, idx, tgt, loss);
+    {
+      TraceSpan span(rt.trace(), "steps", "step " + std::to_string(s + 1));
+      step(&rt, idx, tgt, loss);
+    }
     auto t1 = std::chrono::steady_clock::now();
     if (rt.planned_temp_bytes() >= 0 && rt.pool_stats().peak_bytes > rt.planned_temp_bytes())
       fail("step " + std::to_string(s + 1) + " held " + std::to_string(rt.pool_stats().peak_bytes) +
@@ -388,6 +394,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   }
 
   if (!o.save_dir.empty()) save_checkpoint(rt, o.save_dir, o.steps);
+  if (rt.trace()) rt.trace()->write();
   return 0;
 }
 
