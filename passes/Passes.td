@@ -8,6 +8,8 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
   let description = [{
     PyTorch exports GELU, SiLU and RMSNorm as chains of elementwise ops.
     Fused ops halve the saved activations and have one gradient rule each.
+    A transpose of the last two dims feeding a matmul becomes its trans_a or
+    trans_b flag (every exported Linear).
   }];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }

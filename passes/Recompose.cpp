@@ -246,10 +246,40 @@ struct FormLayerNorm : OpRewritePattern<fg::AddOp> {
   }
 };
 
+// matmul(x, transpose(w)) with the last two dims swapped -> matmul(x, w) {trans_b}:
+// torch exports every Linear this way, and the copy costs more than the GEMM.
+struct FoldTransposeIntoMatMul : OpRewritePattern<fg::MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static bool swapsLastTwo(fg::TransposeOp t) {
+    ArrayRef<int64_t> perm = t.getPerm();
+    int64_t r = perm.size();
+    if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1)
+      return false;
+    for (int64_t i = 0; i < r - 2; ++i)
+      if (perm[i] != i)
+        return false;
+    return true;
+  }
+
+  LogicalResult matchAndRewrite(fg::MatMulOp mm, PatternRewriter &rw) const override {
+    auto tl = def<fg::TransposeOp>(mm.getLhs());
+    auto tr = def<fg::TransposeOp>(mm.getRhs());
+    bool foldL = tl && swapsLastTwo(tl), foldR = tr && swapsLastTwo(tr);
+    if (!foldL && !foldR)
+      return failure();
+    Value lhs = foldL ? tl.getInput() : mm.getLhs();
+    Value rhs = foldR ? tr.getInput() : mm.getRhs();
+    rw.replaceOpWithNewOp<fg::MatMulOp>(mm, mm.getType(), lhs, rhs,
+                                        mm.getTransA() != foldL, mm.getTransB() != foldR);
+    return success();
+  }
+};
+
 struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FormSilu, FormGelu, FormRMSNorm, FormLayerNorm>(&getContext());
+    patterns.add<FormSilu, FormGelu, FormRMSNorm, FormLayerNorm, FoldTransposeIntoMatMul>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

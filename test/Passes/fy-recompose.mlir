@@ -329,3 +329,24 @@ func.func @layer_norm_uncentred_variance(%x: tensor<4x8xf32>, %w: tensor<8xf32>,
   %r = fygraph.add %sc, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %r : tensor<4x8xf32>
 }
+
+// -----
+
+// Every exported Linear: matmul(x, transpose(w)) -> matmul(x, w) {trans_b}.
+// A flag already set toggles off; a transpose of other dims stays.
+// CHECK-LABEL: func.func @linear
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<5x4xf32>, %[[B:.*]]: tensor<2x4x3xf32>, %[[C:.*]]: tensor<2x3x5xf32>)
+// CHECK: %[[Y:.*]] = fygraph.matmul %[[X]], %[[W]] {trans_b} : (tensor<2x3x4xf32>, tensor<5x4xf32>) -> tensor<2x3x5xf32>
+// CHECK: %[[Z:.*]] = fygraph.matmul %[[B]], %[[C]] : (tensor<2x4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+// CHECK: %[[P:.*]] = fygraph.transpose %[[C]] {perm = array<i64: 1, 0, 2>}
+// CHECK: fygraph.matmul %[[P]], %[[W]] : (tensor<3x2x5xf32>, tensor<5x4xf32>) -> tensor<3x2x4xf32>
+func.func @linear(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>, %b: tensor<2x4x3xf32>, %c: tensor<2x3x5xf32>)
+    -> (tensor<2x3x5xf32>, tensor<2x4x5xf32>, tensor<3x2x4xf32>) {
+  %wt = fygraph.transpose %w {perm = array<i64: 1, 0>} : tensor<5x4xf32> -> tensor<4x5xf32>
+  %y = fygraph.matmul %x, %wt : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %bt = fygraph.transpose %b {perm = array<i64: 0, 2, 1>} : tensor<2x4x3xf32> -> tensor<2x3x4xf32>
+  %z = fygraph.matmul %bt, %c {trans_a} : (tensor<2x3x4xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  %p = fygraph.transpose %c {perm = array<i64: 1, 0, 2>} : tensor<2x3x5xf32> -> tensor<3x2x5xf32>
+  %q = fygraph.matmul %p, %wt {trans_b} : (tensor<3x2x5xf32>, tensor<4x5xf32>) -> tensor<3x2x4xf32>
+  return %y, %z, %q : tensor<2x3x5xf32>, tensor<2x4x5xf32>, tensor<3x2x4xf32>
+}
