@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian bookworm packages fuyou-compile needs, only those missing.
 set -e
-PKGS="cmake ninja-build g++ libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools libonnx-dev \
+PKGS="cmake ninja-build g++ pkg-config libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools libonnx-dev \
 libprotobuf-dev protobuf-compiler liburing-dev libopenblas-dev libgtest-dev python3-torch python3-onnx \
 python3-numpy time"
 missing=""
