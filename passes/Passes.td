@@ -93,6 +93,17 @@ def PlanMemory : Pass<"fy-plan-memory", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def TestPrintBufferLiveness : Pass<"test-print-buffer-liveness", "mlir::ModuleOp"> {
+  let summary = "Test pass: a remark per buffer with its size and live range";
+  let description = [{
+    For lit tests of the buffer liveness analysis (passes/Analysis): each
+    fysched.alloc and fysched.constant gets a remark
+    `<bytes> bytes live [start, end]` (positions in its block), and
+    `, escapes` when the function returns it.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def ConvertFySchedToEmitC : Pass<"fy-convert-fysched-to-emitc", "mlir::ModuleOp"> {
   let summary = "fysched program → EmitC calls into the runtime (libfuyou_rt)";
   let description = [{

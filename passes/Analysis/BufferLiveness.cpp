@@ -1,0 +1,44 @@
+#include "passes/Analysis/BufferLiveness.h"
+
+#include "dialects/FySched/FySchedOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+namespace fs = fuyou::fysched;
+
+namespace fuyou {
+
+BufferLiveness::BufferLiveness(Block &block) {
+  for (auto [i, op] : llvm::enumerate(block))
+    position_[&op] = i;
+  for (Operation &op : block) {
+    if (!isa<fs::AllocOp, fs::ConstantOp>(op))
+      continue;
+    auto t = cast<fs::BufferType>(op.getResult(0).getType());
+    BufferInterval iv{&op, &op, position_[&op], position_[&op],
+                      t.getNumElements() * ((t.getElementType().getIntOrFloatBitWidth() + 7) / 8),
+                      false};
+    SmallVector<Value> work{op.getResult(0)};
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        Operation *top = block.findAncestorOpInBlock(*user);
+        if (!top || isa<func::ReturnOp>(top)) {
+          iv.escapes = true;
+          continue;
+        }
+        if (auto view = dyn_cast<fs::ViewOp>(top))
+          work.push_back(view.getResult());
+        if (isa<fs::DeallocOp>(top))
+          continue;  // the end of a lifetime is not a use
+        if (position_[top] > iv.end) {
+          iv.end = position_[top];
+          iv.last = top;
+        }
+      }
+    }
+    intervals_.push_back(iv);
+  }
+}
+
+} // namespace fuyou
