@@ -291,25 +291,29 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
 void AsyncOptimizer::read_state(int64_t param, float* m, float* v) {
   const auto& p = rt_.param(param);
   if (!store_) {
-    std::memcpy(m, p.m.data, size_t(p.m.nbytes()));
-    std::memcpy(v, p.v.data, size_t(p.v.nbytes()));
+    if (m) std::memcpy(m, p.m.data, size_t(p.m.nbytes()));
+    if (v) std::memcpy(v, p.v.data, size_t(p.v.nbytes()));
     return;
   }
   wait_all();
   for (Staging& st : staging_) drain(st.writes);
   size_t bytes = size_t(p.value.numel()) * sizeof(float);
   store::AlignedBuffer tmp = store_->buffer(bytes);  // O_DIRECT wants aligned memory
-  store_->read_sync(store_->find("adam_m/" + p.name), tmp.data());
-  std::memcpy(m, tmp.data(), bytes);
-  store_->read_sync(store_->find("adam_v/" + p.name), tmp.data());
-  std::memcpy(v, tmp.data(), bytes);
+  if (m) {
+    store_->read_sync(store_->find("adam_m/" + p.name), tmp.data());
+    std::memcpy(m, tmp.data(), bytes);
+  }
+  if (v) {
+    store_->read_sync(store_->find("adam_v/" + p.name), tmp.data());
+    std::memcpy(v, tmp.data(), bytes);
+  }
 }
 
 void AsyncOptimizer::write_state(int64_t param, const float* m, const float* v) {
   const auto& p = rt_.param(param);
   if (!store_) {
-    std::memcpy(p.m.data, m, size_t(p.m.nbytes()));
-    std::memcpy(p.v.data, v, size_t(p.v.nbytes()));
+    if (m) std::memcpy(p.m.data, m, size_t(p.m.nbytes()));
+    if (v) std::memcpy(p.v.data, v, size_t(p.v.nbytes()));
     return;
   }
   wait_all();
@@ -320,10 +324,14 @@ void AsyncOptimizer::write_state(int64_t param, const float* m, const float* v) 
   }
   size_t bytes = size_t(p.value.numel()) * sizeof(float);
   store::AlignedBuffer tmp = store_->buffer(bytes);
-  std::memcpy(tmp.data(), m, bytes);
-  store_->write_sync(store_->find("adam_m/" + p.name), tmp.data());
-  std::memcpy(tmp.data(), v, bytes);
-  store_->write_sync(store_->find("adam_v/" + p.name), tmp.data());
+  if (m) {
+    std::memcpy(tmp.data(), m, bytes);
+    store_->write_sync(store_->find("adam_m/" + p.name), tmp.data());
+  }
+  if (v) {
+    std::memcpy(tmp.data(), v, bytes);
+    store_->write_sync(store_->find("adam_v/" + p.name), tmp.data());
+  }
 }
 
 }  // namespace fy

@@ -53,7 +53,8 @@ class AsyncOptimizer {
   // and only two groups' worth sit in host memory: the group being updated
   // and the next one, whose read is issued ahead (reads go before writes).
   bool on_ssd() const { return store_ != nullptr; }
-  // The moments of one parameter, wherever they live (checkpoints).
+  // The moments of one parameter, wherever they live (checkpoints); either
+  // pointer may be null.
   void read_state(int64_t param, float* m, float* v);
   void write_state(int64_t param, const float* m, const float* v);
   const store::TensorStore* store() const { return store_.get(); }

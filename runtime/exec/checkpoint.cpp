@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <unistd.h>
 #include <vector>
@@ -99,24 +100,22 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
     fail("--save: cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : std::string()));
 
   std::vector<SafetensorsEntry> state, params;
-  std::vector<std::vector<float>> moments;  // copies of what lives in the store
-  moments.reserve(size_t(2 * rt.num_params()));
   for (int64_t i = 0; i < rt.num_params(); ++i) {
     const auto& p = rt.param(i);
-    params.push_back({p.name, p.value.dtype, p.value.shape.vec(), p.value.data});
-    state.push_back({"param/" + p.name, p.value.dtype, p.value.shape.vec(), p.value.data});
+    params.push_back({p.name, p.value.dtype, p.value.shape.vec(), p.value.data, {}});
+    state.push_back({"param/" + p.name, p.value.dtype, p.value.shape.vec(), p.value.data, {}});
     if (!p.trainable) continue;
-    const void *m = p.m.data, *v = p.v.data;
-    if (!m) {
-      moments.emplace_back(size_t(p.value.numel()));
-      moments.emplace_back(size_t(p.value.numel()));
-      auto& rw = const_cast<Runtime&>(rt).async_optimizer();
-      rw.read_state(i, moments[moments.size() - 2].data(), moments.back().data());
-      m = moments[moments.size() - 2].data();
-      v = moments.back().data();
+    if (p.m.data) {
+      state.push_back({"adam_m/" + p.name, DType::F32, p.value.shape.vec(), p.m.data, {}});
+      state.push_back({"adam_v/" + p.name, DType::F32, p.value.shape.vec(), p.v.data, {}});
+      continue;
     }
-    state.push_back({"adam_m/" + p.name, DType::F32, p.value.shape.vec(), m});
-    state.push_back({"adam_v/" + p.name, DType::F32, p.value.shape.vec(), v});
+    // Moments on SSD: copied out one tensor at a time as the writer reaches them.
+    auto& opt = const_cast<Runtime&>(rt).async_optimizer();
+    state.push_back({"adam_m/" + p.name, DType::F32, p.value.shape.vec(), nullptr,
+                     [&opt, i](void* buf) { opt.read_state(i, static_cast<float*>(buf), nullptr); }});
+    state.push_back({"adam_v/" + p.name, DType::F32, p.value.shape.vec(), nullptr,
+                     [&opt, i](void* buf) { opt.read_state(i, nullptr, static_cast<float*>(buf)); }});
   }
   // State first (durable), then the manifest that points at it.
   std::string name = state_name(step);
@@ -152,28 +151,47 @@ int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
          ", this program's is " + model_fingerprint(rt) + ")");
 
   std::string state_path = dir + "/" + state;
-  auto tensors = read_safetensors(state_path);
-  auto take = [&](const std::string& key, View into) {
-    auto it = tensors.find(key);
-    if (it == tensors.end()) fail("--resume: '" + state_path + "' lacks tensor '" + key + "'");
-    if (it->second.dtype != into.dtype || int64_t(it->second.bytes.size()) != into.nbytes())
-      fail("--resume: tensor '" + key + "' in '" + state_path + "' does not match the program");
-    std::memcpy(into.data, it->second.bytes.data(), it->second.bytes.size());
-  };
+  // Streamed into place, one tensor at a time: moments on SSD go through one
+  // tensor's worth of host memory.
+  std::map<std::string, std::pair<int64_t, char>> where;  // name -> (param, 'p'/'m'/'v')
   for (int64_t i = 0; i < rt.num_params(); ++i) {
     const auto& p = rt.param(i);
-    take("param/" + p.name, p.value);
-    if (!p.trainable) continue;
-    if (p.m.data) {
-      take("adam_m/" + p.name, p.m);
-      take("adam_v/" + p.name, p.v);
-      continue;
+    where["param/" + p.name] = {i, 'p'};
+    if (p.trainable) {
+      where["adam_m/" + p.name] = {i, 'm'};
+      where["adam_v/" + p.name] = {i, 'v'};
     }
-    std::vector<float> m(size_t(p.value.numel())), v(m.size());
-    take("adam_m/" + p.name, View{m.data(), p.value.shape, DType::F32});
-    take("adam_v/" + p.name, View{v.data(), p.value.shape, DType::F32});
-    rt.async_optimizer().write_state(i, m.data(), v.data());
   }
+  std::vector<float> scratch;
+  int64_t pending = -1;  // parameter whose SSD moment sits in scratch
+  char pending_kind = 0;
+  auto flush = [&] {
+    if (pending < 0) return;
+    AsyncOptimizer& opt = rt.async_optimizer();
+    if (pending_kind == 'm') opt.write_state(pending, scratch.data(), nullptr);
+    else opt.write_state(pending, nullptr, scratch.data());
+    pending = -1;
+  };
+  size_t found = 0;
+  read_safetensors_into(state_path, [&](const std::string& key, DType dtype, const std::vector<int64_t>& shape) -> void* {
+    flush();
+    auto it = where.find(key);
+    if (it == where.end()) return nullptr;
+    const auto& p = rt.param(it->second.first);
+    View into = it->second.second == 'p' ? p.value : it->second.second == 'm' ? p.m : p.v;
+    DType want = it->second.second == 'p' ? p.value.dtype : DType::F32;
+    if (dtype != want || Shape(shape) != p.value.shape)
+      fail("--resume: tensor '" + key + "' in '" + state_path + "' does not match the program");
+    ++found;
+    if (into.data) return into.data;
+    scratch.resize(size_t(p.value.numel()));
+    pending = it->second.first;
+    pending_kind = it->second.second;
+    return scratch.data();
+  });
+  flush();
+  if (found != where.size())
+    fail("--resume: '" + state_path + "' lacks " + std::to_string(where.size() - found) + " of the program's tensors");
   return step;
 }
 

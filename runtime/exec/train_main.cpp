@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -191,18 +192,22 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
 }
 
 void load_weights(Runtime& rt, const std::string& path) {
-  auto file = read_safetensors(path);
-  for (int64_t i = 0; i < rt.num_params(); ++i) {
-    const Runtime::Param& p = rt.param(i);
-    auto it = file.find(p.name);
-    if (it == file.end()) fail("weights file '" + path + "': parameter '" + p.name + "' is missing");
-    LoadedTensor& t = it->second;
-    if (t.dtype != p.value.dtype || Shape(t.shape) != p.value.shape)
-      fail("weights file '" + path + "': parameter '" + p.name + "' is " + dtype_name(t.dtype) + " " +
-           Shape(t.shape).str() + ", the program expects " + dtype_name(p.value.dtype) + " " + p.value.shape.str());
-    std::memcpy(p.value.data, t.bytes.data(), p.value.nbytes());
-    t.bytes = {};  // release as we go: the file may be as large as the model
-  }
+  // Straight into the parameters' storage: no second copy of the model.
+  std::map<std::string, int64_t> index;
+  for (int64_t i = 0; i < rt.num_params(); ++i) index[rt.param(i).name] = i;
+  std::vector<bool> loaded(size_t(rt.num_params()), false);
+  read_safetensors_into(path, [&](const std::string& name, DType dtype, const std::vector<int64_t>& shape) -> void* {
+    auto it = index.find(name);
+    if (it == index.end()) return nullptr;
+    const Runtime::Param& p = rt.param(it->second);
+    if (dtype != p.value.dtype || Shape(shape) != p.value.shape)
+      fail("weights file '" + path + "': parameter '" + p.name + "' is " + dtype_name(dtype) + " " +
+           Shape(shape).str() + ", the program expects " + dtype_name(p.value.dtype) + " " + p.value.shape.str());
+    loaded[size_t(it->second)] = true;
+    return p.value.data;
+  });
+  for (int64_t i = 0; i < rt.num_params(); ++i)
+    if (!loaded[size_t(i)]) fail("weights file '" + path + "': parameter '" + rt.param(i).name + "' is missing");
 }
 
 std::vector<SafetensorsEntry> param_entries(const Runtime& rt, bool grads) {

@@ -255,8 +255,14 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
       int64_t n = 1;
       for (int64_t d : e->shape) n *= d;
       const size_t bytes = size_t(n) * dtype_size(e->dtype);
-      if (bytes && !e->data) st_fail(path, "tensor '" + e->name + "' has no data");
-      write_all(fd, e->data, bytes, path);
+      if (bytes && !e->data && !e->fill) st_fail(path, "tensor '" + e->name + "' has no data");
+      if (e->data || !bytes) {
+        write_all(fd, e->data, bytes, path);
+      } else {
+        std::vector<unsigned char> buf(bytes);
+        e->fill(buf.data());
+        write_all(fd, buf.data(), bytes, path);
+      }
     }
     if (::fsync(fd) != 0) st_fail(path, std::string("fsync failed: ") + std::strerror(errno));
     if (::close(fd) != 0) {
@@ -281,7 +287,11 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   }
 }
 
-std::map<std::string, LoadedTensor> read_safetensors(const std::string& path) {
+namespace {
+// Parses and checks the header, then hands each tensor's bytes to `sink`
+// (name, dtype, shape, byte count) -> destination or nullptr to skip.
+using Sink = std::function<void*(const std::string&, DType, const std::vector<int64_t>&, size_t)>;
+void read_tensors(const std::string& path, const Sink& sink) {
   std::ifstream f(path, std::ios::binary);
   if (!f) st_fail(path, std::string("cannot open: ") + std::strerror(errno));
   f.seekg(0, std::ios::end);
@@ -302,7 +312,6 @@ std::map<std::string, LoadedTensor> read_safetensors(const std::string& path) {
 
   Json root = Parser(hdr, path).parse_document();
   if (root.kind != Json::Obj) st_fail(path, "corrupt header: top level is not an object");
-  std::map<std::string, LoadedTensor> out;
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const auto& kv : root.obj) {
     if (kv.first == "__metadata__") continue;
@@ -332,18 +341,39 @@ std::map<std::string, LoadedTensor> read_safetensors(const std::string& path) {
     if (e > data_bytes)
       st_fail(path, "truncated: tensor '" + name + "' ends at data byte " + std::to_string(e) + " but only " +
                         std::to_string(data_bytes) + " bytes of data are present");
-    lt.bytes.resize(size_t(e - b));
-    f.seekg(std::streamoff(8 + int64_t(hlen) + b));
-    f.read(reinterpret_cast<char*>(lt.bytes.data()), std::streamsize(e - b));
-    if (!f) st_fail(path, "read error in tensor '" + name + "'");
-    if (!out.emplace(name, std::move(lt)).second) st_fail(path, "duplicate tensor name '" + name + "'");
     ranges.emplace_back(b, e);
+    if (void* to = sink(name, lt.dtype, lt.shape, size_t(e - b))) {
+      f.seekg(std::streamoff(8 + int64_t(hlen) + b));
+      f.read(static_cast<char*>(to), std::streamsize(e - b));
+      if (!f) st_fail(path, "read error in tensor '" + name + "'");
+    }
   }
   // Overlapping tensors mean a corrupt (or hostile) header.
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) st_fail(path, "corrupt header: tensor data ranges overlap");
+}
+}  // namespace
+
+std::map<std::string, LoadedTensor> read_safetensors(const std::string& path) {
+  std::map<std::string, LoadedTensor> out;
+  read_tensors(path, [&](const std::string& name, DType dt, const std::vector<int64_t>& shape, size_t bytes) {
+    LoadedTensor& lt = out[name];
+    if (!lt.bytes.empty() || !lt.shape.empty()) st_fail(path, "duplicate tensor name '" + name + "'");
+    lt.dtype = dt;
+    lt.shape = shape;
+    lt.bytes.resize(bytes);
+    return static_cast<void*>(lt.bytes.data());
+  });
   return out;
 }
+
+void read_safetensors_into(const std::string& path, const SafetensorsDest& dest) {
+  read_tensors(path, [&](const std::string& name, DType dt, const std::vector<int64_t>& shape, size_t) {
+    return dest(name, dt, shape);
+  });
+}
+
+
 
 }  // namespace fy

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@ struct SafetensorsEntry {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   const void* data = nullptr;  // numel(shape) * dtype_size(dtype) bytes
+  // Instead of `data`: fills a buffer of the tensor's bytes when the writer
+  // reaches it, so tensors that live elsewhere (the SSD store) are copied
+  // one at a time.
+  std::function<void(void* buffer)> fill;
 };
 
 struct LoadedTensor {
@@ -34,5 +39,10 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
 // Reads every tensor. Fails naming the file on a missing, truncated or
 // corrupt file. Supported dtypes: F32, F64, I64, U8 (BOOL reads as U8).
 std::map<std::string, LoadedTensor> read_safetensors(const std::string& path);
+
+// Streams each tensor straight to where `dest` says (nullptr: skip it), one
+// at a time, after the same checks as read_safetensors; `dest` may fail().
+using SafetensorsDest = std::function<void*(const std::string& name, DType dtype, const std::vector<int64_t>& shape)>;
+void read_safetensors_into(const std::string& path, const SafetensorsDest& dest);
 
 }  // namespace fy

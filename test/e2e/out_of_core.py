@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Out of core (issue 3): a model whose AdamW state is at least 8x --cpu-mem
-trains with AdamW's moments on SSD, with peak RSS <= --cpu-mem + 150 MiB
-(/usr/bin/time -v), and its losses and weights are bit-identical to the
-all-resident run of the same binary.
+trains with AdamW's moments on SSD, checkpointing as it goes, with peak RSS
+<= --cpu-mem + 150 MiB (/usr/bin/time -v), and its losses and weights are
+bit-identical to the all-resident run of the same binary.
 
 On the CPU target the fp32 working weights are the master weights and live
 in the arena that stands for device memory; the state out of core is AdamW's
@@ -47,13 +47,18 @@ def main():
     os.makedirs(w("ssd"), exist_ok=True)
     common = [w("train"), "--data", w("tokens.bin"), "--steps", str(a.steps), "--log-every", "1000"]
     t = subprocess.run(["/usr/bin/time", "-v"] + common +
-                       ["--ssd", w("ssd"), "--cpu-mem", f"{a.cpu_mem_mib}M", "--log-json", w("ooc.jsonl")],
+                       ["--ssd", w("ssd"), "--cpu-mem", f"{a.cpu_mem_mib}M", "--log-json", w("ooc.jsonl"),
+                        "--save", w("ckpt_ooc"), "--save-every", "2"],
                        stderr=subprocess.PIPE, text=True)
     if t.returncode != 0:
         sys.exit(f"out_of_core: FAIL: the out-of-core run exited {t.returncode}: {t.stderr[-2000:]}")
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t.stderr).group(1)) * 1024
     print("\n".join(l for l in t.stderr.splitlines() if l.startswith("train:")))
-    subprocess.run(common + ["--log-json", w("resident.jsonl")], check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(common + ["--log-json", w("resident.jsonl"), "--save", w("ckpt_res")], check=True,
+                   stderr=subprocess.DEVNULL)
+    weights = lambda d: open(os.path.join(d, "model.safetensors"), "rb").read()
+    if weights(w("ckpt_ooc")) != weights(w("ckpt_res")):
+        sys.exit("out_of_core: FAIL: trained weights differ from the all-resident run")
     ooc = [l.split('"tokens_per_s"')[0] for l in open(w("ooc.jsonl"))]
     res = [l.split('"tokens_per_s"')[0] for l in open(w("resident.jsonl"))]
     if ooc != res:
@@ -61,7 +66,8 @@ def main():
     limit = cpu_mem + 150 * MiB
     print(f"out_of_core: {params} parameters, AdamW state {state / MiB:.1f} MiB = "
           f"{state / cpu_mem:.1f}x --cpu-mem {a.cpu_mem_mib} MiB; peak RSS {rss / MiB:.1f} MiB "
-          f"(limit {limit / MiB:.1f} MiB); losses bit-identical to the all-resident run")
+          f"(limit {limit / MiB:.1f} MiB), checkpoints included; losses and weights bit-identical "
+          f"to the all-resident run")
     if rss > limit:
         sys.exit("out_of_core: FAIL: peak RSS over --cpu-mem + 150 MiB")
     print("out_of_core: PASS")
