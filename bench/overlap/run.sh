@@ -30,9 +30,9 @@ mean_ms() {  # mean step ms of a JSON log, skipping the first 2 steps (warm-up)
 echo "machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p'); SSD dir $SSD on $(df --output=fstype "$SSD" | tail -1)"
 echo "synchronous optimizer, state in memory: $(mean_ms "$W/sync.jsonl") ms/step"
 echo "overlapped optimizer, state in memory:  $(mean_ms "$W/mem.jsonl") ms/step;  $(grep 'per step' "$W/mem.err")"
-# State on SSD under two host budgets: 12M leaves one gradient slot (backward
-# waits for each update), 40M leaves one per group.
-for MEM in 12M 40M; do
+# State on SSD under three host budgets: 12M leaves one gradient slot (backward
+# waits for each update), 40M more slots, 100M a slot per group and 8 staged groups.
+for MEM in 12M 40M 100M; do
   "$W/train" --data "$W/tokens.bin" --steps "$STEPS" --log-json "$W/ssd.jsonl" --log-every 1000 \
       --ssd "$SSD" --cpu-mem $MEM 2> "$W/ssd.err"
   echo "overlapped optimizer, state on SSD, --cpu-mem $MEM: $(mean_ms "$W/ssd.jsonl") ms/step;  $(grep 'per step' "$W/ssd.err")"

@@ -70,14 +70,7 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
       g.v_offsets.push_back(g.staging_bytes);
       g.staging_bytes += page_round(bytes);
     }
-    if (g.staging_bytes > staging_bytes_) {
-      staging_bytes_ = g.staging_bytes;
-      for (Staging& st : staging_) {
-        drain(st.writes);
-        st.buffer = store_->buffer(staging_bytes_);
-        st.group = -1;
-      }
-    }
+    if (g.staging_bytes > staging_bytes_) staging_bytes_ = g.staging_bytes;
   }
   g.params = std::move(params);
   std::lock_guard<std::mutex> lock(mu_);
@@ -86,7 +79,7 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
 }
 
 size_t AsyncOptimizer::fixed_host_bytes() const {
-  if (store_) return 2 * staging_bytes_;
+  if (store_) return staging_count_ * staging_bytes_;
   size_t n = 0;  // AdamW's moments in memory
   for (const Group& g : groups_) n += 2 * g.grad_elems * sizeof(float);
   return n;
@@ -234,39 +227,56 @@ void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
   tickets.clear();
 }
 
-// The staging buffer holding (or now reading) `group`'s moments; a fresh read
-// goes to a buffer other than `avoid`.
-AsyncOptimizer::Staging& AsyncOptimizer::stage(int64_t group, Staging* avoid) {
+AsyncOptimizer::Staging* AsyncOptimizer::stage(int64_t group, bool force) {
   for (Staging& st : staging_)
-    if (st.group == group) return st;
-  Staging& st = &staging_[0] == avoid ? staging_[1] : staging_[0];
+    if (st.group == group) return &st;
+  // The least recently used buffer whose group no longer needs it.
+  Staging* pick = nullptr;
+  for (Staging& st : staging_)
+    if ((st.consumed || force) && (!pick || st.last_use < pick->last_use)) pick = &st;
+  if (!pick) return nullptr;
   {
     // Its previous group's write-back must land first.
-    TraceSpan span(rt_.trace(), "cpu optimizer", "state write wait, group " + std::to_string(st.group));
-    drain(st.writes);
-    drain(st.reads);
+    TraceSpan span(rt_.trace(), "cpu optimizer", "state write wait, group " + std::to_string(pick->group));
+    drain(pick->writes);
+    drain(pick->reads);
   }
   const Group& g = groups_[size_t(group)];
-  char* base = static_cast<char*>(st.buffer.data());
+  char* base = static_cast<char*>(pick->buffer.data());
   for (size_t i = 0; i < g.params.size(); ++i) {
-    st.reads.push_back(store_->read(g.m_regions[i], base + g.m_offsets[i]));
-    st.reads.push_back(store_->read(g.v_regions[i], base + g.v_offsets[i]));
+    pick->reads.push_back(store_->read(g.m_regions[i], base + g.m_offsets[i]));
+    pick->reads.push_back(store_->read(g.v_regions[i], base + g.v_offsets[i]));
   }
-  st.group = group;
-  return st;
+  pick->group = group;
+  pick->consumed = false;
+  pick->last_use = ++clock_;
+  return pick;
 }
 
 void AsyncOptimizer::update_out_of_core(int64_t group) {
+  if (staging_.empty()) {
+    staging_.resize(staging_count_);
+    for (Staging& st : staging_) st.buffer = store_->buffer(staging_bytes_);
+  }
   Group& g = groups_[size_t(group)];
-  Staging& cur = stage(group, nullptr);
-  // Read ahead for the group that comes next: the one queued, else the next
-  // in backward order (the order every step produces them).
-  int64_t next;
+  Staging& cur = *stage(group, /*force=*/true);
+  cur.consumed = false;
+  // Read ahead for the groups that come next, as far as the buffers allow:
+  // those queued, then the following ones in backward order (the order every
+  // step produces them).
+  std::vector<int64_t> ahead;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    next = !queue_.empty() ? queue_.front() : (group + 1) % num_groups();
+    ahead.assign(queue_.begin(), queue_.end());
   }
-  if (next != group) stage(next, &cur);
+  for (int64_t k = 1; int64_t(ahead.size()) < num_groups(); ++k) ahead.push_back((group + k) % num_groups());
+  size_t staged = 0;
+  for (int64_t next : ahead) {
+    if (staged + 1 >= staging_.size()) break;
+    if (next == group) continue;
+    if (!stage(next, /*force=*/false)) break;
+    ++staged;
+  }
   {
     TraceSpan span(rt_.trace(), "cpu optimizer", "state read wait, group " + std::to_string(group));
     drain(cur.reads);
@@ -286,6 +296,8 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
     cur.writes.push_back(store_->write(g.v_regions[i], base + g.v_offsets[i]));
   }
   // The staged copy stays valid: a later step may find it here without a read.
+  cur.consumed = true;
+  cur.last_use = ++clock_;
 }
 
 void AsyncOptimizer::read_state(int64_t param, float* m, float* v) {
@@ -321,6 +333,7 @@ void AsyncOptimizer::write_state(int64_t param, const float* m, const float* v) 
     drain(st.writes);
     drain(st.reads);
     st.group = -1;  // staged copies are stale now
+    st.consumed = true;
   }
   size_t bytes = size_t(p.value.numel()) * sizeof(float);
   store::AlignedBuffer tmp = store_->buffer(bytes);

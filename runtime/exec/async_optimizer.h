@@ -59,6 +59,9 @@ class AsyncOptimizer {
   void write_state(int64_t param, const float* m, const float* v);
   const store::TensorStore* store() const { return store_.get(); }
   size_t staging_bytes() const { return staging_bytes_; }
+  // Staging buffers for the moments out of core (at least 2); set before the first step.
+  void set_staging(size_t n) { staging_count_ = n < 2 ? 2 : n; }
+  size_t staging() const { return staging_count_; }
 
   // Host memory: what the optimizer holds besides its gradient slots, the
   // size of one slot, and the fewest slots it can run with (clipping needs
@@ -66,6 +69,7 @@ class AsyncOptimizer {
   size_t fixed_host_bytes() const;
   size_t slot_bytes() const { return slot_elems_ * sizeof(float); }
   size_t min_slots() const { return clip_norm_ > 0 ? groups_.size() : 1; }
+  size_t min_fixed_host_bytes() const { return store_ ? 2 * staging_bytes_ : fixed_host_bytes(); }
   // How many slots to use (default: one per group, never waiting).
   void set_slots(size_t n) { wanted_slots_ = n; }
   size_t slots() const { return slots_.size(); }
@@ -93,12 +97,17 @@ class AsyncOptimizer {
   struct Staging {
     store::AlignedBuffer buffer;
     int64_t group = -1;
+    bool consumed = true;   // its group's update ran (or it holds nothing): reusable
+    uint64_t last_use = 0;  // least recently used goes first
     std::vector<store::Ticket> reads, writes;
   };
   void worker();
   void update(Group& g);
   void update_out_of_core(int64_t group);
-  Staging& stage(int64_t group, Staging* avoid);
+  // The buffer holding (or now reading) `group`'s moments; null when it is
+  // not staged and `force` is false and every buffer holds a read-ahead
+  // still to be used.
+  Staging* stage(int64_t group, bool force);
   void drain(std::vector<store::Ticket>& tickets);
   float* grad(const Group& g, size_t i) { return slots_[size_t(g.slot)].data() + g.grad_offsets[i]; }
   void make_slots();
@@ -124,8 +133,10 @@ class AsyncOptimizer {
   size_t wanted_slots_ = 0;
   std::unique_ptr<AdamWPool> pool_;  // the update itself, on every core it may use
   std::unique_ptr<store::TensorStore> store_;
-  Staging staging_[2];
+  std::vector<Staging> staging_;  // allocated at the first update
+  size_t staging_count_ = 4;      // read-ahead is staging_count_ - 1 groups
   size_t staging_bytes_ = 0;
+  uint64_t clock_ = 0;
   std::thread thread_;
 };
 

@@ -275,15 +275,21 @@ void check_budgets(Runtime& rt, const TrainOptions& o) {
       return;
     }
     AsyncOptimizer& opt = rt.async_optimizer();
-    int64_t fixed = int64_t(opt.fixed_host_bytes()), slot = int64_t(opt.slot_bytes());
+    int64_t fixed = int64_t(opt.min_fixed_host_bytes()), slot = int64_t(opt.slot_bytes());
     int64_t need = fixed + int64_t(opt.min_slots()) * slot;
     if (o.cpu_mem < need)
       fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: it needs at least " + mib(need) + " (" +
            (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed) + ", " +
            std::to_string(opt.min_slots()) + " gradient slot(s) of " + mib(slot) +
            (opt.on_ssd() ? ")" : "; add --ssd to keep the state on SSD)"));
-    int64_t slots = (o.cpu_mem - fixed) / (slot > 0 ? slot : 1);
-    opt.set_slots(size_t(std::min<int64_t>(slots, opt.num_groups())));
+    // What is left goes first to gradient slots (up to one per group: backward
+    // never waits), then to more read-ahead (up to 8 staged groups).
+    int64_t slots = std::min<int64_t>((o.cpu_mem - fixed) / (slot > 0 ? slot : 1), opt.num_groups());
+    opt.set_slots(size_t(slots));
+    if (opt.on_ssd()) {
+      int64_t left = o.cpu_mem - fixed - slots * slot, per = int64_t(opt.staging_bytes());
+      opt.set_staging(size_t(2 + std::min<int64_t>(per > 0 ? left / per : 0, 6)));
+    }
   }
 }
 
@@ -394,7 +400,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
                    "train: store: %.1f MiB read, %.1f MiB written (%.2f B/param/step), busy %.2f ms/step, "
                    "staging %.1f MiB\n",
                    c.bytes_read / 1048576.0, c.bytes_written / 1048576.0, (c.bytes_read + c.bytes_written) / per,
-                   c.busy_seconds * 1000.0 / steps, 2.0 * double(opt.staging_bytes()) / 1048576.0);
+                   c.busy_seconds * 1000.0 / steps, double(opt.fixed_host_bytes()) / 1048576.0);
     }
   }
 
