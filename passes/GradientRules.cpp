@@ -29,17 +29,12 @@ Value scalar(OpBuilder &b, Location loc, float x) {
   return b.create<fg::ConstantOp>(loc, DenseElementsAttr::get(t, ArrayRef<float>(x)));
 }
 
-Value mul(OpBuilder &b, Value x, Value y) {
-  SmallVector<int64_t> s;
-  OpTrait::util::getBroadcastedShape(shapeOf(x), shapeOf(y), s);
-  return b.create<fg::MulOp>(x.getLoc(), f32(s, b), x, y);
-}
-
 template <typename OpT> Value binop(OpBuilder &b, Value x, Value y) {
   SmallVector<int64_t> s;
   OpTrait::util::getBroadcastedShape(shapeOf(x), shapeOf(y), s);
   return b.create<OpT>(x.getLoc(), f32(s, b), x, y);
 }
+Value mul(OpBuilder &b, Value x, Value y) { return binop<fg::MulOp>(b, x, y); }
 
 // Result shape of fygraph.matmul for the given operands and flags.
 Value matmul(OpBuilder &b, Value x, Value y, bool ta, bool tb) {

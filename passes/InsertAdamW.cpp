@@ -50,8 +50,7 @@ struct InsertAdamW : fuyou::impl::InsertAdamWBase<InsertAdamW> {
         b.setInsertionPointAfter(after);
       else
         b.setInsertionPoint(ret);
-      auto upd = b.create<fg::AdamWOp>(ret.getLoc(), sym, grad);
-      position[upd] = after ? position[after] : position[ret];
+      b.create<fg::AdamWOp>(ret.getLoc(), sym, grad);
     }
     OpBuilder b(ret);
     b.create<func::ReturnOp>(ret.getLoc(), ret.getOperand(0));

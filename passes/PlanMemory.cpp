@@ -34,8 +34,7 @@ struct PlanMemory : fuyou::impl::PlanMemoryBase<PlanMemory> {
     DenseMap<Value, int64_t> size;
     for (Operation &op : step.getBody().front()) {
       if (isa<fs::AllocOp, fs::ConstantOp>(op)) {
-        auto t = cast<fs::BufferType>(op.getResult(0).getType());
-        int64_t n = granules(bytesOf(t.getTensorType()));
+        int64_t n = granules(cast<fs::BufferType>(op.getResult(0).getType()).getSizeInBytes());
         size[op.getResult(0)] = n;
         live += n;
         peak = std::max(peak, live);

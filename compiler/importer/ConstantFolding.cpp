@@ -125,11 +125,8 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
     return broadcastN({in(0), in(1), in(2)}, in(1)->dtype,
                       [](const std::vector<double> &a) { return a[0] != 0 ? a[1] : a[2]; }, out);
   } else if (op == "Expand") {
+    // Broadcast against zeros of the target shape (Expand is bidirectional).
     std::vector<int64_t> shape = in(1)->asInts();
-    Tensor ones = fromDoubles(std::vector<double>(1, 0.0), {}, in(0)->dtype);
-    ones.shape = std::vector<int64_t>(shape.size(), 1);
-    Tensor target = fromDoubles(std::vector<double>(1, 0.0), shape, in(0)->dtype);
-    target.bytes.resize(0);
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<double> zeros(n, 0.0);

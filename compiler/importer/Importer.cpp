@@ -58,7 +58,6 @@ public:
   LogicalResult dropout(const Node &n);
   LogicalResult sceLoss(const Node &n);
   LogicalResult identity(const Node &n);
-  LogicalResult shapeOp(const Node &n);
 
 private:
   MLIRContext &ctx;
@@ -850,10 +849,6 @@ LogicalResult Importer::identity(const Node &n) {
   return success();
 }
 
-LogicalResult Importer::shapeOp(const Node &n) {
-  return fail("unreachable: Shape is folded");
-}
-
 const llvm::StringMap<Handler> &handlers() {
   static const llvm::StringMap<Handler> table = {
       {"Add", &Importer::binary<fg::AddOp>},
@@ -890,7 +885,6 @@ const llvm::StringMap<Handler> &handlers() {
       {"Dropout", &Importer::dropout},
       {"SoftmaxCrossEntropyLoss", &Importer::sceLoss},
       {"Identity", &Importer::identity},
-      {"Shape", &Importer::shapeOp},
   };
   return table;
 }
@@ -903,7 +897,7 @@ std::string supportedOnnxOps() {
   std::vector<std::string> names;
   for (const auto &kv : handlers())
     names.push_back(kv.getKey().str());
-  for (const char *extra : {"Constant", "ConstantOfShape", "Range"})
+  for (const char *extra : {"Constant", "ConstantOfShape", "Range", "Shape"})
     names.push_back(extra);
   llvm::sort(names);
   std::string s;

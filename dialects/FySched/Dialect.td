@@ -37,6 +37,9 @@ def FySched_BufferType : TypeDef<FySched_Dialect, "Buffer"> {
     ::llvm::ArrayRef<int64_t> getShape() const { return getTensorType().getShape(); }
     ::mlir::Type getElementType() const { return getTensorType().getElementType(); }
     int64_t getNumElements() const { return getTensorType().getNumElements(); }
+    int64_t getSizeInBytes() const {
+      return getNumElements() * ((getTensorType().getElementTypeBitWidth() + 7) / 8);
+    }
   }];
 }
 

@@ -15,9 +15,7 @@ BufferLiveness::BufferLiveness(Block &block) {
     if (!isa<fs::AllocOp, fs::ConstantOp>(op))
       continue;
     auto t = cast<fs::BufferType>(op.getResult(0).getType());
-    BufferInterval iv{&op, &op, position_[&op], position_[&op],
-                      t.getNumElements() * ((t.getElementType().getIntOrFloatBitWidth() + 7) / 8),
-                      false};
+    BufferInterval iv{&op, &op, position_[&op], position_[&op], t.getSizeInBytes(), false};
     SmallVector<Value> work{op.getResult(0)};
     while (!work.empty()) {
       Value v = work.pop_back_val();

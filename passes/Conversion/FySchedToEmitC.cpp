@@ -158,51 +158,48 @@ struct ConstantLowering : OpConversionPattern<fs::ConstantOp> {
   }
 };
 
-struct ParamLowering : OpConversionPattern<fs::GetParamOp> {
-  ParamLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &index)
-      : OpConversionPattern(tc, ctx), index(index) {}
+// A lowering that spells symbols (parameters, groups) as their indices.
+template <typename OpT> struct IndexedLowering : OpConversionPattern<OpT> {
+  IndexedLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &index)
+      : OpConversionPattern<OpT>(tc, ctx), index(index) {}
+  Attribute id(Builder &b, StringRef name) const { return b.getI64IntegerAttr(index.lookup(name)); }
+  const llvm::StringMap<int64_t> &index;
+};
+
+struct ParamLowering : IndexedLowering<fs::GetParamOp> {
+  using IndexedLowering::IndexedLowering;
   LogicalResult matchAndRewrite(fs::GetParamOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
-    auto c = call(rw, op, "param", viewType(rw.getContext()), {},
-                  {rw.getI64IntegerAttr(index.lookup(op.getName()))});
+    auto c = call(rw, op, "param", viewType(rw.getContext()), {}, {id(rw, op.getName())});
     rw.replaceOp(op, c.getResult(0));
     return success();
   }
-  const llvm::StringMap<int64_t> &index;
 };
 
-struct AdamWLowering : OpConversionPattern<fs::CpuAdamWOp> {
-  AdamWLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &index)
-      : OpConversionPattern(tc, ctx), index(index) {}
+struct AdamWLowering : IndexedLowering<fs::CpuAdamWOp> {
+  using IndexedLowering::IndexedLowering;
   LogicalResult matchAndRewrite(fs::CpuAdamWOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "cpu_adamw", {}, a.getGrad(), {rw.getI64IntegerAttr(index.lookup(op.getParam()))},
-         /*staticFirst=*/true);
+    call(rw, op, "cpu_adamw", {}, a.getGrad(), {id(rw, op.getParam())}, /*staticFirst=*/true);
     rw.eraseOp(op);
     return success();
   }
-  const llvm::StringMap<int64_t> &index;
 };
 
-struct GroupUpdateLowering : OpConversionPattern<fs::GroupUpdateOp> {
-  GroupUpdateLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &ids)
-      : OpConversionPattern(tc, ctx), ids(ids) {}
+struct GroupUpdateLowering : IndexedLowering<fs::GroupUpdateOp> {
+  using IndexedLowering::IndexedLowering;
   LogicalResult matchAndRewrite(fs::GroupUpdateOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "group_update", {}, a.getGrads(), {rw.getI64IntegerAttr(ids.lookup(op.getGroup()))},
-         /*staticFirst=*/true);
+    call(rw, op, "group_update", {}, a.getGrads(), {id(rw, op.getGroup())}, /*staticFirst=*/true);
     rw.eraseOp(op);
     return success();
   }
-  const llvm::StringMap<int64_t> &ids;
 };
 
-struct GroupWaitLowering : OpConversionPattern<fs::GroupWaitOp> {
-  GroupWaitLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &ids)
-      : OpConversionPattern(tc, ctx), ids(ids) {}
+struct GroupWaitLowering : IndexedLowering<fs::GroupWaitOp> {
+  using IndexedLowering::IndexedLowering;
   LogicalResult matchAndRewrite(fs::GroupWaitOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "group_wait", {}, {}, {rw.getI64IntegerAttr(ids.lookup(op.getGroup()))});
+    call(rw, op, "group_wait", {}, {}, {id(rw, op.getGroup())});
     rw.eraseOp(op);
     return success();
   }
-  const llvm::StringMap<int64_t> &ids;
 };
 
 struct LaunchLowering : OpConversionPattern<fs::LaunchOp> {

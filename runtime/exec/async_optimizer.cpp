@@ -213,7 +213,7 @@ void AsyncOptimizer::worker() {
 }
 
 void AsyncOptimizer::update(Group& g) {
-  TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", int64_t(g.grad_elems * 16));
+  TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", -1, int64_t(g.grad_elems * 16));
   for (size_t i = 0; i < g.params.size(); ++i) {
     const auto& p = rt_.param(g.params[i]);
     pool_->submit(p.value.as<float>(), grad(g, i), p.m.as<float>(), p.v.as<float>(), p.value.numel(),
@@ -237,7 +237,7 @@ AsyncOptimizer::Staging* AsyncOptimizer::stage(int64_t group, bool force) {
   if (!pick) return nullptr;
   {
     // Its previous group's write-back must land first.
-    TraceSpan span(rt_.trace(), "cpu optimizer", "state write wait, group " + std::to_string(pick->group));
+    TraceSpan span(rt_.trace(), "cpu optimizer", "state write wait, group ", pick->group);
     drain(pick->writes);
     drain(pick->reads);
   }
@@ -278,11 +278,10 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
     ++staged;
   }
   {
-    TraceSpan span(rt_.trace(), "cpu optimizer", "state read wait, group " + std::to_string(group));
+    TraceSpan span(rt_.trace(), "cpu optimizer", "state read wait, group ", group);
     drain(cur.reads);
   }
-  TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group " + std::to_string(group),
-                 int64_t(g.grad_elems * 16));
+  TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group ", group, int64_t(g.grad_elems * 16));
   char* base = static_cast<char*>(cur.buffer.data());
   for (size_t i = 0; i < g.params.size(); ++i) {
     const auto& p = rt_.param(g.params[i]);
@@ -310,7 +309,7 @@ void AsyncOptimizer::read_state(int64_t param, float* m, float* v) {
   wait_all();
   for (Staging& st : staging_) drain(st.writes);
   size_t bytes = size_t(p.value.numel()) * sizeof(float);
-  store::AlignedBuffer tmp = store_->buffer(bytes);  // O_DIRECT wants aligned memory
+  store::AlignedBuffer tmp(bytes);  // O_DIRECT wants aligned memory; once, so not registered
   if (m) {
     store_->read_sync(store_->find("adam_m/" + p.name), tmp.data());
     std::memcpy(m, tmp.data(), bytes);
@@ -336,7 +335,7 @@ void AsyncOptimizer::write_state(int64_t param, const float* m, const float* v) 
     st.consumed = true;
   }
   size_t bytes = size_t(p.value.numel()) * sizeof(float);
-  store::AlignedBuffer tmp = store_->buffer(bytes);
+  store::AlignedBuffer tmp(bytes);
   if (m) {
     std::memcpy(tmp.data(), m, bytes);
     store_->write_sync(store_->find("adam_m/" + p.name), tmp.data());

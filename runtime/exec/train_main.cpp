@@ -210,16 +210,14 @@ void load_weights(Runtime& rt, const std::string& path) {
     if (!loaded[size_t(i)]) fail("weights file '" + path + "': parameter '" + rt.param(i).name + "' is missing");
 }
 
-std::vector<SafetensorsEntry> param_entries(const Runtime& rt, bool grads) {
+// The step-1 gradients recorded for --dump-grads, by parameter name.
+std::vector<SafetensorsEntry> grad_entries(const Runtime& rt) {
   std::vector<SafetensorsEntry> out;
   for (int64_t i = 0; i < rt.num_params(); ++i) {
     const Runtime::Param& p = rt.param(i);
-    if (!grads) {
-      out.push_back({p.name, p.value.dtype, p.value.shape.vec(), p.value.data});
-    } else if (p.trainable) {
-      if (!p.recorded_grad.data) fail("--dump-grads: no gradient reached parameter '" + p.name + "' in step 1");
-      out.push_back({p.name, DType::F32, p.value.shape.vec(), p.recorded_grad.data});
-    }
+    if (!p.trainable) continue;
+    if (!p.recorded_grad.data) fail("--dump-grads: no gradient reached parameter '" + p.name + "' in step 1");
+    out.push_back({p.name, DType::F32, p.value.shape.vec(), p.recorded_grad.data});
   }
   return out;
 }
@@ -341,7 +339,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     rt.set_step(s + 1);
     auto t0 = std::chrono::steady_clock::now();
     {
-      TraceSpan span(rt.trace(), "steps", "step " + std::to_string(s + 1));
+      TraceSpan span(rt.trace(), "steps", "step ", s + 1);
       step(&rt, idx, tgt, loss);
     }
     auto t1 = std::chrono::steady_clock::now();
@@ -368,7 +366,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
                    (long long)o.steps, L, ms, tps);
 
     if (s == 0 && !o.dump_grads.empty()) {
-      write_safetensors(o.dump_grads, param_entries(rt, true));
+      write_safetensors(o.dump_grads, grad_entries(rt));
       rt.set_record_grads(false);
     }
     if (o.save_every > 0 && (s + 1) % o.save_every == 0 && s + 1 < o.steps) {

@@ -41,14 +41,17 @@ class Trace {
   std::vector<Event> events_;
 };
 
-// Records a slice from construction to destruction when tracing.
+// Records a slice from construction to destruction when tracing. The name
+// is `name`, followed by `index` when it is >= 0; it is only formatted when
+// tracing, so untraced kernels pay one branch.
 class TraceSpan {
  public:
-  TraceSpan(Trace* t, const char* track, std::string name, int64_t bytes = -1)
-      : t_(t), track_(track), name_(t ? std::move(name) : std::string()), bytes_(bytes),
-        start_(t ? t->now_us() : 0) {}
+  TraceSpan(Trace* t, const char* track, const char* name, int64_t index = -1, int64_t bytes = -1)
+      : t_(t), track_(track), name_(name), index_(index), bytes_(bytes), start_(t ? t->now_us() : 0) {}
   ~TraceSpan() {
-    if (t_) t_->slice(track_, std::move(name_), start_, t_->now_us(), bytes_);
+    if (t_)
+      t_->slice(track_, index_ >= 0 ? name_ + std::to_string(index_) : std::string(name_), start_, t_->now_us(),
+                bytes_);
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;
@@ -56,7 +59,8 @@ class TraceSpan {
  private:
   Trace* t_;
   const char* track_;
-  std::string name_;
+  const char* name_;
+  int64_t index_;
   int64_t bytes_;
   double start_;
 };
