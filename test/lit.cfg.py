@@ -20,3 +20,12 @@ llvm_config.use_default_substitutions()
 from lit.llvm.subst import ToolSubst
 tools = [ToolSubst(t, unresolved="ignore") for t in ["fuyou-opt", "fuyou-compile", "FileCheck", "not"]]
 llvm_config.add_tool_substitutions(tools, [os.path.join(config.fuyou_obj_root, "bin"), config.llvm_tools_dir])
+
+# "cuda": the compiler can build CUDA programs (nvcc was found); "gpu": one can run here.
+import shutil
+import subprocess
+if getattr(config, "fuyou_have_cuda", False):
+    config.available_features.add("cuda")
+    smi = shutil.which("nvidia-smi")
+    if smi and subprocess.run([smi, "-L"], capture_output=True).returncode == 0:
+        config.available_features.add("gpu")

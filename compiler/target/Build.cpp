@@ -46,20 +46,31 @@ static std::string selfDir() {
   return ec ? std::string() : exe.parent_path().string();
 }
 
-std::string buildExecutable(const std::string &cppPath, const std::string &out) {
+bool haveTarget(const std::string &target) {
+  return target == "cpu" || (target == "cuda" && std::strlen(FUYOU_RT_CUDA_LIBRARY) > 0);
+}
+
+std::string buildExecutable(const std::string &cppPath, const std::string &out,
+                            const std::string &target) {
   // Installed: <prefix>/bin/fuyou-compile, <prefix>/lib, <prefix>/include/fuyou.
-  std::string include = FUYOU_RT_BUILD_INCLUDE, library = FUYOU_RT_BUILD_LIBRARY;
+  const bool cuda = target == "cuda";
+  std::string include = FUYOU_RT_BUILD_INCLUDE;
+  std::string library = cuda ? FUYOU_RT_CUDA_LIBRARY : FUYOU_RT_BUILD_LIBRARY;
+  std::string flags = FUYOU_RT_LINK_FLAGS;
+  if (cuda)
+    flags = std::string(FUYOU_RT_CUDA_LINK_FLAGS) + " " + flags;
+  const char *libName = cuda ? "lib/libfuyou_rt_cuda.a" : "lib/libfuyou_rt.a";
   fs::path prefix = fs::path(selfDir()).parent_path();
-  if (fs::exists(prefix / "include/fuyou/exec/api.h") && fs::exists(prefix / "lib/libfuyou_rt.a")) {
+  if (fs::exists(prefix / "include/fuyou/exec/api.h") && fs::exists(prefix / libName)) {
     include = (prefix / "include/fuyou").string();
-    library = (prefix / "lib/libfuyou_rt.a").string();
+    library = (prefix / libName).string();
   }
   if (!fs::exists(library))
     return "the runtime library is missing: " + library;
 
   std::string log = out + ".build.log";
   std::string cmd = std::string(FUYOU_CXX) + " -std=c++17 -O2 -w -I'" + include + "' '" + cppPath +
-                    "' '" + library + "' " + FUYOU_RT_LINK_FLAGS + " -o '" + out + "' > '" + log +
+                    "' '" + library + "' " + flags + " -o '" + out + "' > '" + log +
                     "' 2>&1";
   int rc = std::system(cmd.c_str());
   std::string messages;

@@ -16,10 +16,16 @@ namespace fuyou::target {
 std::string writeWeights(const onnx_in::Model &model, const std::vector<std::string> &names,
                          const std::string &path);
 
-// Compiles `cppPath` and links it with libfuyou_rt into `out`; the runtime is
-// found beside the running compiler (installed) or in its build tree.
-// Returns "" or what went wrong (with the compiler's messages).
-std::string buildExecutable(const std::string &cppPath, const std::string &out);
+// Whether this compiler can build programs for `target` ("cpu", "cuda": the
+// CUDA runtime exists only where nvcc was found at build time).
+bool haveTarget(const std::string &target);
+
+// Compiles `cppPath` and links it with the target's runtime library
+// (libfuyou_rt, libfuyou_rt_cuda) into `out`; the runtime is found beside the
+// running compiler (installed) or in its build tree. Returns "" or what went
+// wrong (with the compiler's messages).
+std::string buildExecutable(const std::string &cppPath, const std::string &out,
+                            const std::string &target);
 
 } // namespace fuyou::target
 

@@ -19,7 +19,7 @@
 namespace {
 
 struct Options {
-  std::string model, out, target = "cpu", emit;
+  std::string model, out, target = "cpu", emit, precision;
   int64_t batch = 0, seq = 0;
   std::vector<std::string> freeze;
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
@@ -32,7 +32,9 @@ struct Options {
 }
 
 const char *kUsage =
-    "usage: fuyou-compile MODEL.onnx -o OUT [--target cpu] [--batch B] [--seq T]\n"
+    "usage: fuyou-compile MODEL.onnx -o OUT [--target cpu|cuda] [--batch B] [--seq T]\n"
+    "                     [--precision bf16|tf32|fp32]  matrix products on CUDA (default bf16;\n"
+    "                                          the CPU target is fp32)\n"
     "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp]\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n";
@@ -68,6 +70,7 @@ Options parse(int argc, char **argv) {
       std::exit(0);
     } else if (a == "-o") o.out = next();
     else if (a == "--target") o.target = next();
+    else if (a == "--precision") o.precision = next();
     else if (a == "--batch") o.batch = parseCount("batch", next());
     else if (a == "--seq") o.seq = parseCount("seq", next());
     else if (a == "--freeze") o.freeze.push_back(next());
@@ -80,8 +83,16 @@ Options parse(int argc, char **argv) {
   }
   if (o.model.empty())
     die("no model given (see --help)");
-  if (o.target != "cpu")
-    die("--target '" + o.target + "' is not supported yet (cpu)");
+  if (o.target != "cpu" && o.target != "cuda")
+    die("--target must be cpu or cuda, got '" + o.target + "'");
+  if (o.precision.empty())
+    o.precision = o.target == "cuda" ? "bf16" : "fp32";
+  if (o.target == "cpu" && o.precision != "fp32")
+    die("--precision '" + o.precision + "' needs --target cuda (the CPU target computes in fp32)");
+  if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "tf32")
+    die("--precision must be bf16, tf32 or fp32, got '" + o.precision + "'");
+  if (o.emit.empty() && !fuyou::target::haveTarget(o.target))
+    die("--target cuda: this fuyou-compile was built without CUDA (no nvcc found when it was built)");
   if (!o.emit.empty() && o.emit != "fygraph" && o.emit != "fysched" && o.emit != "cpp")
     die("--emit must be fygraph, fysched or cpp, got '" + o.emit + "'");
   if (o.emit.empty() && o.out.empty())
@@ -132,6 +143,9 @@ int main(int argc, char **argv) {
     }
     return mlir::success();
   });
+
+  // The arithmetic the program declares (fy::rt::declare_precision).
+  (*module)->setAttr("fy.precision", mlir::StringAttr::get(&ctx, opts.precision));
 
   mlir::PassManager pm(&ctx);
   pm.addPass(fuyou::createRecompose());
@@ -192,7 +206,7 @@ int main(int argc, char **argv) {
     cleanup();
     die(e);
   }
-  if (std::string e = fuyou::target::buildExecutable(cppPath, opts.out); !e.empty()) {
+  if (std::string e = fuyou::target::buildExecutable(cppPath, opts.out, opts.target); !e.empty()) {
     cleanup();
     die(e);
   }

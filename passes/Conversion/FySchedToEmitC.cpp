@@ -332,6 +332,11 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
       b.create<emitc::CallOpaqueOp>(
           module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
           b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(peak.getInt()) + "LL")}), ArrayAttr());
+    // The precision of the program's arithmetic, when the driver chose one.
+    if (auto prec = module->getAttrOfType<StringAttr>("fy.precision"))
+      b.create<emitc::CallOpaqueOp>(
+          module.getLoc(), TypeRange{}, "fy::rt::declare_precision", ValueRange{rt},
+          b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, "\"" + prec.getValue().str() + "\"")}), ArrayAttr());
     // Groups updated in the background, in declaration order (ids 0, 1, ...).
     llvm::StringMap<int64_t> groupIds;
     bool async = false;

@@ -3,7 +3,8 @@
 // backward and optimiser step) and hands both to fy::train_main.
 //
 // Kernel entry points take inputs, then outputs, then static arguments, and
-// forward to fy::cpu (whose argument order differs in a few places).
+// forward to the target's kernels (fy::cpu or fy::cuda, whose argument
+// order differs in a few places).
 #pragma once
 
 #include <cstdint>
@@ -11,14 +12,13 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "exec/device.h"
 #include "exec/runtime.h"
 #include "trace/trace.h"
-#include "kernels/cpu/kernels.h"
 
 namespace fy {
 
 using DeclareFn = void (*)(Runtime*);
-using TrainStepFn = void (*)(Runtime*, View /*token ids*/, View /*target ids*/, View /*loss, F32 scalar*/);
 
 // The executable's main: parses flags, loads weights and data, runs the
 // steps, logs, saves. Returns the process exit code; errors print one line
@@ -38,6 +38,9 @@ int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType d
 void declare_inputs(Runtime* rt, Shape shape, int64_t vocab);
 // The compiler's memory plan: the most bytes of temporaries alive at once.
 void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes);
+// The arithmetic the program was compiled for: "fp32" (every target), "bf16"
+// or "tf32" (matrix products on the CUDA target's tensor cores).
+void declare_precision(Runtime* rt, const char* precision);
 
 // ---- buffers ----
 View param(Runtime* rt, int64_t index);           // the parameter's storage
@@ -95,10 +98,10 @@ void transpose(Runtime* rt, View x, View y, std::initializer_list<int64_t> perm)
 void slice(Runtime* rt, View x, View y, std::initializer_list<int64_t> starts, std::initializer_list<int64_t> steps);
 void slice_grad(Runtime* rt, View dy, View dx, std::initializer_list<int64_t> starts,
                 std::initializer_list<int64_t> steps);
+void concat_impl(Runtime* rt, int64_t axis, View out, std::initializer_list<View> ins);
 template <class... Views>
 void concat(Runtime* rt, int64_t axis, View out, Views... ins) {
-  TraceSpan span(rt->trace(), "compute", "concat");
-  cpu::concat({View(ins)...}, out, axis);
+  concat_impl(rt, axis, out, {View(ins)...});
 }
 void gather(Runtime* rt, View table, View idx, View out);
 void gather_grad(Runtime* rt, View dy, View idx, View dtable);

@@ -88,7 +88,10 @@ size_t AsyncOptimizer::fixed_host_bytes() const {
 void AsyncOptimizer::make_slots() {
   size_t n = wanted_slots_ ? wanted_slots_ : groups_.size();
   if (n < min_slots()) n = min_slots();
-  slots_.assign(n, std::vector<float>(slot_elems_));
+  // From the Runtime's long-lived host storage: page-locked when a device
+  // set it so, so gradients can be copied straight into the slot.
+  for (size_t i = 0; i < n; ++i)
+    slots_.push_back(rt_.alloc_pinned(Shape{int64_t(slot_elems_)}, DType::F32).as<float>());
   for (size_t i = 0; i < n; ++i) free_slots_.push_back(int(i));
 }
 
@@ -116,8 +119,11 @@ void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
       fail("group_update: gradient of '" + p.name + "' is " + dtype_name(grads[i].dtype) + " " +
            grads[i].shape.str() + ", parameter is F32 " + p.value.shape.str());
     // The gradient leaves the device here (on the CPU target: a copy).
-    std::memcpy(grad(g, i), grads[i].data, grads[i].nbytes());
-    rt_.record_grad(g.params[i], grads[i]);
+    if (copy_out_)
+      copy_out_(grads[i], grad(g, i));
+    else
+      std::memcpy(grad(g, i), grads[i].data, grads[i].nbytes());
+    rt_.record_grad(g.params[i], View{grad(g, i), grads[i].shape, DType::F32});
     if (clip_norm_ > 0) {
       // torch takes the norm of each gradient in fp32, then the norm of those.
       const float* x = grad(g, i);
@@ -199,6 +205,7 @@ void AsyncOptimizer::worker() {
         update_out_of_core(group);
       else
         update(g);
+      if (on_updated_) on_updated_(group);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
       error_ = std::current_exception();

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -32,6 +33,15 @@ class AsyncOptimizer {
   // A group of trainable parameters (indices into the Runtime); returns its id.
   int64_t declare_group(std::vector<int64_t> params);
   int64_t num_groups() const { return int64_t(groups_.size()); }
+  const std::vector<int64_t>& group_params(int64_t group) const { return groups_[size_t(group)].params; }
+
+  // How a gradient leaves the device for its host slot (default: memcpy, the
+  // CPU target's gradients are host memory). Returns once dst holds it.
+  void set_gradient_copy(std::function<void(const View& src, float* dst)> f) { copy_out_ = std::move(f); }
+  // Called on the optimizer's thread after a group's update, before wait()
+  // lets anyone read the group's parameters: a device queues the upload of
+  // the new values here.
+  void set_on_updated(std::function<void(int64_t group)> f) { on_updated_ = std::move(f); }
 
   // Copies the group's gradients (one per parameter, in declaration order)
   // to host buffers owned here, so the caller may free them at once, and
@@ -109,7 +119,7 @@ class AsyncOptimizer {
   // still to be used.
   Staging* stage(int64_t group, bool force);
   void drain(std::vector<store::Ticket>& tickets);
-  float* grad(const Group& g, size_t i) { return slots_[size_t(g.slot)].data() + g.grad_offsets[i]; }
+  float* grad(const Group& g, size_t i) { return slots_[size_t(g.slot)] + g.grad_offsets[i]; }
   void make_slots();
 
   Runtime& rt_;
@@ -127,7 +137,7 @@ class AsyncOptimizer {
   // Host slots for gradients that left the device, each as big as the
   // largest group; start() waits for a free one (backpressure), so their
   // number bounds host memory.
-  std::vector<std::vector<float>> slots_;
+  std::vector<float*> slots_;  // Runtime::alloc_pinned storage
   std::vector<int> free_slots_;
   size_t slot_elems_ = 0;
   size_t wanted_slots_ = 0;
@@ -137,6 +147,8 @@ class AsyncOptimizer {
   size_t staging_count_ = 4;      // read-ahead is staging_count_ - 1 groups
   size_t staging_bytes_ = 0;
   uint64_t clock_ = 0;
+  std::function<void(const View&, float*)> copy_out_;
+  std::function<void(int64_t)> on_updated_;
   std::thread thread_;
 };
 

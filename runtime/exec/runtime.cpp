@@ -35,7 +35,13 @@ uint64_t splitmix64(uint64_t z) {
 
 Runtime::~Runtime() {
   async_.reset();  // the optimizer thread writes into parameter storage
-  for (void* b : blocks_) std::free(b);
+  for (void* b : blocks_) host_free_ ? host_free_(b) : std::free(b);
+}
+
+void Runtime::set_host_allocator(HostAlloc alloc, HostFree free) {
+  if (!blocks_.empty()) fail("set_host_allocator: host buffers were already allocated");
+  host_alloc_ = alloc;
+  host_free_ = free;
 }
 
 int64_t Runtime::declare_param(const std::string& name, Shape shape, DType dtype, bool trainable) {
@@ -83,7 +89,8 @@ void* Runtime::pool_get(size_t bytes, uint64_t state) {
     h = static_cast<BlockHeader*>(list.back());
     list.pop_back();
   } else {
-    h = static_cast<BlockHeader*>(std::aligned_alloc(64, sizeof(BlockHeader) + (cap ? cap : 64)));
+    const size_t total = sizeof(BlockHeader) + (cap ? cap : 64);
+    h = static_cast<BlockHeader*>(host_alloc_ ? host_alloc_(total) : std::aligned_alloc(64, total));
     if (!h) fail("out of memory allocating " + std::to_string(bytes) + " bytes");
     h->capacity = cap;
     blocks_.push_back(h);

@@ -16,6 +16,8 @@
 
 namespace fy {
 
+class Device;
+
 // Command-line options of a training executable (see train_main).
 struct TrainOptions {
   std::string data;
@@ -89,6 +91,17 @@ class Runtime {
   // step's arguments); zero-initialised; dealloc() refuses it.
   View alloc_pinned(Shape shape, DType dtype);
   const PoolStats& pool_stats() const { return stats_; }
+  // Where host storage comes from (default: aligned_alloc / free). A device
+  // sets page-locked memory before anything is declared; the blocks must be
+  // at least 64-byte aligned.
+  using HostAlloc = void* (*)(size_t bytes);
+  using HostFree = void (*)(void* p);
+  void set_host_allocator(HostAlloc alloc, HostFree free);
+
+  // The device the program's kernels run on (null on the CPU target); the
+  // Runtime does not own it.
+  Device* device() const { return device_; }
+  void set_device(Device* d) { device_ = d; }
 
   // ---- optimisation ----
   // One AdamW step of parameter `index` with gradient `grad` at step().
@@ -137,6 +150,9 @@ class Runtime {
   std::unique_ptr<AsyncOptimizer> async_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // capacity -> headers
   std::vector<void*> blocks_;                            // every malloc, for the destructor
+  HostAlloc host_alloc_ = nullptr;  // null: aligned_alloc / free
+  HostFree host_free_ = nullptr;
+  Device* device_ = nullptr;
   PoolStats stats_;
 };
 

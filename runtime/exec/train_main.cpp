@@ -217,7 +217,7 @@ std::vector<SafetensorsEntry> grad_entries(const Runtime& rt) {
     const Runtime::Param& p = rt.param(i);
     if (!p.trainable) continue;
     if (!p.recorded_grad.data) fail("--dump-grads: no gradient reached parameter '" + p.name + "' in step 1");
-    out.push_back({p.name, DType::F32, p.value.shape.vec(), p.recorded_grad.data});
+    out.push_back({p.name, DType::F32, p.value.shape.vec(), p.recorded_grad.data, {}});
   }
   return out;
 }
@@ -301,6 +301,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   Runtime rt;
   rt.set_options(o);
   if (!o.trace.empty()) rt.set_trace(std::make_unique<Trace>(o.trace));
+  std::unique_ptr<Device> device = make_device(rt);
+  rt.set_device(device.get());
   declare(&rt);
   if (!rt.inputs_declared()) fail("the program did not declare its inputs (declare_inputs)");
   load_weights(rt, o.weights);
@@ -330,6 +332,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
            ", past --steps " + std::to_string(o.steps));
   }
   if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
+  if (device) device->prepare();
+  const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
 
   double total_ms = 0;
   for (int64_t s = first; s < o.steps; ++s) {
@@ -340,15 +344,18 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     auto t0 = std::chrono::steady_clock::now();
     {
       TraceSpan span(rt.trace(), "steps", "step ", s + 1);
-      step(&rt, idx, tgt, loss);
+      if (device)
+        device->run_step(step, idx, tgt, loss);
+      else
+        step(&rt, idx, tgt, loss);
     }
     auto t1 = std::chrono::steady_clock::now();
-    if (rt.planned_temp_bytes() >= 0 && rt.pool_stats().peak_bytes > rt.planned_temp_bytes())
-      fail("step " + std::to_string(s + 1) + " held " + std::to_string(rt.pool_stats().peak_bytes) +
+    if (rt.planned_temp_bytes() >= 0 && pool.peak_bytes > rt.planned_temp_bytes())
+      fail("step " + std::to_string(s + 1) + " held " + std::to_string(pool.peak_bytes) +
            " bytes of temporaries at once, more than the compiler's plan of " +
            std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
-    if (rt.pool_stats().live_buffers != 0)
-      fail("step " + std::to_string(s + 1) + " left " + std::to_string(rt.pool_stats().live_buffers) +
+    if (pool.live_buffers != 0)
+      fail("step " + std::to_string(s + 1) + " left " + std::to_string(pool.live_buffers) +
            " buffers allocated (alloc/dealloc unbalanced in the program)");
 
     const double L = loss.as<float>()[0];
@@ -402,6 +409,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     }
   }
 
+  if (device && first < o.steps)
+    if (std::string line = device->summary(); !line.empty()) std::fprintf(stderr, "train: %s\n", line.c_str());
   if (!o.save_dir.empty()) save_checkpoint(rt, o.save_dir, o.steps);
   if (rt.trace()) rt.trace()->write();
   return 0;

@@ -6,7 +6,8 @@
 
 Rebuilds the module that examples/export.py exported (config from M.onnx.json), loads its
 initial weights from M.onnx's initializers by name, and trains it with torch.optim.AdamW in fp32
-on the CPU, on the batches of the DESIGN.md batch contract. Writes one JSON line per step
+on the CPU (or --device cuda, optionally under bf16 --autocast: the CUDA target's oracle), on
+the batches of the DESIGN.md batch contract. Writes one JSON line per step
 ({"step": s from 1, "loss": forward loss of that step}) and, optionally, the gradient of every
 trainable parameter at step 1 (before the first update), keyed by ONNX initializer name.
 """
@@ -135,6 +136,9 @@ def main(argv=None):
     ap.add_argument("--out-losses", required=True)
     ap.add_argument("--out-grads", default=None, help="step-1 gradients (safetensors)")
     ap.add_argument("--out-params", default=None, help="parameters after the last step (safetensors)")
+    ap.add_argument("--device", default="cpu", help="torch device (cuda: the CUDA target's oracle)")
+    ap.add_argument("--autocast", default=None, choices=["bf16"],
+                    help="train under torch.autocast with this dtype (the CUDA target's bf16 oracle)")
     a = ap.parse_args(argv)
 
     if a.batch < 1 or a.seq < 1 or a.steps < 0:
@@ -149,10 +153,14 @@ def main(argv=None):
         die(f"--seq {a.seq} exceeds the model's block size {cfg.block_size}")
 
     torch.set_num_threads(1)
+    if a.device.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+        torch.backends.cuda.matmul.allow_tf32 = False
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(0)
     model = build_model(cfg)
     params, frozen_meta = load_initializers(model, a.onnx)
+    model.to(a.device)
     model.train()
 
     try:
@@ -175,12 +183,16 @@ def main(argv=None):
     tmp = a.out_losses + ".tmp"
     with open(tmp, "w") as log:
         for s in range(a.steps):
-            idx, tgt = data.get(s)
+            idx, tgt = (t.to(a.device) for t in data.get(s))
             opt.zero_grad(set_to_none=True)
-            loss = model(idx, tgt)
+            if a.autocast:
+                with torch.autocast(device_type=a.device.split(":")[0], dtype=torch.bfloat16):
+                    loss = model(idx, tgt)
+            else:
+                loss = model(idx, tgt)
             loss.backward()
             if s == 0 and a.out_grads:
-                grads = {n: p.grad.detach().numpy().astype(np.float32) for n, p in trainable}
+                grads = {n: p.grad.detach().cpu().numpy().astype(np.float32) for n, p in trainable}
                 safetensors_io.save(a.out_grads, grads, {"producer": "fuyou oracle.py", "step": 1})
             if a.clip_norm > 0:
                 torch.nn.utils.clip_grad_norm_([p for _, p in trainable], a.clip_norm)
@@ -188,7 +200,7 @@ def main(argv=None):
             log.write(json.dumps({"step": s + 1, "loss": float(loss.item())}) + "\n")
     os.replace(tmp, a.out_losses)
     if a.out_params:
-        safetensors_io.save(a.out_params, {n: p.detach().numpy() for n, p in params},
+        safetensors_io.save(a.out_params, {n: p.detach().cpu().numpy() for n, p in params},
                             {"producer": "fuyou oracle.py", "step": a.steps})
 
 

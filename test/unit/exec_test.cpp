@@ -16,6 +16,7 @@
 #include <functional>
 
 #include "exec/api.h"
+#include "kernels/cpu/kernels.h"
 #include "io/safetensors.h"
 #include "test_util.h"
 

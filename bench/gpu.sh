@@ -1,0 +1,71 @@
+#!/bin/bash
+# The CUDA target on a GPU machine, in one go (issue 5): builds the runtime,
+# the GPU tests and the programs that bench/gpu/prepare.sh generated on a
+# development machine (the GPU machine has no MLIR and no package manager:
+# OpenBLAS, liburing and GoogleTest come unpacked from .gpu/debs), runs the
+# tests, the e2e oracle, the speed comparison and the out-of-core run, and
+# prints a table. Run from the repository root: bench/gpu.sh [STAGES]
+# where STAGES is any of "test e2e speed ooc" (default: all).
+set -uo pipefail
+ROOT=$(pwd)
+G=$ROOT/.gpu
+DEPS=/tmp/fydeps
+BUILD=/tmp/fybuild
+STAGES=${*:-test e2e speed ooc}
+OUT=${OUT:-/tmp/fyout}
+mkdir -p "$OUT"
+export OUT PYTHONUNBUFFERED=1
+[ -d "$G" ] || { echo "gpu.sh: no .gpu/: run bench/gpu/prepare.sh on a development machine first"; exit 1; }
+
+mkdir -p $DEPS
+for f in "$G"/debs/*.deb; do dpkg -x "$f" $DEPS; done
+LIB=$DEPS/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$LIB/openblas-pthread:$LIB:${LD_LIBRARY_PATH:-}
+
+t0=$(date +%s)
+cmake -S "$ROOT" -B $BUILD -G Ninja -DFUYOU_BUILD_COMPILER=OFF -DCMAKE_PREFIX_PATH=$DEPS/usr \
+  -DFY_OPENBLAS_LIB=$LIB/openblas-pthread/libopenblas.so \
+  -DFY_CBLAS_INCLUDE=$DEPS/usr/include/x86_64-linux-gnu/openblas-pthread \
+  -DFY_URING_LIB=$LIB/liburing.so -DCMAKE_CXX_FLAGS="-I$DEPS/usr/include" > "$OUT/cmake.log" 2>&1 \
+  || { tail -30 "$OUT/cmake.log"; exit 1; }
+ninja -C $BUILD fuyou_rt_cuda fuyou_cuda_tests > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 error "$OUT/build.log"; exit 1; }
+echo "built the runtime and GPU tests in $(( $(date +%s) - t0 )) s"
+
+CUDA_LIB=$(sed -n 's/^CUDAToolkit_LIBRARY_DIR:[A-Z]*=//p' $BUILD/CMakeCache.txt)
+program() {  # CPP EXE: a generated program against the CUDA runtime
+  g++ -std=c++17 -O2 -w -I "$ROOT/runtime" "$1" $BUILD/lib/libfuyou_rt_cuda.a -L"$CUDA_LIB" -lcublasLt \
+    -lcudart_static -ldl -lrt -L$LIB/openblas-pthread -L$LIB -lopenblas -luring -fopenmp -lpthread -o "$2"
+}
+
+declare -a TABLE
+row() { TABLE+=("$1"); echo "$1"; }
+
+if [[ " $STAGES " == *" test "* ]]; then
+  $BUILD/bin/fuyou_cuda_tests --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1
+  rc=$?
+  row "gpu kernel tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (exit $rc)"
+  grep -E "^\[  FAILED  \]|Failure|error" "$OUT/gpu_tests.log" | head -20
+fi
+
+if [[ " $STAGES " == *" e2e "* ]]; then
+  for m in gpt2 llama; do
+    for p in bf16 fp32; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build failed"; done
+    row "$(python3 "$ROOT/bench/gpu/run.py" e2e $m "$G/$m" 2>&1 | tail -3)"
+  done
+fi
+
+if [[ " $STAGES " == *" speed "* ]]; then
+  d=$G/gpt124
+  program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
+    && row "$(python3 "$ROOT/bench/gpu/run.py" speed "$d" "$d/train" 2>&1 | tail -3)"
+fi
+
+if [[ " $STAGES " == *" ooc "* ]]; then
+  d=$G/gpt350
+  program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
+    && row "$(python3 "$ROOT/bench/gpu/run.py" ooc "$d" "$d/train" /tmp/fyssd 2>&1 | tail -3)"
+fi
+
+echo
+echo "=== bench/gpu.sh on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%F) ==="
+for r in "${TABLE[@]}"; do echo "$r"; done

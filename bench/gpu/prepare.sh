@@ -1,0 +1,48 @@
+#!/bin/bash
+# Development-machine half of bench/gpu.sh: everything that needs MLIR or the
+# Debian packages, into .gpu/ (ignored by git, carried to the GPU machine):
+#   .gpu/debs/            OpenBLAS, liburing, GoogleTest .debs (unpacked there, not installed)
+#   .gpu/tokens.bin       training data (Python stdlib source bytes)
+#   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16 and
+#                         fp32 the generated C++ and weights of the CUDA target
+#   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
+#   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
+# Usage: bench/gpu/prepare.sh [BUILD_DIR]   (default build/)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=${1:-$ROOT/build}
+FC=$B/bin/fuyou-compile
+PY=/usr/bin/python3
+OUT=$ROOT/.gpu
+rm -rf "$OUT" && mkdir -p "$OUT/debs"
+(cd "$OUT/debs" && apt-get download libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev \
+   liburing2 liburing-dev libgtest-dev libgfortran5 >/dev/null 2>&1)
+$PY "$ROOT/examples/prepare_data.py" --out "$OUT/tokens.bin" --max-bytes 4000000 >/dev/null
+
+# Small models: the e2e oracle's shapes (test/e2e/e2e.py).
+for m in gpt2 llama; do
+  mkdir -p "$OUT/$m"
+  $PY "$ROOT/examples/export.py" --model $m --out "$OUT/$m/model.onnx" --batch 4 --seq 32 >/dev/null
+  for p in bf16 fp32; do
+    # Builds the executable here too (the CUDA link is checked); only its C++ and weights travel.
+    $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_$p" --target cuda --precision $p 2>/dev/null
+    rm -f "$OUT/$m/train_$p"
+  done
+done
+
+# Big models: compiled from ONNX exported here, weights drawn on the GPU
+# machine from the same module definition (examples/models.py).
+big() {  # name batch seq layers heads d
+  local dir=$OUT/$1 tmp
+  tmp=$(mktemp -d)
+  mkdir -p "$dir"
+  $PY "$ROOT/examples/export.py" --model gpt2 --out "$tmp/model.onnx" --batch $2 --seq $3 --vocab 50304 \
+    --n-layer $4 --n-head $5 --d-model $6 --block-size 1024 >/dev/null
+  $FC "$tmp/model.onnx" --target cuda --emit=cpp > "$dir/train.cpp" 2>/dev/null
+  cp "$tmp/model.onnx.json" "$dir/model.json"
+  echo "$2 $3" > "$dir/shape"
+  rm -rf "$tmp"
+}
+big gpt124 8 1024 12 12 768
+big gpt350 1 128 24 16 1024
+du -sh "$OUT"

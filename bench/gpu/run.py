@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""GPU-machine measurements for bench/gpu.sh (issue 5). Subcommands:
+
+  weights CONFIG.json OUT.safetensors   draw a model's initial weights (examples/models.py, seed 1337)
+  e2e NAME DIR                          our bf16/fp32 programs vs PyTorch on the GPU (20 steps)
+  speed DIR EXE                         tokens/s and TFLOPS, ours vs PyTorch eager + bf16 autocast
+  ooc DIR EXE SSD                       out of core: state on SSD, --gpu-mem at the program's minimum
+
+Each prints one summary line starting with the subcommand's name; full logs go to $OUT when set.
+"""
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
+import torch  # noqa: E402
+from models import ModelConfig, build_model  # noqa: E402
+import safetensors_io  # noqa: E402
+
+OUT = os.environ.get("OUT", "/tmp")
+TOKENS = os.path.join(ROOT, ".gpu", "tokens.bin")
+
+
+def sh(cmd, log=None, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if log:
+        with open(os.path.join(OUT, log), "a") as f:
+            f.write("$ " + " ".join(cmd) + "\n" + r.stdout + r.stderr + "\n")
+    return r
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def weights(cfg_path, out):
+    with open(cfg_path) as f:
+        cfg = ModelConfig.from_dict(json.load(f))
+    torch.manual_seed(1337)
+    model = build_model(cfg)
+    sd = model.state_dict()
+    safetensors_io.save(out, {k: v.detach().float().numpy() if v.is_floating_point() else v.numpy()
+                              for k, v in sd.items()}, {"producer": "bench/gpu/run.py"})
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def e2e(name, d):
+    cfg = json.load(open(os.path.join(d, "model.onnx.json")))
+    B, T, steps = cfg["batch"], cfg["seq"], 20
+    ok = True
+    rows = []
+    for prec, oracle_args, tol in (("bf16", ["--autocast", "bf16"], 2e-2), ("fp32", [], 1e-4)):
+        exe = os.path.join(d, f"train_{prec}")
+        ours = os.path.join(OUT, f"{name}_{prec}.jsonl")
+        ref = os.path.join(OUT, f"{name}_{prec}_torch.jsonl")
+        r = sh([exe, "--data", TOKENS, "--steps", str(steps), "--log-json", ours, "--log-every", "100"],
+               log=f"e2e_{name}.log")
+        if r.returncode != 0:
+            print(f"e2e {name} {prec}: FAIL: our program exited {r.returncode}: {r.stderr.strip()[-300:]}")
+            ok = False
+            continue
+        r = sh([sys.executable, os.path.join(ROOT, "test/e2e/oracle.py"), "--onnx", os.path.join(d, "model.onnx"),
+                "--data", TOKENS, "--batch", str(B), "--seq", str(T), "--steps", str(steps), "--out-losses", ref,
+                "--device", "cuda"] + oracle_args, log=f"e2e_{name}.log")
+        if r.returncode != 0:
+            print(f"e2e {name} {prec}: FAIL: oracle exited {r.returncode}: {r.stderr.strip()[-300:]}")
+            ok = False
+            continue
+        a, b = read_log(ours), read_log(ref)
+        worst = max(rel(x["loss"], y["loss"]) for x, y in zip(a, b))
+        good = len(a) == len(b) == steps and worst <= tol
+        ok &= good
+        rows.append(f"{prec}: worst loss rel err {worst:.2e} (tol {tol:g}), loss {a[0]['loss']:.4f} -> "
+                    f"{a[-1]['loss']:.4f} vs torch {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}")
+    print(f"e2e {name}: {'PASS' if ok else 'FAIL'}: " + "; ".join(rows))
+    return ok
+
+
+def flops_per_token(cfg, T):
+    L, d, V = cfg["n_layer"], cfg["d_model"], cfg["vocab_size"]
+    n = 12 * L * d * d + V * d  # matmul weights (blocks + lm_head)
+    return 6 * n + 12 * L * d * T  # + attention scores and values, fwd + bwd
+
+
+def torch_eager(cfg, B, T, steps=30):
+    torch.manual_seed(0)
+    model = build_model(ModelConfig.from_dict(cfg)).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(0)
+    V = cfg["vocab_size"]
+    idx = torch.randint(0, V, (B, T), generator=g).cuda()
+    tgt = torch.randint(0, V, (B, T), generator=g).cuda()
+    times = []
+    for s in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(idx, tgt)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    del model, opt
+    torch.cuda.empty_cache()
+    return statistics.median(times[5:]) * 1000.0, torch.cuda.max_memory_allocated()
+
+
+def ours_run(exe, steps, extra=(), log="speed.log"):
+    path = os.path.join(OUT, os.path.basename(exe) + ".jsonl")
+    r = sh([exe, "--data", TOKENS, "--steps", str(steps), "--log-json", path, "--log-every", "1000"] + list(extra),
+           log=log)
+    if r.returncode != 0:
+        return None, r.stderr
+    ms = [x["ms"] for x in read_log(path)]
+    return statistics.median(ms[3:] if len(ms) > 5 else ms), r.stderr
+
+
+def speed(d, exe):
+    cfg = json.load(open(os.path.join(d, "model.json")))
+    B, T = map(int, open(os.path.join(d, "shape")).read().split())
+    fpt = flops_per_token(cfg, T)
+    ours_ms, err = ours_run(exe, 20)
+    if ours_ms is None:
+        print(f"speed: FAIL: our program: {err.strip()[-400:]}")
+        return False
+    torch_ms, torch_mem = torch_eager(cfg, B, T)
+    tok = B * T
+    ours_tps, torch_tps = tok / ours_ms * 1e3, tok / torch_ms * 1e3
+    print(f"speed B={B} T={T}: ours {ours_ms:.1f} ms/step {ours_tps:.0f} tok/s {ours_tps * fpt / 1e12:.1f} TFLOPS; "
+          f"torch eager bf16 autocast {torch_ms:.1f} ms/step {torch_tps:.0f} tok/s {torch_tps * fpt / 1e12:.1f} TFLOPS "
+          f"(peak {torch_mem / 2**30:.1f} GiB); ratio {ours_tps / torch_tps:.3f}")
+    print("speed: ours: " + " | ".join(l for l in err.splitlines() if l.startswith("train:")))
+    return True
+
+
+class GpuBusy:
+    """Samples nvidia-smi's utilisation (share of time a kernel was running) while a run goes."""
+
+    def __init__(self):
+        self.samples, self.stop = [], False
+        self.t = threading.Thread(target=self.loop, daemon=True)
+
+    def loop(self):
+        p = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                              "-lms", "200"], stdout=subprocess.PIPE, text=True)
+        for line in p.stdout:
+            if self.stop:
+                break
+            try:
+                self.samples.append(float(line.strip()))
+            except ValueError:
+                pass
+        p.kill()
+
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *a):
+        self.stop = True
+
+
+def ooc(d, exe, ssd):
+    cfg = json.load(open(os.path.join(d, "model.json")))
+    B, T = map(int, open(os.path.join(d, "shape")).read().split())
+    # The program names the least --gpu-mem it can run in.
+    r = sh([exe, "--data", TOKENS, "--steps", "1", "--gpu-mem", "1M"], log="ooc.log")
+    m = re.search(r"needs at least ([0-9.]+) MiB", r.stderr)
+    if not m:
+        print(f"ooc: FAIL: no minimum from the program: {r.stderr.strip()[-300:]}")
+        return False
+    gpu_mem = int(float(m.group(1)) * 1.02 * 2**20)
+    os.makedirs(ssd, exist_ok=True)
+    steps = 12
+    trace = os.path.join(OUT, "ooc_trace.json")
+    with GpuBusy() as busy:
+        ms, err = ours_run(exe, steps, ["--gpu-mem", str(gpu_mem), "--ssd", ssd, "--trace", trace], log="ooc.log")
+    if ms is None:
+        print(f"ooc: FAIL: {err.strip()[-400:]}")
+        return False
+    params = sum(p.numel() for p in build_model(ModelConfig.from_dict(cfg)).parameters())
+    # weights + states: fp32 master, Adam m and v (host/SSD) and the device's working copy
+    total = 16 * params
+    tps = B * T / ms * 1e3
+    fpt = flops_per_token(cfg, T)
+    util = statistics.mean(busy.samples[len(busy.samples) // 4:]) if busy.samples else float("nan")
+    print(f"ooc: {params / 1e6:.0f}M params, weights+states {total / 2**30:.2f} GiB = "
+          f"{total / gpu_mem:.2f}x --gpu-mem {gpu_mem / 2**30:.2f} GiB; {ms:.0f} ms/step, {tps:.0f} tok/s, "
+          f"{tps * fpt / 1e12:.2f} TFLOPS; GPU busy {util:.0f}% (nvidia-smi)")
+    print("ooc: ours: " + " | ".join(l for l in err.splitlines() if l.startswith("train:")))
+    return True
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    ok = {"weights": lambda: weights(*args) or True, "e2e": lambda: e2e(*args), "speed": lambda: speed(*args),
+          "ooc": lambda: ooc(*args)}[cmd]()
+    sys.exit(0 if ok else 1)

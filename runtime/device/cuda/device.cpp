@@ -1,0 +1,242 @@
+#include "device/cuda/device.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "exec/async_optimizer.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/kernels.h"
+#include "trace/trace.h"
+
+namespace fy {
+
+// The CUDA target's runtime library runs every program on the GPU.
+std::unique_ptr<Device> make_device(Runtime& rt) { return std::make_unique<cuda::CudaDevice>(rt); }
+
+}  // namespace fy
+
+namespace fy::cuda {
+
+namespace {
+
+// Page-locked host storage: copies from and to it run at full speed and
+// asynchronously.
+void* host_alloc(size_t bytes) {
+  void* p = nullptr;
+  FY_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+  return p;
+}
+void host_free(void* p) { cudaFreeHost(p); }
+
+size_t granule(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+std::string mib(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+}  // namespace
+
+CudaDevice& device_of(Runtime* rt) {
+  auto* d = dynamic_cast<CudaDevice*>(rt->device());
+  if (!d) fail("this program was built for the CUDA target but runs without its device");
+  return *d;
+}
+
+CudaDevice::CudaDevice(Runtime& rt) : rt_(rt) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0)
+    fail(std::string("no CUDA GPU is available (cudaGetDeviceCount: ") +
+         (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") + ")");
+  FY_CUDA_CHECK(cudaSetDevice(0));
+  cudaDeviceProp prop;
+  FY_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  name_ = prop.name;
+  // Kernels take scratch with cudaMallocAsync; keep freed scratch in the
+  // pool instead of returning it to the driver at every synchronize.
+  cudaMemPool_t pool;
+  FY_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+  uint64_t keep = UINT64_MAX;
+  FY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  FY_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+  FY_CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
+  set_stream(compute_);
+  rt_.set_host_allocator(host_alloc, host_free);
+}
+
+CudaDevice::~CudaDevice() {
+  // The optimizer's thread calls back into this object: let it finish first.
+  if (rt_.has_async_optimizer()) {
+    try {
+      rt_.async_optimizer().wait_all();
+    } catch (...) {
+    }
+    rt_.async_optimizer().set_on_updated(nullptr);
+    rt_.async_optimizer().set_gradient_copy(nullptr);
+  }
+  cudaStreamSynchronize(compute_);
+  cudaStreamSynchronize(upload_);
+  for (cudaEvent_t e : group_events_) cudaEventDestroy(e);
+  for (void* p : params_) cudaFree(p);
+  for (void* p : blocks_) cudaFree(p);
+  for (void* p : {idx_, tgt_, loss_}) cudaFree(p);
+  if (host_grad_) cudaFreeHost(host_grad_);
+  set_stream(nullptr);
+  cudaStreamDestroy(compute_);
+  cudaStreamDestroy(upload_);
+}
+
+void CudaDevice::reserve(size_t bytes, const char* what) {
+  const int64_t budget = rt_.options().gpu_mem;
+  if (budget > 0 && device_bytes_ + int64_t(bytes) > budget)
+    fail(std::string("--gpu-mem ") + mib(double(budget)) + " exceeded: " + what + " needs " + mib(double(bytes)) +
+         " more with " + mib(double(device_bytes_)) + " already on the device");
+  device_bytes_ += int64_t(bytes);
+}
+
+void CudaDevice::prepare() {
+  TraceSpan span(rt_.trace(), "device", "parameters up");
+  if (!prepared_) {
+    const Shape in = rt_.input_shape();
+    FY_CUDA_CHECK(cudaMalloc(&idx_, size_t(in.numel()) * 8));
+    FY_CUDA_CHECK(cudaMalloc(&tgt_, size_t(in.numel()) * 8));
+    FY_CUDA_CHECK(cudaMalloc(&loss_, sizeof(float)));
+    params_.assign(size_t(rt_.num_params()), nullptr);
+    for (int64_t i = 0; i < rt_.num_params(); ++i) {
+      const View& v = rt_.param(i).value;
+      reserve(granule(v.nbytes()), ("parameter '" + rt_.param(i).name + "'").c_str());
+      FY_CUDA_CHECK(cudaMalloc(&params_[size_t(i)], v.nbytes() ? v.nbytes() : 1));
+    }
+    if (rt_.has_async_optimizer()) {
+      AsyncOptimizer& opt = rt_.async_optimizer();
+      group_events_.resize(size_t(opt.num_groups()));
+      for (cudaEvent_t& e : group_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      opt.set_gradient_copy([this](const View& src, float* dst) {
+        // Behind the kernels that made it; the slot is read as soon as this returns.
+        FY_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, compute_));
+        synchronize();
+        copy_out_bytes_ += int64_t(src.nbytes());
+      });
+      opt.set_on_updated([this](int64_t g) { upload_group(g); });
+    }
+    prepared_ = true;
+  }
+  // The masters are final (loaded or restored): every working copy up.
+  for (int64_t i = 0; i < rt_.num_params(); ++i) {
+    const View& v = rt_.param(i).value;
+    FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, compute_));
+  }
+  synchronize();
+}
+
+void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
+  FY_CUDA_CHECK(cudaMemcpyAsync(idx_, idx.data, idx.nbytes(), cudaMemcpyHostToDevice, compute_));
+  FY_CUDA_CHECK(cudaMemcpyAsync(tgt_, tgt.data, tgt.nbytes(), cudaMemcpyHostToDevice, compute_));
+  // A program that forgot to write its loss logs NaN, as on the CPU.
+  FY_CUDA_CHECK(cudaMemcpyAsync(loss_, loss.data, sizeof(float), cudaMemcpyHostToDevice, compute_));
+  step(&rt_, View{idx_, idx.shape, idx.dtype}, View{tgt_, tgt.shape, tgt.dtype}, View{loss_, loss.shape, loss.dtype});
+  FY_CUDA_CHECK(cudaMemcpyAsync(loss.data, loss_, sizeof(float), cudaMemcpyDeviceToHost, compute_));
+  synchronize();
+  ++steps_;
+}
+
+View CudaDevice::param(int64_t index) {
+  if (!prepared_) fail("param: the device is not prepared (a runtime bug)");
+  const View& host = rt_.param(index).value;
+  return View{params_[size_t(index)], host.shape, host.dtype};
+}
+
+View CudaDevice::alloc(Shape shape, DType dtype) {
+  if (shape.numel() < 0) fail("alloc: negative dim in " + shape.str());
+  View v{nullptr, shape, dtype};
+  const size_t cap = granule(v.nbytes());
+  std::vector<void*>& list = free_[cap];
+  if (!list.empty()) {
+    v.data = list.back();
+    list.pop_back();
+  } else {
+    reserve(cap, ("a temporary " + shape.str()).c_str());
+    FY_CUDA_CHECK(cudaMalloc(&v.data, cap ? cap : 64));
+    blocks_.push_back(v.data);
+    stats_.mallocs++;
+    stats_.reserved_bytes += int64_t(cap);
+  }
+  live_[v.data] = cap;
+  stats_.live_buffers++;
+  stats_.live_bytes += int64_t(cap);
+  if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
+  return v;
+}
+
+void CudaDevice::dealloc(View v) {
+  auto it = live_.find(v.data);
+  if (it == live_.end()) fail("dealloc: buffer " + v.shape.str() + " is not a live temporary");
+  if (v.nbytes() > it->second)
+    fail("dealloc: view " + v.shape.str() + " is larger than its buffer (" + std::to_string(it->second) + " bytes)");
+  // Kernels that still read it are queued before any later use: the stream orders them.
+  free_[it->second].push_back(v.data);
+  stats_.live_buffers--;
+  stats_.live_bytes -= int64_t(it->second);
+  live_.erase(it);
+}
+
+View CudaDevice::upload_temp(Shape shape, DType dtype, const void* host) {
+  View v = alloc(shape, dtype);
+  // Synchronous from pageable memory: the caller's values may go away.
+  if (v.nbytes()) FY_CUDA_CHECK(cudaMemcpy(v.data, host, v.nbytes(), cudaMemcpyHostToDevice));
+  return v;
+}
+
+void CudaDevice::adamw(int64_t index, View grad) {
+  const Runtime::Param& p = rt_.param(index);
+  if (size_t(grad.numel()) > host_grad_elems_) {
+    if (host_grad_) FY_CUDA_CHECK(cudaFreeHost(host_grad_));
+    host_grad_ = static_cast<float*>(host_alloc(grad.nbytes()));
+    host_grad_elems_ = size_t(grad.numel());
+  }
+  {
+    TraceSpan span(rt_.trace(), "device", "gradient out ", index, int64_t(grad.nbytes()));
+    FY_CUDA_CHECK(cudaMemcpyAsync(host_grad_, grad.data, grad.nbytes(), cudaMemcpyDeviceToHost, compute_));
+    synchronize();
+  }
+  copy_out_bytes_ += int64_t(grad.nbytes());
+  rt_.adamw(index, View{host_grad_, grad.shape, grad.dtype});
+  FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(index)], p.value.data, p.value.nbytes(), cudaMemcpyHostToDevice,
+                                compute_));
+  upload_bytes_ += int64_t(p.value.nbytes());
+}
+
+void CudaDevice::group_update(int64_t group, const View* grads, size_t count) {
+  TraceSpan span(rt_.trace(), "device", "gradients out, group ", group);
+  rt_.async_optimizer().start(group, grads, count);
+}
+
+void CudaDevice::upload_group(int64_t group) {
+  for (int64_t i : rt_.async_optimizer().group_params(group)) {
+    const View& v = rt_.param(i).value;
+    FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, upload_));
+    upload_bytes_ += int64_t(v.nbytes());
+  }
+  FY_CUDA_CHECK(cudaEventRecord(group_events_[size_t(group)], upload_));
+}
+
+void CudaDevice::group_wait(int64_t group) {
+  rt_.async_optimizer().wait(group);
+  // Kernels after this point wait for the upload on the device, not here.
+  FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, group_events_[size_t(group)], 0));
+}
+
+std::string CudaDevice::summary() const {
+  char buf[256];
+  double n = steps_ > 0 ? double(steps_) : 1.0;
+  std::snprintf(buf, sizeof buf,
+                "device %s: %s on the device (parameters and temporaries), gradients out %.1f MiB/step, "
+                "parameters up %.1f MiB/step",
+                name_.c_str(), mib(double(device_bytes_)).c_str(), double(copy_out_bytes_) / n / 1048576.0,
+                double(upload_bytes_.load()) / n / 1048576.0);
+  return buf;
+}
+
+}  // namespace fy::cuda

@@ -1,0 +1,75 @@
+// The CUDA target's device: one GPU, one compute stream on which every
+// kernel and the gradient copies run in program order, and an upload stream
+// on which the background optimizer sends updated parameters back.
+//
+// Memory: the fp32 master weights, AdamW's moments (or their SSD staging) and
+// the gradient slots stay in host memory, page-locked; the device holds a
+// working copy of every parameter and the program's temporaries, from a pool
+// that reuses buffers by size (a step's shapes are static, so the second
+// step allocates nothing) bounded by --gpu-mem.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "exec/device.h"
+#include "exec/runtime.h"
+
+namespace fy::cuda {
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(Runtime& rt);
+  ~CudaDevice() override;
+
+  const char* name() const override { return name_.c_str(); }
+  void prepare() override;
+  void run_step(TrainStepFn step, View idx, View tgt, View loss) override;
+  const Runtime::PoolStats& pool_stats() const override { return stats_; }
+  std::string summary() const override;
+
+  // ---- what the program's entry points (api_cuda.cpp) use ----
+  View param(int64_t index);
+  View alloc(Shape shape, DType dtype);
+  void dealloc(View v);
+  // Host data to a fresh temporary (constants).
+  View upload_temp(Shape shape, DType dtype, const void* host);
+  // Synchronous optimizer: the gradient to the host, AdamW there, the
+  // parameter back (queued on the compute stream).
+  void adamw(int64_t index, View grad);
+  // Layer groups: gradients out through the optimizer's slots; before a
+  // group's parameters are read again, its upload must be done.
+  void group_update(int64_t group, const View* grads, size_t count);
+  void group_wait(int64_t group);
+
+ private:
+  void upload_group(int64_t group);  // on the optimizer's thread
+  void reserve(size_t bytes, const char* what);
+
+  Runtime& rt_;
+  std::string name_;
+  cudaStream_t compute_ = nullptr, upload_ = nullptr;
+  std::vector<void*> params_;               // device copies, by parameter index
+  std::vector<cudaEvent_t> group_events_;   // uploads done, by group
+  std::unordered_map<size_t, std::vector<void*>> free_;  // pool: capacity -> buffers
+  std::unordered_map<void*, size_t> live_;               // pool: buffer -> capacity
+  std::vector<void*> blocks_;
+  Runtime::PoolStats stats_;
+  int64_t device_bytes_ = 0;  // everything cudaMalloc'ed here
+  void *idx_ = nullptr, *tgt_ = nullptr, *loss_ = nullptr;
+  float* host_grad_ = nullptr;  // page-locked, for the synchronous optimizer
+  size_t host_grad_elems_ = 0;
+  int64_t copy_out_bytes_ = 0;
+  std::atomic<int64_t> upload_bytes_{0};  // the optimizer's thread adds to it
+  int64_t steps_ = 0;
+  bool prepared_ = false;
+};
+
+// The Runtime's device (fails if the program runs without one).
+CudaDevice& device_of(Runtime* rt);
+
+}  // namespace fy::cuda

@@ -1,0 +1,73 @@
+// The CUDA target's entry points: the same API as api.cpp, with buffers in
+// device memory (device/cuda) and the kernels of kernels/cuda.
+#include "device/cuda/device.h"
+#include "exec/api.h"
+#include "kernels/cuda/kernels.h"
+#include "trace/trace.h"
+
+namespace fy::rt {
+
+// Kernels are queued, so on a device a kernel's slice marks its launch.
+#define FY_KERNEL_SPAN(rt, name) TraceSpan fy_span_((rt)->trace(), "compute", name)
+
+using cuda::device_of;
+
+int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType dtype, bool trainable) {
+  return rt->declare_param(name, shape, dtype, trainable);
+}
+void declare_inputs(Runtime* rt, Shape shape, int64_t vocab) { rt->declare_inputs(shape, vocab); }
+void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes) { rt->set_planned_temp_bytes(peak_temp_bytes); }
+void declare_precision(Runtime*, const char* precision) {
+  std::string p = precision;
+  if (p == "bf16") cuda::set_matmul_precision(cuda::MatmulPrecision::BF16);
+  else if (p == "tf32") cuda::set_matmul_precision(cuda::MatmulPrecision::TF32);
+  else if (p == "fp32") cuda::set_matmul_precision(cuda::MatmulPrecision::FP32);
+  else fail("the program asks for precision '" + p + "', which the CUDA runtime does not have (bf16, tf32, fp32)");
+}
+
+View param(Runtime* rt, int64_t index) { return device_of(rt).param(index); }
+View alloc(Runtime* rt, Shape shape, DType dtype) { return device_of(rt).alloc(shape, dtype); }
+void dealloc(Runtime* rt, View v) { device_of(rt).dealloc(v); }
+View view(Runtime*, View v, Shape shape) { return v.reshaped(shape); }
+
+View constant_splat(Runtime* rt, Shape shape, DType dtype, double value) {
+  View v = device_of(rt).alloc(shape, dtype);
+  cuda::fill(v, value);
+  return v;
+}
+
+namespace {
+template <class T> View constant_of(Runtime* rt, Shape shape, std::initializer_list<T> values) {
+  if (int64_t(values.size()) != shape.numel())
+    fail("constant: " + std::to_string(values.size()) + " values for shape " + shape.str());
+  return device_of(rt).upload_temp(shape, DTypeOf<T>::value, values.begin());
+}
+}  // namespace
+
+View constant_f32(Runtime* rt, Shape shape, std::initializer_list<float> values) {
+  return constant_of(rt, shape, values);
+}
+View constant_i64(Runtime* rt, Shape shape, std::initializer_list<int64_t> values) {
+  return constant_of(rt, shape, values);
+}
+View constant_u8(Runtime* rt, Shape shape, std::initializer_list<uint8_t> values) {
+  return constant_of(rt, shape, values);
+}
+
+namespace K = ::fy::cuda;
+#include "exec/api_kernels.inc"
+
+void cpu_adamw(Runtime* rt, int64_t index, View grad) { device_of(rt).adamw(index, grad); }
+
+int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params) {
+  return rt->async_optimizer().declare_group(std::vector<int64_t>(params));
+}
+void group_update_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
+  device_of(rt).group_update(group, grads.begin(), grads.size());
+}
+void group_wait(Runtime* rt, int64_t group) {
+  TraceSpan span(rt->trace(), "compute", "wait for group ", group);
+  device_of(rt).group_wait(group);
+}
+
+}  // namespace fy::rt

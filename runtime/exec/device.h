@@ -1,0 +1,38 @@
+// Where a program's kernels run. The CPU target has no Device: kernels read
+// and write host memory and the step runs as called. A GPU target's runtime
+// library provides one (make_device): parameters' working copies and
+// temporaries live in device memory, while the host keeps the fp32 master
+// weights, the optimizer and its state, exactly as on the CPU target.
+#pragma once
+
+#include <memory>
+
+#include "core/tensor.h"
+#include "exec/runtime.h"
+
+namespace fy {
+
+using TrainStepFn = void (*)(Runtime*, View /*token ids*/, View /*target ids*/, View /*loss, F32 scalar*/);
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const char* name() const = 0;
+  // Once the master weights are final for the first step (loaded, or
+  // restored from a checkpoint): working copies up, budgets checked.
+  virtual void prepare() = 0;
+  // One step: the host's token ids in, the program run, the loss back in
+  // `loss` (host) when this returns.
+  virtual void run_step(TrainStepFn step, View idx, View tgt, View loss) = 0;
+  // The device's temporaries (the memory plan is checked against these).
+  virtual const Runtime::PoolStats& pool_stats() const = 0;
+  // A line for the end of the run (what the device did), or "".
+  virtual std::string summary() const { return ""; }
+};
+
+// Defined by each target's runtime library: null on the CPU target. Called
+// before the program declares anything, so a device can make the Runtime's
+// long-lived host storage page-locked for fast copies.
+std::unique_ptr<Device> make_device(Runtime& rt);
+
+}  // namespace fy

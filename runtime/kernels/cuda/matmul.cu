@@ -1,0 +1,244 @@
+// numpy matmul on F32 row-major device data via cuBLASLt.
+//
+// cuBLAS is column-major: a row-major [R, C] matrix is a column-major
+// [C, R] one with the same memory, so C = op(A) op(B) is computed as
+// C^T = op(B)^T op(A)^T with b passed as cuBLAS's A and a as its B.
+// Batches use strided batching (stride 0 for a fully broadcast operand);
+// only partial broadcasts loop over the outer batch indices.
+// Descriptors, layouts and the heuristic's algorithm are cached per
+// shape / strides / alignment / precision, so steady-state calls only
+// look up the plan and launch.
+#include <cublasLt.h>
+
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kernels.h"
+
+namespace fy::cuda {
+namespace {
+
+[[noreturn]] void cublas_fail(const char* call, cublasStatus_t st, const char* file, int line) {
+  const char* base = file;
+  for (const char* p = file; *p; ++p)
+    if (*p == '/') base = p + 1;
+  fail(std::string("cuBLASLt: ") + call + " failed: " + cublasLtGetStatusName(st) + " (" +
+       cublasLtGetStatusString(st) + ") at " + base + ":" + std::to_string(line));
+}
+
+}  // namespace
+}  // namespace fy::cuda
+
+#define FY_CUBLAS_CHECK(call)                                                             \
+  do {                                                                                    \
+    cublasStatus_t fy_st_ = (call);                                                       \
+    if (fy_st_ != CUBLAS_STATUS_SUCCESS) ::fy::cuda::cublas_fail(#call, fy_st_, __FILE__, __LINE__); \
+  } while (0)
+
+namespace fy::cuda {
+using namespace detail;
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+// m, n, k, batch, stride_a, stride_b, stride_c, trans_a, trans_b, precision,
+// align_a, align_b, align_c (strides in elements, alignments in bytes).
+using Key = std::array<int64_t, 13>;
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ uint64_t(v)) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;  // cuBLAS's A (= b), B (= a), C
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct LtContext {
+  cublasLtHandle_t handle = nullptr;
+  // One workspace per stream: matmuls queued on different streams may run
+  // at the same time.
+  std::unordered_map<cudaStream_t, void*> workspace;
+  std::unordered_map<Key, Plan, KeyHash> plans;
+};
+
+// Never destroyed: cuBLAS and CUDA may already be torn down at exit.
+LtContext& lt() {
+  static LtContext* ctx = [] {
+    auto* c = new LtContext;
+    FY_CUBLAS_CHECK(cublasLtCreate(&c->handle));
+    return c;
+  }();
+  return *ctx;
+}
+
+void* workspace(cudaStream_t s) {
+  auto& ws = lt().workspace;
+  auto it = ws.find(s);
+  if (it != ws.end()) return it->second;
+  void* p = nullptr;
+  FY_CUDA_CHECK(cudaMalloc(&p, kWorkspaceBytes));
+  ws.emplace(s, p);
+  return p;
+}
+
+cublasComputeType_t compute_type(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::FP32: return CUBLAS_COMPUTE_32F;
+    case MatmulPrecision::TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case MatmulPrecision::BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+// Largest power of two (<= 256) dividing the address and every batch offset.
+int64_t alignment(const void* p, int64_t batch, int64_t stride) {
+  uint64_t a = uint64_t(reinterpret_cast<uintptr_t>(p)) | 256u;
+  if (batch > 1 && stride != 0) a |= uint64_t(stride) * sizeof(float);
+  return int64_t(a & (~a + 1));
+}
+
+cublasLtMatrixLayout_t make_layout(uint64_t rows, uint64_t cols, int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  FY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, int64_t(rows)));
+  if (batch > 1) {
+    const int32_t count = int32_t(batch);
+    FY_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    FY_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return l;
+}
+
+std::string key_str(const Key& k) {
+  return "M=" + std::to_string(k[0]) + " N=" + std::to_string(k[1]) + " K=" + std::to_string(k[2]) +
+         " batch=" + std::to_string(k[3]) + (k[7] ? " trans_a" : "") + (k[8] ? " trans_b" : "");
+}
+
+const Plan& plan_for(const Key& k) {
+  LtContext& ctx = lt();
+  auto it = ctx.plans.find(k);
+  if (it != ctx.plans.end()) return it->second;
+  const int64_t M = k[0], N = k[1], K = k[2], batch = k[3];
+  const bool ta = k[7] != 0, tb = k[8] != 0;
+  Plan p;
+  FY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute_type(MatmulPrecision(k[9])), CUDA_R_32F));
+  const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  FY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  FY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  // Layouts as stored: b is [K,N] (or [N,K] with trans_b) row-major, i.e.
+  // column-major [N,K] (or [K,N]); likewise a; c is column-major [N,M].
+  p.la = tb ? make_layout(K, N, batch, k[5]) : make_layout(N, K, batch, k[5]);
+  p.lb = ta ? make_layout(M, K, batch, k[4]) : make_layout(K, M, batch, k[4]);
+  p.lc = make_layout(N, M, batch, k[6]);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  FY_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = kWorkspaceBytes;
+  FY_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t al_a = uint32_t(k[11]), al_b = uint32_t(k[10]), al_c = uint32_t(k[12]);
+  FY_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
+  FY_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
+  FY_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
+  FY_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx.handle, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    fail(std::string("fy::cuda::matmul: cuBLASLt has no algorithm for ") + key_str(k) + " (" +
+         cublasLtGetStatusName(st) + ")");
+  p.algo = res.algo;
+  return ctx.plans.emplace(k, p).first->second;
+}
+
+// One (strided-batched) GEMM: `batch` products of a [M,K] (or [K,M]) and
+// b [K,N] (or [N,K]) into c [M,N]; strides in elements.
+void gemm(const float* a, const float* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+          int64_t batch, int64_t sa, int64_t sb, int64_t sc, MatmulPrecision prec, cudaStream_t s) {
+  check(batch <= INT32_MAX, "matmul", "too many batches");
+  if (batch == 1) sa = sb = sc = 0;
+  const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(prec), alignment(a, batch, sa),
+                 alignment(b, batch, sb), alignment(c, batch, sc)};
+  const Plan& p = plan_for(k);
+  const float alpha = 1.f, beta = 0.f;
+  FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo,
+                                 workspace(s), kWorkspaceBytes, s));
+}
+
+}  // namespace
+
+void matmul(View a, View b, View c, bool ta, bool tb) {
+  const char* op = "matmul";
+  check_dtype(a, DType::F32, op, "a");
+  check_dtype(b, DType::F32, op, "b");
+  check_dtype(c, DType::F32, op, "c");
+  const int ra = a.shape.rank, rb = b.shape.rank;
+  check(ra >= 2 && rb >= 2, op, "operands need rank >= 2, got " + a.shape.str() + " and " + b.shape.str());
+  const int64_t M = ta ? a.shape[ra - 1] : a.shape[ra - 2];
+  const int64_t K = ta ? a.shape[ra - 2] : a.shape[ra - 1];
+  const int64_t Kb = tb ? b.shape[rb - 1] : b.shape[rb - 2];
+  const int64_t N = tb ? b.shape[rb - 2] : b.shape[rb - 1];
+  check(K == Kb, op, "inner dims differ: a " + a.shape.str() + (ta ? "^T" : "") + " b " + b.shape.str() +
+                         (tb ? "^T" : ""));
+  // Broadcast batch shape (right-aligned, numpy rules).
+  const Shape ab(a.shape.d, ra - 2), bb(b.shape.d, rb - 2);
+  Shape cs;
+  cs.rank = ab.rank > bb.rank ? ab.rank : bb.rank;
+  for (int i = 0; i < cs.rank; ++i) {
+    const int ia = i - (cs.rank - ab.rank), ib = i - (cs.rank - bb.rank);
+    const int64_t da = ia >= 0 ? ab.d[ia] : 1, db = ib >= 0 ? bb.d[ib] : 1;
+    check(da == db || da == 1 || db == 1, op, "batch dims of " + a.shape.str() + " and " + b.shape.str() +
+                                                  " do not broadcast");
+    cs.d[i] = da == 1 ? db : da;
+  }
+  check(cs.rank + 2 <= Shape::kMaxRank, op, "rank too large");
+  const Shape cb = cs;
+  cs.d[cs.rank++] = M;
+  cs.d[cs.rank++] = N;
+  check_shape(c, cs, op, "c");
+  if (c.numel() == 0) return;
+  cudaStream_t s = current_stream();
+  float* pc = static_cast<float*>(c.data);
+  if (K == 0) {
+    FY_CUDA_CHECK(cudaMemsetAsync(pc, 0, c.nbytes(), s));
+    return;
+  }
+  const float* pa = static_cast<const float*>(a.data);
+  const float* pb = static_cast<const float*>(b.data);
+  const MatmulPrecision prec = matmul_precision();
+  const int64_t nbatch = c.numel() / (M * N);
+  if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
+    // x @ W with a shared W: a's batches stacked into one tall GEMM.
+    gemm(pa, pb, pc, nbatch * M, N, K, false, tb, 1, 0, 0, 0, prec, s);
+    return;
+  }
+  // Coalesced batch iteration: the innermost dim is one strided-batched
+  // call (stride 0 where broadcast); any outer dims loop.
+  const cpu::detail::Strided it = cpu::detail::broadcast_iter(cb, {ab, bb}, op);
+  const int R = it.rank - 1;
+  const int64_t batch = it.dims[R];
+  const int64_t sc = it.stride[0][R] * M * N, sa = it.stride[1][R] * M * K, sb = it.stride[2][R] * K * N;
+  int64_t off[cpu::detail::Strided::kMaxOps];
+  for (int64_t r = 0; r < it.rows(); ++r) {
+    it.row_offsets(r, off);
+    gemm(pa + off[1] * M * K, pb + off[2] * K * N, pc + off[0] * M * N, M, N, K, ta, tb, batch, sa, sb, sc, prec, s);
+  }
+}
+
+}  // namespace fy::cuda
