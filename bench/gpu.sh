@@ -31,10 +31,14 @@ cmake -S "$ROOT" -B $BUILD -G Ninja -DFUYOU_BUILD_COMPILER=OFF -DCMAKE_PREFIX_PA
 ninja -C $BUILD fuyou_rt_cuda fuyou_cuda_tests > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 error "$OUT/build.log"; exit 1; }
 echo "built the runtime and GPU tests in $(( $(date +%s) - t0 )) s"
 
-CUDA_LIB=$(sed -n 's/^CUDAToolkit_LIBRARY_DIR:[A-Z]*=//p' $BUILD/CMakeCache.txt)
+# The CUDA libraries CMake found (FindCUDAToolkit's cache entries: full paths).
+cache() { sed -n "s/^$1:[A-Z]*=//p" $BUILD/CMakeCache.txt; }
+CUDART=$(cache CUDA_cudart_static_LIBRARY)
+CUBLASLT=$(cache CUDA_cublasLt_LIBRARY)
 program() {  # CPP EXE: a generated program against the CUDA runtime
-  g++ -std=c++17 -O2 -w -I "$ROOT/runtime" "$1" $BUILD/lib/libfuyou_rt_cuda.a -L"$CUDA_LIB" -lcublasLt \
-    -lcudart_static -ldl -lrt -L$LIB/openblas-pthread -L$LIB -lopenblas -luring -fopenmp -lpthread -o "$2"
+  g++ -std=c++17 -O2 -w -I "$ROOT/runtime" "$1" $BUILD/lib/libfuyou_rt_cuda.a "$CUBLASLT" "$CUDART" \
+    -Wl,-rpath,"$(dirname "$CUBLASLT")" -ldl -lrt -L$LIB/openblas-pthread -L$LIB -lopenblas -luring -fopenmp \
+    -lpthread -o "$2"
 }
 
 declare -a TABLE

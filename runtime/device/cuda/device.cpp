@@ -1,6 +1,7 @@
 #include "device/cuda/device.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 #include "exec/async_optimizer.h"
@@ -157,6 +158,10 @@ View CudaDevice::alloc(Shape shape, DType dtype) {
     v.data = list.back();
     list.pop_back();
   } else {
+    // Buffers are reused by exact size, so the cache can hold more than the
+    // plan's peak; under --gpu-mem, give the cached ones back before failing.
+    const int64_t budget = rt_.options().gpu_mem;
+    if (budget > 0 && device_bytes_ + int64_t(cap) > budget) trim();
     reserve(cap, ("a temporary " + shape.str()).c_str());
     FY_CUDA_CHECK(cudaMalloc(&v.data, cap ? cap : 64));
     blocks_.push_back(v.data);
@@ -168,6 +173,20 @@ View CudaDevice::alloc(Shape shape, DType dtype) {
   stats_.live_bytes += int64_t(cap);
   if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
   return v;
+}
+
+void CudaDevice::trim() {
+  // cudaFree waits for the device, so no queued kernel still uses them.
+  for (auto& [cap, list] : free_) {
+    for (void* p : list) {
+      FY_CUDA_CHECK(cudaFree(p));
+      blocks_.erase(std::find(blocks_.begin(), blocks_.end(), p));
+      device_bytes_ -= int64_t(cap);
+      stats_.reserved_bytes -= int64_t(cap);
+      trims_++;
+    }
+    list.clear();
+  }
 }
 
 void CudaDevice::dealloc(View v) {
@@ -233,9 +252,9 @@ std::string CudaDevice::summary() const {
   double n = steps_ > 0 ? double(steps_) : 1.0;
   std::snprintf(buf, sizeof buf,
                 "device %s: %s on the device (parameters and temporaries), gradients out %.1f MiB/step, "
-                "parameters up %.1f MiB/step",
+                "parameters up %.1f MiB/step, %lld cached temporaries freed to fit --gpu-mem",
                 name_.c_str(), mib(double(device_bytes_)).c_str(), double(copy_out_bytes_) / n / 1048576.0,
-                double(upload_bytes_.load()) / n / 1048576.0);
+                double(upload_bytes_.load()) / n / 1048576.0, (long long)trims_);
   return buf;
 }
 

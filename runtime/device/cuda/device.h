@@ -49,6 +49,7 @@ class CudaDevice final : public Device {
  private:
   void upload_group(int64_t group);  // on the optimizer's thread
   void reserve(size_t bytes, const char* what);
+  void trim();  // frees every cached temporary
 
   Runtime& rt_;
   std::string name_;
@@ -60,6 +61,7 @@ class CudaDevice final : public Device {
   std::vector<void*> blocks_;
   Runtime::PoolStats stats_;
   int64_t device_bytes_ = 0;  // everything cudaMalloc'ed here
+  int64_t trims_ = 0;        // cached temporaries freed to fit --gpu-mem
   void *idx_ = nullptr, *tgt_ = nullptr, *loss_ = nullptr;
   float* host_grad_ = nullptr;  // page-locked, for the synchronous optimizer
   size_t host_grad_elems_ = 0;
