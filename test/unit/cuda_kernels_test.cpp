@@ -1172,33 +1172,5 @@ TEST_F(CudaKernels, Copy) {
   }
 }
 
-// ---- alignment (not run by default) ---------------------------------------------------------
-// The runtime hands kernels 64-byte aligned buffers, but View promises no
-// alignment. Run with --gtest_also_run_disabled_tests to see whether the
-// vectorised paths also handle operands 4 bytes off a 16-byte boundary.
-TEST_F(CudaKernels, DISABLED_MisalignedViews) {
-  const RunOpts off{2, 4};
-  const Shape s{1001};
-  HostTensor a = rand_f32(s, rng, 0.5, 2), b = rand_f32(s, rng, 0.5, 2);
-  for (BinOp op : kBinOps)
-    check_op(std::string("misaligned binary ") + name(op), {a, b}, {out(s)},
-             [op](auto& in, auto& o) { cpu::binary(to_cpu(op), in[0], in[1], o[0]); },
-             [op](auto& in, auto& o) { gpu::binary(op, in[0], in[1], o[0]); }, off);
-  for (UnOp op : kUnOps)
-    check_op(std::string("misaligned unary ") + name(op), {a}, {out(s)},
-             [op](auto& in, auto& o) { cpu::unary(to_cpu(op), in[0], o[0]); },
-             [op](auto& in, auto& o) { gpu::unary(op, in[0], o[0]); }, off);
-  check_op("misaligned copy", {a}, {exact(s)}, [](auto& in, auto& o) { cpu::copy(in[0], o[0]); },
-           [](auto& in, auto& o) { gpu::copy(in[0], o[0]); }, off);
-  check_op("misaligned fill", {}, {exact(s)}, [](auto&, auto& o) { cpu::fill(o[0], 2.5); },
-           [](auto&, auto& o) { gpu::fill(o[0], 2.5); }, off);
-  check_op("misaligned dropout", {a}, {exact(s), exact(s, U8)},
-           [](auto& in, auto& o) { cpu::dropout(in[0], o[0], o[1], 0.1, 5); },
-           [](auto& in, auto& o) { gpu::dropout(in[0], o[0], o[1], 0.1, 5); }, off);
-  HostTensor x = rand_f32({37, 1001}, rng);
-  check_op("misaligned softmax", {x}, {out({37, 1001})}, [](auto& in, auto& o) { cpu::softmax(in[0], o[0], -1); },
-           [](auto& in, auto& o) { gpu::softmax(in[0], o[0], -1); }, off);
-}
-
 }  // namespace
 }  // namespace fyt
