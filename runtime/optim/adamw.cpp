@@ -18,15 +18,15 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "optim/adamw8bit.h"
+#include "optim/adamw8bit_kernels.h"
 #include "optim/adamw_kernels.h"
 
 namespace fy {
 
 namespace ad = adamw_detail;
 
-namespace {
-
-ad::Scalars make_scalars(const AdamWConfig& cfg, int64_t step) {
+ad::Scalars ad::make_scalars(const AdamWConfig& cfg, int64_t step) {
   const double lr = cfg.lr, b1 = cfg.beta1, b2 = cfg.beta2, wd = cfg.weight_decay;
   const double bc1 = 1.0 - std::pow(b1, double(step));
   const double bc2 = 1.0 - std::pow(b2, double(step));
@@ -34,18 +34,23 @@ ad::Scalars make_scalars(const AdamWConfig& cfg, int64_t step) {
                      float(1.0 - b2),      float(-(lr / bc1)), float(std::sqrt(bc2)), cfg.eps};
 }
 
-void check_args(const char* who, int64_t n, int64_t step) {
-  if (step < 1) fail(std::string(who) + ": step must start at 1, got " + std::to_string(step));
-  if (n < 0) fail(std::string(who) + ": negative element count " + std::to_string(n));
-}
-
-ad::Kernel kernel_of(AdamWIsa isa) {
+ad::Kernel ad::kernel_of(AdamWIsa isa) {
   switch (isa) {
     case AdamWIsa::Avx512: return ad::kernel_avx512;
     case AdamWIsa::Avx2: return ad::kernel_avx2;
     case AdamWIsa::Scalar: break;
   }
   return ad::kernel_scalar;
+}
+
+namespace {
+
+using ad::kernel_of;
+using ad::make_scalars;
+
+void check_args(const char* who, int64_t n, int64_t step) {
+  if (step < 1) fail(std::string(who) + ": step must start at 1, got " + std::to_string(step));
+  if (n < 0) fail(std::string(who) + ": negative element count " + std::to_string(n));
 }
 
 }  // namespace
@@ -115,6 +120,7 @@ struct AdamWPool::Handle::Job {
   const float* g;
   float* m;
   float* v;
+  int64_t block = 0;  // 8-bit moments (m, v point at their states) when > 0
   int64_t n, nchunks;
   std::atomic<int64_t> next{0};       // next chunk to claim
   std::atomic<int64_t> remaining{0};  // chunks not yet finished
@@ -150,7 +156,11 @@ void AdamWPool::worker_loop() {
       const int64_t c = job->next.fetch_add(1, std::memory_order_relaxed);
       if (c >= job->nchunks) break;
       const int64_t lo = c * kChunk, len = std::min(kChunk, job->n - lo);
-      job->kernel(job->s, job->p + lo, job->g + lo, job->m + lo, job->v + lo, len);
+      if (job->block > 0)
+        ad::q8_range(isa_, job->s, job->p, job->g, reinterpret_cast<uint8_t*>(job->m),
+                     reinterpret_cast<uint8_t*>(job->v), job->n, lo, len, job->block);
+      else
+        job->kernel(job->s, job->p + lo, job->g + lo, job->m + lo, job->v + lo, len);
       // acq_rel: the finisher sees every other chunk's stores before it
       // reports the job done (and the waiter synchronises through mu_).
       if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -175,11 +185,32 @@ AdamWPool::Handle AdamWPool::submit(float* p, const float* g, float* m, float* v
   j.kernel = kernel_of(isa_);
   j.s = make_scalars(cfg, step);
   j.p = p, j.g = g, j.m = m, j.v = v, j.n = n;
-  j.nchunks = (n + kChunk - 1) / kChunk;
+  enqueue(h);
+  return h;
+}
+
+AdamWPool::Handle AdamWPool::submit_8bit(float* p, const float* g, void* m_state, void* v_state, int64_t n,
+                                         int64_t block, const AdamWConfig& cfg, int64_t step) {
+  check_args("fy::AdamWPool", n, step);
+  if (!q8_block_ok(block) || kChunk % block != 0)
+    fail("fy::AdamWPool: 8-bit block size " + std::to_string(block) + " is not a power of two in [32, 4096]");
+  Handle h;
+  h.job_ = std::make_shared<Handle::Job>();
+  Handle::Job& j = *h.job_;
+  j.s = make_scalars(cfg, step);
+  j.p = p, j.g = g, j.m = static_cast<float*>(m_state), j.v = static_cast<float*>(v_state), j.n = n;
+  j.block = block;
+  enqueue(h);
+  return h;
+}
+
+void AdamWPool::enqueue(const Handle& h) {
+  Handle::Job& j = *h.job_;
+  j.nchunks = (j.n + kChunk - 1) / kChunk;
   j.remaining.store(j.nchunks, std::memory_order_relaxed);
   if (j.nchunks == 0) {
     j.done = true;
-    return h;
+    return;
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -190,7 +221,6 @@ AdamWPool::Handle AdamWPool::submit(float* p, const float* g, float* m, float* v
     work_cv_.notify_one();
   else
     work_cv_.notify_all();
-  return h;
 }
 
 void AdamWPool::wait(const Handle& h) {

@@ -83,6 +83,10 @@ class AdamWPool {
   // untouched by the caller until wait() on the handle returns. Argument
   // errors (step < 1, n < 0) throw here, before anything is queued.
   Handle submit(float* p, const float* g, float* m, float* v, int64_t n, const AdamWConfig& cfg, int64_t step);
+  // The same with 8-bit moments (adamw8bit.h): states of q8_state_bytes(n,
+  // block) each; chunks split on block boundaries.
+  Handle submit_8bit(float* p, const float* g, void* m_state, void* v_state, int64_t n, int64_t block,
+                     const AdamWConfig& cfg, int64_t step);
   // Blocks until the update is complete (immediately for an empty handle).
   void wait(const Handle& h);
   // Whether the update is complete, without blocking.
@@ -96,6 +100,7 @@ class AdamWPool {
 
  private:
   void worker_loop();
+  void enqueue(const Handle& h);  // counts the job's chunks and queues it
 
   AdamWIsa isa_;
   mutable std::mutex mu_;

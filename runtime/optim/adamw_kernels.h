@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "optim/adamw.h"
+
 namespace fy {
 namespace adamw_detail {
 
@@ -29,6 +31,10 @@ using Kernel = void (*)(const Scalars& s, float* p, const float* g, float* m, fl
 void kernel_scalar(const Scalars& s, float* p, const float* g, float* m, float* v, int64_t n);
 void kernel_avx2(const Scalars& s, float* p, const float* g, float* m, float* v, int64_t n);
 void kernel_avx512(const Scalars& s, float* p, const float* g, float* m, float* v, int64_t n);
+
+// The step's scalars (adamw.cpp) and the loop of an instruction set.
+Scalars make_scalars(const AdamWConfig& cfg, int64_t step);
+Kernel kernel_of(AdamWIsa isa);
 
 }  // namespace adamw_detail
 }  // namespace fy

@@ -1,0 +1,138 @@
+// 8-bit AdamW: the dynamic maps, the block loop and the scalar
+// (de)quantisation. See adamw8bit.h.
+#include "optim/adamw8bit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "optim/adamw8bit_kernels.h"
+#include "optim/adamw_kernels.h"
+
+namespace fy {
+
+namespace ad = adamw_detail;
+
+namespace {
+
+constexpr int64_t kMaxBlock = 4096;
+
+// Magnitudes of a dynamic map with `bits` bits after the sign: decade E
+// (0 .. bits-1 leading zeros) holds 2^(bits-1-E) values evenly spaced over
+// (0.1, 1] * 10^-E. Exactly 1 is the largest, so a block's absmax survives.
+std::vector<double> magnitudes(int bits) {
+  std::vector<double> out;
+  for (int e = 0; e < bits; ++e) {
+    const int count = 1 << (bits - 1 - e);
+    for (int k = 0; k < count; ++k) out.push_back(std::pow(10.0, -e) * (0.1 + 0.9 * double(k + 1) / count));
+  }
+  return out;
+}
+
+Q8Map build(bool is_signed) {
+  std::vector<double> mags = magnitudes(is_signed ? 7 : 8), codes;
+  if (is_signed)
+    for (double x : mags) codes.push_back(-x);
+  codes.push_back(0.0);
+  for (double x : mags) codes.push_back(x);
+  std::sort(codes.begin(), codes.end());
+  Q8Map m{};
+  m.ncodes = int(codes.size());
+  for (int k = 0; k < 256; ++k) {
+    m.code[k] = k < m.ncodes ? float(codes[size_t(k)]) : 0.f;
+    m.mid[k] = k + 1 < m.ncodes ? float((codes[size_t(k)] + codes[size_t(k) + 1]) / 2)
+                                : std::numeric_limits<float>::infinity();
+  }
+  return m;
+}
+
+}  // namespace
+
+const Q8Map& q8_map_signed() {
+  static const Q8Map m = build(true);
+  return m;
+}
+const Q8Map& q8_map_unsigned() {
+  static const Q8Map m = build(false);
+  return m;
+}
+
+uint8_t q8_encode(const Q8Map& map, float x) {
+  // Branchless search: the count of midpoints below x is the nearest code.
+  int idx = 0;
+  for (int step = 128; step >= 1; step >>= 1) idx += x > map.mid[idx + step - 1] ? step : 0;
+  return uint8_t(idx);
+}
+
+bool q8_block_ok(int64_t block) { return block >= 32 && block <= kMaxBlock && (block & (block - 1)) == 0; }
+size_t q8_codes_bytes(int64_t n) { return size_t((n + 63) / 64 * 64); }
+size_t q8_state_bytes(int64_t n, int64_t block) {
+  const size_t nb = size_t((n + block - 1) / block);
+  return (q8_codes_bytes(n) + 4 * nb + 63) / 64 * 64;
+}
+
+namespace adamw_detail {
+
+void q8_dequant_scalar(const Q8Map& map, const uint8_t* q, float absmax, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = map.code[q[i]] * absmax;
+}
+
+void q8_quant_scalar(const Q8Map& map, const float* x, float inv, uint8_t* q, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) q[i] = q8_encode(map, x[i] * inv);
+}
+
+float absmax_scalar(const float* x, int64_t n) {
+  float a = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    a = ax > a ? ax : a;  // NaN is skipped, as by the vector path
+  }
+  return a;
+}
+
+void q8_range(AdamWIsa isa, const Scalars& s, float* p, const float* g, uint8_t* m_state, uint8_t* v_state,
+              int64_t n, int64_t lo, int64_t len, int64_t block) {
+  const bool wide = isa == AdamWIsa::Avx512;
+  auto dequant = wide ? q8_dequant_avx512 : q8_dequant_scalar;
+  auto quant = wide ? q8_quant_avx512 : q8_quant_scalar;
+  auto amax = wide ? absmax_avx512 : absmax_scalar;
+  const Kernel update = kernel_of(isa);
+  const Q8Map &ms = q8_map_signed(), &mu = q8_map_unsigned();
+  float* am = reinterpret_cast<float*>(m_state + q8_codes_bytes(n));
+  float* av = reinterpret_cast<float*>(v_state + q8_codes_bytes(n));
+  alignas(64) float mt[kMaxBlock], vt[kMaxBlock];
+  for (int64_t b0 = lo; b0 < lo + len; b0 += block) {
+    const int64_t k = b0 / block, w = std::min(block, lo + len - b0);
+    dequant(ms, m_state + b0, am[k], mt, w);
+    dequant(mu, v_state + b0, av[k], vt, w);
+    update(s, p + b0, g + b0, mt, vt, w);
+    const float amk = amax(mt, w), avk = amax(vt, w);
+    // 1 / 0 would make 0 * inf = NaN codes: an all-zero block encodes zeros.
+    quant(ms, mt, amk > 0.f ? 1.f / amk : 0.f, m_state + b0, w);
+    quant(mu, vt, avk > 0.f ? 1.f / avk : 0.f, v_state + b0, w);
+    am[k] = amk;
+    av[k] = avk;
+  }
+}
+
+}  // namespace adamw_detail
+
+void adamw8bit_step_isa(AdamWIsa isa, float* p, const float* g, void* m_state, void* v_state, int64_t n,
+                        int64_t block, const AdamWConfig& cfg, int64_t step) {
+  if (step < 1) fail("fy::adamw8bit_step: step must start at 1, got " + std::to_string(step));
+  if (n < 0) fail("fy::adamw8bit_step: negative element count " + std::to_string(n));
+  if (!q8_block_ok(block)) fail("fy::adamw8bit_step: block size " + std::to_string(block) + " is not a power of two in [32, 4096]");
+  if (!adamw_isa_supported(isa)) fail(std::string("fy::adamw8bit_step: this CPU lacks ") + adamw_isa_name(isa));
+  ad::q8_range(isa, ad::make_scalars(cfg, step), p, g, static_cast<uint8_t*>(m_state),
+               static_cast<uint8_t*>(v_state), n, 0, n, block);
+}
+
+void adamw8bit_step(float* p, const float* g, void* m_state, void* v_state, int64_t n, int64_t block,
+                    const AdamWConfig& cfg, int64_t step) {
+  adamw8bit_step_isa(adamw_best_isa(), p, g, m_state, v_state, n, block, cfg, step);
+}
+
+}  // namespace fy

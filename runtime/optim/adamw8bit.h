@@ -1,0 +1,55 @@
+// 8-bit AdamW state: m and v stored block-wise dynamically quantised
+// (Dettmers et al., "8-bit Optimizers via Block-wise Quantization", arXiv
+// 2110.02861). Each block of `block` consecutive elements keeps its absolute
+// maximum in fp32 and one byte per element: the index of the nearest value of
+// a dynamic ("tree") map of numbers in [-1, 1] (m) or [0, 1] (v) that is dense
+// near 0 and spans seven decades, so small moments keep their relative
+// precision. The update dequantises a block, runs the fp32 AdamW arithmetic
+// of adamw_kernels.h on it (the new parameter uses the exact new moments),
+// then quantises the new moments against their new absmax.
+//
+// Bytes per moment of n elements: n (codes, padded to 64) + 4 per block, about
+// a quarter of fp32's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "optim/adamw.h"
+
+namespace fy {
+
+// A dynamic map: codes sorted ascending, and the decision points between
+// neighbours (mid[k] = midpoint of code[k] and code[k+1]; +inf past the last
+// code, so a branchless 8-step search over 256 entries never leaves it).
+struct Q8Map {
+  int ncodes;
+  float code[256];
+  float mid[256];
+};
+// m: sign, then the count of leading zero bits is the decade (1 .. 1e-6), then
+// an indicator bit, then a linear fraction over (0.1, 1]: 255 codes with 0 and
+// +-1 among them. v: the same without the sign bit over eight decades: 256
+// codes from 0 to 1.
+const Q8Map& q8_map_signed();
+const Q8Map& q8_map_unsigned();
+// Index of the code nearest x (ties to the smaller; NaN to 0).
+uint8_t q8_encode(const Q8Map& map, float x);
+
+// Layout of one 8-bit moment: n code bytes padded to 64, then one fp32 absmax
+// per block. Blocks are powers of two from 32 to 4096 (they divide the pool's
+// chunks, so threads split the work on block boundaries).
+bool q8_block_ok(int64_t block);
+size_t q8_codes_bytes(int64_t n);
+size_t q8_state_bytes(int64_t n, int64_t block);
+
+// One 8-bit AdamW step over n parameters on the calling thread, with the
+// moments' states (q8_state_bytes each) in m_state and v_state; a zeroed
+// state is AdamW's initial zero moment. Same scalars as adamw_step.
+void adamw8bit_step(float* p, const float* g, void* m_state, void* v_state, int64_t n, int64_t block,
+                    const AdamWConfig& cfg, int64_t step);
+// The same in a given instruction set (tests): every ISA gives the same bits.
+void adamw8bit_step_isa(AdamWIsa isa, float* p, const float* g, void* m_state, void* v_state, int64_t n,
+                        int64_t block, const AdamWConfig& cfg, int64_t step);
+
+}  // namespace fy

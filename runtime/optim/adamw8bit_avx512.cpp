@@ -1,0 +1,68 @@
+// AVX-512 (de)quantisation for the 8-bit AdamW state: 16 lanes, the map's
+// codes and midpoints fetched with gathers, the 8-step search branchless per
+// lane. The same decisions as the scalar loops (adamw8bit_kernels.h).
+#if defined(__x86_64__) || defined(__i386__)
+// GCC 12 flags the intrinsics' undefined pass-through vectors; they are undefined on purpose.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include "optim/adamw8bit_kernels.h"
+
+namespace fy {
+namespace adamw_detail {
+
+#define FY_AVX512 __attribute__((target("avx512f")))
+
+FY_AVX512 void q8_dequant_avx512(const Q8Map& map, const uint8_t* q, float absmax, float* out, int64_t n) {
+  const __m512 a = _mm512_set1_ps(absmax);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_i32gather_ps(idx, map.code, 4), a));
+  }
+  for (; i < n; ++i) out[i] = map.code[q[i]] * absmax;
+}
+
+FY_AVX512 void q8_quant_avx512(const Q8Map& map, const float* x, float inv, uint8_t* q, int64_t n) {
+  const __m512 s = _mm512_set1_ps(inv);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), s);
+    __m512i idx = _mm512_setzero_si512();
+    for (int step = 128; step >= 1; step >>= 1) {
+      const __m512i probe = _mm512_add_epi32(idx, _mm512_set1_epi32(step - 1));
+      const __mmask16 gt = _mm512_cmp_ps_mask(v, _mm512_i32gather_ps(probe, map.mid, 4), _CMP_GT_OQ);
+      idx = _mm512_mask_add_epi32(idx, gt, idx, _mm512_set1_epi32(step));
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(idx));
+  }
+  for (; i < n; ++i) q[i] = q8_encode(map, x[i] * inv);
+}
+
+FY_AVX512 float absmax_avx512(const float* x, int64_t n) {
+  __m512 a = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) a = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), a);  // NaN lanes keep a
+  float r = _mm512_reduce_max_ps(a);
+  for (; i < n; ++i) {
+    const float ax = x[i] < 0 ? -x[i] : x[i];
+    r = ax > r ? ax : r;
+  }
+  return r;
+}
+
+}  // namespace adamw_detail
+}  // namespace fy
+
+#else
+#include "optim/adamw8bit_kernels.h"
+namespace fy {
+namespace adamw_detail {
+// Never selected off x86.
+void q8_dequant_avx512(const Q8Map& m, const uint8_t* q, float a, float* o, int64_t n) { q8_dequant_scalar(m, q, a, o, n); }
+void q8_quant_avx512(const Q8Map& m, const float* x, float inv, uint8_t* q, int64_t n) { q8_quant_scalar(m, x, inv, q, n); }
+float absmax_avx512(const float* x, int64_t n) { return absmax_scalar(x, n); }
+}  // namespace adamw_detail
+}  // namespace fy
+#endif
