@@ -17,6 +17,8 @@
 //     move per parameter: read p, g, m, v (16 B), write p, m, v (12 B) = 28 B.
 //     The written lines were just read, so there is no RFO: 28 B is also the
 //     DRAM traffic.
+//   - fy::adamw8bit_step / AdamWPool::submit_8bit: AdamW with block-wise
+//     8-bit moments, as parameters per second against fp32 AdamW's.
 //   - A loop with AdamW's traffic and no arithmetic (p += g, m += g, v += g):
 //     the bandwidth this access pattern gets, a tighter bound than the triad.
 // and prints the ratio of AdamW's implied bandwidth to the triad bandwidth
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "optim/adamw.h"
+#include "optim/adamw8bit.h"
 
 namespace {
 
@@ -229,6 +232,16 @@ int main(int argc, char** argv) {
                 }});
   ks.push_back({"AdamWPool", 28.0, [&](int) { pool1.update(p, g, m, v, n, cfg, ++step); }});
   ks.back().single_only = true;  // a pool of one worker: the cost of handing work over
+  // 8-bit moments (issue 6): read p, g and two code bytes, write p and the
+  // codes back: 16 B/param (plus 4 B of absmax per 256). Own states, zero at start.
+  const int64_t q8_block = 256;
+  std::vector<uint8_t> m8(fy::q8_state_bytes(n, q8_block), 0), v8(m8.size(), 0);
+  ks.push_back({"AdamW8bit", 16.0, [&](int t) {
+                  if (t == 1)
+                    fy::adamw8bit_step(p, g, m8.data(), v8.data(), n, q8_block, cfg, ++step);
+                  else
+                    pool.wait(pool.submit_8bit(p, g, m8.data(), v8.data(), n, q8_block, cfg, ++step));
+                }});
   const int counts[2] = {1, threads};
   for (int k = 0; k < 2; ++k) {
     if (k == 1 && threads == 1) {
@@ -261,6 +274,10 @@ int main(int argc, char** argv) {
         std::printf("%-18s %7.2f GB/s (STREAM's count, 12 B/elem)", kn.name.c_str(), gbs(kn, k));
         if (!nt) std::printf("; DRAM traffic with the RFO of a: %.2f GB/s", gbs(kn, k) * 16.0 / 12.0);
         std::printf("\n");
+      } else if (kn.name == "AdamW8bit") {
+        std::printf("%-18s %7.1f Mparam/s = %.2fx fp32 AdamW's params/s (goal >= 0.9), %.2f GB/s at 16 B/param\n",
+                    (t == 1 ? "adamw8bit_step" : "AdamWPool 8-bit"), double(n) / kn.best[k] / 1e6,
+                    find("AdamW").best[k] / kn.best[k], gbs(kn, k));
       } else if (kn.name == "AdamW's traffic") {
         std::printf("%-18s %7.2f GB/s (read p,g,m,v, write p,m,v in place, 28 B/elem, adds only)\n", kn.name.c_str(),
                     gbs(kn, k));
@@ -281,10 +298,12 @@ int main(int argc, char** argv) {
   std::printf("\n");
   for (int k = 0; k < 2; ++k)
     std::printf("result triad_gbs_%s=%.3f triad_nt_gbs_%s=%.3f same_traffic_gbs_%s=%.3f adamw_pps_%s=%.6e "
-                "adamw_gbs_%s=%.3f ratio_triad_%s=%.3f ratio_same_traffic_%s=%.3f\n",
+                "adamw_gbs_%s=%.3f ratio_triad_%s=%.3f ratio_same_traffic_%s=%.3f adamw8bit_pps_%s=%.6e "
+                "ratio_8bit_%s=%.3f\n",
                 sfx[k], gbs(find("triad"), k), sfx[k], (nt512 || nt256) ? gbs(find("triad NT stores"), k) : 0.0, sfx[k],
                 gbs(find("AdamW's traffic"), k), sfx[k], double(n) / aw.best[k], sfx[k], gbs(aw, k), sfx[k],
-                gbs(aw, k) / gbs(find("triad"), k), sfx[k], gbs(aw, k) / gbs(find("AdamW's traffic"), k));
+                gbs(aw, k) / gbs(find("triad"), k), sfx[k], gbs(aw, k) / gbs(find("AdamW's traffic"), k), sfx[k],
+                double(n) / find("AdamW8bit").best[k], sfx[k], aw.best[k] / find("AdamW8bit").best[k]);
   std::free(a), std::free(b), std::free(c), std::free(d);
   std::free(p), std::free(g), std::free(m), std::free(v);
   return 0;

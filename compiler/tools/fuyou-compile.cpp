@@ -19,7 +19,7 @@
 namespace {
 
 struct Options {
-  std::string model, out, target = "cpu", emit, precision;
+  std::string model, out, target = "cpu", emit, precision, optimizer = "adamw";
   int64_t batch = 0, seq = 0;
   std::vector<std::string> freeze;
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
@@ -35,6 +35,7 @@ const char *kUsage =
     "usage: fuyou-compile MODEL.onnx -o OUT [--target cpu|cuda] [--batch B] [--seq T]\n"
     "                     [--precision bf16|tf32|fp32]  matrix products on CUDA (default bf16;\n"
     "                                          the CPU target is fp32)\n"
+    "                     [--optimizer adamw|adamw8bit]  AdamW with fp32 or block-wise 8-bit moments\n"
     "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp]\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n";
@@ -71,6 +72,7 @@ Options parse(int argc, char **argv) {
     } else if (a == "-o") o.out = next();
     else if (a == "--target") o.target = next();
     else if (a == "--precision") o.precision = next();
+    else if (a == "--optimizer") o.optimizer = next();
     else if (a == "--batch") o.batch = parseCount("batch", next());
     else if (a == "--seq") o.seq = parseCount("seq", next());
     else if (a == "--freeze") o.freeze.push_back(next());
@@ -89,6 +91,8 @@ Options parse(int argc, char **argv) {
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision != "fp32")
     die("--precision '" + o.precision + "' needs --target cuda (the CPU target computes in fp32)");
+  if (o.optimizer != "adamw" && o.optimizer != "adamw8bit")
+    die("--optimizer must be adamw or adamw8bit, got '" + o.optimizer + "'");
   if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "tf32")
     die("--precision must be bf16, tf32 or fp32, got '" + o.precision + "'");
   if (o.emit.empty() && !fuyou::target::haveTarget(o.target))
@@ -146,6 +150,7 @@ int main(int argc, char **argv) {
 
   // The arithmetic the program declares (fy::rt::declare_precision).
   (*module)->setAttr("fy.precision", mlir::StringAttr::get(&ctx, opts.precision));
+  (*module)->setAttr("fy.optimizer", mlir::StringAttr::get(&ctx, opts.optimizer));
 
   mlir::PassManager pm(&ctx);
   pm.addPass(fuyou::createRecompose());

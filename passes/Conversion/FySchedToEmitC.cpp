@@ -332,11 +332,14 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
       b.create<emitc::CallOpaqueOp>(
           module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
           b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(peak.getInt()) + "LL")}), ArrayAttr());
-    // The precision of the program's arithmetic, when the driver chose one.
-    if (auto prec = module->getAttrOfType<StringAttr>("fy.precision"))
-      b.create<emitc::CallOpaqueOp>(
-          module.getLoc(), TypeRange{}, "fy::rt::declare_precision", ValueRange{rt},
-          b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, "\"" + prec.getValue().str() + "\"")}), ArrayAttr());
+    // The precision of the program's arithmetic and its optimizer, when the
+    // driver chose them.
+    for (auto [attr, fn] : {std::pair{"fy.precision", "fy::rt::declare_precision"},
+                            std::pair{"fy.optimizer", "fy::rt::declare_optimizer"}})
+      if (auto v = module->getAttrOfType<StringAttr>(attr))
+        b.create<emitc::CallOpaqueOp>(
+            module.getLoc(), TypeRange{}, fn, ValueRange{rt},
+            b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, "\"" + v.getValue().str() + "\"")}), ArrayAttr());
     // Groups updated in the background, in declaration order (ids 0, 1, ...).
     llvm::StringMap<int64_t> groupIds;
     bool async = false;

@@ -41,6 +41,9 @@ void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes);
 // The arithmetic the program was compiled for: "fp32" (every target), "bf16"
 // or "tf32" (matrix products on the CUDA target's tensor cores).
 void declare_precision(Runtime* rt, const char* precision);
+// The optimizer the program was compiled for: "adamw" or "adamw8bit" (the
+// executable's --optimizer overrides it).
+void declare_optimizer(Runtime* rt, const char* name);
 
 // ---- buffers ----
 View param(Runtime* rt, int64_t index);           // the parameter's storage

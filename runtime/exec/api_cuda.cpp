@@ -17,6 +17,7 @@ int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType d
 }
 void declare_inputs(Runtime* rt, Shape shape, int64_t vocab) { rt->declare_inputs(shape, vocab); }
 void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes) { rt->set_planned_temp_bytes(peak_temp_bytes); }
+void declare_optimizer(Runtime* rt, const char* name) { rt->set_program_optimizer(name); }
 void declare_precision(Runtime*, const char* precision) {
   std::string p = precision;
   if (p == "bf16") cuda::set_matmul_precision(cuda::MatmulPrecision::BF16);

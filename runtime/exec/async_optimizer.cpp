@@ -58,11 +58,12 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
   }
   if (g.grad_elems > slot_elems_) slot_elems_ = g.grad_elems;
   g.sq_norms.assign(params.size(), 0.0);
+  rt_.settle_state();  // every parameter and the vocabulary are declared by now
   if (store_) {
-    // Regions never written read as zeros: AdamW's initial moments.
+    // Regions never written read as zeros: AdamW's initial moments (in either format).
     for (int64_t p : params) {
       const auto& param = rt_.param(p);
-      size_t bytes = size_t(param.value.numel()) * sizeof(float);
+      size_t bytes = size_t(rt_.state_bytes(p));
       g.m_regions.push_back(store_->allocate("adam_m/" + param.name, bytes));
       g.v_regions.push_back(store_->allocate("adam_v/" + param.name, bytes));
       g.m_offsets.push_back(g.staging_bytes);
@@ -81,7 +82,8 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
 size_t AsyncOptimizer::fixed_host_bytes() const {
   if (store_) return staging_count_ * staging_bytes_;
   size_t n = 0;  // AdamW's moments in memory
-  for (const Group& g : groups_) n += 2 * g.grad_elems * sizeof(float);
+  for (const Group& g : groups_)
+    for (int64_t p : g.params) n += 2 * size_t(rt_.state_bytes(p));
   return n;
 }
 
@@ -223,8 +225,7 @@ void AsyncOptimizer::update(Group& g) {
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", -1, int64_t(g.grad_elems * 16));
   for (size_t i = 0; i < g.params.size(); ++i) {
     const auto& p = rt_.param(g.params[i]);
-    pool_->submit(p.value.as<float>(), grad(g, i), p.m.as<float>(), p.v.as<float>(), p.value.numel(),
-                  rt_.options().adamw, g.step);
+    submit(g.params[i], grad(g, i), p.m.data, p.v.data, g.step);
   }
   pool_->wait_all();
 }
@@ -292,9 +293,7 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
   char* base = static_cast<char*>(cur.buffer.data());
   for (size_t i = 0; i < g.params.size(); ++i) {
     const auto& p = rt_.param(g.params[i]);
-    auto* m = reinterpret_cast<float*>(base + g.m_offsets[i]);
-    auto* v = reinterpret_cast<float*>(base + g.v_offsets[i]);
-    pool_->submit(p.value.as<float>(), grad(g, i), m, v, p.value.numel(), rt_.options().adamw, g.step);
+    submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step);
   }
   pool_->wait_all();
   for (size_t i = 0; i < g.params.size(); ++i) {
@@ -306,7 +305,16 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
   cur.last_use = ++clock_;
 }
 
-void AsyncOptimizer::read_state(int64_t param, float* m, float* v) {
+void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int64_t step) {
+  const Runtime::Param& p = rt_.param(param);
+  if (p.q8_block)
+    pool_->submit_8bit(p.value.as<float>(), g, m, v, p.value.numel(), p.q8_block, rt_.options().adamw, step);
+  else
+    pool_->submit(p.value.as<float>(), g, static_cast<float*>(m), static_cast<float*>(v), p.value.numel(),
+                  rt_.options().adamw, step);
+}
+
+void AsyncOptimizer::read_state(int64_t param, void* m, void* v) {
   const auto& p = rt_.param(param);
   if (!store_) {
     if (m) std::memcpy(m, p.m.data, size_t(p.m.nbytes()));
@@ -315,7 +323,7 @@ void AsyncOptimizer::read_state(int64_t param, float* m, float* v) {
   }
   wait_all();
   for (Staging& st : staging_) drain(st.writes);
-  size_t bytes = size_t(p.value.numel()) * sizeof(float);
+  size_t bytes = size_t(rt_.state_bytes(param));
   store::AlignedBuffer tmp(bytes);  // O_DIRECT wants aligned memory; once, so not registered
   if (m) {
     store_->read_sync(store_->find("adam_m/" + p.name), tmp.data());
@@ -327,7 +335,7 @@ void AsyncOptimizer::read_state(int64_t param, float* m, float* v) {
   }
 }
 
-void AsyncOptimizer::write_state(int64_t param, const float* m, const float* v) {
+void AsyncOptimizer::write_state(int64_t param, const void* m, const void* v) {
   const auto& p = rt_.param(param);
   if (!store_) {
     if (m) std::memcpy(p.m.data, m, size_t(p.m.nbytes()));
@@ -341,7 +349,7 @@ void AsyncOptimizer::write_state(int64_t param, const float* m, const float* v) 
     st.group = -1;  // staged copies are stale now
     st.consumed = true;
   }
-  size_t bytes = size_t(p.value.numel()) * sizeof(float);
+  size_t bytes = size_t(rt_.state_bytes(param));
   store::AlignedBuffer tmp(bytes);
   if (m) {
     std::memcpy(tmp.data(), m, bytes);

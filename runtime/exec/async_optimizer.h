@@ -63,10 +63,10 @@ class AsyncOptimizer {
   // and only two groups' worth sit in host memory: the group being updated
   // and the next one, whose read is issued ahead (reads go before writes).
   bool on_ssd() const { return store_ != nullptr; }
-  // The moments of one parameter, wherever they live (checkpoints); either
-  // pointer may be null.
-  void read_state(int64_t param, float* m, float* v);
-  void write_state(int64_t param, const float* m, const float* v);
+  // The moments of one parameter, wherever they live (checkpoints), in their
+  // format (Runtime::state_bytes each); either pointer may be null.
+  void read_state(int64_t param, void* m, void* v);
+  void write_state(int64_t param, const void* m, const void* v);
   const store::TensorStore* store() const { return store_.get(); }
   size_t staging_bytes() const { return staging_bytes_; }
   // Staging buffers for the moments out of core (at least 2); set before the first step.
@@ -113,6 +113,8 @@ class AsyncOptimizer {
   };
   void worker();
   void update(Group& g);
+  // Queues parameter `param`'s AdamW on the pool, in its moments' format.
+  void submit(int64_t param, const float* g, void* m, void* v, int64_t step);
   void update_out_of_core(int64_t group);
   // The buffer holding (or now reading) `group`'s moments; null when it is
   // not staged and `force` is false and every buffer holds a read-ahead

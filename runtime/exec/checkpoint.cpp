@@ -105,17 +105,18 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
     params.push_back({p.name, p.value.dtype, p.value.shape.vec(), p.value.data, {}});
     state.push_back({"param/" + p.name, p.value.dtype, p.value.shape.vec(), p.value.data, {}});
     if (!p.trainable) continue;
+    // Moments in their format: fp32 like the parameter, or 8-bit states as bytes.
+    const DType sd = p.q8_block ? DType::U8 : DType::F32;
+    const std::vector<int64_t> ss = p.q8_block ? std::vector<int64_t>{rt.state_bytes(i)} : p.value.shape.vec();
     if (p.m.data) {
-      state.push_back({"adam_m/" + p.name, DType::F32, p.value.shape.vec(), p.m.data, {}});
-      state.push_back({"adam_v/" + p.name, DType::F32, p.value.shape.vec(), p.v.data, {}});
+      state.push_back({"adam_m/" + p.name, sd, ss, p.m.data, {}});
+      state.push_back({"adam_v/" + p.name, sd, ss, p.v.data, {}});
       continue;
     }
     // Moments on SSD: copied out one tensor at a time as the writer reaches them.
     auto& opt = const_cast<Runtime&>(rt).async_optimizer();
-    state.push_back({"adam_m/" + p.name, DType::F32, p.value.shape.vec(), nullptr,
-                     [&opt, i](void* buf) { opt.read_state(i, static_cast<float*>(buf), nullptr); }});
-    state.push_back({"adam_v/" + p.name, DType::F32, p.value.shape.vec(), nullptr,
-                     [&opt, i](void* buf) { opt.read_state(i, nullptr, static_cast<float*>(buf)); }});
+    state.push_back({"adam_m/" + p.name, sd, ss, nullptr, [&opt, i](void* buf) { opt.read_state(i, buf, nullptr); }});
+    state.push_back({"adam_v/" + p.name, sd, ss, nullptr, [&opt, i](void* buf) { opt.read_state(i, nullptr, buf); }});
   }
   // State first (durable), then the manifest that points at it.
   std::string name = state_name(step);
@@ -162,7 +163,7 @@ int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
       where["adam_v/" + p.name] = {i, 'v'};
     }
   }
-  std::vector<float> scratch;
+  std::vector<uint8_t> scratch;
   int64_t pending = -1;  // parameter whose SSD moment sits in scratch
   char pending_kind = 0;
   auto flush = [&] {
@@ -178,13 +179,19 @@ int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
     auto it = where.find(key);
     if (it == where.end()) return nullptr;
     const auto& p = rt.param(it->second.first);
-    View into = it->second.second == 'p' ? p.value : it->second.second == 'm' ? p.m : p.v;
-    DType want = it->second.second == 'p' ? p.value.dtype : DType::F32;
-    if (dtype != want || Shape(shape) != p.value.shape)
-      fail("--resume: tensor '" + key + "' in '" + state_path + "' does not match the program");
+    const bool param = it->second.second == 'p';
+    View into = param ? p.value : it->second.second == 'm' ? p.m : p.v;
+    DType want = param ? p.value.dtype : p.q8_block ? DType::U8 : DType::F32;
+    Shape want_shape = !param && p.q8_block ? Shape{rt.state_bytes(it->second.first)} : p.value.shape;
+    if (dtype != want || Shape(shape) != want_shape)
+      fail("--resume: tensor '" + key + "' in '" + state_path + "' does not match the program" +
+           (!param && dtype != want ? std::string(" (its AdamW state is ") + (dtype == DType::U8 ? "8-bit" : "fp32") +
+                                          ", this run's " + rt.optimizer_name() + " keeps it " +
+                                          (p.q8_block ? "8-bit)" : "fp32)")
+                                    : std::string()));
     ++found;
     if (into.data) return into.data;
-    scratch.resize(size_t(p.value.numel()));
+    scratch.resize(size_t(rt.state_bytes(it->second.first)));
     pending = it->second.first;
     pending_kind = it->second.second;
     return scratch.data();

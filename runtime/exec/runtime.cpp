@@ -1,5 +1,7 @@
 #include "exec/runtime.h"
 
+#include "optim/adamw8bit.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -46,6 +48,7 @@ void Runtime::set_host_allocator(HostAlloc alloc, HostFree free) {
 
 int64_t Runtime::declare_param(const std::string& name, Shape shape, DType dtype, bool trainable) {
   if (name.empty()) fail("declare_param: empty parameter name");
+  if (state_settled_) fail("declare_param: parameter '" + name + "' declared after the optimizer state was settled");
   for (const Param& p : params_)
     if (p.name == name) fail("declare_param: parameter '" + name + "' declared twice");
   for (int i = 0; i < shape.rank; ++i)
@@ -56,10 +59,6 @@ int64_t Runtime::declare_param(const std::string& name, Shape shape, DType dtype
   p.name = name;
   p.value = alloc_pinned(shape, dtype);
   p.trainable = trainable;
-  if (trainable && opts_.ssd_dirs.empty()) {  // out of core, the store holds them
-    p.m = alloc_pinned(shape, DType::F32);
-    p.v = alloc_pinned(shape, DType::F32);
-  }
   params_.push_back(std::move(p));
   return int64_t(params_.size()) - 1;
 }
@@ -70,6 +69,47 @@ void Runtime::declare_inputs(Shape shape, int64_t vocab) {
   if (vocab <= 0) fail("declare_inputs: vocabulary size must be positive, got " + std::to_string(vocab));
   input_shape_ = shape;
   vocab_ = vocab;
+}
+
+void Runtime::set_program_optimizer(const std::string& name) {
+  if (name != "adamw" && name != "adamw8bit")
+    fail("the program asks for optimizer '" + name + "', which this runtime does not have (adamw, adamw8bit)");
+  optimizer_ = name;
+}
+
+void Runtime::settle_state() {
+  if (state_settled_) return;
+  state_settled_ = true;
+  if (!opts_.optimizer.empty()) optimizer_ = opts_.optimizer;
+  for (Param& p : params_) {
+    if (!p.trainable) continue;
+    const Shape& s = p.value.shape;
+    const bool embedding = vocab_ > 0 && s.rank == 2 && s[0] == vocab_;
+    if (optimizer_ == "adamw8bit" && s.numel() >= opts_.adamw8bit_min_size &&
+        (!embedding || opts_.adamw8bit_embedding))
+      p.q8_block = opts_.adamw8bit_block;
+    if (!opts_.ssd_dirs.empty()) continue;  // out of core, the store holds them
+    if (p.q8_block) {
+      const int64_t bytes = int64_t(q8_state_bytes(s.numel(), p.q8_block));
+      p.m = alloc_pinned(Shape{bytes}, DType::U8);
+      p.v = alloc_pinned(Shape{bytes}, DType::U8);
+    } else {
+      p.m = alloc_pinned(s, DType::F32);
+      p.v = alloc_pinned(s, DType::F32);
+    }
+  }
+}
+
+int64_t Runtime::state_bytes(int64_t index) const {
+  const Param& p = param(index);
+  if (!p.trainable) return 0;
+  return p.q8_block ? int64_t(q8_state_bytes(p.value.numel(), p.q8_block)) : p.value.numel() * 4;
+}
+
+int64_t Runtime::state_bytes_total() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_params(); ++i) n += 2 * state_bytes(i);
+  return n;
 }
 
 const Runtime::Param& Runtime::param(int64_t index) const {
@@ -154,9 +194,13 @@ void Runtime::record_grad(int64_t index, View grad) {
 }
 
 void Runtime::adamw_at(int64_t index, const float* grad, int64_t step) {
+  settle_state();
   Param& p = params_[size_t(index)];
   if (!p.m.data) fail("cpu_adamw: --ssd needs the layer-group optimizer (compile without --sync-optimizer)");
-  adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(), opts_.adamw, step);
+  if (p.q8_block)
+    adamw8bit_step(p.value.as<float>(), grad, p.m.data, p.v.data, p.value.numel(), p.q8_block, opts_.adamw, step);
+  else
+    adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(), opts_.adamw, step);
 }
 
 int64_t Runtime::param_bytes() const {

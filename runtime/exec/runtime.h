@@ -37,6 +37,11 @@ struct TrainOptions {
   int64_t gpu_mem = 0;     // budget for the device arena (on the CPU target, the arena that stands for it)
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults
+  // "adamw" or "adamw8bit" (block-wise 8-bit moments); "": the program's choice.
+  std::string optimizer;
+  int64_t adamw8bit_block = 256;       // elements per absmax
+  int64_t adamw8bit_min_size = 4096;   // smaller tensors keep fp32 moments
+  bool adamw8bit_embedding = false;    // the token embedding (rows == vocab) too
 };
 
 class Runtime {
@@ -45,7 +50,11 @@ class Runtime {
     std::string name;
     View value;          // pinned pool storage, loaded from the weights file
     bool trainable = false;
-    View m, v;           // AdamW moments (zero at start); empty when frozen
+    // AdamW moments (zero at start), in memory unless on SSD; empty when
+    // frozen. fp32 (F32, the parameter's shape) or, when q8_block > 0,
+    // 8-bit states (U8 [q8_state_bytes]: codes, then per-block absmax).
+    View m, v;
+    int64_t q8_block = 0;
     View recorded_grad;  // step-1 gradient copy when recording; else empty
   };
 
@@ -73,6 +82,18 @@ class Runtime {
 
   int64_t num_params() const { return int64_t(params_.size()); }
   int64_t trainable_elements() const;
+  // The optimizer the program was compiled with (declare_optimizer).
+  void set_program_optimizer(const std::string& name);
+  // Settles each trainable parameter's moment format (fp32 or 8-bit, from
+  // the options, the program's optimizer and the vocabulary) and allocates
+  // the moments unless they live on SSD. Idempotent; parameters can no longer
+  // be declared after it. The optimizer calls it when first needed.
+  void settle_state();
+  // Bytes of one moment of parameter `index` (m and v alike), once settled.
+  int64_t state_bytes(int64_t index) const;
+  // Both moments of every trainable parameter.
+  int64_t state_bytes_total() const;
+  const std::string& optimizer_name() const { return optimizer_; }
   int64_t param_bytes() const;  // in the allocator's 64-byte granules
   // -1 when the program declared no plan.
   void set_planned_temp_bytes(int64_t n) { planned_temp_bytes_ = n; }
@@ -142,6 +163,8 @@ class Runtime {
   Shape input_shape_;
   int64_t vocab_ = 0;
   int64_t planned_temp_bytes_ = -1;
+  std::string optimizer_ = "adamw";
+  bool state_settled_ = false;
   TrainOptions opts_;
   int64_t step_ = 0;
   bool record_grads_ = false;

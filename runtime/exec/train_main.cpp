@@ -19,6 +19,7 @@
 #include "exec/api.h"
 #include "exec/checkpoint.h"
 #include "io/safetensors.h"
+#include "optim/adamw8bit.h"
 
 namespace fy {
 
@@ -47,6 +48,10 @@ const char kUsage[] =
     "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries\n"
     "  --optimizer-threads N  threads of the background CPU optimizer (default: every CPU)\n"
     "  --trace FILE         write the run's timeline as Chrome trace JSON (Perfetto)\n"
+    "  --optimizer NAME     adamw, or adamw8bit: block-wise 8-bit moments (default: the program's)\n"
+    "  --adamw8bit-block N  elements per 8-bit block (power of two, 32..4096; default 256)\n"
+    "  --adamw8bit-min-size N  tensors with fewer elements keep fp32 moments (default 4096)\n"
+    "  --adamw8bit-embedding yes|no  8-bit moments for the token embedding too (default no)\n"
     "  --help               this text\n";
 
 int64_t parse_int(const std::string& flag, const std::string& s) {
@@ -116,7 +121,9 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
                                          "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every",
-                                         "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace"};
+                                         "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
+                                         "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
+                                         "--adamw8bit-embedding"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -151,6 +158,21 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
+    }
+    else if (flag == "--optimizer") {
+      if (value != "adamw" && value != "adamw8bit")
+        fail("flag '--optimizer' must be adamw or adamw8bit, got '" + value + "'");
+      o->optimizer = value;
+    } else if (flag == "--adamw8bit-block") {
+      o->adamw8bit_block = parse_int(flag, value);
+      if (!q8_block_ok(o->adamw8bit_block))
+        fail("flag '--adamw8bit-block' must be a power of two from 32 to 4096, got " + value);
+    } else if (flag == "--adamw8bit-min-size") {
+      o->adamw8bit_min_size = parse_int(flag, value);
+      if (o->adamw8bit_min_size < 0) fail("flag '--adamw8bit-min-size' must be >= 0, got " + value);
+    } else if (flag == "--adamw8bit-embedding") {
+      if (value != "yes" && value != "no") fail("flag '--adamw8bit-embedding' must be yes or no, got '" + value + "'");
+      o->adamw8bit_embedding = value == "yes";
     }
     else if (flag == "--save-every") {
       o->save_every = parse_int(flag, value);
@@ -266,7 +288,7 @@ void check_budgets(Runtime& rt, const TrainOptions& o) {
   }
   if (o.cpu_mem > 0) {
     if (!rt.has_async_optimizer()) {
-      int64_t need = 2 * 4 * rt.trainable_elements();
+      int64_t need = rt.state_bytes_total();
       if (o.cpu_mem < need)
         fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: its AdamW state needs " + mib(need) +
              " in memory (compile without --sync-optimizer and add --ssd to keep it on SSD)");
@@ -305,6 +327,19 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   rt.set_device(device.get());
   declare(&rt);
   if (!rt.inputs_declared()) fail("the program did not declare its inputs (declare_inputs)");
+  rt.settle_state();
+  if (rt.optimizer_name() == "adamw8bit") {
+    int64_t n8 = 0, t8 = 0, t = 0;
+    for (int64_t i = 0; i < rt.num_params(); ++i) {
+      const Runtime::Param& p = rt.param(i);
+      if (!p.trainable) continue;
+      ++t;
+      if (p.q8_block) ++t8, n8 += p.value.numel();
+    }
+    std::fprintf(stderr, "train: adamw8bit: %lld of %lld tensors (%.1f%% of the parameters) keep 8-bit moments, %s\n",
+                 (long long)t8, (long long)t, 100.0 * double(n8) / double(std::max<int64_t>(1, rt.trainable_elements())),
+                 mib(rt.state_bytes_total()).c_str());
+  }
   load_weights(rt, o.weights);
 
   const int64_t B = rt.input_shape()[0], T = rt.input_shape()[1];

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -41,10 +42,18 @@ Q8Map build(bool is_signed) {
   std::sort(codes.begin(), codes.end());
   Q8Map m{};
   m.ncodes = int(codes.size());
-  for (int k = 0; k < 256; ++k) {
-    m.code[k] = k < m.ncodes ? float(codes[size_t(k)]) : 0.f;
-    m.mid[k] = k + 1 < m.ncodes ? float((codes[size_t(k)] + codes[size_t(k) + 1]) / 2)
+  m.is_signed = is_signed;
+  m.zero = int(std::find(codes.begin(), codes.end(), 0.0) - codes.begin());
+  for (int k = 0; k < 256; ++k) m.code[k] = k < m.ncodes ? float(codes[size_t(k)]) : 0.f;
+  const int npos = m.ncodes - m.zero;  // 0 and the positive codes
+  for (int k = 0; k < 256; ++k)
+    m.pos_mid[k] = k + 1 < npos ? float((codes[size_t(m.zero + k)] + codes[size_t(m.zero + k + 1)]) / 2)
                                 : std::numeric_limits<float>::infinity();
+  for (int b = 0; b < Q8Map::kBuckets; ++b) {
+    const float lo = std::ldexp(1.f + float(b % 256) / 256.f, b / 256 - 32);
+    int c = 0;
+    while (m.pos_mid[c] < lo) ++c;
+    m.bucket[b] = uint8_t(c);
   }
   return m;
 }
@@ -61,10 +70,14 @@ const Q8Map& q8_map_unsigned() {
 }
 
 uint8_t q8_encode(const Q8Map& map, float x) {
-  // Branchless search: the count of midpoints below x is the nearest code.
-  int idx = 0;
-  for (int step = 128; step >= 1; step >>= 1) idx += x > map.mid[idx + step - 1] ? step : 0;
-  return uint8_t(idx);
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  const uint32_t abs_bits = bits & 0x7fffffffu;
+  float ax;
+  std::memcpy(&ax, &abs_bits, 4);
+  int c = map.bucket[q8_bucket(abs_bits)];
+  c += ax > map.pos_mid[c];  // the one decision point a bucket may hold
+  return uint8_t(map.is_signed && (bits >> 31) ? map.zero - c : map.zero + c);
 }
 
 bool q8_block_ok(int64_t block) { return block >= 32 && block <= kMaxBlock && (block & (block - 1)) == 0; }

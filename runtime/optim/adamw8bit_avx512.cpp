@@ -1,6 +1,6 @@
 // AVX-512 (de)quantisation for the 8-bit AdamW state: 16 lanes, the map's
-// codes and midpoints fetched with gathers, the 8-step search branchless per
-// lane. The same decisions as the scalar loops (adamw8bit_kernels.h).
+// tables read with gathers (a bucket, then its one decision point), the same
+// decisions as the scalar loops (adamw8bit_kernels.h).
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12 flags the intrinsics' undefined pass-through vectors; they are undefined on purpose.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -26,14 +26,25 @@ FY_AVX512 void q8_dequant_avx512(const Q8Map& map, const uint8_t* q, float absma
 
 FY_AVX512 void q8_quant_avx512(const Q8Map& map, const float* x, float inv, uint8_t* q, int64_t n) {
   const __m512 s = _mm512_set1_ps(inv);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), zero = _mm512_set1_epi32(map.zero);
+  const __m512i e_bias = _mm512_set1_epi32(127 - 32), last = _mm512_set1_epi32(Q8Map::kBuckets - 1);
+  const __m512i m255 = _mm512_set1_epi32(255), one = _mm512_set1_epi32(1);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), s);
-    __m512i idx = _mm512_setzero_si512();
-    for (int step = 128; step >= 1; step >>= 1) {
-      const __m512i probe = _mm512_add_epi32(idx, _mm512_set1_epi32(step - 1));
-      const __mmask16 gt = _mm512_cmp_ps_mask(v, _mm512_i32gather_ps(probe, map.mid, 4), _CMP_GT_OQ);
-      idx = _mm512_mask_add_epi32(idx, gt, idx, _mm512_set1_epi32(step));
+    const __m512i bits = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(x + i), s));
+    const __m512i ab = _mm512_and_si512(bits, abs_mask);
+    // q8_bucket, lane-wise: clamp below to bucket 0, above to the last.
+    const __m512i e = _mm512_sub_epi32(_mm512_srli_epi32(ab, 23), e_bias);
+    __m512i b = _mm512_add_epi32(_mm512_slli_epi32(e, 8), _mm512_and_si512(_mm512_srli_epi32(ab, 15), m255));
+    b = _mm512_mask_mov_epi32(b, _mm512_cmplt_epi32_mask(e, _mm512_setzero_si512()), _mm512_setzero_si512());
+    b = _mm512_min_epi32(b, last);
+    __m512i c = _mm512_and_si512(_mm512_i32gather_epi32(b, map.bucket, 1), m255);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_castsi512_ps(ab), _mm512_i32gather_ps(c, map.pos_mid, 4), _CMP_GT_OQ);
+    c = _mm512_mask_add_epi32(c, up, c, one);
+    __m512i idx = _mm512_add_epi32(zero, c);
+    if (map.is_signed) {
+      const __mmask16 neg = _mm512_cmplt_epi32_mask(bits, _mm512_setzero_si512());
+      idx = _mm512_mask_sub_epi32(idx, neg, zero, c);
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(idx));
   }

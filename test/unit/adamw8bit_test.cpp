@@ -29,10 +29,13 @@ std::vector<uint8_t> initial_state(const Q8Map& map, int64_t n, int64_t block) {
   return s;
 }
 
+// Ties go toward zero.
 int brute_nearest(const Q8Map& map, double x) {
   int best = 0;
-  for (int k = 1; k < map.ncodes; ++k)
-    if (std::fabs(x - map.code[k]) < std::fabs(x - map.code[best])) best = k;
+  for (int k = 1; k < map.ncodes; ++k) {
+    const double d = std::fabs(x - map.code[k]), db = std::fabs(x - map.code[best]);
+    if (d < db || (d == db && std::fabs(map.code[k]) < std::fabs(map.code[best]))) best = k;
+  }
   return best;
 }
 
@@ -96,7 +99,9 @@ TEST(AdamW8bit, QuantisationErrorPerBlock) {
       for (int64_t i = b * block; i < (b + 1) * block; ++i) {
         const int c = ms[size_t(i)];
         const double x = g[size_t(i)], deq = double(map.code[c]) * amax;
-        if (std::fabs(x) == amax) EXPECT_EQ(deq, x);
+        if (std::fabs(x) == amax) {
+          EXPECT_EQ(deq, x);
+        }
         const double gap_lo = c > 0 ? map.code[c] - map.code[c - 1] : 0;
         const double gap_hi = c + 1 < map.ncodes ? map.code[c + 1] - map.code[c] : 0;
         ASSERT_LE(std::fabs(deq - x), 0.5 * std::max(gap_lo, gap_hi) * amax * (1 + 1e-6) + 1e-30) << i;
@@ -113,9 +118,12 @@ TEST(AdamW8bit, QuantisationErrorPerBlock) {
 // decision point, and parameters and absmax agree to float precision.
 struct Reference {
   const Q8Map &ms = fy::q8_map_signed(), &mu = fy::q8_map_unsigned();
-  static int decide(const Q8Map& map, double x) {
+  static int decide(const Q8Map& map, double x) {  // nearest code, ties toward zero
     int idx = 0;
-    for (int k = 0; k + 1 < map.ncodes; ++k) idx += x > (double(map.code[k]) + double(map.code[k + 1])) / 2;
+    for (int k = 0; k + 1 < map.ncodes; ++k) {
+      const double mid = (double(map.code[k]) + double(map.code[k + 1])) / 2;
+      idx += x > mid || (x == mid && mid < 0);
+    }
     return idx;
   }
   static double margin(const Q8Map& map, double x) {  // distance to the nearest decision point
