@@ -15,12 +15,6 @@ namespace fy::rt {
 // A slice on the compute track for each kernel when the run is traced.
 #define FY_KERNEL_SPAN(rt, name) TraceSpan fy_span_((rt)->trace(), "compute", name)
 
-int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType dtype, bool trainable) {
-  return rt->declare_param(name, shape, dtype, trainable);
-}
-void declare_inputs(Runtime* rt, Shape shape, int64_t vocab) { rt->declare_inputs(shape, vocab); }
-void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes) { rt->set_planned_temp_bytes(peak_temp_bytes); }
-void declare_optimizer(Runtime* rt, const char* name) { rt->set_program_optimizer(name); }
 void declare_precision(Runtime*, const char* precision) {
   if (std::string(precision) != "fp32")
     fail(std::string("the program asks for precision '") + precision + "'; the CPU target computes in fp32");
@@ -29,7 +23,6 @@ void declare_precision(Runtime*, const char* precision) {
 View param(Runtime* rt, int64_t index) { return rt->param(index).value; }
 View alloc(Runtime* rt, Shape shape, DType dtype) { return rt->alloc(shape, dtype); }
 void dealloc(Runtime* rt, View v) { rt->dealloc(v); }
-View view(Runtime*, View v, Shape shape) { return v.reshaped(shape); }
 
 View constant_splat(Runtime* rt, Shape shape, DType dtype, double value) {
   View v = rt->alloc(shape, dtype);
@@ -47,15 +40,6 @@ template <class T> View constant_of(Runtime* rt, Shape shape, std::initializer_l
 }
 }  // namespace
 
-View constant_f32(Runtime* rt, Shape shape, std::initializer_list<float> values) {
-  return constant_of(rt, shape, values);
-}
-View constant_i64(Runtime* rt, Shape shape, std::initializer_list<int64_t> values) {
-  return constant_of(rt, shape, values);
-}
-View constant_u8(Runtime* rt, Shape shape, std::initializer_list<uint8_t> values) {
-  return constant_of(rt, shape, values);
-}
 namespace K = ::fy::cpu;
 #include "exec/api_kernels.inc"
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -93,6 +94,11 @@ struct Strided {
 // Iteration over `out` with the given inputs broadcast to it. Fails (naming
 // op) when an input is not broadcastable to out.
 Strided broadcast_iter(const Shape& out, std::initializer_list<Shape> ins, const char* op);
+// y = x transposed by perm (y.shape[i] == x.shape[perm[i]]; negative axes
+// count from the end): operand 0 walks y, operand 1 x. Fails on a bad perm.
+Strided transpose_iter(const View& x, const View& y, const int64_t* perm);
+// Checks a concat of `ins` into `out` along `axis`; returns the axis in [0, rank).
+int concat_axis(const std::vector<View>& ins, const View& out, int64_t axis);
 // Broadcast shape of a and b; fails if incompatible.
 Shape broadcast_shape(const Shape& a, const Shape& b, const char* op);
 // Row-major strides of a shape.

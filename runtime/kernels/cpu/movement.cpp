@@ -59,7 +59,7 @@ Strided slice_iter(const Shape& full, const Shape& part, const int64_t* starts, 
 
 }  // namespace
 
-void transpose(View x, View y, const int64_t* perm) {
+Strided detail::transpose_iter(const View& x, const View& y, const int64_t* perm) {
   check(x.dtype == y.dtype, "transpose", "dtype mismatch");
   const int R = x.shape.rank;
   check(y.shape.rank == R, "transpose", "rank mismatch");
@@ -79,8 +79,13 @@ void transpose(View x, View y, const int64_t* perm) {
     it.dims[i] = y.shape[i];
     it.stride[1][i] = xs[p];
   }
-  if (x.numel() == 0) return;
   it.coalesce();
+  return it;
+}
+
+void transpose(View x, View y, const int64_t* perm) {
+  Strided it = transpose_iter(x, y, perm);
+  if (x.numel() == 0) return;
   strided_copy(it, x.dtype, y.data, x.data);
 }
 void transpose(View x, View y, const std::vector<int64_t>& perm) {
@@ -115,7 +120,7 @@ void slice_grad(View dy, View dx, std::initializer_list<int64_t> starts, std::in
   slice_grad(dy, dx, std::vector<int64_t>(starts), std::vector<int64_t>(steps));
 }
 
-void concat(const std::vector<View>& ins, View out, int64_t axis) {
+int detail::concat_axis(const std::vector<View>& ins, const View& out, int64_t axis) {
   const int R = out.shape.rank;
   const int a = int(norm_axis(axis, R, "concat"));
   check(!ins.empty(), "concat", "no inputs");
@@ -130,6 +135,12 @@ void concat(const std::vector<View>& ins, View out, int64_t axis) {
   }
   check(total == out.shape[a], "concat", "inputs sum to " + std::to_string(total) + " on axis " + std::to_string(a) +
                                              ", output has " + std::to_string(out.shape[a]));
+  return a;
+}
+
+void concat(const std::vector<View>& ins, View out, int64_t axis) {
+  const int R = out.shape.rank;
+  const int a = concat_axis(ins, out, axis);
   const int64_t outer = prod(out.shape, 0, a);
   const size_t inner = size_t(prod(out.shape, a + 1, R)) * dtype_size(out.dtype);
   const size_t out_row = size_t(out.shape[a]) * inner;

@@ -21,6 +21,7 @@ using detail::check_shape;
 using detail::current_stream;
 using detail::DevStrided;
 using detail::grid_for;
+using detail::host_shapes;
 using detail::offsets;
 using detail::thread_index;
 using detail::thread_stride;
@@ -312,27 +313,8 @@ inline size_t round256(size_t b) { return (b + 255) & ~size_t(255); }
 
 void transpose(View x, View y, const std::vector<int64_t>& perm) {
   check(int(perm.size()) == x.shape.rank, "transpose", "perm length differs from rank");
-  check(x.dtype == y.dtype, "transpose", "dtype mismatch");
-  const int R = x.shape.rank;
-  check(y.shape.rank == R, "transpose", "rank mismatch");
-  cd::Strided it;
-  it.rank = R;
-  it.nops = 2;
-  int64_t xs[Shape::kMaxRank];
-  cd::contiguous_strides(x.shape, xs);
-  cd::contiguous_strides(y.shape, it.stride[0]);
-  bool seen[Shape::kMaxRank] = {};
-  for (int i = 0; i < R; ++i) {
-    const int64_t p = perm[i] < 0 ? perm[i] + R : perm[i];
-    check(p >= 0 && p < R && !seen[p], "transpose", "perm is not a permutation of " + std::to_string(R) + " axes");
-    seen[p] = true;
-    check(y.shape[i] == x.shape[int(p)], "transpose",
-          "y shape " + y.shape.str() + " does not match permuted " + x.shape.str());
-    it.dims[i] = y.shape[i];
-    it.stride[1][i] = xs[p];
-  }
+  cd::Strided it = host_shapes([&] { return cd::transpose_iter(x, y, perm.data()); });
   if (x.numel() == 0) return;
-  it.coalesce();
   const size_t es = dtype_size(x.dtype);
   if (transpose_tiled(it, es, x.data, y.data)) return;
   strided_copy(it, es, y.data, x.data);
@@ -359,22 +341,7 @@ void slice_grad(View dy, View dx, const std::vector<int64_t>& starts, const std:
 
 void concat(const std::vector<View>& ins, View out, int64_t axis) {
   const int R = out.shape.rank;
-  const int64_t an = axis < 0 ? axis + R : axis;
-  check(an >= 0 && an < (R == 0 ? 1 : R), "concat",
-        "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(R));
-  const int a = int(an);
-  check(!ins.empty(), "concat", "no inputs");
-  int64_t total = 0;
-  for (const View& v : ins) {
-    check(v.dtype == out.dtype, "concat", "dtype mismatch");
-    check(v.shape.rank == R, "concat", "rank mismatch: " + v.shape.str() + " vs " + out.shape.str());
-    for (int i = 0; i < R; ++i)
-      check(i == a || v.shape[i] == out.shape[i], "concat",
-            "input " + v.shape.str() + " does not match output " + out.shape.str() + " off axis " + std::to_string(a));
-    total += v.shape[a];
-  }
-  check(total == out.shape[a], "concat", "inputs sum to " + std::to_string(total) + " on axis " + std::to_string(a) +
-                                             ", output has " + std::to_string(out.shape[a]));
+  const int a = host_shapes([&] { return cd::concat_axis(ins, out, axis); });
   // Each input is a [outer, len] block at column pos of out's [outer, out_len].
   const int64_t outer = cd::prod(out.shape, 0, a), inner = cd::prod(out.shape, a + 1, R);
   const int64_t out_len = out.shape[a] * inner;
