@@ -21,28 +21,33 @@ namespace {
 
 constexpr int64_t kMaxBlock = 4096;
 
-// Magnitudes of a dynamic map with `bits` bits after the sign: decade E
-// (0 .. bits-1 leading zeros) holds 2^(bits-1-E) values evenly spaced over
-// (0.1, 1] * 10^-E. Exactly 1 is the largest, so a block's absmax survives.
-std::vector<double> magnitudes(int bits) {
-  std::vector<double> out;
-  for (int e = 0; e < bits; ++e) {
-    const int count = 1 << (bits - 1 - e);
-    for (int k = 0; k < count; ++k) out.push_back(std::pow(10.0, -e) * (0.1 + 0.9 * double(k + 1) / count));
-  }
-  return out;
+}  // namespace
+
+const float kQ8Pow10[16] = {1e0f, 1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f, 1e-7f, 1e-8f};
+
+float q8_decode_pos(int c, int B) {
+  if (c == 0) return 0.f;
+  const int L = 31 - __builtin_clz(unsigned(c));
+  const float x = float(c - (1 << L) + 1) * std::ldexp(1.f, -L);  // exact: (k+1) / 2^L
+  return kQ8Pow10[B - L] * (0.1f + 0.9f * x);
 }
 
+namespace {
+
 Q8Map build(bool is_signed) {
-  std::vector<double> mags = magnitudes(is_signed ? 7 : 8), codes;
-  if (is_signed)
-    for (double x : mags) codes.push_back(-x);
+  // Positive index c = 2^L + k (k < 2^L) is decade E = B - L, fraction k.
+  const int B = is_signed ? 6 : 7;
+  std::vector<double> codes;
+  for (int c = 1; c < (2 << B); ++c) {
+    codes.push_back(q8_decode_pos(c, B));
+    if (is_signed) codes.push_back(-q8_decode_pos(c, B));
+  }
   codes.push_back(0.0);
-  for (double x : mags) codes.push_back(x);
   std::sort(codes.begin(), codes.end());
   Q8Map m{};
   m.ncodes = int(codes.size());
   m.is_signed = is_signed;
+  m.bits = B;
   m.zero = int(std::find(codes.begin(), codes.end(), 0.0) - codes.begin());
   for (int k = 0; k < 256; ++k) m.code[k] = k < m.ncodes ? float(codes[size_t(k)]) : 0.f;
   const int npos = m.ncodes - m.zero;  // 0 and the positive codes
@@ -70,6 +75,7 @@ const Q8Map& q8_map_unsigned() {
 }
 
 uint8_t q8_encode(const Q8Map& map, float x) {
+  if (x != x) return uint8_t(map.zero);
   uint32_t bits;
   std::memcpy(&bits, &x, 4);
   const uint32_t abs_bits = bits & 0x7fffffffu;

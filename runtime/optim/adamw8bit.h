@@ -33,6 +33,7 @@ struct Q8Map {
   int ncodes;
   int zero;  // index of the code 0
   bool is_signed;
+  int bits;  // B: magnitude bits after the indicator's decade (6 for m, 7 for v)
   float code[256];
   float pos_mid[256];
   uint8_t bucket[kBuckets + 4];  // bytes keep it in L1; +4: a 4-byte gather at the end stays inside
@@ -51,7 +52,13 @@ inline int q8_bucket(uint32_t abs_bits) {
   if (e >= Q8Map::kBinades) return Q8Map::kBuckets - 1;
   return e * 256 + int((abs_bits >> 15) & 255);
 }
-// Index of the code nearest x (ties toward zero; NaN to the largest magnitude).
+// The non-negative code of positive index c (0 .. 2^(B+1) - 1): c = 2^L + k
+// with k < 2^L lies in decade E = B - L, at kQ8Pow10[E] * (0.1 + 0.9 *
+// (k + 1) / 2^L), evaluated in exactly these float operations (the maps'
+// tables hold these values, so the vector code can compute instead of look up).
+extern const float kQ8Pow10[16];     // float(10^-e), e = 0 .. 8
+float q8_decode_pos(int c, int B);
+// Index of the code nearest x (ties toward zero; NaN to the zero code).
 uint8_t q8_encode(const Q8Map& map, float x);
 
 // Layout of one 8-bit moment: n code bytes padded to 64, then one fp32 absmax

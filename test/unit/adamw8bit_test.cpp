@@ -10,6 +10,7 @@
 
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
+#include "optim/adamw8bit_kernels.h"
 #include "test_util.h"
 
 namespace fyt {
@@ -215,6 +216,42 @@ TEST(AdamW8bit, InstructionSetsAndPoolAgreeBitForBit) {
     EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), pa.size() * 4)) << how;
     EXPECT_EQ(ma, mb) << how;
     EXPECT_EQ(va, vb) << how;
+  }
+}
+
+// The vector path computes codes and decisions instead of looking them up:
+// it must agree with the scalar tables on every value, the awkward ones first
+// (each code and midpoint and their float neighbours, zeros, the smallest and
+// largest magnitudes, overshoot past 1, NaN, inf).
+TEST(AdamW8bit, VectorCodecMatchesTables) {
+  if (!fy::adamw_isa_supported(fy::AdamWIsa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Rng rng(13);
+  for (const Q8Map* m : {&fy::q8_map_signed(), &fy::q8_map_unsigned()}) {
+    std::vector<float> xs = {0.f, -0.f, 1.f, -1.f, 1.0000001f, -1.0000001f, 1e-30f, -1e-30f, 2e-7f, 5e-8f,
+                             __builtin_nanf(""), __builtin_inff(), -__builtin_inff()};
+    for (int k = 0; k < m->ncodes; ++k) {
+      for (float v : {m->code[k], k + 1 < m->ncodes ? m->pos_mid[(k >= m->zero ? k - m->zero : m->zero - 1 - k) % 256]
+                                                    : m->code[k]}) {
+        xs.push_back(v);
+        xs.push_back(std::nextafter(v, 2.f));
+        xs.push_back(std::nextafter(v, -2.f));
+        xs.push_back(-v);
+      }
+    }
+    for (int i = 0; i < 100000; ++i) xs.push_back(float(std::pow(10.0, rng.uniform(-9, 0.01)) * (i % 2 ? -1 : 1)));
+    while (xs.size() % 16) xs.push_back(0.5f);
+    std::vector<uint8_t> qs(xs.size()), qv(xs.size());
+    fy::adamw_detail::q8_quant_scalar(*m, xs.data(), 1.f, qs.data(), int64_t(xs.size()));
+    fy::adamw_detail::q8_quant_avx512(*m, xs.data(), 1.f, qv.data(), int64_t(xs.size()));
+    for (size_t i = 0; i < xs.size(); ++i)
+      ASSERT_EQ(int(qs[i]), int(qv[i])) << "x = " << xs[i] << " (signed map: " << m->is_signed << ")";
+    // Every code decodes to its table value, times an absmax.
+    std::vector<uint8_t> all(256);
+    for (int k = 0; k < 256; ++k) all[size_t(k)] = uint8_t(k < m->ncodes ? k : m->zero);
+    std::vector<float> ds(256), dv(256);
+    fy::adamw_detail::q8_dequant_scalar(*m, all.data(), 0.37f, ds.data(), 256);
+    fy::adamw_detail::q8_dequant_avx512(*m, all.data(), 0.37f, dv.data(), 256);
+    EXPECT_EQ(0, std::memcmp(ds.data(), dv.data(), 256 * 4));
   }
 }
 
