@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """8-bit AdamW against fp32 AdamW on the example GPT (issue 6), in one run:
 
-    /usr/bin/python3 bench/adamw8bit/quality.py [--build build] [--steps 2000] [--work DIR]
+    /usr/bin/python3 bench/adamw8bit/quality.py [--build build] [--steps 2000] [--work DIR] [--lr 3e-3]
+        [--png bench/adamw8bit/loss.png] [--no-b64]
 
 Exports the example GPT of `make demo`, compiles it once, trains it with
 --optimizer adamw and --optimizer adamw8bit (same seed, data and
-hyper-parameters) with the state on SSD (--ssd), and prints the final losses,
+hyper-parameters; 8-bit with blocks of 256 and of 64) with the state on SSD
+(--ssd), and prints the final losses,
 the store's bytes per parameter per step (its own counters) and the optimizer
 time per step; plots both loss curves to bench/adamw8bit/loss.png.
 """
@@ -105,6 +107,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--work", default="/tmp/fy_adamw8bit_quality")
+    ap.add_argument("--lr", default="3e-3")
+    ap.add_argument("--png", default=os.path.join(HERE, "loss.png"))
+    ap.add_argument("--no-b64", action="store_true", help="skip the block-64 run")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     w = lambda n: os.path.join(a.work, n)
@@ -114,29 +119,34 @@ def main():
         "--seq", "64", "--n-layer", "4", "--d-model", "128", "--n-head", "4", "--block-size", "64"])
     sh([os.path.join(a.build, "bin/fuyou-compile"), w("gpt2.onnx"), "-o", w("train")])
     res = {}
-    for opt in ("adamw", "adamw8bit"):
+    runs = {"adamw": ["--optimizer", "adamw"], "adamw8bit": ["--optimizer", "adamw8bit"],
+            "adamw8bit-b64": ["--optimizer", "adamw8bit", "--adamw8bit-block", "64"]}
+    if a.no_b64:
+        del runs["adamw8bit-b64"]
+    for opt, flags in runs.items():
         ssd = w("ssd_" + opt)
         os.makedirs(ssd, exist_ok=True)
-        r = sh([w("train"), "--data", w("stdlib.bin"), "--steps", str(a.steps), "--lr", "3e-3", "--seed", "1",
-                "--log-json", w(opt + ".jsonl"), "--log-every", "500", "--optimizer", opt, "--ssd", ssd])
+        r = sh([w("train"), "--data", w("stdlib.bin"), "--steps", str(a.steps), "--lr", a.lr, "--seed", "1",
+                "--log-json", w(opt + ".jsonl"), "--log-every", "500", "--ssd", ssd] + flags)
         losses = [json.loads(l)["loss"] for l in open(w(opt + ".jsonl"))]
         store = re.search(r"\(([0-9.]+) B/param/step\)", r.stderr)
         per = re.search(r"optimizer ([0-9.]+) ms", r.stderr)
         q8 = re.search(r"adamw8bit: .*", r.stderr)
         res[opt] = dict(losses=losses, bpp=float(store.group(1)), opt_ms=float(per.group(1)),
                         q8=q8.group(0) if q8 else "")
-    f32, f8 = res["adamw"], res["adamw8bit"]
+    f32 = res["adamw"]
     tail = lambda r: sum(r["losses"][-100:]) / 100
-    png = os.path.join(HERE, "loss.png")
-    plot_png(png, [("adamw", smooth(f32["losses"]), (200, 30, 30)), ("adamw8bit", smooth(f8["losses"]), (30, 60, 200))])
-    print(f"steps {a.steps}; {f8['q8']}")
-    print(f"final loss (mean of the last 100 steps): adamw {tail(f32):.4f}, adamw8bit {tail(f8):.4f}, "
-          f"difference {100 * (tail(f8) - tail(f32)) / tail(f32):+.2f}% (goal within 1%)")
-    print(f"last step: adamw {f32['losses'][-1]:.4f}, adamw8bit {f8['losses'][-1]:.4f}")
-    print(f"store traffic: adamw {f32['bpp']:.2f} B/param/step, adamw8bit {f8['bpp']:.2f} "
-          f"({f8['bpp'] / f32['bpp']:.3f}x, goal <= 0.55x)")
-    print(f"optimizer time per step: adamw {f32['opt_ms']:.2f} ms, adamw8bit {f8['opt_ms']:.2f} ms")
-    print(f"plot: {png} (50-step moving average; red adamw, blue adamw8bit)")
+    png = a.png
+    colours = {"adamw": (200, 30, 30), "adamw8bit": (30, 60, 200), "adamw8bit-b64": (30, 160, 60)}
+    plot_png(png, [(k, smooth(r["losses"]), colours[k]) for k, r in res.items()])
+    print(f"steps {a.steps}, lr {a.lr}; {res['adamw8bit']['q8']}")
+    for k in [k for k in res if k != "adamw"]:
+        f8 = res[k]
+        print(f"{k}: final loss (mean of the last 100 steps) {tail(f8):.4f} vs adamw {tail(f32):.4f}: "
+              f"{100 * (tail(f8) - tail(f32)) / tail(f32):+.2f}% (goal within 1%); last step {f8['losses'][-1]:.4f} "
+              f"vs {f32['losses'][-1]:.4f}; store {f8['bpp']:.2f} vs {f32['bpp']:.2f} B/param/step "
+              f"({f8['bpp'] / f32['bpp']:.3f}x, goal <= 0.55x); optimizer {f8['opt_ms']:.2f} vs {f32['opt_ms']:.2f} ms/step")
+    print(f"plot: {png} (50-step moving average; red adamw, blue adamw8bit, green adamw8bit block 64)")
 
 
 if __name__ == "__main__":
