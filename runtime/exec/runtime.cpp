@@ -74,6 +74,7 @@ void Runtime::declare_inputs(Shape shape, int64_t vocab) {
 void Runtime::set_program_optimizer(const std::string& name) {
   if (name != "adamw" && name != "adamw8bit")
     fail("the program asks for optimizer '" + name + "', which this runtime does not have (adamw, adamw8bit)");
+  if (state_settled_) fail("declare_optimizer: called after the optimizer state was settled (a compiler bug)");
   optimizer_ = name;
 }
 
