@@ -7,8 +7,29 @@
 
 namespace fy::rt {
 
-// Kernels are queued, so on a device a kernel's slice marks its launch.
-#define FY_KERNEL_SPAN(rt, name) TraceSpan fy_span_((rt)->trace(), "compute", name)
+namespace {
+// When tracing: the kernel's launch on the "compute" track (host time) and,
+// through events around it, its run on the "gpu" track.
+class KernelSpan {
+ public:
+  KernelSpan(Runtime* rt, const char* name) : host_(rt->trace(), "compute", name) {
+    if (rt->trace()) {
+      dev_ = &cuda::device_of(rt);
+      dev_->kernel_start(name);
+    }
+  }
+  ~KernelSpan() {
+    if (dev_) dev_->kernel_end();
+  }
+  KernelSpan(const KernelSpan&) = delete;
+  KernelSpan& operator=(const KernelSpan&) = delete;
+
+ private:
+  TraceSpan host_;
+  cuda::CudaDevice* dev_ = nullptr;
+};
+}  // namespace
+#define FY_KERNEL_SPAN(rt, name) KernelSpan fy_span_((rt), name)
 
 using cuda::device_of;
 

@@ -80,6 +80,7 @@ CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(compute_);
   cudaStreamSynchronize(upload_);
   for (cudaEvent_t e : group_events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : trace_events_) cudaEventDestroy(e);
   for (void* p : params_) cudaFree(p);
   for (void* p : blocks_) cudaFree(p);
   for (void* p : {idx_, tgt_, loss_}) cudaFree(p);
@@ -133,6 +134,14 @@ void CudaDevice::prepare() {
 }
 
 void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
+  if (tracing()) {
+    // The stream is idle here (the last step synchronised), so this base
+    // event's time on the GPU is close to this moment on the host.
+    trace_kernels_.clear();
+    trace_used_ = 0;
+    kernel_start(nullptr);
+    trace_base_us_ = rt_.trace()->now_us();
+  }
   FY_CUDA_CHECK(cudaMemcpyAsync(idx_, idx.data, idx.nbytes(), cudaMemcpyHostToDevice, compute_));
   FY_CUDA_CHECK(cudaMemcpyAsync(tgt_, tgt.data, tgt.nbytes(), cudaMemcpyHostToDevice, compute_));
   // A program that forgot to write its loss logs NaN, as on the CPU.
@@ -140,7 +149,40 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
   step(&rt_, View{idx_, idx.shape, idx.dtype}, View{tgt_, tgt.shape, tgt.dtype}, View{loss_, loss.shape, loss.dtype});
   FY_CUDA_CHECK(cudaMemcpyAsync(loss.data, loss_, sizeof(float), cudaMemcpyDeviceToHost, compute_));
   synchronize();
+  if (tracing()) flush_kernel_trace();
   ++steps_;
+}
+
+void CudaDevice::kernel_start(const char* name) {
+  if (trace_used_ + 2 > trace_events_.size()) {
+    cudaEvent_t e;
+    for (int k = 0; k < 2; ++k) {
+      FY_CUDA_CHECK(cudaEventCreate(&e));
+      trace_events_.push_back(e);
+    }
+  }
+  FY_CUDA_CHECK(cudaEventRecord(trace_events_[trace_used_], compute_));
+  // A kernel's end takes the next event (kernel_end); the base has none.
+  if (name) trace_kernels_.push_back({name, trace_used_, trace_used_ + 1});
+  ++trace_used_;
+}
+
+void CudaDevice::kernel_end() noexcept {
+  // Called from a destructor: a failure shows up at the next checked call.
+  cudaEventRecord(trace_events_[trace_used_], compute_);
+  ++trace_used_;
+}
+
+void CudaDevice::flush_kernel_trace() {
+  Trace* t = rt_.trace();
+  for (const KernelTiming& k : trace_kernels_) {
+    float t0 = 0, t1 = 0;
+    FY_CUDA_CHECK(cudaEventElapsedTime(&t0, trace_events_[0], trace_events_[k.start]));
+    FY_CUDA_CHECK(cudaEventElapsedTime(&t1, trace_events_[0], trace_events_[k.end]));
+    t->slice("gpu", k.name, trace_base_us_ + 1000.0 * t0, trace_base_us_ + 1000.0 * t1);
+  }
+  trace_kernels_.clear();
+  trace_used_ = 0;
 }
 
 View CudaDevice::param(int64_t index) {

@@ -46,8 +46,15 @@ class CudaDevice final : public Device {
   void group_update(int64_t group, const View* grads, size_t count);
   void group_wait(int64_t group);
 
+  // --trace: each kernel's time on the GPU, from events around it on the
+  // compute stream, written to the "gpu" track when the step is over.
+  bool tracing() const { return rt_.trace() != nullptr; }
+  void kernel_start(const char* name);
+  void kernel_end() noexcept;
+
  private:
   void upload_group(int64_t group);  // on the optimizer's thread
+  void flush_kernel_trace();         // after the step's synchronize
   void reserve(size_t bytes, const char* what);
   void trim();  // frees every cached temporary
 
@@ -68,6 +75,14 @@ class CudaDevice final : public Device {
   int64_t copy_out_bytes_ = 0;
   std::atomic<int64_t> upload_bytes_{0};  // the optimizer's thread adds to it
   int64_t steps_ = 0;
+  struct KernelTiming {
+    const char* name;
+    size_t start, end;  // indices into trace_events_
+  };
+  std::vector<cudaEvent_t> trace_events_;  // reused step after step
+  size_t trace_used_ = 0;
+  std::vector<KernelTiming> trace_kernels_;
+  double trace_base_us_ = 0;
   bool prepared_ = false;
 };
 
