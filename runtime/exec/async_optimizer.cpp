@@ -181,6 +181,25 @@ void AsyncOptimizer::wait_all() {
   for (int64_t g = 0; g < num_groups(); ++g) wait(g);
 }
 
+void AsyncOptimizer::quiesce() noexcept {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto drop = [&](Group& g) {
+    g.pending = g.held = false;
+    if (g.slot >= 0) free_slots_.push_back(g.slot);
+    g.slot = -1;
+  };
+  for (int64_t q : queue_) drop(groups_[size_t(q)]);
+  queue_.clear();
+  for (Group& g : groups_)
+    if (g.held) drop(g);
+  // What is left pending is the update the worker is running.
+  done_cv_.wait(lock, [&] {
+    for (const Group& g : groups_)
+      if (g.pending) return false;
+    return true;
+  });
+}
+
 double AsyncOptimizer::busy_seconds() const {
   std::lock_guard<std::mutex> lock(mu_);
   return busy_seconds_;
@@ -292,7 +311,6 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group ", group, int64_t(g.grad_elems * 16));
   char* base = static_cast<char*>(cur.buffer.data());
   for (size_t i = 0; i < g.params.size(); ++i) {
-    const auto& p = rt_.param(g.params[i]);
     submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step);
   }
   pool_->wait_all();

@@ -50,6 +50,10 @@ class AsyncOptimizer {
   // Returns once the group's queued update is done; rethrows its failure.
   void wait(int64_t group);
   void wait_all();
+  // For an owner going away, also after a failure: drops the updates still
+  // queued or held for clipping and waits for the one running, so that no
+  // hook is called afterwards. Never throws; leaves the state mid-step.
+  void quiesce() noexcept;
 
   // Gradient clipping by global L2 norm (torch.nn.utils.clip_grad_norm_):
   // every gradient must be in before any update, so updates are held until

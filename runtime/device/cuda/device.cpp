@@ -68,12 +68,10 @@ CudaDevice::CudaDevice(Runtime& rt) : rt_(rt) {
 }
 
 CudaDevice::~CudaDevice() {
-  // The optimizer's thread calls back into this object: let it finish first.
+  // The optimizer's thread calls back into this object: stop it first (a
+  // failed step may have left updates queued or held).
   if (rt_.has_async_optimizer()) {
-    try {
-      rt_.async_optimizer().wait_all();
-    } catch (...) {
-    }
+    rt_.async_optimizer().quiesce();
     rt_.async_optimizer().set_on_updated(nullptr);
     rt_.async_optimizer().set_gradient_copy(nullptr);
   }
@@ -245,8 +243,10 @@ void CudaDevice::dealloc(View v) {
 
 View CudaDevice::upload_temp(Shape shape, DType dtype, const void* host) {
   View v = alloc(shape, dtype);
-  // Synchronous from pageable memory: the caller's values may go away.
-  if (v.nbytes()) FY_CUDA_CHECK(cudaMemcpy(v.data, host, v.nbytes(), cudaMemcpyHostToDevice));
+  // On the compute stream, ordered with the kernels around it; from pageable
+  // memory the call returns once the values are staged, so the caller's copy
+  // may go away.
+  if (v.nbytes()) FY_CUDA_CHECK(cudaMemcpyAsync(v.data, host, v.nbytes(), cudaMemcpyHostToDevice, compute_));
   return v;
 }
 
@@ -254,6 +254,8 @@ void CudaDevice::adamw(int64_t index, View grad) {
   const Runtime::Param& p = rt_.param(index);
   if (size_t(grad.numel()) > host_grad_elems_) {
     if (host_grad_) FY_CUDA_CHECK(cudaFreeHost(host_grad_));
+    host_grad_ = nullptr;
+    host_grad_elems_ = 0;
     host_grad_ = static_cast<float*>(host_alloc(grad.nbytes()));
     host_grad_elems_ = size_t(grad.numel());
   }

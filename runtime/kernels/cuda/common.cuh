@@ -14,7 +14,8 @@
 namespace fy::cuda::detail {
 
 // After a launch: configuration errors show up here, not at the launch.
-#define FY_CUDA_LAUNCHED(name) FY_CUDA_CHECK(cudaPeekAtLastError())
+// cudaGetLastError also clears a launch error, so one failure is reported once.
+#define FY_CUDA_LAUNCHED(name) FY_CUDA_CHECK(cudaGetLastError())
 
 cudaStream_t current_stream();
 

@@ -26,7 +26,8 @@ cudaStream_t current_stream() { return g_stream; }
 int* device_error_flag() {
   if (!g_error) {
     FY_CUDA_CHECK(cudaMalloc(&g_error, sizeof(int)));
-    FY_CUDA_CHECK(cudaMemset(g_error, 0, sizeof(int)));
+    // On the kernels' stream, so the kernel that may set it runs after.
+    FY_CUDA_CHECK(cudaMemsetAsync(g_error, 0, sizeof(int), g_stream));
   }
   return g_error;
 }
@@ -44,7 +45,7 @@ void synchronize() {
   int code = 0;
   FY_CUDA_CHECK(cudaMemcpy(&code, detail::g_error, sizeof(int), cudaMemcpyDeviceToHost));
   if (code == int(detail::DeviceError::None)) return;
-  FY_CUDA_CHECK(cudaMemset(detail::g_error, 0, sizeof(int)));
+  FY_CUDA_CHECK(cudaMemsetAsync(detail::g_error, 0, sizeof(int), detail::g_stream));
   if (code == int(detail::DeviceError::GatherIndex)) fail("gather: a token id is outside the embedding table");
   if (code == int(detail::DeviceError::LossLabel)) fail("softmax_cross_entropy: a label is outside [0, classes)");
   fail("a CUDA kernel reported error code " + std::to_string(code));
