@@ -97,6 +97,12 @@ Strided broadcast_iter(const Shape& out, std::initializer_list<Shape> ins, const
 // y = x transposed by perm (y.shape[i] == x.shape[perm[i]]; negative axes
 // count from the end): operand 0 walks y, operand 1 x. Fails on a bad perm.
 Strided transpose_iter(const View& x, const View& y, const int64_t* perm);
+// A slice of `part`'s shape out of `full` (one start and step per axis;
+// negative starts count from the end, steps > 0): operand 0 walks the
+// contiguous slice, operand 1 its positions in the full tensor. Fails, naming
+// op, when the slice leaves the tensor.
+Strided slice_iter(const Shape& full, const Shape& part, const int64_t* starts, size_t nstarts, const int64_t* steps,
+                   size_t nsteps, const char* op);
 // Checks a concat of `ins` into `out` along `axis`; returns the axis in [0, rank).
 int concat_axis(const std::vector<View>& ins, const View& out, int64_t axis);
 // Broadcast shape of a and b; fails if incompatible.

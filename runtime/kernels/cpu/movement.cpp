@@ -29,9 +29,11 @@ void strided_copy(const Strided& it, DType dt, void* dst, const void* src) {
   });
 }
 
+}  // namespace
+
 // Iteration over the slice: operand 0 walks the contiguous slice (y), operand
 // 1 the strided positions in the full tensor (x).
-Strided slice_iter(const Shape& full, const Shape& part, const int64_t* starts, size_t nstarts, const int64_t* steps,
+Strided detail::slice_iter(const Shape& full, const Shape& part, const int64_t* starts, size_t nstarts, const int64_t* steps,
                    size_t nsteps, const char* op) {
   const int R = full.rank;
   check(part.rank == R, op, "slice rank " + std::to_string(part.rank) + " differs from input rank " + std::to_string(R));
@@ -57,7 +59,6 @@ Strided slice_iter(const Shape& full, const Shape& part, const int64_t* starts, 
   return it;
 }
 
-}  // namespace
 
 Strided detail::transpose_iter(const View& x, const View& y, const int64_t* perm) {
   check(x.dtype == y.dtype, "transpose", "dtype mismatch");

@@ -171,32 +171,11 @@ bool transpose_tiled(const cd::Strided& it, size_t es, const void* x, void* y) {
   }
 }
 
-// Iteration over the slice: operand 0 walks the contiguous slice (y), operand
-// 1 the strided positions in the full tensor (x). The CPU's checks.
+// The slice's iteration space, with the CPU's checks.
 cd::Strided slice_iter(const Shape& full, const Shape& part, const std::vector<int64_t>& starts,
                        const std::vector<int64_t>& steps, const char* op) {
-  const int R = full.rank;
-  check(part.rank == R, op, "slice rank " + std::to_string(part.rank) + " differs from input rank " + std::to_string(R));
-  check(int(starts.size()) == R && int(steps.size()) == R, op, "need one start and one step per axis");
-  cd::Strided it;
-  it.rank = R;
-  it.nops = 2;
-  int64_t fs[Shape::kMaxRank];
-  cd::contiguous_strides(full, fs);
-  cd::contiguous_strides(part, it.stride[0]);
-  for (int i = 0; i < R; ++i) {
-    const int64_t s = starts[i] < 0 ? starts[i] + full.d[i] : starts[i];
-    const int64_t step = steps[i], n = part.d[i];
-    check(step > 0, op, "step must be positive on axis " + std::to_string(i));
-    check(n == 0 || (s >= 0 && s + (n - 1) * step < full.d[i]), op,
-          "slice of " + std::to_string(n) + " from " + std::to_string(starts[i]) + " step " + std::to_string(step) +
-              " exceeds axis " + std::to_string(i) + " of " + full.str());
-    it.dims[i] = n;
-    it.stride[1][i] = fs[i] * step;
-    it.base[1] += (n ? s : 0) * fs[i];
-  }
-  it.coalesce();
-  return it;
+  return host_shapes(
+      [&] { return cd::slice_iter(full, part, starts.data(), starts.size(), steps.data(), steps.size(), op); });
 }
 
 // ---- gather ---------------------------------------------------------------------------
