@@ -1,6 +1,7 @@
-// fy-async-optimizer: a layer group's AdamW updates become one background
-// group_update as soon as backward has produced the group's gradients, and
-// the next step waits for it just before reading the group's parameters.
+// fy-async-optimizer: a layer group's AdamW updates become the background
+// pipeline grad_offload → state_read → group_adamw → state_write as soon as
+// backward has produced the group's gradients, and the next step waits for
+// it just before reading the group's parameters.
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,7 +45,13 @@ struct AsyncOptimizer : fuyou::impl::AsyncOptimizerBase<AsyncOptimizer> {
       grads.push_back(updates.lookup(cast<FlatSymbolRefAttr>(a).getValue()).getGrad());
     OpBuilder b(last);
     auto ref = FlatSymbolRefAttr::get(group.getSymNameAttr());
-    b.create<fs::GroupUpdateOp>(last.getLoc(), ref, grads);
+    Location loc = last.getLoc();
+    Type token = fs::TokenType::get(b.getContext());
+    Value out = b.create<fs::GradOffloadOp>(loc, token, ref, grads);
+    // The read goes right before its use; fy-prefetch-state hoists it.
+    Value in = b.create<fs::StateReadOp>(loc, token, ref);
+    Value update = b.create<fs::GroupAdamWOp>(loc, token, ref, ValueRange{out, in});
+    b.create<fs::StateWriteOp>(loc, ref, update);
     for (auto &kv : updates)
       kv.getValue().erase();
 

@@ -70,13 +70,33 @@ def PartitionGroups : Pass<"fy-partition-groups", "mlir::ModuleOp"> {
 def AsyncOptimizer : Pass<"fy-async-optimizer", "mlir::ModuleOp"> {
   let summary = "Runs each layer group's AdamW in the background, overlapped with backward";
   let description = [{
-    The updates of a group become one fysched.group_update where its last
-    update was (backward has produced all its gradients), and a
-    fysched.group_wait goes before the first read of any of its parameters:
+    The updates of a group become, where its last update was (backward has
+    produced all its gradients), grad_offload, state_read, group_adamw and
+    state_write, chained by tokens; a fysched.group_wait goes before the
+    first read of any of its parameters:
     the next step's forward waits for exactly that group's update, so the
     result equals a synchronous AdamW (Fuyou's first technique). Run after
     fy-partition-groups and before fy-insert-dealloc.
   }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
+def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
+  let summary = "Issues each group's optimizer-state read ahead of its update";
+  let description = [{
+    Groups are updated in the order of their group_adamw ops. The
+    state_read of the k-th moves to just after the group_adamw of the
+    (k - distance)-th, and the first `distance` reads to the start of
+    @train_step, so reading a group's state from the SSD overlaps the
+    backward and the updates before it. The runtime issues a read when a
+    staging buffer is free (--cpu-mem bounds them), so a distance larger
+    than the buffers allow only queues reads earlier. Run after
+    fy-async-optimizer.
+  }];
+  let options = [
+    Option<"distance", "distance", "int64_t", /*default=*/"3",
+           "How many updates ahead a group's state is read (0: right before its update)">
+  ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 

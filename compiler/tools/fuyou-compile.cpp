@@ -24,6 +24,7 @@ struct Options {
   std::vector<std::string> freeze;
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
+  int64_t prefetchState = 3;   // updates ahead that a group's state is read
 };
 
 [[noreturn]] void die(const std::string &msg) {
@@ -38,13 +39,14 @@ const char *kUsage =
     "                     [--optimizer adamw|adamw8bit]  AdamW with fp32 or block-wise 8-bit moments\n"
     "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp]\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
-    "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n";
+    "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
+    "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n";
 
-int64_t parseCount(const std::string &flag, const std::string &v) {
+int64_t parseCount(const std::string &flag, const std::string &v, long long least = 1) {
   char *end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || x <= 0)
-    die("--" + flag + " needs a positive integer, got '" + v + "'");
+  if (v.empty() || *end || x < least)
+    die("--" + flag + " needs " + (least ? "a positive" : "a non-negative") + " integer, got '" + v + "'");
   return x;
 }
 
@@ -79,6 +81,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--emit") o.emit = next();
     else if (a == "--sync-optimizer") o.syncOptimizer = true;
     else if (a == "--max-group-bytes") o.maxGroupBytes = parseCount("max-group-bytes", next());
+    else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
     else if (!a.empty() && a[0] == '-') die("unknown flag '" + a + "' (see --help)");
     else if (o.model.empty()) o.model = a;
     else die("unexpected argument '" + a + "': one model at a time");
@@ -164,8 +167,12 @@ int main(int argc, char **argv) {
     fuyou::PartitionGroupsOptions groups;
     groups.maxBytes = opts.maxGroupBytes;
     pm.addPass(fuyou::createPartitionGroups(groups));
-    if (!opts.syncOptimizer)
+    if (!opts.syncOptimizer) {
       pm.addPass(fuyou::createAsyncOptimizer());
+      fuyou::PrefetchStateOptions prefetch;
+      prefetch.distance = opts.prefetchState;
+      pm.addPass(fuyou::createPrefetchState(prefetch));
+    }
     pm.addPass(fuyou::createInsertDealloc());
     pm.addPass(fuyou::createPlanMemory());
   }

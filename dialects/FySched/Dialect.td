@@ -43,4 +43,9 @@ def FySched_BufferType : TypeDef<FySched_Dialect, "Buffer"> {
   }];
 }
 
+def FySched_TokenType : TypeDef<FySched_Dialect, "Token"> {
+  let mnemonic = "token";
+  let summary = "The completion of an optimizer-pipeline op, named by the ops that depend on it";
+}
+
 #endif

@@ -91,5 +91,36 @@ LogicalResult GroupOp::verify() {
   return success();
 }
 
+// A group_adamw follows its group's gradients out and its state in: one
+// grad_offload and at most one state_read of the same group (none when the
+// program leaves the read to the update).
+LogicalResult GroupAdamWOp::verify() {
+  int offloads = 0, reads = 0;
+  for (Value dep : getDeps()) {
+    Operation *def = dep.getDefiningOp();
+    auto offload = dyn_cast_or_null<GradOffloadOp>(def);
+    auto read = dyn_cast_or_null<StateReadOp>(def);
+    if (!offload && !read)
+      return emitOpError("depends only on a grad_offload and a state_read");
+    StringRef group = offload ? offload.getGroup() : read.getGroup();
+    if (group != getGroup())
+      return emitOpError("of @") << getGroup() << " depends on an op of @" << group;
+    (offload ? offloads : reads) += 1;
+  }
+  if (offloads != 1 || reads > 1)
+    return emitOpError("needs one grad_offload and at most one state_read, got ")
+           << offloads << " and " << reads;
+  return success();
+}
+
+LogicalResult StateWriteOp::verify() {
+  auto update = getUpdate().getDefiningOp<GroupAdamWOp>();
+  if (!update)
+    return emitOpError("writes back after a group_adamw");
+  if (update.getGroup() != getGroup())
+    return emitOpError("of @") << getGroup() << " follows the group_adamw of @" << update.getGroup();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/FySched/FySchedOps.cpp.inc"

@@ -89,19 +89,56 @@ def FySched_GroupOp : FySched_Op<"group", [Symbol]> {
   let hasVerifier = 1;
 }
 
-def FySched_GroupUpdateOp : FySched_Op<"group_update"> {
-  let summary = "Starts a group's AdamW update on the CPU, in the background";
+// A group's update is a pipeline of four ops whose tokens are their
+// dependencies. The CPU optimizer runs them in the background, in the order
+// the program issues them as far as the dependencies allow.
+
+def FySched_GradOffloadOp : FySched_Op<"grad_offload"> {
+  let summary = "Moves a group's gradients off the device into a host slot";
   let description = [{
-    The gradients (one per parameter of the group, in its order) leave the
-    device for host memory when the op runs, so they may be freed right
-    after; the update itself overlaps whatever the program does next.
+    One gradient per parameter of the group, in its order. They are in host
+    memory when the op returns, so the device buffers may be freed right
+    after; it waits for a free host slot when every slot is taken.
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, Variadic<FySched_Buffer>:$grads);
+  let results = (outs FySched_TokenType:$token);
   let assemblyFormat = "$group `(` $grads `:` type($grads) `)` attr-dict";
 }
 
+def FySched_StateReadOp : FySched_Op<"state_read"> {
+  let summary = "Starts reading a group's optimizer state from the store into host memory";
+  let description = [{
+    Issued ahead of the group's update (fy-prefetch-state decides how far),
+    so the read overlaps the backward of the groups before it. When the
+    state is in memory (no --ssd) there is nothing to read.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group);
+  let results = (outs FySched_TokenType:$token);
+  let assemblyFormat = "$group attr-dict";
+}
+
+def FySched_GroupAdamWOp : FySched_Op<"group_adamw"> {
+  let summary = "AdamW over a group's parameters on the CPU, in the background";
+  let description = [{
+    Depends on the group's grad_offload and state_read. It updates the fp32
+    master weights and the state in host memory; fysched.group_wait is
+    where the program next waits for it.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group, Variadic<FySched_TokenType>:$deps);
+  let results = (outs FySched_TokenType:$token);
+  let assemblyFormat = "$group `after` `(` $deps `)` attr-dict";
+  let hasVerifier = 1;
+}
+
+def FySched_StateWriteOp : FySched_Op<"state_write"> {
+  let summary = "Writes a group's updated optimizer state back to the store";
+  let arguments = (ins FlatSymbolRefAttr:$group, FySched_TokenType:$update);
+  let assemblyFormat = "$group `after` `(` $update `)` attr-dict";
+  let hasVerifier = 1;
+}
+
 def FySched_GroupWaitOp : FySched_Op<"group_wait"> {
-  let summary = "Waits for a group's update (from the previous step) to finish";
+  let summary = "Waits for a group's group_adamw (from the previous step) to finish";
   let arguments = (ins FlatSymbolRefAttr:$group);
   let assemblyFormat = "$group attr-dict";
 }

@@ -184,13 +184,20 @@ struct AdamWLowering : IndexedLowering<fs::CpuAdamWOp> {
   }
 };
 
-struct GroupUpdateLowering : IndexedLowering<fs::GroupUpdateOp> {
-  using IndexedLowering::IndexedLowering;
-  LogicalResult matchAndRewrite(fs::GroupUpdateOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "group_update", {}, a.getGrads(), {id(rw, op.getGroup())}, /*staticFirst=*/true);
-    rw.eraseOp(op);
+// The optimizer pipeline: tokens become the runtime's int64_t token ids.
+template <typename OpT> struct GroupPipelineLowering : IndexedLowering<OpT> {
+  GroupPipelineLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &index,
+                        StringRef fn)
+      : IndexedLowering<OpT>(tc, ctx, index), fn(fn) {}
+  LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor a, ConversionPatternRewriter &rw) const override {
+    SmallVector<Type> results;
+    if (failed(this->getTypeConverter()->convertTypes(op->getResultTypes(), results)))
+      return failure();
+    auto c = call(rw, op, fn, results, a.getOperands(), {this->id(rw, op.getGroup())}, /*staticFirst=*/true);
+    rw.replaceOp(op, c.getResults());
     return success();
   }
+  StringRef fn;
 };
 
 struct GroupWaitLowering : IndexedLowering<fs::GroupWaitOp> {
@@ -343,7 +350,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     // Groups updated in the background, in declaration order (ids 0, 1, ...).
     llvm::StringMap<int64_t> groupIds;
     bool async = false;
-    step.walk([&](fs::GroupUpdateOp) { async = true; });
+    step.walk([&](fs::GroupAdamWOp) { async = true; });
     for (auto g : llvm::make_early_inc_range(module.getOps<fs::GroupOp>())) {
       if (async) {
         SmallVector<int64_t> members;
@@ -363,6 +370,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     TypeConverter tc;
     tc.addConversion([](Type t) { return t; });
     tc.addConversion([ctx](fs::BufferType) -> Type { return viewType(ctx); });
+    tc.addConversion([ctx](fs::TokenType) -> Type { return IntegerType::get(ctx, 64); });
     ConversionTarget target(*ctx);
     target.addLegalDialect<emitc::EmitCDialect>();
     target.addLegalOp<ModuleOp>();
@@ -371,7 +379,11 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     patterns.add<AllocLowering, DeallocLowering, ViewLowering, ConstantLowering, LaunchLowering,
                  CopyLowering, FuncLowering, ReturnLowering>(tc, ctx);
     patterns.add<ParamLowering, AdamWLowering>(tc, ctx, index);
-    patterns.add<GroupUpdateLowering, GroupWaitLowering>(tc, ctx, groupIds);
+    patterns.add<GroupWaitLowering>(tc, ctx, groupIds);
+    patterns.add<GroupPipelineLowering<fs::GradOffloadOp>>(tc, ctx, groupIds, "grad_offload");
+    patterns.add<GroupPipelineLowering<fs::StateReadOp>>(tc, ctx, groupIds, "state_read");
+    patterns.add<GroupPipelineLowering<fs::GroupAdamWOp>>(tc, ctx, groupIds, "group_adamw");
+    patterns.add<GroupPipelineLowering<fs::StateWriteOp>>(tc, ctx, groupIds, "state_write");
     if (failed(applyFullConversion(module, target, std::move(patterns))))
       return signalPassFailure();
 

@@ -45,12 +45,9 @@ namespace K = ::fy::cpu;
 
 void cpu_adamw(Runtime* rt, int64_t index, View grad) { rt->adamw(index, grad); }
 
-int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params) {
-  return rt->async_optimizer().declare_group(std::vector<int64_t>(params));
-}
-void group_update_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
+int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
   TraceSpan span(rt->trace(), "compute", "gradients out, group ", group);
-  rt->async_optimizer().start(group, grads.begin(), grads.size());
+  return rt->async_optimizer().offload(group, grads.begin(), grads.size());
 }
 void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);

@@ -140,12 +140,22 @@ void cpu_adamw(Runtime* rt, int64_t index, View grad);
 // ---- layer groups updated in the background (AsyncOptimizer) ----
 // Declared by fy_declare, in the order backward completes them; returns the id.
 int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params);
-// Starts the group's update; the gradients may be freed when this returns.
-void group_update_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads);
+// A group's update as the program spells it (fysched grad_offload,
+// state_read, group_adamw, state_write): each returns a token that the later
+// ones take as their dependencies; all but grad_offload only queue work.
+// The gradients leave the device in grad_offload: they may be freed after it.
+int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads);
 template <class... Views>
-void group_update(Runtime* rt, int64_t group, Views... grads) {
-  group_update_impl(rt, group, {View(grads)...});
+int64_t grad_offload(Runtime* rt, int64_t group, Views... grads) {
+  return grad_offload_impl(rt, group, {View(grads)...});
 }
+int64_t state_read(Runtime* rt, int64_t group);
+int64_t group_adamw_impl(Runtime* rt, int64_t group, std::initializer_list<int64_t> deps);
+template <class... Tokens>
+int64_t group_adamw(Runtime* rt, int64_t group, Tokens... deps) {
+  return group_adamw_impl(rt, group, {int64_t(deps)...});
+}
+void state_write(Runtime* rt, int64_t group, int64_t update);
 // Waits for the group's update before its parameters are read.
 void group_wait(Runtime* rt, int64_t group);
 

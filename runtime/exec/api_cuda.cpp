@@ -65,11 +65,8 @@ namespace K = ::fy::cuda;
 
 void cpu_adamw(Runtime* rt, int64_t index, View grad) { device_of(rt).adamw(index, grad); }
 
-int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params) {
-  return rt->async_optimizer().declare_group(std::vector<int64_t>(params));
-}
-void group_update_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
-  device_of(rt).group_update(group, grads.begin(), grads.size());
+int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
+  return device_of(rt).grad_offload(group, grads.begin(), grads.size());
 }
 void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);

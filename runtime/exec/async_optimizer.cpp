@@ -97,11 +97,45 @@ void AsyncOptimizer::make_slots() {
   for (size_t i = 0; i < n; ++i) free_slots_.push_back(int(i));
 }
 
-void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
-  if (group < 0 || group >= num_groups()) fail("group_update: no group " + std::to_string(group));
+namespace {
+const char* op_name(int op) {
+  static const char* names[] = {"grad_offload", "state_read", "group_adamw", "state_write"};
+  return names[op];
+}
+}  // namespace
+
+int64_t AsyncOptimizer::new_token(Op op, int64_t group, int64_t seq) {
+  int64_t t = next_token_++;
+  tokens_[t] = Token{op, group, seq};
+  return t;
+}
+
+AsyncOptimizer::Token AsyncOptimizer::peek_token(int64_t token, int64_t group, const char* who) const {
+  auto it = tokens_.find(token);
+  if (it == tokens_.end())
+    fail(std::string(who) + " of group " + std::to_string(group) + ": token " + std::to_string(token) +
+         " is not a pending op's (each token is depended on once)");
+  Token t = it->second;
+  if (t.group != group)
+    fail(std::string(who) + " of group " + std::to_string(group) + " depends on the " + op_name(int(t.op)) +
+         " of group " + std::to_string(t.group));
+  return t;
+}
+
+int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) {
+  if (group < 0 || group >= num_groups()) fail("grad_offload: no group " + std::to_string(group));
   wait(group);  // a group is updated at most once at a time
   if (slots_.empty()) make_slots();
   Group& g = groups_[size_t(group)];
+  if (count != g.params.size())
+    fail("grad_offload: group " + std::to_string(group) + " has " + std::to_string(g.params.size()) +
+         " parameters, got " + std::to_string(count) + " gradients");
+  for (size_t i = 0; i < count; ++i) {
+    const auto& p = rt_.param(g.params[i]);
+    if (grads[i].dtype != DType::F32 || grads[i].numel() != p.value.numel())
+      fail("grad_offload: gradient of '" + p.name + "' is " + dtype_name(grads[i].dtype) + " " +
+           grads[i].shape.str() + ", parameter is F32 " + p.value.shape.str());
+  }
   {
     // A host slot for the gradients: wait for the optimizer to free one.
     auto t0 = Clock::now();
@@ -112,14 +146,7 @@ void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
     g.slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  if (count != g.params.size())
-    fail("group_update: group " + std::to_string(group) + " has " + std::to_string(g.params.size()) +
-         " parameters, got " + std::to_string(count) + " gradients");
   for (size_t i = 0; i < count; ++i) {
-    const auto& p = rt_.param(g.params[i]);
-    if (grads[i].dtype != DType::F32 || grads[i].numel() != p.value.numel())
-      fail("group_update: gradient of '" + p.name + "' is " + dtype_name(grads[i].dtype) + " " +
-           grads[i].shape.str() + ", parameter is F32 " + p.value.shape.str());
     // The gradient leaves the device here (on the CPU target: a copy).
     if (copy_out_)
       copy_out_(grads[i], grad(g, i));
@@ -136,37 +163,109 @@ void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  return new_token(Op::Offload, group, 0);
+}
+
+int64_t AsyncOptimizer::read(int64_t group) {
+  if (group < 0 || group >= num_groups()) fail("state_read: no group " + std::to_string(group));
+  std::lock_guard<std::mutex> lock(mu_);
+  Group& g = groups_[size_t(group)];
+  int64_t seq = ++g.reads;
+  if (store_) {
+    queue_.push_back(Item{Op::Read, group, seq});
+    work_cv_.notify_one();
+  } else {
+    g.reads_done = seq;  // the state is in memory already
+  }
+  return new_token(Op::Read, group, seq);
+}
+
+int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count) {
+  if (group < 0 || group >= num_groups()) fail("group_adamw: no group " + std::to_string(group));
+  std::lock_guard<std::mutex> lock(mu_);
+  Group& g = groups_[size_t(group)];
+  Item item{Op::Update, group, 0};
+  int offloads = 0;
+  for (size_t i = 0; i < count; ++i) {
+    Token t = peek_token(deps[i], group, "group_adamw");
+    if (t.op == Op::Offload)
+      ++offloads;
+    else if (t.op == Op::Read && !item.after_read)
+      item.after_read = t.seq;
+    else
+      fail(std::string("group_adamw of group ") + std::to_string(group) + " cannot depend on a " +
+           op_name(int(t.op)));
+  }
+  if (offloads != 1 || g.slot < 0)
+    fail("group_adamw of group " + std::to_string(group) + " needs the group's grad_offload of this step");
+  for (size_t i = 0; i < count; ++i) tokens_.erase(deps[i]);
+  item.seq = ++g.updates;
   g.step = rt_.step();
   g.pending = true;
+  if (clip_norm_ > 0) {
+    g.held = true;
+    held_.push_back(item);
+  } else {
+    queue_.push_back(item);
+  }
+  if (++started_ == groups_.size()) {
+    started_ = 0;
+    release_updates();
+  }
+  work_cv_.notify_one();
+  return new_token(Op::Update, group, item.seq);
+}
+
+void AsyncOptimizer::release_updates() {
   if (clip_norm_ <= 0) {
-    queue_.push_back(group);
-    if (++started_ == groups_.size()) {
-      // Backward is done: what is still queued is next needed by the next
-      // forward, first layer first (groups are declared in backward order).
-      started_ = 0;
-      std::sort(queue_.begin(), queue_.end(), std::greater<int64_t>());
-    }
-    work_cv_.notify_one();
+    // Backward is done: the updates still queued are next needed by the next
+    // forward, first layer first (groups are declared in backward order), so
+    // they take their slots in the queue in that order.
+    std::vector<Item> updates;
+    for (const Item& it : queue_)
+      if (it.op == Op::Update) updates.push_back(it);
+    std::stable_sort(updates.begin(), updates.end(),
+                     [](const Item& a, const Item& b) { return a.group > b.group; });
+    size_t k = 0;
+    for (Item& it : queue_)
+      if (it.op == Op::Update) it = updates[k++];
     return;
   }
-  g.held = true;
-  for (const Group& other : groups_)
-    if (!other.held) return;
-  // Every gradient of the step is in: the global norm, then the updates in
-  // forward order (groups are declared in backward order).
+  // Clipping: every gradient of the step is in. The global norm, then the
+  // updates in forward order.
   double total = 0;
   for (const Group& other : groups_)
     for (double sq : other.sq_norms) total += sq;
   float norm = float(std::sqrt(total));
   last_norm_ = norm;
   float coef = float(clip_norm_) / (norm + 1e-6f);
-  for (int64_t k = num_groups() - 1; k >= 0; --k) {
-    Group& other = groups_[size_t(k)];
+  std::stable_sort(held_.begin(), held_.end(), [](const Item& a, const Item& b) { return a.group > b.group; });
+  for (const Item& it : held_) {
+    Group& other = groups_[size_t(it.group)];
     other.held = false;
     other.scale = coef < 1.f ? coef : 1.f;
-    queue_.push_back(k);
+    queue_.push_back(it);
   }
-  work_cv_.notify_one();
+  held_.clear();
+}
+
+void AsyncOptimizer::write(int64_t group, int64_t update) {
+  if (group < 0 || group >= num_groups()) fail("state_write: no group " + std::to_string(group));
+  std::lock_guard<std::mutex> lock(mu_);
+  Token t = peek_token(update, group, "state_write");
+  if (t.op != Op::Update)
+    fail("state_write of group " + std::to_string(group) + " follows a " + op_name(int(t.op)) +
+         ", not a group_adamw");
+  tokens_.erase(update);
+  if (store_) {
+    queue_.push_back(Item{Op::Write, group, t.seq});
+    work_cv_.notify_one();
+  }
+}
+
+void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
+  int64_t deps[2] = {offload(group, grads, count), read(group)};
+  write(group, update(group, deps, 2));
 }
 
 void AsyncOptimizer::wait(int64_t group) {
@@ -178,7 +277,18 @@ void AsyncOptimizer::wait(int64_t group) {
 }
 
 void AsyncOptimizer::wait_all() {
-  for (int64_t g = 0; g < num_groups(); ++g) wait(g);
+  std::unique_lock<std::mutex> lock(mu_);
+  // Reads queued ahead are left to run when their buffers free up.
+  done_cv_.wait(lock, [&] {
+    if (error_) return true;
+    if (running_) return false;
+    for (const Item& it : queue_)
+      if (it.op != Op::Read) return false;
+    for (const Group& g : groups_)
+      if (g.pending) return false;
+    return true;
+  });
+  if (error_) std::rethrow_exception(error_);
 }
 
 void AsyncOptimizer::quiesce() noexcept {
@@ -188,16 +298,16 @@ void AsyncOptimizer::quiesce() noexcept {
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
   };
-  for (int64_t q : queue_) drop(groups_[size_t(q)]);
+  for (const Item& it : queue_)
+    if (it.op == Op::Update) drop(groups_[size_t(it.group)]);
   queue_.clear();
+  held_.clear();
   for (Group& g : groups_)
     if (g.held) drop(g);
-  // What is left pending is the update the worker is running.
-  done_cv_.wait(lock, [&] {
-    for (const Group& g : groups_)
-      if (g.pending) return false;
-    return true;
-  });
+  tokens_.clear();
+  started_ = 0;
+  // What is left is the item the worker is running.
+  done_cv_.wait(lock, [&] { return !running_; });
 }
 
 double AsyncOptimizer::busy_seconds() const {
@@ -205,42 +315,91 @@ double AsyncOptimizer::busy_seconds() const {
   return busy_seconds_;
 }
 
+bool AsyncOptimizer::can_stage(int64_t group) const {
+  if (staging_.empty()) return true;
+  for (const Staging& st : staging_)
+    if (st.group == group || (st.consumed && !st.dirty)) return true;
+  return false;
+}
+
+int AsyncOptimizer::runnable() const {
+  // Write-backs first: they only issue I/O, and they free staging buffers.
+  int first = -1;
+  for (size_t i = 0; i < queue_.size(); ++i) {
+    const Item& it = queue_[i];
+    const Group& g = groups_[size_t(it.group)];
+    switch (it.op) {
+      case Op::Write:
+        if (g.updates_done >= it.seq) return int(i);
+        break;
+      case Op::Update:
+        if (first < 0 && g.reads_done >= it.after_read) first = int(i);
+        break;
+      case Op::Read:
+        if (first < 0 && can_stage(it.group)) first = int(i);
+        break;
+      case Op::Offload:
+        break;
+    }
+  }
+  return first;
+}
+
 void AsyncOptimizer::worker() {
   for (;;) {
-    int64_t group;
+    Item item;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_ && queue_.empty()) return;
-      group = queue_.front();
-      queue_.pop_front();
+      int i = -1;
+      work_cv_.wait(lock, [&] { return stop_ || (i = runnable()) >= 0; });
+      if (i < 0) return;  // stopping, and nothing left that can run
+      item = queue_[size_t(i)];
+      queue_.erase(queue_.begin() + i);
+      running_ = true;
     }
-    Group& g = groups_[size_t(group)];
-    auto t0 = Clock::now();
-    try {
+    run(item);
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+    done_cv_.notify_all();
+  }
+}
+
+void AsyncOptimizer::run(const Item& item) {
+  Group& g = groups_[size_t(item.group)];
+  auto t0 = Clock::now();
+  try {
+    if (item.op == Op::Read) {
+      read_out_of_core(item.group);
+    } else if (item.op == Op::Write) {
+      write_out_of_core(item.group);
+    } else {
       if (g.scale != 1.f) {
         float* x = grad(g, 0);
         for (size_t k = 0; k < g.grad_elems; ++k) x[k] *= g.scale;
       }
       if (store_)
-        update_out_of_core(group);
+        update_out_of_core(item.group);
       else
-        update(g);
-      if (on_updated_) on_updated_(group);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      error_ = std::current_exception();
+        update_in_memory(g);
+      if (on_updated_) on_updated_(item.group);
     }
+  } catch (...) {
     std::lock_guard<std::mutex> lock(mu_);
-    busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+    error_ = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (item.op == Op::Read) {
+    g.reads_done = item.seq;
+  } else if (item.op == Op::Update) {
     free_slots_.push_back(g.slot);
     g.slot = -1;
     g.pending = false;
-    done_cv_.notify_all();
+    g.updates_done = item.seq;
   }
 }
 
-void AsyncOptimizer::update(Group& g) {
+void AsyncOptimizer::update_in_memory(Group& g) {
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", -1, int64_t(g.grad_elems * 16));
   for (size_t i = 0; i < g.params.size(); ++i) {
     const auto& p = rt_.param(g.params[i]);
@@ -255,13 +414,22 @@ void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
 }
 
 AsyncOptimizer::Staging* AsyncOptimizer::stage(int64_t group, bool force) {
+  if (staging_.empty()) {
+    staging_.resize(staging_count_);
+    for (Staging& st : staging_) st.buffer = store_->buffer(staging_bytes_);
+  }
   for (Staging& st : staging_)
     if (st.group == group) return &st;
-  // The least recently used buffer whose group no longer needs it.
+  // The least recently used buffer whose group no longer needs it (forced:
+  // also one holding a read ahead, which its update will issue again), but
+  // never one whose update is not yet written back.
   Staging* pick = nullptr;
   for (Staging& st : staging_)
-    if ((st.consumed || force) && (!pick || st.last_use < pick->last_use)) pick = &st;
-  if (!pick) return nullptr;
+    if ((st.consumed || force) && !st.dirty && (!pick || st.last_use < pick->last_use)) pick = &st;
+  if (!pick) {
+    if (force) fail("optimizer: every staging buffer holds an update not yet written back (no state_write?)");
+    return nullptr;
+  }
   {
     // Its previous group's write-back must land first.
     TraceSpan span(rt_.trace(), "cpu optimizer", "state write wait, group ", pick->group);
@@ -280,47 +448,46 @@ AsyncOptimizer::Staging* AsyncOptimizer::stage(int64_t group, bool force) {
   return pick;
 }
 
+void AsyncOptimizer::read_out_of_core(int64_t group) {
+  TraceSpan span(rt_.trace(), "cpu optimizer", "state read, group ", group);
+  stage(group, /*force=*/false);  // runnable() saw a buffer for it
+}
+
 void AsyncOptimizer::update_out_of_core(int64_t group) {
-  if (staging_.empty()) {
-    staging_.resize(staging_count_);
-    for (Staging& st : staging_) st.buffer = store_->buffer(staging_bytes_);
-  }
   Group& g = groups_[size_t(group)];
   Staging& cur = *stage(group, /*force=*/true);
   cur.consumed = false;
-  // Read ahead for the groups that come next, as far as the buffers allow:
-  // those queued, then the following ones in backward order (the order every
-  // step produces them).
-  std::vector<int64_t> ahead;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    ahead.assign(queue_.begin(), queue_.end());
-  }
-  for (int64_t k = 1; int64_t(ahead.size()) < num_groups(); ++k) ahead.push_back((group + k) % num_groups());
-  size_t staged = 0;
-  for (int64_t next : ahead) {
-    if (staged + 1 >= staging_.size()) break;
-    if (next == group) continue;
-    if (!stage(next, /*force=*/false)) break;
-    ++staged;
-  }
-  {
+    // The state arrives; an earlier write-back of the same bytes must land
+    // before they change under it.
     TraceSpan span(rt_.trace(), "cpu optimizer", "state read wait, group ", group);
     drain(cur.reads);
+    drain(cur.writes);
   }
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group ", group, int64_t(g.grad_elems * 16));
   char* base = static_cast<char*>(cur.buffer.data());
-  for (size_t i = 0; i < g.params.size(); ++i) {
+  for (size_t i = 0; i < g.params.size(); ++i)
     submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step);
-  }
   pool_->wait_all();
+  cur.dirty = true;
+  cur.last_use = ++clock_;
+}
+
+void AsyncOptimizer::write_out_of_core(int64_t group) {
+  Staging* cur = nullptr;
+  for (Staging& st : staging_)
+    if (st.group == group) cur = &st;
+  if (!cur || !cur->dirty) return;  // written back already (a later update's write)
+  const Group& g = groups_[size_t(group)];
+  char* base = static_cast<char*>(cur->buffer.data());
   for (size_t i = 0; i < g.params.size(); ++i) {
-    cur.writes.push_back(store_->write(g.m_regions[i], base + g.m_offsets[i]));
-    cur.writes.push_back(store_->write(g.v_regions[i], base + g.v_offsets[i]));
+    cur->writes.push_back(store_->write(g.m_regions[i], base + g.m_offsets[i]));
+    cur->writes.push_back(store_->write(g.v_regions[i], base + g.v_offsets[i]));
   }
   // The staged copy stays valid: a later step may find it here without a read.
-  cur.consumed = true;
-  cur.last_use = ++clock_;
+  cur->dirty = false;
+  cur->consumed = true;
+  cur->last_use = ++clock_;
 }
 
 void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int64_t step) {

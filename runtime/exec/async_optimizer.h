@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
@@ -43,12 +44,32 @@ class AsyncOptimizer {
   // the new values here.
   void set_on_updated(std::function<void(int64_t group)> f) { on_updated_ = std::move(f); }
 
+  // A group's update is the program's pipeline of four ops (fysched
+  // grad_offload, state_read, group_adamw, state_write). Each returns a
+  // token naming its completion, which later ops of the same group take as
+  // their dependencies. A background worker runs the queued ones in the
+  // order they were issued, as far as their dependencies and the staging
+  // buffers allow.
+  //
   // Copies the group's gradients (one per parameter, in declaration order)
-  // to host buffers owned here, so the caller may free them at once, and
-  // queues the update at the Runtime's current step.
+  // to a host slot owned here, so the caller may free them at once; waits
+  // for a free slot when all are taken (backpressure).
+  int64_t offload(int64_t group, const View* grads, size_t count);
+  // Queues the read of the group's state from the store into a staging
+  // buffer, issued once one is free; in memory there is nothing to read.
+  int64_t read(int64_t group);
+  // Queues AdamW over the group at the Runtime's current step; `deps` are
+  // this step's offload token of the group and, optionally, its read token
+  // (without one the update reads the state itself).
+  int64_t update(int64_t group, const int64_t* deps, size_t count);
+  // Queues the write-back of the state `update` (a token of update()) left
+  // in its staging buffer.
+  void write(int64_t group, int64_t update);
+  // All four in a row: what a program without its own pipeline does.
   void start(int64_t group, const View* grads, size_t count);
   // Returns once the group's queued update is done; rethrows its failure.
   void wait(int64_t group);
+  // Returns once every queued op (updates and write-backs) is done.
   void wait_all();
   // For an owner going away, also after a failure: drops the updates still
   // queued or held for clipping and waits for the one running, so that no
@@ -92,6 +113,20 @@ class AsyncOptimizer {
   double wait_seconds() const { return wait_seconds_; }  // time callers blocked in wait
 
  private:
+  enum class Op { Offload, Read, Update, Write };
+  // A queued op of the pipeline; offloads run on the caller's thread.
+  struct Item {
+    Op op;
+    int64_t group;
+    // Which of the group's ops it is (reads and updates count from 1); a
+    // write names the update it follows.
+    int64_t seq;
+    int64_t after_read = 0;  // an update: the read it needs (0: none)
+  };
+  struct Token {
+    Op op;
+    int64_t group, seq;
+  };
   struct Group {
     std::vector<int64_t> params;
     std::vector<size_t> grad_offsets;       // where each gradient sits in a slot
@@ -100,8 +135,10 @@ class AsyncOptimizer {
     std::vector<double> sq_norms;  // per parameter, of this step's gradients
     int64_t step = 0;
     float scale = 1.f;             // clipping coefficient applied before AdamW
-    bool pending = false;
+    bool pending = false;          // its update is queued, held or running
     bool held = false;             // started, waiting for the global norm
+    int64_t reads = 0, reads_done = 0;      // read() calls issued and run
+    int64_t updates = 0, updates_done = 0;  // update() calls issued and run
     // Out of core: the moments' regions, and where each sits in a staging buffer.
     std::vector<store::Region> m_regions, v_regions;
     std::vector<size_t> m_offsets, v_offsets;
@@ -112,14 +149,26 @@ class AsyncOptimizer {
     store::AlignedBuffer buffer;
     int64_t group = -1;
     bool consumed = true;   // its group's update ran (or it holds nothing): reusable
+    bool dirty = false;     // updated, the write-back not yet issued: never evicted
     uint64_t last_use = 0;  // least recently used goes first
     std::vector<store::Ticket> reads, writes;
   };
   void worker();
-  void update(Group& g);
+  // The first queued item whose dependencies are met (under mu_); -1 if none.
+  int runnable() const;
+  void run(const Item& item);
+  bool can_stage(int64_t group) const;
+  int64_t new_token(Op op, int64_t group, int64_t seq);
+  // The live token `token` of `group`; fails naming `who` if the program
+  // names something else. The caller retires it once the op is accepted.
+  Token peek_token(int64_t token, int64_t group, const char* who) const;
+  void release_updates();  // the step's last update is in: order or unhold them
+  void update_in_memory(Group& g);
   // Queues parameter `param`'s AdamW on the pool, in its moments' format.
   void submit(int64_t param, const float* g, void* m, void* v, int64_t step);
+  void read_out_of_core(int64_t group);
   void update_out_of_core(int64_t group);
+  void write_out_of_core(int64_t group);
   // The buffer holding (or now reading) `group`'s moments; null when it is
   // not staged and `force` is false and every buffer holds a read-ahead
   // still to be used.
@@ -130,8 +179,13 @@ class AsyncOptimizer {
 
   Runtime& rt_;
   std::vector<Group> groups_;
-  std::deque<int64_t> queue_;
-  size_t started_ = 0;  // groups started in this step
+  std::deque<Item> queue_;
+  std::vector<Item> held_;  // updates waiting for the step's global norm (clipping)
+  bool running_ = false;  // the worker is running an item it took off queue_
+  size_t started_ = 0;  // groups updated in this step
+  // Live tokens: what each names, until the op that depends on it is issued.
+  std::unordered_map<int64_t, Token> tokens_;
+  int64_t next_token_ = 1;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::exception_ptr error_;

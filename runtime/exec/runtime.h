@@ -140,7 +140,7 @@ class Runtime {
   Trace* trace() const { return trace_.get(); }
   void set_trace(std::unique_ptr<Trace> t) { trace_ = std::move(t); }
 
-  // Layer groups whose updates run in the background (group_update).
+  // Layer groups whose updates run in the background (group_adamw).
   AsyncOptimizer& async_optimizer();
   bool has_async_optimizer() const { return async_ != nullptr; }
 

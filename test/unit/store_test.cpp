@@ -126,22 +126,9 @@ bool drop_caps(std::initializer_list<int> caps) {
   return ::syscall(SYS_capset, &h, d) == 0;
 }
 
-// Skips (rather than fails) where io_uring is switched off (seccomp, the
-// kernel.io_uring_disabled sysctl, an old kernel); any other failure fails.
-void skip_without_io_uring() {
-  io_uring ring;
-  int e = io_uring_queue_init(2, &ring, 0);
-  if (e == 0) {
-    io_uring_queue_exit(&ring);
-    return;
-  }
-  if (e == -ENOSYS || e == -EPERM || e == -EACCES)
-    GTEST_SKIP() << "io_uring is not available here: " << std::strerror(-e);
-}
-
 class Store : public ::testing::Test {
  protected:
-  void SetUp() override { skip_without_io_uring(); }
+  void SetUp() override { FYT_SKIP_WITHOUT_IO_URING(); }
 };
 
 // ---- round trips ----------------------------------------------------------------
@@ -156,7 +143,7 @@ void PrintTo(const Mode& m, std::ostream* os) {
 
 class StoreRoundTrip : public ::testing::TestWithParam<Mode> {
  protected:
-  void SetUp() override { skip_without_io_uring(); }
+  void SetUp() override { FYT_SKIP_WITHOUT_IO_URING(); }
 };
 
 TEST_P(StoreRoundTrip, ManyRandomRegionsStripedOverTwoDirs) {

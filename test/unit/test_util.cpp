@@ -1,6 +1,10 @@
 #include "test_util.h"
 
+#include <liburing.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 namespace fyt {
 
@@ -108,6 +112,18 @@ void check_grad(GradCase& c, uint64_t seed, double eps, double tol) {
     // One failure per input, so tests of the checker can count them.
     if (misses) ADD_FAILURE() << "input " << k << ": " << misses << " gradient mismatches" << report;
   }
+}
+
+std::string io_uring_unavailable() {
+  io_uring ring;
+  int e = io_uring_queue_init(2, &ring, 0);
+  if (e == 0) {
+    io_uring_queue_exit(&ring);
+    return "";
+  }
+  if (e == -ENOSYS || e == -EPERM || e == -EACCES)
+    return std::string("io_uring is not available here: ") + std::strerror(-e);
+  return "";
 }
 
 }  // namespace fyt

@@ -52,4 +52,16 @@ struct GradCase {
 };
 void check_grad(GradCase& c, uint64_t seed = 7, double eps = 1e-6, double tol = 1e-6);
 
+// Why io_uring cannot be used here (seccomp, the kernel.io_uring_disabled
+// sysctl, an old kernel), or "" when it can; any other failure is not a
+// reason and reads as "".
+std::string io_uring_unavailable();
+
 }  // namespace fyt
+
+// Skips (rather than fails) the test where io_uring is switched off.
+#define FYT_SKIP_WITHOUT_IO_URING()                          \
+  do {                                                       \
+    std::string fyt_why_ = ::fyt::io_uring_unavailable();    \
+    if (!fyt_why_.empty()) GTEST_SKIP() << fyt_why_;         \
+  } while (0)

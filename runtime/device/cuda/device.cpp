@@ -271,9 +271,9 @@ void CudaDevice::adamw(int64_t index, View grad) {
   upload_bytes_ += int64_t(p.value.nbytes());
 }
 
-void CudaDevice::group_update(int64_t group, const View* grads, size_t count) {
+int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count) {
   TraceSpan span(rt_.trace(), "device", "gradients out, group ", group);
-  rt_.async_optimizer().start(group, grads, count);
+  return rt_.async_optimizer().offload(group, grads, count);
 }
 
 void CudaDevice::upload_group(int64_t group) {

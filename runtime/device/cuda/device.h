@@ -43,7 +43,7 @@ class CudaDevice final : public Device {
   void adamw(int64_t index, View grad);
   // Layer groups: gradients out through the optimizer's slots; before a
   // group's parameters are read again, its upload must be done.
-  void group_update(int64_t group, const View* grads, size_t count);
+  int64_t grad_offload(int64_t group, const View* grads, size_t count);
   void group_wait(int64_t group);
 
   // --trace: each kernel's time on the GPU, from events around it on the

@@ -83,3 +83,61 @@ func.func @constant_elem() {
   %c = fysched.constant dense<1> : tensor<4xi64> : !fysched.buffer<device, tensor<4xf32>>
   return
 }
+
+// -----
+
+func.func @adamw_needs_offload() {
+  %r = fysched.state_read @g0
+  // expected-error @+1 {{needs one grad_offload and at most one state_read, got 0 and 1}}
+  %u = fysched.group_adamw @g0 after(%r)
+  return
+}
+
+// -----
+
+func.func @adamw_two_reads(%g: !fysched.buffer<device, tensor<4xf32>>) {
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<4xf32>>)
+  %r = fysched.state_read @g0
+  %s = fysched.state_read @g0
+  // expected-error @+1 {{needs one grad_offload and at most one state_read, got 1 and 2}}
+  %u = fysched.group_adamw @g0 after(%o, %r, %s)
+  return
+}
+
+// -----
+
+func.func @adamw_other_group(%g: !fysched.buffer<device, tensor<4xf32>>) {
+  %o = fysched.grad_offload @g1(%g : !fysched.buffer<device, tensor<4xf32>>)
+  // expected-error @+1 {{of @g0 depends on an op of @g1}}
+  %u = fysched.group_adamw @g0 after(%o)
+  return
+}
+
+// -----
+
+func.func @adamw_after_update(%g: !fysched.buffer<device, tensor<4xf32>>) {
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<4xf32>>)
+  %u = fysched.group_adamw @g0 after(%o)
+  // expected-error @+1 {{depends only on a grad_offload and a state_read}}
+  %v = fysched.group_adamw @g0 after(%u)
+  return
+}
+
+// -----
+
+func.func @write_after_read() {
+  %r = fysched.state_read @g0
+  // expected-error @+1 {{writes back after a group_adamw}}
+  fysched.state_write @g0 after(%r)
+  return
+}
+
+// -----
+
+func.func @write_other_group(%g: !fysched.buffer<device, tensor<4xf32>>) {
+  %o = fysched.grad_offload @g1(%g : !fysched.buffer<device, tensor<4xf32>>)
+  %u = fysched.group_adamw @g1 after(%o)
+  // expected-error @+1 {{of @g0 follows the group_adamw of @g1}}
+  fysched.state_write @g0 after(%u)
+  return
+}

@@ -54,3 +54,22 @@ func.func @train_step(%in: !fysched.buffer<device, tensor<2x4xf32>>) -> !fysched
 func.func @quoted_space(%b: !fysched.buffer<"host", tensor<2xi1>>) {
   return
 }
+
+// A group and its update pipeline, tokens naming each op's dependencies.
+// CHECK: fysched.group @g0 [@w] bytes 128
+fysched.group @g0 [@w] bytes 128
+// CHECK-LABEL: func.func @pipeline
+// CHECK-SAME: (%[[GR:.*]]: !fysched.buffer<device, tensor<4x8xf32>>)
+func.func @pipeline(%g: !fysched.buffer<device, tensor<4x8xf32>>) {
+  // CHECK: %[[R:.*]] = fysched.state_read @g0
+  %r = fysched.state_read @g0
+  // CHECK: fysched.group_wait @g0
+  fysched.group_wait @g0
+  // CHECK: %[[O:.*]] = fysched.grad_offload @g0(%[[GR]] : !fysched.buffer<device, tensor<4x8xf32>>)
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<4x8xf32>>)
+  // CHECK: %[[U:.*]] = fysched.group_adamw @g0 after(%[[O]], %[[R]])
+  %u = fysched.group_adamw @g0 after(%o, %r)
+  // CHECK: fysched.state_write @g0 after(%[[U]])
+  fysched.state_write @g0 after(%u)
+  return
+}

@@ -1,0 +1,18 @@
+// The entry points of the background optimizer's pipeline that are the same
+// on every target; grad_offload and group_wait touch the device, so each
+// target's api file has its own.
+#include "exec/api.h"
+#include "exec/runtime.h"
+
+namespace fy::rt {
+
+int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params) {
+  return rt->async_optimizer().declare_group(std::vector<int64_t>(params));
+}
+int64_t state_read(Runtime* rt, int64_t group) { return rt->async_optimizer().read(group); }
+int64_t group_adamw_impl(Runtime* rt, int64_t group, std::initializer_list<int64_t> deps) {
+  return rt->async_optimizer().update(group, deps.begin(), deps.size());
+}
+void state_write(Runtime* rt, int64_t group, int64_t update) { rt->async_optimizer().write(group, update); }
+
+}  // namespace fy::rt
