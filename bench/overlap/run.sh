@@ -5,7 +5,9 @@
 # the state on SSD. Prints step, compute, optimizer and store-busy times per
 # step, and step / max(compute, optimizer, store busy).
 #
-#   [BATCH=1] bench/overlap/run.sh [BUILD] [SSD_DIR] [STEPS]
+#   [BATCH=1] [PREFETCH=3] bench/overlap/run.sh [BUILD] [SSD_DIR] [STEPS]
+# PREFETCH is fuyou-compile's --prefetch-state: how many updates ahead the
+# program reads a group's state.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -19,7 +21,7 @@ $PY "$ROOT/examples/prepare_data.py" --out "$W/tokens.bin" --max-bytes 200000 > 
 # 12.5M parameters, small batch: the optimizer and its I/O are as big as compute.
 $PY "$ROOT/examples/export.py" --model gpt2 --out "$W/m.onnx" --batch "${BATCH:-1}" --seq 16 --n-layer 7 \
     --d-model 384 --n-head 6 --block-size 16 > /dev/null
-"$BUILD/bin/fuyou-compile" "$W/m.onnx" -o "$W/train" --max-group-bytes 2500000 2> /dev/null
+"$BUILD/bin/fuyou-compile" "$W/m.onnx" -o "$W/train" --max-group-bytes 2500000 --prefetch-state "${PREFETCH:-3}" 2> /dev/null
 "$BUILD/bin/fuyou-compile" "$W/m.onnx" -o "$W/train_sync" --sync-optimizer 2> /dev/null
 
 mean_ms() {  # mean step ms of a JSON log, skipping the first 2 steps (warm-up)
