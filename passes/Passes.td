@@ -101,14 +101,18 @@ def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
 }
 
 def PlanMemory : Pass<"fy-plan-memory", "mlir::ModuleOp"> {
-  let summary = "Device memory of the program: parameters and the peak of its temporaries";
+  let summary = "The static memory plan: every device temporary's offset in one arena";
   let description = [{
-    Walks @train_step in program order, adding each buffer's size (rounded
-    to the runtime's 64-byte granule) at its alloc or constant and removing
-    it at its dealloc, and records `fysched.param_bytes` and
-    `fysched.peak_temp_bytes` on the function. The executable checks
-    --gpu-mem against them at start-up and its allocator against the plan
-    every step. Run after fy-insert-dealloc.
+    Each fysched.alloc and fysched.constant in device memory lives from its
+    definition to its dealloc (to the end of @train_step without one), in
+    the runtime's 64-byte granules. Buffers are placed largest first, each
+    at the lowest offset that overlaps no placed buffer alive at the same
+    time; the result is the op's `offset`. The function records
+    `fysched.param_bytes`, `fysched.peak_temp_bytes` (most bytes alive at
+    once, the lower bound) and `fysched.arena_bytes` (the arena's size, at
+    least the peak). The executable checks --gpu-mem against the parameters
+    plus the arena at start-up, and its arena refuses any placement that
+    overlaps a live buffer. Run after fy-insert-dealloc.
   }];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

@@ -1,8 +1,13 @@
-// fy-plan-memory: how much device memory the program needs, known before it
-// runs: the parameters, plus the peak of the temporaries alive at once.
+// fy-plan-memory: the program's device memory, decided before it runs. Every
+// temporary gets an offset in one arena such that no two buffers alive at
+// the same time overlap; the arena's size, with the parameters, is what the
+// executable checks --gpu-mem against at start-up, and the runtime asserts
+// every placement as it runs.
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <algorithm>
 
 namespace fuyou {
 #define GEN_PASS_DEF_PLANMEMORY
@@ -18,8 +23,44 @@ namespace {
 int64_t bytesOf(RankedTensorType t) {
   return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
 }
-// The runtime's allocator hands out 64-byte granules.
-int64_t granules(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+// The runtime's allocator hands out 64-byte granules, at least one.
+int64_t granules(int64_t bytes) { return std::max<int64_t>(64, (bytes + 63) / 64 * 64); }
+
+// A temporary's lifetime in program order, [start, end), and its place.
+struct Temp {
+  Operation *def;
+  int64_t start, end, bytes;
+  int64_t offset = -1;
+};
+
+// Greedy by size: the largest buffers are placed first, each at the lowest
+// offset where it overlaps no placed buffer whose lifetime meets its own.
+// Ties go in program order, so the plan is deterministic.
+int64_t placeAll(MutableArrayRef<Temp> temps) {
+  SmallVector<Temp *> order;
+  for (Temp &t : temps)
+    order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [](Temp *a, Temp *b) { return a->bytes > b->bytes; });
+  SmallVector<Temp *> placed;
+  int64_t arena = 0;
+  for (Temp *t : order) {
+    SmallVector<Temp *> clash;
+    for (Temp *p : placed)
+      if (p->start < t->end && t->start < p->end)
+        clash.push_back(p);
+    std::sort(clash.begin(), clash.end(), [](Temp *a, Temp *b) { return a->offset < b->offset; });
+    int64_t offset = 0;
+    for (Temp *p : clash) {
+      if (p->offset >= offset + t->bytes)
+        break;  // t fits in the gap before p
+      offset = std::max(offset, p->offset + p->bytes);
+    }
+    t->offset = offset;
+    arena = std::max(arena, offset + t->bytes);
+    placed.push_back(t);
+  }
+  return arena;
+}
 
 struct PlanMemory : fuyou::impl::PlanMemoryBase<PlanMemory> {
   void runOnOperation() override {
@@ -30,21 +71,39 @@ struct PlanMemory : fuyou::impl::PlanMemoryBase<PlanMemory> {
     int64_t params = 0;
     for (auto p : module.getOps<fg::ParamOp>())
       params += granules(bytesOf(cast<RankedTensorType>(p.getType())));
-    int64_t live = 0, peak = 0;
-    DenseMap<Value, int64_t> size;
-    for (Operation &op : step.getBody().front()) {
+
+    // Lifetimes from each alloc or constant to its dealloc (to the end of
+    // the step for one never deallocated), and the peak of those alive.
+    SmallVector<Temp> temps;
+    DenseMap<Value, size_t> index;
+    int64_t pos = 0, live = 0, peak = 0;
+    Block &body = step.getBody().front();
+    for (Operation &op : body) {
+      ++pos;
       if (isa<fs::AllocOp, fs::ConstantOp>(op)) {
-        int64_t n = granules(cast<fs::BufferType>(op.getResult(0).getType()).getSizeInBytes());
-        size[op.getResult(0)] = n;
+        auto type = cast<fs::BufferType>(op.getResult(0).getType());
+        if (type.getSpace() != "device")
+          continue;
+        int64_t n = granules(type.getSizeInBytes());
+        index[op.getResult(0)] = temps.size();
+        temps.push_back(Temp{&op, pos, INT64_MAX, n});
         live += n;
         peak = std::max(peak, live);
       } else if (auto d = dyn_cast<fs::DeallocOp>(op)) {
-        live -= size.lookup(d.getBuffer());
+        auto it = index.find(d.getBuffer());
+        if (it == index.end())
+          continue;
+        temps[it->second].end = pos;
+        live -= temps[it->second].bytes;
       }
     }
+    int64_t arena = placeAll(temps);
     Builder b(module.getContext());
+    for (Temp &t : temps)
+      t.def->setAttr("offset", b.getI64IntegerAttr(t.offset));
     step->setAttr("fysched.param_bytes", b.getI64IntegerAttr(params));
     step->setAttr("fysched.peak_temp_bytes", b.getI64IntegerAttr(peak));
+    step->setAttr("fysched.arena_bytes", b.getI64IntegerAttr(arena));
   }
 };
 

@@ -11,6 +11,11 @@ def FySched_Buffer : Type<CPred<"::llvm::isa<::fuyou::fysched::BufferType>($_sel
 
 def FySched_AllocOp : FySched_Op<"alloc", [MemoryEffects<[MemAlloc]>]> {
   let summary = "A new buffer; its contents are undefined";
+  let description = [{
+    `offset`, set by fy-plan-memory, is the buffer's place in the arena of
+    its memory space: no two buffers alive at once overlap there.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset);
   let results = (outs FySched_Buffer:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
 }
@@ -30,7 +35,10 @@ def FySched_GetParamOp : FySched_Op<"get_param", [Pure]> {
 
 def FySched_ConstantOp : FySched_Op<"constant", [Pure]> {
   let summary = "A buffer holding a small constant of the graph";
-  let arguments = (ins ElementsAttr:$value);
+  let description = [{
+    Like fysched.alloc, placed in the arena at `offset` once planned.
+  }];
+  let arguments = (ins ElementsAttr:$value, OptionalAttr<I64Attr>:$offset);
   let results = (outs FySched_Buffer:$result);
   let assemblyFormat = "$value attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -47,7 +47,7 @@ struct LaunchLowering : ConversionPattern {
     SmallVector<Value> allocs, outs;
     for (Type t : op->getResultTypes()) {
       auto buf = deviceBuffer(cast<RankedTensorType>(t));
-      allocs.push_back(rw.create<fs::AllocOp>(op->getLoc(), buf));
+      allocs.push_back(rw.create<fs::AllocOp>(op->getLoc(), buf, /*offset=*/IntegerAttr()));
     }
     outs = allocs;
     if (ks.keepdimsOut) {
@@ -83,7 +83,7 @@ template <>
 LogicalResult OneToOne<fg::ConstantOp, fs::ConstantOp>::matchAndRewrite(
     fg::ConstantOp op, OpAdaptor, ConversionPatternRewriter &rw) const {
   rw.replaceOpWithNewOp<fs::ConstantOp>(op, deviceBuffer(cast<RankedTensorType>(op.getType())),
-                                        op.getValue());
+                                        op.getValue(), /*offset=*/IntegerAttr());
   return success();
 }
 

@@ -92,8 +92,12 @@ struct AllocLowering : OpConversionPattern<fs::AllocOp> {
   LogicalResult matchAndRewrite(fs::AllocOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
     auto t = cast<fs::BufferType>(op.getType());
     MLIRContext *ctx = rw.getContext();
-    auto c = call(rw, op, "alloc", viewType(ctx), {},
-                  {opaque(ctx, shapeLiteral(t.getShape())), opaque(ctx, dtypeLiteral(t.getElementType()))});
+    // A planned buffer is its place in the arena; an unplanned one comes from the pool.
+    SmallVector<Attribute> args;
+    if (auto offset = op.getOffsetAttr())
+      args.push_back(offset);
+    args.append({opaque(ctx, shapeLiteral(t.getShape())), opaque(ctx, dtypeLiteral(t.getElementType()))});
+    auto c = call(rw, op, op.getOffsetAttr() ? "alloc_at" : "alloc", viewType(ctx), {}, args);
     rw.replaceOp(op, c.getResult(0));
     return success();
   }
@@ -129,6 +133,10 @@ struct ConstantLowering : OpConversionPattern<fs::ConstantOp> {
       return op.emitOpError("only dense constants can be emitted");
     Attribute shape = opaque(ctx, shapeLiteral(t.getShape()));
     Type elem = t.getElementType();
+    // A planned constant takes its arena offset first.
+    SmallVector<Attribute> args;
+    if (auto offset = op.getOffsetAttr())
+      args.push_back(offset);
     auto scalarText = [&](int64_t i) -> std::string {
       if (elem.isF32())
         return llvm::formatv("{0:e9}f", (double)dense.getValues<float>()[i]).str();
@@ -143,15 +151,16 @@ struct ConstantLowering : OpConversionPattern<fs::ConstantOp> {
         v = "-INFINITY";
       else if (elem.isF32() && dense.getSplatValue<float>() == std::numeric_limits<float>::infinity())
         v = "INFINITY";
-      c = call(rw, op, "constant_splat", viewType(ctx), {},
-               {shape, opaque(ctx, dtypeLiteral(elem)), opaque(ctx, v)});
+      args.append({shape, opaque(ctx, dtypeLiteral(elem)), opaque(ctx, v)});
+      c = call(rw, op, "constant_splat", viewType(ctx), {}, args);
     } else {
       std::string list = "{";
       for (int64_t i = 0; i < t.getNumElements(); ++i)
         list += (i ? ", " : "") + scalarText(i);
       list += "}";
       StringRef fn = elem.isF32() ? "constant_f32" : elem.isInteger(64) ? "constant_i64" : "constant_u8";
-      c = call(rw, op, fn, viewType(ctx), {}, {shape, opaque(ctx, list)});
+      args.append({shape, opaque(ctx, list)});
+      c = call(rw, op, fn, viewType(ctx), {}, args);
     }
     rw.replaceOp(op, c.getResult(0));
     return success();
@@ -334,11 +343,15 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
         b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, shapeLiteral(inT.getShape())),
                         b.getI64IntegerAttr(vocab)}),
         ArrayAttr());
-    // The memory plan, checked against --gpu-mem and every step's allocations.
-    if (auto peak = step->getAttrOfType<IntegerAttr>("fysched.peak_temp_bytes"))
-      b.create<emitc::CallOpaqueOp>(
-          module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
-          b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(peak.getInt()) + "LL")}), ArrayAttr());
+    // The memory plan, checked against --gpu-mem and every step's allocations:
+    // the peak of the temporaries and the size of the arena they are placed in.
+    if (auto peak = step->getAttrOfType<IntegerAttr>("fysched.peak_temp_bytes")) {
+      SmallVector<Attribute> args{b.getIndexAttr(0), opaque(ctx, std::to_string(peak.getInt()) + "LL")};
+      if (auto arena = step->getAttrOfType<IntegerAttr>("fysched.arena_bytes"))
+        args.push_back(opaque(ctx, std::to_string(arena.getInt()) + "LL"));
+      b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
+                                    b.getArrayAttr(args), ArrayAttr());
+    }
     // The precision of the program's arithmetic and its optimizer, when the
     // driver chose them.
     for (auto [attr, fn] : {std::pair{"fy.precision", "fy::rt::declare_precision"},

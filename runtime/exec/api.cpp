@@ -22,19 +22,26 @@ void declare_precision(Runtime*, const char* precision) {
 
 View param(Runtime* rt, int64_t index) { return rt->param(index).value; }
 View alloc(Runtime* rt, Shape shape, DType dtype) { return rt->alloc(shape, dtype); }
+View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) { return rt->alloc_at(offset, shape, dtype); }
 void dealloc(Runtime* rt, View v) { rt->dealloc(v); }
 
-View constant_splat(Runtime* rt, Shape shape, DType dtype, double value) {
-  View v = rt->alloc(shape, dtype);
+namespace {
+View temp(Runtime* rt, int64_t offset, Shape shape, DType dtype) {
+  return offset < 0 ? rt->alloc(shape, dtype) : rt->alloc_at(offset, shape, dtype);
+}
+}  // namespace
+
+View constant_splat(Runtime* rt, int64_t offset, Shape shape, DType dtype, double value) {
+  View v = temp(rt, offset, shape, dtype);
   cpu::fill(v, value);
   return v;
 }
 
 namespace {
-template <class T> View constant_of(Runtime* rt, Shape shape, std::initializer_list<T> values) {
+template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, std::initializer_list<T> values) {
   if (int64_t(values.size()) != shape.numel())
     fail("constant: " + std::to_string(values.size()) + " values for shape " + shape.str());
-  View v = rt->alloc(shape, DTypeOf<T>::value);
+  View v = temp(rt, offset, shape, DTypeOf<T>::value);
   if (values.size()) std::memcpy(v.data, values.begin(), values.size() * sizeof(T));
   return v;
 }

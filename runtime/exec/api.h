@@ -36,8 +36,9 @@ namespace fy::rt {
 // ---- declarations ----
 int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType dtype, bool trainable);
 void declare_inputs(Runtime* rt, Shape shape, int64_t vocab);
-// The compiler's memory plan: the most bytes of temporaries alive at once.
-void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes);
+// The compiler's memory plan: the most bytes of temporaries alive at once,
+// and the size of the arena it places them in (0: they come from the pool).
+void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes, int64_t arena_bytes = 0);
 // The arithmetic the program was compiled for: "fp32" (every target), "bf16"
 // or "tf32" (matrix products on the CUDA target's tensor cores).
 void declare_precision(Runtime* rt, const char* precision);
@@ -48,12 +49,19 @@ void declare_optimizer(Runtime* rt, const char* name);
 // ---- buffers ----
 View param(Runtime* rt, int64_t index);           // the parameter's storage
 View alloc(Runtime* rt, Shape shape, DType dtype);  // uninitialised temporary
+// An uninitialised temporary at the place the memory plan gave it in the arena.
+View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype);
 void dealloc(Runtime* rt, View v);                // for alloc / constant_* results
 View view(Runtime* rt, View v, Shape shape);      // same storage, new shape
 View constant_splat(Runtime* rt, Shape shape, DType dtype, double value);
 View constant_f32(Runtime* rt, Shape shape, std::initializer_list<float> values);
 View constant_i64(Runtime* rt, Shape shape, std::initializer_list<int64_t> values);
 View constant_u8(Runtime* rt, Shape shape, std::initializer_list<uint8_t> values);
+// The same, placed in the arena at `offset`.
+View constant_splat(Runtime* rt, int64_t offset, Shape shape, DType dtype, double value);
+View constant_f32(Runtime* rt, int64_t offset, Shape shape, std::initializer_list<float> values);
+View constant_i64(Runtime* rt, int64_t offset, Shape shape, std::initializer_list<int64_t> values);
+View constant_u8(Runtime* rt, int64_t offset, Shape shape, std::initializer_list<uint8_t> values);
 void copy(Runtime* rt, View x, View y);
 
 // ---- elementwise ----

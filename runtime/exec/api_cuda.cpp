@@ -43,19 +43,22 @@ void declare_precision(Runtime*, const char* precision) {
 
 View param(Runtime* rt, int64_t index) { return device_of(rt).param(index); }
 View alloc(Runtime* rt, Shape shape, DType dtype) { return device_of(rt).alloc(shape, dtype); }
+View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) {
+  return device_of(rt).alloc_at(offset, shape, dtype);
+}
 void dealloc(Runtime* rt, View v) { device_of(rt).dealloc(v); }
 
-View constant_splat(Runtime* rt, Shape shape, DType dtype, double value) {
-  View v = device_of(rt).alloc(shape, dtype);
+View constant_splat(Runtime* rt, int64_t offset, Shape shape, DType dtype, double value) {
+  View v = offset < 0 ? device_of(rt).alloc(shape, dtype) : device_of(rt).alloc_at(offset, shape, dtype);
   cuda::fill(v, value);
   return v;
 }
 
 namespace {
-template <class T> View constant_of(Runtime* rt, Shape shape, std::initializer_list<T> values) {
+template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, std::initializer_list<T> values) {
   if (int64_t(values.size()) != shape.numel())
     fail("constant: " + std::to_string(values.size()) + " values for shape " + shape.str());
-  return device_of(rt).upload_temp(shape, DTypeOf<T>::value, values.begin());
+  return device_of(rt).upload_temp(offset, shape, DTypeOf<T>::value, values.begin());
 }
 }  // namespace
 

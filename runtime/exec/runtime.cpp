@@ -38,6 +38,28 @@ uint64_t splitmix64(uint64_t z) {
 Runtime::~Runtime() {
   async_.reset();  // the optimizer thread writes into parameter storage
   for (void* b : blocks_) host_free_ ? host_free_(b) : std::free(b);
+  std::free(arena_.base());
+}
+
+void Runtime::set_memory_plan(int64_t peak_temp_bytes, int64_t arena_bytes) {
+  if (peak_temp_bytes < 0 || arena_bytes < 0 || (arena_bytes > 0 && arena_bytes < peak_temp_bytes))
+    fail("declare_memory_plan: a peak of " + std::to_string(peak_temp_bytes) + " bytes cannot fit an arena of " +
+         std::to_string(arena_bytes));
+  planned_temp_bytes_ = peak_temp_bytes;
+  planned_arena_bytes_ = arena_bytes;
+}
+
+View Runtime::alloc_at(int64_t offset, Shape shape, DType dtype) {
+  if (!arena_.base() && planned_arena_bytes_ > 0) {
+    // On the CPU target the arena stands for device memory.
+    void* base = std::aligned_alloc(64, size_t(planned_arena_bytes_ + 63) / 64 * 64);
+    if (!base) fail("alloc_at: cannot allocate the " + std::to_string(planned_arena_bytes_) + "-byte arena");
+    arena_.reset(base, planned_arena_bytes_);
+  }
+  int64_t bytes = 0;
+  View v = arena_.place(offset, shape, dtype, 64, &bytes);
+  stats_.add(bytes);
+  return v;
 }
 
 void Runtime::set_host_allocator(HostAlloc alloc, HostFree free) {
@@ -146,15 +168,16 @@ View Runtime::alloc(Shape shape, DType dtype) {
   if (shape.numel() < 0) fail("alloc: negative dim in " + shape.str());
   View v{nullptr, shape, dtype};
   v.data = pool_get(v.nbytes(), kLive);
-  const int64_t cap = int64_t(header_of(v.data)->capacity);
-  stats_.live_buffers++;
-  stats_.live_bytes += cap;
-  if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
+  stats_.add(int64_t(header_of(v.data)->capacity));
   return v;
 }
 
 void Runtime::dealloc(View v) {
   if (!v.data) fail("dealloc: null buffer");
+  if (arena_.contains(v.data)) {
+    stats_.remove(arena_.release(v));
+    return;
+  }
   BlockHeader* h = header_of(v.data);
   if (h->state == kPinned) fail("dealloc: buffer " + v.shape.str() + " is a parameter or argument, not a temporary");
   if (h->state == kFree) fail("dealloc: buffer " + v.shape.str() + " deallocated twice");
@@ -163,8 +186,7 @@ void Runtime::dealloc(View v) {
     fail("dealloc: view " + v.shape.str() + " is larger than its buffer (" + std::to_string(h->capacity) + " bytes)");
   h->state = kFree;
   free_[h->capacity].push_back(h);
-  stats_.live_buffers--;
-  stats_.live_bytes -= int64_t(h->capacity);
+  stats_.remove(int64_t(h->capacity));
 }
 
 View Runtime::alloc_pinned(Shape shape, DType dtype) {

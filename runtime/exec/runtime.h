@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "exec/arena.h"
 #include "exec/async_optimizer.h"
 #include "trace/trace.h"
 #include "optim/adamw.h"
@@ -66,6 +67,15 @@ class Runtime {
     int64_t peak_bytes = 0;    // max live_bytes (temporaries only)
     int64_t reserved_bytes = 0;
     int64_t mallocs = 0;
+    void add(int64_t bytes) {  // a buffer of `bytes` comes alive
+      live_buffers++;
+      live_bytes += bytes;
+      if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+    }
+    void remove(int64_t bytes) {
+      live_buffers--;
+      live_bytes -= bytes;
+    }
   };
 
   Runtime() = default;
@@ -95,9 +105,17 @@ class Runtime {
   int64_t state_bytes_total() const;
   const std::string& optimizer_name() const { return optimizer_; }
   int64_t param_bytes() const;  // in the allocator's 64-byte granules
-  // -1 when the program declared no plan.
-  void set_planned_temp_bytes(int64_t n) { planned_temp_bytes_ = n; }
+  // The static memory plan (declare_memory_plan): the most bytes of
+  // temporaries alive at once, and the size of the arena the program places
+  // them in (0 when it places none). -1 when the program declared no plan.
+  void set_memory_plan(int64_t peak_temp_bytes, int64_t arena_bytes);
   int64_t planned_temp_bytes() const { return planned_temp_bytes_; }
+  int64_t planned_arena_bytes() const { return planned_arena_bytes_; }
+  // What the temporaries take on the device: the arena when the program
+  // places them, else the pool's peak.
+  int64_t planned_device_temp_bytes() const {
+    return planned_arena_bytes_ > 0 ? planned_arena_bytes_ : planned_temp_bytes_;
+  }
   const Param& param(int64_t index) const;
   bool inputs_declared() const { return vocab_ > 0; }
   const Shape& input_shape() const { return input_shape_; }
@@ -106,7 +124,11 @@ class Runtime {
   // ---- buffers ----
   // Temporaries: 64-byte aligned, uninitialised, reused by size.
   View alloc(Shape shape, DType dtype);
-  // Only for buffers from alloc(); fails on anything else or on a second call.
+  // A temporary at the place the memory plan gave it in the arena; fails if
+  // it would overlap a live one (exec/arena.h).
+  View alloc_at(int64_t offset, Shape shape, DType dtype);
+  // Only for buffers from alloc() or alloc_at(); fails on anything else or
+  // on a second call.
   void dealloc(View v);
   // Storage that lives as long as the Runtime (parameters, moments, the
   // step's arguments); zero-initialised; dealloc() refuses it.
@@ -163,6 +185,8 @@ class Runtime {
   Shape input_shape_;
   int64_t vocab_ = 0;
   int64_t planned_temp_bytes_ = -1;
+  int64_t planned_arena_bytes_ = 0;
+  Arena arena_;  // its memory is allocated at the first alloc_at
   std::string optimizer_ = "adamw";
   bool state_settled_ = false;
   TrainOptions opts_;

@@ -281,10 +281,12 @@ class JsonLog {
 void check_budgets(Runtime& rt, const TrainOptions& o) {
   if (o.gpu_mem > 0) {
     if (rt.planned_temp_bytes() < 0) fail("--gpu-mem: this program carries no memory plan (recompile it)");
-    int64_t need = rt.param_bytes() + rt.planned_temp_bytes();
+    int64_t need = rt.param_bytes() + rt.planned_device_temp_bytes();
     if (o.gpu_mem < need)
       fail("--gpu-mem " + mib(o.gpu_mem) + " is too small for this program: it needs at least " + mib(need) +
-           " (parameters " + mib(rt.param_bytes()) + ", temporaries " + mib(rt.planned_temp_bytes()) + ")");
+           " (parameters " + mib(rt.param_bytes()) + ", " +
+           (rt.planned_arena_bytes() > 0 ? "the temporaries' arena " : "temporaries ") +
+           mib(rt.planned_device_temp_bytes()) + ")");
   }
   if (o.cpu_mem > 0) {
     if (!rt.has_async_optimizer()) {

@@ -425,14 +425,6 @@ TEST(ExecRuntime, PoolBuffersAndMisuse) {
   View z = rt.alloc(Shape{0, 4}, DType::F32);  // empty tensors are fine
   rt.dealloc(z);
 
-  auto error_of = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const fy::Error& e) {
-      return e.what();
-    }
-    return "";
-  };
   EXPECT_NE(error_of([&] { rt.dealloc(rt.param(0).value); }).find("is a parameter"), std::string::npos);
   rt.dealloc(b);
   EXPECT_NE(error_of([&] { rt.dealloc(b); }).find("deallocated twice"), std::string::npos);
@@ -462,6 +454,44 @@ TEST(ExecRuntime, ConstantsAndViews) {
   for (int k = 0; k < 6; ++k) EXPECT_EQ(s.as<float>()[k], 0.5f);
   for (View v : {f, i, u, s}) fy::rt::dealloc(&rt, v);
   EXPECT_EQ(rt.pool_stats().live_buffers, 0);
+}
+
+// The memory plan's arena: buffers at the offsets the program names, reused
+// across lifetimes, every misplacement refused with one line.
+TEST(ExecRuntime, ArenaPlacesAndChecksThePlan) {
+  fy::Runtime rt;
+  fy::rt::declare_memory_plan(&rt, 256, 320);
+  EXPECT_EQ(rt.planned_device_temp_bytes(), 320);
+  View a = fy::rt::alloc_at(&rt, 0, Shape{16}, DType::F32);     // [0, 64)
+  View b = fy::rt::alloc_at(&rt, 64, Shape{40}, DType::F32);    // [64, 256)
+  View c = fy::rt::constant_f32(&rt, 256, Shape{2}, {1.5f, -2.f});  // [256, 320)
+  EXPECT_EQ(static_cast<char*>(b.data) - static_cast<char*>(a.data), 64);
+  EXPECT_EQ(static_cast<char*>(c.data) - static_cast<char*>(a.data), 256);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % 64, 0u);
+  EXPECT_EQ(c.as<float>()[1], -2.f);
+  EXPECT_EQ(rt.pool_stats().live_bytes, 320);
+  // Overlapping a live buffer from below, from above, or past the end.
+  EXPECT_NE(error_of([&] { fy::rt::alloc_at(&rt, 192, Shape{1}, DType::F32); }).find("overlaps a live buffer at 64"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { fy::rt::alloc_at(&rt, 0, Shape{17}, DType::F32); }).find("overlaps a live buffer at 0"),
+            std::string::npos);
+  fy::rt::dealloc(&rt, a);
+  EXPECT_NE(error_of([&] { fy::rt::alloc_at(&rt, 0, Shape{17}, DType::F32); }).find("overlaps a live buffer at 64"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { fy::rt::alloc_at(&rt, 320, Shape{1}, DType::F32); }).find("runs past the 320-byte arena"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { fy::rt::dealloc(&rt, a); }).find("not a live buffer of the arena"), std::string::npos);
+  // a's place is free again: a later buffer reuses it.
+  View d = fy::rt::constant_splat(&rt, 0, Shape{4, 4}, DType::F32, 3.0);
+  EXPECT_EQ(d.data, a.data);
+  EXPECT_EQ(d.as<float>()[15], 3.f);
+  for (View v : {b, c, d}) fy::rt::dealloc(&rt, v);
+  EXPECT_EQ(rt.pool_stats().live_buffers, 0);
+  EXPECT_EQ(rt.pool_stats().peak_bytes, 320);
+  // A plan whose arena cannot hold its own peak is refused.
+  fy::Runtime bad;
+  EXPECT_NE(error_of([&] { fy::rt::declare_memory_plan(&bad, 512, 256); }).find("cannot fit an arena"),
+            std::string::npos);
 }
 
 // The wrappers whose argument order differs from fy::cpu, against the kernels.

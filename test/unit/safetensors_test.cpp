@@ -27,15 +27,6 @@ void dump(const std::string& p, const std::string& bytes) {
   f.write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fy::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Safetensors, RoundTripAndLayout) {
   std::vector<float> w = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -8.5f};
   std::vector<int64_t> steps = {42};

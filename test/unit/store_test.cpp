@@ -58,15 +58,6 @@ struct TempDir {
   }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fy::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 uint64_t offset_in(const std::string& msg) {
   std::smatch m;
   std::regex re("offset ([0-9]+)");

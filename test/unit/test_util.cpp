@@ -114,6 +114,15 @@ void check_grad(GradCase& c, uint64_t seed, double eps, double tol) {
   }
 }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const fy::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 std::string io_uring_unavailable() {
   io_uring ring;
   int e = io_uring_queue_init(2, &ring, 0);

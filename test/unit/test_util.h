@@ -52,6 +52,9 @@ struct GradCase {
 };
 void check_grad(GradCase& c, uint64_t seed = 7, double eps = 1e-6, double tol = 1e-6);
 
+// The message of the fy::Error that f throws, or "" when it throws none.
+std::string error_of(const std::function<void()>& f);
+
 // Why io_uring cannot be used here (seccomp, the kernel.io_uring_disabled
 // sysctl, an old kernel), or "" when it can; any other failure is not a
 // reason and reads as "".

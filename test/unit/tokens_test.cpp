@@ -39,15 +39,6 @@ std::string write_llmc(const std::string& name, const std::vector<uint16_t>& tok
   return p;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const fy::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 std::vector<uint16_t> iota_tokens(int n) {
   std::vector<uint16_t> t(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) t[size_t(i)] = uint16_t(100 + i);

@@ -109,6 +109,16 @@ void CudaDevice::prepare() {
       reserve(granule(v.nbytes()), ("parameter '" + rt_.param(i).name + "'").c_str());
       FY_CUDA_CHECK(cudaMalloc(&params_[size_t(i)], v.nbytes() ? v.nbytes() : 1));
     }
+    // The memory plan's arena: every temporary the program places, in one block.
+    if (int64_t bytes = rt_.planned_arena_bytes(); bytes > 0) {
+      reserve(size_t(bytes), "the temporaries' arena");
+      void* base = nullptr;
+      FY_CUDA_CHECK(cudaMalloc(&base, size_t(bytes)));
+      blocks_.push_back(base);
+      stats_.mallocs++;
+      stats_.reserved_bytes += bytes;
+      arena_.reset(base, bytes);
+    }
     if (rt_.has_async_optimizer()) {
       AsyncOptimizer& opt = rt_.async_optimizer();
       group_events_.resize(size_t(opt.num_groups()));
@@ -209,9 +219,7 @@ View CudaDevice::alloc(Shape shape, DType dtype) {
     stats_.reserved_bytes += int64_t(cap);
   }
   live_[v.data] = cap;
-  stats_.live_buffers++;
-  stats_.live_bytes += int64_t(cap);
-  if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
+  stats_.add(int64_t(cap));
   return v;
 }
 
@@ -229,20 +237,31 @@ void CudaDevice::trim() {
   }
 }
 
+View CudaDevice::alloc_at(int64_t offset, Shape shape, DType dtype) {
+  int64_t bytes = 0;
+  View v = arena_.place(offset, shape, dtype, 64, &bytes);
+  stats_.add(bytes);
+  return v;
+}
+
 void CudaDevice::dealloc(View v) {
+  // Kernels that still read a buffer are queued before any later use of its
+  // memory: the stream orders them.
+  if (arena_.contains(v.data)) {
+    stats_.remove(arena_.release(v));
+    return;
+  }
   auto it = live_.find(v.data);
   if (it == live_.end()) fail("dealloc: buffer " + v.shape.str() + " is not a live temporary");
   if (v.nbytes() > it->second)
     fail("dealloc: view " + v.shape.str() + " is larger than its buffer (" + std::to_string(it->second) + " bytes)");
-  // Kernels that still read it are queued before any later use: the stream orders them.
   free_[it->second].push_back(v.data);
-  stats_.live_buffers--;
-  stats_.live_bytes -= int64_t(it->second);
+  stats_.remove(int64_t(it->second));
   live_.erase(it);
 }
 
-View CudaDevice::upload_temp(Shape shape, DType dtype, const void* host) {
-  View v = alloc(shape, dtype);
+View CudaDevice::upload_temp(int64_t offset, Shape shape, DType dtype, const void* host) {
+  View v = offset < 0 ? alloc(shape, dtype) : alloc_at(offset, shape, dtype);
   // On the compute stream, ordered with the kernels around it; from pageable
   // memory the call returns once the values are staged, so the caller's copy
   // may go away.

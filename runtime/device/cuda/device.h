@@ -4,9 +4,10 @@
 //
 // Memory: the fp32 master weights, AdamW's moments (or their SSD staging) and
 // the gradient slots stay in host memory, page-locked; the device holds a
-// working copy of every parameter and the program's temporaries, from a pool
-// that reuses buffers by size (a step's shapes are static, so the second
-// step allocates nothing) bounded by --gpu-mem.
+// working copy of every parameter and the program's temporaries: at the
+// places the compiler's memory plan gave them in one arena, or (a program
+// without offsets) from a pool that reuses buffers by size, bounded by
+// --gpu-mem.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,9 +36,12 @@ class CudaDevice final : public Device {
   // ---- what the program's entry points (api_cuda.cpp) use ----
   View param(int64_t index);
   View alloc(Shape shape, DType dtype);
+  // At the memory plan's offset in the arena, allocated once by prepare().
+  View alloc_at(int64_t offset, Shape shape, DType dtype);
   void dealloc(View v);
-  // Host data to a fresh temporary (constants).
-  View upload_temp(Shape shape, DType dtype, const void* host);
+  // Host data to a fresh temporary (constants): from the pool when offset
+  // is negative, else at that place in the arena.
+  View upload_temp(int64_t offset, Shape shape, DType dtype, const void* host);
   // Synchronous optimizer: the gradient to the host, AdamW there, the
   // parameter back (queued on the compute stream).
   void adamw(int64_t index, View grad);
@@ -66,6 +70,7 @@ class CudaDevice final : public Device {
   std::unordered_map<size_t, std::vector<void*>> free_;  // pool: capacity -> buffers
   std::unordered_map<void*, size_t> live_;               // pool: buffer -> capacity
   std::vector<void*> blocks_;
+  Arena arena_;  // the memory plan's, when the program places its temporaries
   Runtime::PoolStats stats_;
   int64_t device_bytes_ = 0;  // everything cudaMalloc'ed here
   int64_t trims_ = 0;        // cached temporaries freed to fit --gpu-mem
