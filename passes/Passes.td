@@ -100,8 +100,28 @@ def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
+  let summary = "Where the values backward needs wait: on the device or in host memory";
+  let description = [{
+    A device buffer of @train_step allocated before the loss is written and
+    read after it is an activation saved for backward. With policy=host,
+    each is copied to a host buffer right after its last forward use and
+    into a fresh device buffer right before its first backward use, which
+    then reads that copy (views made in forward are made again on it).
+    fy-insert-dealloc then ends the device buffer after the copy out, so
+    the device holds only the ops at hand's buffers; the bits are the
+    same. policy=keep (the default) changes nothing. Run before
+    fy-insert-dealloc.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
+           "keep (on the device) or host (copied out and back)">
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PlanMemory : Pass<"fy-plan-memory", "mlir::ModuleOp"> {
-  let summary = "The static memory plan: every device temporary's offset in one arena";
+  let summary = "The static memory plan: every temporary's offset in its space's arena";
   let description = [{
     Each fysched.alloc and fysched.constant in device memory lives from its
     definition to its dealloc (to the end of @train_step without one), in
@@ -110,9 +130,12 @@ def PlanMemory : Pass<"fy-plan-memory", "mlir::ModuleOp"> {
     time; the result is the op's `offset`. The function records
     `fysched.param_bytes`, `fysched.peak_temp_bytes` (most bytes alive at
     once, the lower bound) and `fysched.arena_bytes` (the arena's size, at
-    least the peak). The executable checks --gpu-mem against the parameters
-    plus the arena at start-up, and its arena refuses any placement that
-    overlaps a live buffer. Run after fy-insert-dealloc.
+    least the peak). Host buffers (activations waiting for backward) are
+    placed the same way in a host arena, `fysched.host_arena_bytes`. The
+    executable checks --gpu-mem against the parameters plus the arena, and
+    --cpu-mem against the host arena with the optimizer's buffers, at
+    start-up; its arenas refuse any placement that overlaps a live buffer.
+    Run after fy-insert-dealloc.
   }];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

@@ -73,37 +73,48 @@ struct PlanMemory : fuyou::impl::PlanMemoryBase<PlanMemory> {
       params += granules(bytesOf(cast<RankedTensorType>(p.getType())));
 
     // Lifetimes from each alloc or constant to its dealloc (to the end of
-    // the step for one never deallocated), and the peak of those alive.
-    SmallVector<Temp> temps;
-    DenseMap<Value, size_t> index;
-    int64_t pos = 0, live = 0, peak = 0;
+    // the step for one never deallocated), and the peak of those alive, per
+    // memory space: the device's arena and the host's (activations waiting
+    // there for backward).
+    struct Space {
+      SmallVector<Temp> temps;
+      int64_t live = 0, peak = 0;
+    };
+    Space device, host;
+    DenseMap<Value, std::pair<Space *, size_t>> index;
+    int64_t pos = 0;
     Block &body = step.getBody().front();
     for (Operation &op : body) {
       ++pos;
       if (isa<fs::AllocOp, fs::ConstantOp>(op)) {
         auto type = cast<fs::BufferType>(op.getResult(0).getType());
-        if (type.getSpace() != "device")
+        Space *sp = type.getSpace() == "device" ? &device : type.getSpace() == "host" ? &host : nullptr;
+        if (!sp)
           continue;
         int64_t n = granules(type.getSizeInBytes());
-        index[op.getResult(0)] = temps.size();
-        temps.push_back(Temp{&op, pos, INT64_MAX, n});
-        live += n;
-        peak = std::max(peak, live);
+        index[op.getResult(0)] = {sp, sp->temps.size()};
+        sp->temps.push_back(Temp{&op, pos, INT64_MAX, n});
+        sp->live += n;
+        sp->peak = std::max(sp->peak, sp->live);
       } else if (auto d = dyn_cast<fs::DeallocOp>(op)) {
         auto it = index.find(d.getBuffer());
         if (it == index.end())
           continue;
-        temps[it->second].end = pos;
-        live -= temps[it->second].bytes;
+        auto [sp, i] = it->second;
+        sp->temps[i].end = pos;
+        sp->live -= sp->temps[i].bytes;
       }
     }
-    int64_t arena = placeAll(temps);
     Builder b(module.getContext());
-    for (Temp &t : temps)
-      t.def->setAttr("offset", b.getI64IntegerAttr(t.offset));
+    int64_t arena = placeAll(device.temps), hostArena = placeAll(host.temps);
+    for (Space *sp : {&device, &host})
+      for (Temp &t : sp->temps)
+        t.def->setAttr("offset", b.getI64IntegerAttr(t.offset));
     step->setAttr("fysched.param_bytes", b.getI64IntegerAttr(params));
-    step->setAttr("fysched.peak_temp_bytes", b.getI64IntegerAttr(peak));
+    step->setAttr("fysched.peak_temp_bytes", b.getI64IntegerAttr(device.peak));
     step->setAttr("fysched.arena_bytes", b.getI64IntegerAttr(arena));
+    if (!host.temps.empty())
+      step->setAttr("fysched.host_arena_bytes", b.getI64IntegerAttr(hostArena));
   }
 };
 

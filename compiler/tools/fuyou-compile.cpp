@@ -25,6 +25,7 @@ struct Options {
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
+  std::string activations = "keep";  // where values saved for backward wait
 };
 
 [[noreturn]] void die(const std::string &msg) {
@@ -40,7 +41,9 @@ const char *kUsage =
     "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp]\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
-    "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n";
+    "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
+    "                     [--activations keep|host]  values saved for backward wait on the device\n"
+    "                                          (default) or in host memory\n";
 
 int64_t parseCount(const std::string &flag, const std::string &v, long long least = 1) {
   char *end = nullptr;
@@ -81,6 +84,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--emit") o.emit = next();
     else if (a == "--sync-optimizer") o.syncOptimizer = true;
     else if (a == "--max-group-bytes") o.maxGroupBytes = parseCount("max-group-bytes", next());
+    else if (a == "--activations") o.activations = next();
     else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
     else if (!a.empty() && a[0] == '-') die("unknown flag '" + a + "' (see --help)");
     else if (o.model.empty()) o.model = a;
@@ -94,6 +98,8 @@ Options parse(int argc, char **argv) {
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision != "fp32")
     die("--precision '" + o.precision + "' needs --target cuda (the CPU target computes in fp32)");
+  if (o.activations != "keep" && o.activations != "host")
+    die("--activations must be keep or host, got '" + o.activations + "'");
   if (o.optimizer != "adamw" && o.optimizer != "adamw8bit")
     die("--optimizer must be adamw or adamw8bit, got '" + o.optimizer + "'");
   if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "tf32")
@@ -173,6 +179,9 @@ int main(int argc, char **argv) {
       prefetch.distance = opts.prefetchState;
       pm.addPass(fuyou::createPrefetchState(prefetch));
     }
+    fuyou::PlaceActivationsOptions place;
+    place.policy = opts.activations;
+    pm.addPass(fuyou::createPlaceActivations(place));
     pm.addPass(fuyou::createInsertDealloc());
     pm.addPass(fuyou::createPlanMemory());
   }

@@ -97,7 +97,10 @@ struct AllocLowering : OpConversionPattern<fs::AllocOp> {
     if (auto offset = op.getOffsetAttr())
       args.push_back(offset);
     args.append({opaque(ctx, shapeLiteral(t.getShape())), opaque(ctx, dtypeLiteral(t.getElementType()))});
-    auto c = call(rw, op, op.getOffsetAttr() ? "alloc_at" : "alloc", viewType(ctx), {}, args);
+    // Host buffers (activations waiting for backward) have their own arena.
+    bool host = t.getSpace() == "host";
+    StringRef fn = op.getOffsetAttr() ? (host ? "alloc_host_at" : "alloc_at") : (host ? "alloc_host" : "alloc");
+    auto c = call(rw, op, fn, viewType(ctx), {}, args);
     rw.replaceOp(op, c.getResult(0));
     return success();
   }
@@ -240,7 +243,11 @@ struct LaunchLowering : OpConversionPattern<fs::LaunchOp> {
 struct CopyLowering : OpConversionPattern<fs::CopyOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(fs::CopyOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "copy", {}, {a.getSource(), a.getTarget()}, {});
+    // Between memory spaces a copy is a transfer, which a device does its own way.
+    StringRef from = cast<fs::BufferType>(op.getSource().getType()).getSpace();
+    StringRef to = cast<fs::BufferType>(op.getTarget().getType()).getSpace();
+    StringRef fn = from == to ? "copy" : to == "host" ? "copy_to_host" : "copy_to_device";
+    call(rw, op, fn, {}, {a.getSource(), a.getTarget()}, {});
     rw.eraseOp(op);
     return success();
   }
@@ -347,8 +354,9 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     // the peak of the temporaries and the size of the arena they are placed in.
     if (auto peak = step->getAttrOfType<IntegerAttr>("fysched.peak_temp_bytes")) {
       SmallVector<Attribute> args{b.getIndexAttr(0), opaque(ctx, std::to_string(peak.getInt()) + "LL")};
-      if (auto arena = step->getAttrOfType<IntegerAttr>("fysched.arena_bytes"))
-        args.push_back(opaque(ctx, std::to_string(arena.getInt()) + "LL"));
+      for (StringRef name : {"fysched.arena_bytes", "fysched.host_arena_bytes"})
+        if (auto arena = step->getAttrOfType<IntegerAttr>(name))
+          args.push_back(opaque(ctx, std::to_string(arena.getInt()) + "LL"));
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
                                     b.getArrayAttr(args), ArrayAttr());
     }

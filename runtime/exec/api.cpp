@@ -23,6 +23,16 @@ void declare_precision(Runtime*, const char* precision) {
 View param(Runtime* rt, int64_t index) { return rt->param(index).value; }
 View alloc(Runtime* rt, Shape shape, DType dtype) { return rt->alloc(shape, dtype); }
 View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) { return rt->alloc_at(offset, shape, dtype); }
+// The device is host memory: a transfer is a copy.
+View alloc_host(Runtime* rt, Shape shape, DType dtype) { return rt->alloc(shape, dtype); }
+void copy_to_host(Runtime* rt, View device, View host) {
+  FY_KERNEL_SPAN(rt, "copy to host");
+  cpu::copy(device, host);
+}
+void copy_to_device(Runtime* rt, View host, View device) {
+  FY_KERNEL_SPAN(rt, "copy to device");
+  cpu::copy(host, device);
+}
 void dealloc(Runtime* rt, View v) { rt->dealloc(v); }
 
 namespace {

@@ -37,8 +37,10 @@ namespace fy::rt {
 int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType dtype, bool trainable);
 void declare_inputs(Runtime* rt, Shape shape, int64_t vocab);
 // The compiler's memory plan: the most bytes of temporaries alive at once,
-// and the size of the arena it places them in (0: they come from the pool).
-void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes, int64_t arena_bytes = 0);
+// the size of the arena it places them in (0: they come from the pool), and
+// of the host arena for activations kept in host memory.
+void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes, int64_t arena_bytes = 0,
+                         int64_t host_arena_bytes = 0);
 // The arithmetic the program was compiled for: "fp32" (every target), "bf16"
 // or "tf32" (matrix products on the CUDA target's tensor cores).
 void declare_precision(Runtime* rt, const char* precision);
@@ -51,7 +53,11 @@ View param(Runtime* rt, int64_t index);           // the parameter's storage
 View alloc(Runtime* rt, Shape shape, DType dtype);  // uninitialised temporary
 // An uninitialised temporary at the place the memory plan gave it in the arena.
 View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype);
-void dealloc(Runtime* rt, View v);                // for alloc / constant_* results
+// The same in host memory (page-locked on a device): activations waiting
+// there for backward.
+View alloc_host(Runtime* rt, Shape shape, DType dtype);
+View alloc_host_at(Runtime* rt, int64_t offset, Shape shape, DType dtype);
+void dealloc(Runtime* rt, View v);                // for alloc* / constant_* results
 View view(Runtime* rt, View v, Shape shape);      // same storage, new shape
 View constant_splat(Runtime* rt, Shape shape, DType dtype, double value);
 View constant_f32(Runtime* rt, Shape shape, std::initializer_list<float> values);
@@ -63,6 +69,9 @@ View constant_f32(Runtime* rt, int64_t offset, Shape shape, std::initializer_lis
 View constant_i64(Runtime* rt, int64_t offset, Shape shape, std::initializer_list<int64_t> values);
 View constant_u8(Runtime* rt, int64_t offset, Shape shape, std::initializer_list<uint8_t> values);
 void copy(Runtime* rt, View x, View y);
+// Copies between the device and host memory, in program order.
+void copy_to_host(Runtime* rt, View device, View host);
+void copy_to_device(Runtime* rt, View host, View device);
 
 // ---- elementwise ----
 void add(Runtime* rt, View a, View b, View out);

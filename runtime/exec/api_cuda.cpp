@@ -46,7 +46,16 @@ View alloc(Runtime* rt, Shape shape, DType dtype) { return device_of(rt).alloc(s
 View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) {
   return device_of(rt).alloc_at(offset, shape, dtype);
 }
+View alloc_host(Runtime* rt, Shape shape, DType dtype) { return rt->alloc(shape, dtype); }
 void dealloc(Runtime* rt, View v) { device_of(rt).dealloc(v); }
+void copy_to_host(Runtime* rt, View device, View host) {
+  FY_KERNEL_SPAN(rt, "copy to host");
+  device_of(rt).transfer(device, host, cudaMemcpyDeviceToHost);
+}
+void copy_to_device(Runtime* rt, View host, View device) {
+  FY_KERNEL_SPAN(rt, "copy to device");
+  device_of(rt).transfer(host, device, cudaMemcpyHostToDevice);
+}
 
 View constant_splat(Runtime* rt, int64_t offset, Shape shape, DType dtype, double value) {
   View v = offset < 0 ? device_of(rt).alloc(shape, dtype) : device_of(rt).alloc_at(offset, shape, dtype);

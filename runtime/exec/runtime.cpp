@@ -39,14 +39,28 @@ Runtime::~Runtime() {
   async_.reset();  // the optimizer thread writes into parameter storage
   for (void* b : blocks_) host_free_ ? host_free_(b) : std::free(b);
   std::free(arena_.base());
+  if (host_arena_.base()) host_free_ ? host_free_(host_arena_.base()) : std::free(host_arena_.base());
 }
 
-void Runtime::set_memory_plan(int64_t peak_temp_bytes, int64_t arena_bytes) {
-  if (peak_temp_bytes < 0 || arena_bytes < 0 || (arena_bytes > 0 && arena_bytes < peak_temp_bytes))
+void Runtime::set_memory_plan(int64_t peak_temp_bytes, int64_t arena_bytes, int64_t host_arena_bytes) {
+  if (peak_temp_bytes < 0 || arena_bytes < 0 || host_arena_bytes < 0 ||
+      (arena_bytes > 0 && arena_bytes < peak_temp_bytes))
     fail("declare_memory_plan: a peak of " + std::to_string(peak_temp_bytes) + " bytes cannot fit an arena of " +
          std::to_string(arena_bytes));
   planned_temp_bytes_ = peak_temp_bytes;
   planned_arena_bytes_ = arena_bytes;
+  planned_host_arena_bytes_ = host_arena_bytes;
+}
+
+View Runtime::alloc_host_at(int64_t offset, Shape shape, DType dtype) {
+  if (!host_arena_.base() && planned_host_arena_bytes_ > 0) {
+    size_t bytes = size_t(planned_host_arena_bytes_ + 63) / 64 * 64;
+    void* base = host_alloc_ ? host_alloc_(bytes) : std::aligned_alloc(64, bytes);
+    if (!base) fail("alloc_host_at: cannot allocate the " + std::to_string(bytes) + "-byte host arena");
+    host_arena_.reset(base, planned_host_arena_bytes_);
+  }
+  int64_t bytes = 0;
+  return host_arena_.place(offset, shape, dtype, 64, &bytes);
 }
 
 View Runtime::alloc_at(int64_t offset, Shape shape, DType dtype) {
@@ -176,6 +190,10 @@ void Runtime::dealloc(View v) {
   if (!v.data) fail("dealloc: null buffer");
   if (arena_.contains(v.data)) {
     stats_.remove(arena_.release(v));
+    return;
+  }
+  if (host_arena_.contains(v.data)) {
+    host_arena_.release(v);
     return;
   }
   BlockHeader* h = header_of(v.data);

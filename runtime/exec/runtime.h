@@ -108,9 +108,11 @@ class Runtime {
   // The static memory plan (declare_memory_plan): the most bytes of
   // temporaries alive at once, and the size of the arena the program places
   // them in (0 when it places none). -1 when the program declared no plan.
-  void set_memory_plan(int64_t peak_temp_bytes, int64_t arena_bytes);
+  void set_memory_plan(int64_t peak_temp_bytes, int64_t arena_bytes, int64_t host_arena_bytes = 0);
   int64_t planned_temp_bytes() const { return planned_temp_bytes_; }
   int64_t planned_arena_bytes() const { return planned_arena_bytes_; }
+  // The host arena: activations the program keeps in host memory for backward.
+  int64_t planned_host_arena_bytes() const { return planned_host_arena_bytes_; }
   // What the temporaries take on the device: the arena when the program
   // places them, else the pool's peak.
   int64_t planned_device_temp_bytes() const {
@@ -127,6 +129,10 @@ class Runtime {
   // A temporary at the place the memory plan gave it in the arena; fails if
   // it would overlap a live one (exec/arena.h).
   View alloc_at(int64_t offset, Shape shape, DType dtype);
+  // The same in the host arena, from the host allocator (page-locked when a
+  // device set it so), on every target.
+  View alloc_host_at(int64_t offset, Shape shape, DType dtype);
+  int64_t host_arena_live_buffers() const { return host_arena_.live_buffers(); }
   // Only for buffers from alloc() or alloc_at(); fails on anything else or
   // on a second call.
   void dealloc(View v);
@@ -185,8 +191,8 @@ class Runtime {
   Shape input_shape_;
   int64_t vocab_ = 0;
   int64_t planned_temp_bytes_ = -1;
-  int64_t planned_arena_bytes_ = 0;
-  Arena arena_;  // its memory is allocated at the first alloc_at
+  int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
+  Arena arena_, host_arena_;  // their memory is allocated at their first placement
   std::string optimizer_ = "adamw";
   bool state_settled_ = false;
   TrainOptions opts_;

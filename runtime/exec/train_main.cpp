@@ -290,18 +290,23 @@ void check_budgets(Runtime& rt, const TrainOptions& o) {
   }
   if (o.cpu_mem > 0) {
     if (!rt.has_async_optimizer()) {
-      int64_t need = rt.state_bytes_total();
+      int64_t need = rt.state_bytes_total() + rt.planned_host_arena_bytes();
       if (o.cpu_mem < need)
-        fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: its AdamW state needs " + mib(need) +
-             " in memory (compile without --sync-optimizer and add --ssd to keep it on SSD)");
+        fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: its AdamW state" +
+             (rt.planned_host_arena_bytes() > 0 ? " and the activations it keeps in host memory need " : " needs ") +
+             mib(need) + " in memory (compile without --sync-optimizer and add --ssd to keep the state on SSD)");
       return;
     }
     AsyncOptimizer& opt = rt.async_optimizer();
-    int64_t fixed = int64_t(opt.min_fixed_host_bytes()), slot = int64_t(opt.slot_bytes());
+    // Activations kept in host memory for backward count as fixed too.
+    const int64_t acts = rt.planned_host_arena_bytes();
+    int64_t fixed = int64_t(opt.min_fixed_host_bytes()) + acts;
+    int64_t slot = int64_t(opt.slot_bytes());
     int64_t need = fixed + int64_t(opt.min_slots()) * slot;
     if (o.cpu_mem < need)
       fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: it needs at least " + mib(need) + " (" +
-           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed) + ", " +
+           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts) + ", " +
+           (acts > 0 ? "activations in host memory " + mib(acts) + ", " : std::string()) +
            std::to_string(opt.min_slots()) + " gradient slot(s) of " + mib(slot) +
            (opt.on_ssd() ? ")" : "; add --ssd to keep the state on SSD)"));
     // What is left goes first to gradient slots (up to one per group: backward
@@ -391,8 +396,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       fail("step " + std::to_string(s + 1) + " held " + std::to_string(pool.peak_bytes) +
            " bytes of temporaries at once, more than the compiler's plan of " +
            std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
-    if (pool.live_buffers != 0)
-      fail("step " + std::to_string(s + 1) + " left " + std::to_string(pool.live_buffers) +
+    if (pool.live_buffers != 0 || rt.host_arena_live_buffers() != 0)
+      fail("step " + std::to_string(s + 1) + " left " + std::to_string(pool.live_buffers + rt.host_arena_live_buffers()) +
            " buffers allocated (alloc/dealloc unbalanced in the program)");
 
     const double L = loss.as<float>()[0];

@@ -43,8 +43,9 @@
 // CHECK: %[[MASK:.*]] = emitc.call_opaque "fy::rt::alloc"(%[[RT]]) {args = [0 : index, #emitc.opaque<"fy::Shape{2, 3, 4}">, #emitc.opaque<"fy::DType::U8">]}
 // CHECK: emitc.call_opaque "fy::rt::dropout"(%[[RT]], %[[H]], %[[D]], %[[MASK]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"1.0000000000000001e-01">, #emitc.opaque<"7LL">]}
 // CHECK: emitc.call_opaque "fy::rt::layer_norm_nobias"(%[[RT]], %[[H]], %[[F]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, #emitc.opaque<"2LL">, #emitc.opaque<"9.9999997473787516e-06">]}
-// CHECK: %[[HC:.*]] = emitc.call_opaque "fy::rt::alloc"
-// CHECK: emitc.call_opaque "fy::rt::copy"(%[[RT]], %[[M]], %[[HC]]) {args = [0 : index, 1 : index, 2 : index]}
+// A host buffer comes from host memory, and a copy to it is a transfer.
+// CHECK: %[[HC:.*]] = emitc.call_opaque "fy::rt::alloc_host"
+// CHECK: emitc.call_opaque "fy::rt::copy_to_host"(%[[RT]], %[[M]], %[[HC]]) {args = [0 : index, 1 : index, 2 : index]}
 // CHECK: %[[G:.*]] = emitc.call_opaque "fy::rt::alloc"
 // CHECK: emitc.call_opaque "fy::rt::gather_grad"(%[[RT]], %[[M]], %[[IDX]], %[[G]])
 // The parameter's index comes before the gradient.

@@ -37,10 +37,11 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<100xf32>>) -> !fysched.
 
 // -----
 
-// Only device buffers are in the device arena: a host buffer gets no offset.
+// Host buffers (activations waiting for backward) have an arena of their own.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: fysched.arena_bytes = 64 : i64
-// CHECK-NEXT: fysched.alloc : <host, tensor<100xf32>>
+// CHECK-SAME: fysched.host_arena_bytes = 448 : i64
+// CHECK-NEXT: fysched.alloc {offset = 0 : i64} : <host, tensor<100xf32>>
 // CHECK-NEXT: fysched.alloc {offset = 0 : i64} : <device, tensor<4xf32>>
 func.func @train_step() {
   %h = fysched.alloc : <host, tensor<100xf32>>

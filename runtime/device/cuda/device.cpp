@@ -252,12 +252,23 @@ void CudaDevice::dealloc(View v) {
     return;
   }
   auto it = live_.find(v.data);
-  if (it == live_.end()) fail("dealloc: buffer " + v.shape.str() + " is not a live temporary");
+  if (it == live_.end()) {
+    // Not the device's: the Runtime's host buffers, which it checks itself.
+    // Only copies on the compute stream touch them, so reuse is ordered too.
+    rt_.dealloc(v);
+    return;
+  }
   if (v.nbytes() > it->second)
     fail("dealloc: view " + v.shape.str() + " is larger than its buffer (" + std::to_string(it->second) + " bytes)");
   free_[it->second].push_back(v.data);
   stats_.remove(int64_t(it->second));
   live_.erase(it);
+}
+
+void CudaDevice::transfer(View src, View dst, cudaMemcpyKind kind) {
+  if (src.nbytes() != dst.nbytes())
+    fail("copy: " + src.shape.str() + " and " + dst.shape.str() + " differ in size");
+  if (src.nbytes()) FY_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, compute_));
 }
 
 View CudaDevice::upload_temp(int64_t offset, Shape shape, DType dtype, const void* host) {

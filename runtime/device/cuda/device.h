@@ -38,7 +38,12 @@ class CudaDevice final : public Device {
   View alloc(Shape shape, DType dtype);
   // At the memory plan's offset in the arena, allocated once by prepare().
   View alloc_at(int64_t offset, Shape shape, DType dtype);
+  // Temporaries of this device, or host buffers of the Runtime (activations
+  // waiting for backward).
   void dealloc(View v);
+  // Activations to and from host memory (page-locked), on the compute
+  // stream in program order.
+  void transfer(View src, View dst, cudaMemcpyKind kind);
   // Host data to a fresh temporary (constants): from the pool when offset
   // is negative, else at that place in the arena.
   View upload_temp(int64_t offset, Shape shape, DType dtype, const void* host);
