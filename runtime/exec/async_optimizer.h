@@ -85,8 +85,8 @@ class AsyncOptimizer {
   double last_grad_norm() const { return last_norm_; }
 
   // Out of core (--ssd): AdamW's moments live in the store, one region each,
-  // and only two groups' worth sit in host memory: the group being updated
-  // and the next one, whose read is issued ahead (reads go before writes).
+  // and only the staging buffers' worth of groups (2 to 8) sit in host
+  // memory, filled where the program's state_read ops say.
   bool on_ssd() const { return store_ != nullptr; }
   // The moments of one parameter, wherever they live (checkpoints), in their
   // format (Runtime::state_bytes each); either pointer may be null.
@@ -170,8 +170,8 @@ class AsyncOptimizer {
   void update_out_of_core(int64_t group);
   void write_out_of_core(int64_t group);
   // The buffer holding (or now reading) `group`'s moments; null when it is
-  // not staged and `force` is false and every buffer holds a read-ahead
-  // still to be used.
+  // not staged and `force` is false and every buffer holds a read not yet
+  // used or an update not yet written back.
   Staging* stage(int64_t group, bool force);
   void drain(std::vector<store::Ticket>& tickets);
   float* grad(const Group& g, size_t i) { return slots_[size_t(g.slot)] + g.grad_offsets[i]; }
@@ -204,7 +204,7 @@ class AsyncOptimizer {
   std::unique_ptr<AdamWPool> pool_;  // the update itself, on every core it may use
   std::unique_ptr<store::TensorStore> store_;
   std::vector<Staging> staging_;  // allocated at the first update
-  size_t staging_count_ = 4;      // read-ahead is staging_count_ - 1 groups
+  size_t staging_count_ = 4;      // reads can run staging_count_ - 1 groups ahead
   size_t staging_bytes_ = 0;
   uint64_t clock_ = 0;
   std::function<void(const View&, float*)> copy_out_;

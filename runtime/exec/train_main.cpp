@@ -310,7 +310,8 @@ void check_budgets(Runtime& rt, const TrainOptions& o) {
            std::to_string(opt.min_slots()) + " gradient slot(s) of " + mib(slot) +
            (opt.on_ssd() ? ")" : "; add --ssd to keep the state on SSD)"));
     // What is left goes first to gradient slots (up to one per group: backward
-    // never waits), then to more read-ahead (up to 8 staged groups).
+    // never waits), then to more staging buffers (up to 8), which let the
+    // program's state reads run further ahead.
     int64_t slots = std::min<int64_t>((o.cpu_mem - fixed) / (slot > 0 ? slot : 1), opt.num_groups());
     opt.set_slots(size_t(slots));
     if (opt.on_ssd()) {
