@@ -297,7 +297,17 @@ LogicalResult rmsNormRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
 LogicalResult softmaxRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
                           MutableArrayRef<Value> dx) {
   auto s = cast<fg::SoftmaxOp>(op);
-  dx[0] = b.create<fg::SoftmaxGradOp>(op->getLoc(), dy[0], s.getResult(), s.getAxisAttr());
+  dx[0] = b.create<fg::SoftmaxGradOp>(op->getLoc(), dy[0], s.getResult(), s.getAxisAttr(), b.getF32FloatAttr(1.f));
+  return success();
+}
+
+// The mask takes no gradient; masked scores have y = 0, so dx = 0 there.
+LogicalResult maskedSoftmaxRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
+                                MutableArrayRef<Value> dx) {
+  auto s = cast<fg::MaskedSoftmaxOp>(op);
+  int64_t last = cast<RankedTensorType>(s.getType()).getRank() - 1;
+  dx[0] = b.create<fg::SoftmaxGradOp>(op->getLoc(), dy[0], s.getResult(), b.getI64IntegerAttr(last),
+                                      s.getScaleAttr());
   return success();
 }
 
@@ -356,6 +366,7 @@ const llvm::StringMap<fuyou::GradientRule> &registry() {
       {fg::LayerNormOp::getOperationName(), layerNormRule},
       {fg::RMSNormOp::getOperationName(), rmsNormRule},
       {fg::SoftmaxOp::getOperationName(), softmaxRule},
+      {fg::MaskedSoftmaxOp::getOperationName(), maskedSoftmaxRule},
       {fg::SoftmaxCrossEntropyLossOp::getOperationName(), sceRule},
       {fg::DropoutOp::getOperationName(), dropoutRule},
       {fg::EqualOp::getOperationName(), noGradient},

@@ -1,5 +1,5 @@
 // fy-recompose: fused ops from the chains of elementwise ops that exporters
-// write for GELU, SiLU, RMSNorm and LayerNorm.
+// write for GELU, SiLU, RMSNorm, LayerNorm and attention's masked softmax.
 #include "passes/Passes.h"
 
 #include "mlir/IR/Matchers.h"
@@ -276,10 +276,37 @@ struct FoldTransposeIntoMatMul : OpRewritePattern<fg::MatMulOp> {
   }
 };
 
+// softmax(where(mask, -inf, x * c)) over the last dim -> masked_softmax(x, mask) {scale = c}:
+// attention's scores as torch exports masked_fill; the mul and where cost more
+// than the softmax, and their gradients as much again.
+struct FormMaskedSoftmax : OpRewritePattern<fg::SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::SoftmaxOp sm, PatternRewriter &rw) const override {
+    auto t = cast<RankedTensorType>(sm.getType());
+    auto w = def<fg::WhereOp>(sm.getInput());
+    auto ninf = w ? splatValue(w.getLhs()) : std::nullopt;
+    if (!w || !ninf || !std::isinf(*ninf) || *ninf > 0 || w.getRhs().getType() != t ||
+        (sm.getAxis() != -1 && sm.getAxis() != t.getRank() - 1) ||
+        !fg::isRowMask(cast<RankedTensorType>(w.getCondition().getType()), t))
+      return failure();
+    Value x = w.getRhs();
+    float scale = 1.f;
+    if (auto m = def<fg::MulOp>(x)) {
+      auto c = split(m, [](Value v) { return splatValue(v).has_value(); });
+      if (c && c->second.getType() == t) {
+        scale = *splatValue(c->first);
+        x = c->second;
+      }
+    }
+    rw.replaceOpWithNewOp<fg::MaskedSoftmaxOp>(sm, t, x, w.getCondition(), rw.getF32FloatAttr(scale));
+    return success();
+  }
+};
+
 struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FormSilu, FormGelu, FormRMSNorm, FormLayerNorm, FoldTransposeIntoMatMul>(&getContext());
+    patterns.add<FormSilu, FormGelu, FormRMSNorm, FormLayerNorm, FormMaskedSoftmax, FoldTransposeIntoMatMul>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

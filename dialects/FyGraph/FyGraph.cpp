@@ -105,6 +105,27 @@ LogicalResult DivOp::verify() { return verifyBinary(*this, false); }
 LogicalResult PowOp::verify() { return verifyBinary(*this, false); }
 LogicalResult EqualOp::verify() { return verifyBinary(*this, true); }
 
+bool fuyou::fygraph::isRowMask(RankedTensorType m, RankedTensorType x) {
+  int64_t r = x.getRank(), mr = m.getRank();
+  if (r < 1 || mr < 1 || mr > r || m.getShape().back() != x.getShape().back())
+    return false;
+  for (int64_t i = 0; i + 2 < mr; ++i)
+    if (m.getDimSize(i) != 1)
+      return false;
+  return mr < 2 || m.getDimSize(mr - 2) == 1 || (r >= 2 && m.getDimSize(mr - 2) == x.getDimSize(r - 2));
+}
+
+LogicalResult MaskedSoftmaxOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  auto m = cast<RankedTensorType>(getMask().getType());
+  if (getResult().getType() != x)
+    return emitOpError("result type must be the input's");
+  if (!isRowMask(m, x))
+    return emitOpError("mask must be [1.., R, D] with D the input's last dim and R 1 or the dim before it, got ")
+           << m << " for " << x;
+  return success();
+}
+
 LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("approximate must be \"none\" or \"tanh\", got \"")

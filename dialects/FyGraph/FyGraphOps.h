@@ -13,4 +13,10 @@
 #define GET_OP_CLASSES
 #include "dialects/FyGraph/FyGraphOps.h.inc"
 
+namespace fuyou::fygraph {
+// Whether `mask` can mask the rows of `x` in masked_softmax: shape [1.., R, D]
+// with D the last dim of x and R 1 or x's second-to-last dim.
+bool isRowMask(mlir::RankedTensorType mask, mlir::RankedTensorType x);
+} // namespace fuyou::fygraph
+
 #endif

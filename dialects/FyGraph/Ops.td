@@ -206,9 +206,29 @@ def FyGraph_SoftmaxOp : FyGraph_Op<"softmax", [Pure, SameOperandsAndResultType]>
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
+def FyGraph_MaskedSoftmaxOp : FyGraph_Op<"masked_softmax", [Pure]> {
+  let summary = "softmax(where(mask, -inf, x * scale)) along the last axis";
+  let description = [{
+    Attention's scores, scaled, masked and normalised in one pass. `mask` is
+    true where a score is dropped; its shape is [1.., R, D] with D the last dim
+    of `input` and R 1 or the dim before it, so row r of `input` (counting over
+    all leading dims) takes mask row r mod R. Bit for bit the same as the mul,
+    where and softmax it replaces.
+  }];
+  let arguments = (ins FyFloatTensor:$input, FyBoolTensor:$mask, F32Attr:$scale);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input `,` $mask attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def FyGraph_SoftmaxGradOp : FyGraph_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
-  let summary = "dx = y * (dy - sum(dy * y)) along axis";
-  let arguments = (ins FyFloatTensor:$dy, FyFloatTensor:$y, I64Attr:$axis);
+  let summary = "dx = (y * (dy - sum(dy * y))) * scale along axis";
+  let description = [{
+    `scale` folds in the gradient of a scaling before the softmax (that of
+    masked_softmax); 1 for a plain softmax.
+  }];
+  let arguments = (ins FyFloatTensor:$dy, FyFloatTensor:$y, I64Attr:$axis,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$scale);
   let results = (outs FyFloatTensor:$dx);
   let assemblyFormat = "$dy `,` $y attr-dict `:` type($dx)";
 }

@@ -190,10 +190,14 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
     s.kernel = "softmax";
     s.args = {b.getI64IntegerAttr(normAxis(sm.getAxis(), sm.getInput()))};
   });
+  with(fg::MaskedSoftmaxOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+    s.kernel = "masked_softmax";
+    s.args = {cast<fg::MaskedSoftmaxOp>(op).getScaleAttr()};
+  });
   with(fg::SoftmaxGradOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto sm = cast<fg::SoftmaxGradOp>(op);
     s.kernel = "softmax_grad";
-    s.args = {b.getI64IntegerAttr(normAxis(sm.getAxis(), sm.getY()))};
+    s.args = {b.getI64IntegerAttr(normAxis(sm.getAxis(), sm.getY())), sm.getScaleAttr()};
   });
   auto sceArgs = [](Builder &b, std::optional<int64_t> ignore, StringRef reduction) {
     // No ignore_index: a label no target can have.

@@ -137,7 +137,8 @@ void rms_norm_grad(Runtime* rt, View dy, View x, View scale, View inv_rms, View 
 
 // ---- softmax / loss ----
 void softmax(Runtime* rt, View x, View y, int64_t axis);
-void softmax_grad(Runtime* rt, View dy, View y, View dx, int64_t axis);
+void softmax_grad(Runtime* rt, View dy, View y, View dx, int64_t axis, double scale);
+void masked_softmax(Runtime* rt, View x, View mask, View y, double scale);
 // ignore_index INT64_MIN means none.
 void softmax_cross_entropy(Runtime* rt, View scores, View labels, View loss, View log_prob, int64_t ignore_index,
                            bool mean);

@@ -352,6 +352,25 @@ func.func @forward(%lbl: tensor<4xi64>) -> tensor<f32> {
 
 // -----
 
+// masked_softmax: softmax_grad over the last dim with its scale; the mask
+// takes no gradient.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[M:.*]]: tensor<4x10xi1>, %[[LBL:.*]]: tensor<4xi64>)
+// CHECK: %[[P:.*]] = fygraph.masked_softmax %[[W:.*]], %[[M]] {scale = 1.250000e-01 : f32}
+// CHECK: %[[DP:.*]] = fygraph.softmax_cross_entropy_loss_grad
+// CHECK: %[[DW:.*]] = fygraph.softmax_grad %[[DP]], %[[P]] {axis = 1 : i64, scale = 1.250000e-01 : f32} : tensor<4x10xf32>
+// CHECK: return %{{.*}}, %[[DW]]
+fygraph.param @w trainable : tensor<4x10xf32>
+func.func @forward(%m: tensor<4x10xi1>, %lbl: tensor<4xi64>) -> tensor<f32> {
+  %w = fygraph.get_param @w : tensor<4x10xf32>
+  %p = fygraph.masked_softmax %w, %m {scale = 0.125 : f32} : (tensor<4x10xf32>, tensor<4x10xi1>) -> tensor<4x10xf32>
+  %l, %lp = fygraph.softmax_cross_entropy_loss %p, %lbl {ignore_index = -100 : i64, reduction = "sum"}
+      : (tensor<4x10xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x10xf32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
 // dropout: dropout_grad with the saved mask and the same ratio.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[W:.*]] = fygraph.get_param @w

@@ -151,7 +151,7 @@ func.func @movement(%a: tensor<2x3x4xf32>, %b: tensor<5x4xf32>, %t: tensor<10x4x
 // CHECK: fysched.launch "rms_norm_grad" ins(%[[X]], %[[X]], %[[G]], %[[IR]] : {{.*}}) outs({{.*}}) {args = [2]}
 // CHECK: %[[SM:.*]] = fysched.alloc : <device, tensor<2x3x4xf32>>
 // CHECK: fysched.launch "softmax" ins(%[[X]] : {{.*}}) outs(%[[SM]] : {{.*}}) {args = [2]}
-// CHECK: fysched.launch "softmax_grad" ins(%[[X]], %[[SM]] : {{.*}}) outs({{.*}}) {args = [1]}
+// CHECK: fysched.launch "softmax_grad" ins(%[[X]], %[[SM]] : {{.*}}) outs({{.*}}) {args = [1, 1.000000e+00 : f32]}
 func.func @norms(%x: tensor<2x3x4xf32>, %g: tensor<4xf32>, %b: tensor<4xf32>, %g2: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
   %y, %mu, %is = fygraph.layer_norm %x, %g, %b {axis = -1 : i64, epsilon = 1.0e-5 : f32}
       : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
@@ -166,6 +166,20 @@ func.func @norms(%x: tensor<2x3x4xf32>, %g: tensor<4xf32>, %b: tensor<4xf32>, %g
   %sm = fygraph.softmax %x {axis = -1 : i64} : tensor<2x3x4xf32>
   %sg = fygraph.softmax_grad %x, %sm {axis = -2 : i64} : tensor<2x3x4xf32>
   return %sg : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Attention's masked softmax passes its scale, and so does its gradient.
+// CHECK-LABEL: func.func @masked_softmax
+// CHECK-SAME: (%[[X:.*]]: !fysched.buffer<device, tensor<2x3x4x4xf32>>, %[[M:.*]]: !fysched.buffer<device, tensor<1x1x4x4xi1>>)
+// CHECK: %[[Y:.*]] = fysched.alloc : <device, tensor<2x3x4x4xf32>>
+// CHECK: fysched.launch "masked_softmax" ins(%[[X]], %[[M]] : {{.*}}) outs(%[[Y]] : {{.*}}) {args = [1.250000e-01 : f32]}
+// CHECK: fysched.launch "softmax_grad" ins(%[[X]], %[[Y]] : {{.*}}) outs({{.*}}) {args = [3, 1.250000e-01 : f32]}
+func.func @masked_softmax(%x: tensor<2x3x4x4xf32>, %m: tensor<1x1x4x4xi1>) -> tensor<2x3x4x4xf32> {
+  %y = fygraph.masked_softmax %x, %m {scale = 0.125 : f32} : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x3x4x4xf32>
+  %g = fygraph.softmax_grad %x, %y {axis = 3 : i64, scale = 0.125 : f32} : tensor<2x3x4x4xf32>
+  return %g : tensor<2x3x4x4xf32>
 }
 
 // -----

@@ -350,3 +350,66 @@ func.func @linear(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>, %b: tensor<2x4x3xf
   %q = fygraph.matmul %p, %wt {trans_b} : (tensor<3x2x5xf32>, tensor<4x5xf32>) -> tensor<3x2x4xf32>
   return %y, %z, %q : tensor<2x3x5xf32>, tensor<2x4x5xf32>, tensor<3x2x4xf32>
 }
+
+// -----
+
+// Attention as torch exports it: scores * c, masked_fill(mask == 0, -inf),
+// softmax over the last dim -> one masked_softmax; the mul and where go.
+// CHECK-LABEL: func.func @masked_softmax
+// CHECK-SAME: (%[[S:.*]]: tensor<2x3x4x4xf32>, %[[B:.*]]: tensor<1x1x4x4xf32>)
+// CHECK: %[[M:.*]] = fygraph.equal %[[B]]
+// CHECK-NEXT: %[[Y:.*]] = fygraph.masked_softmax %[[S]], %[[M]] {scale = 2.500000e-01 : f32} : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x3x4x4xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @masked_softmax(%s: tensor<2x3x4x4xf32>, %bias: tensor<1x1x4x4xf32>) -> tensor<2x3x4x4xf32> {
+  %c = fygraph.constant dense<0.25> : tensor<f32>
+  %z = fygraph.constant dense<0.0> : tensor<f32>
+  %ninf = fygraph.constant dense<0xFF800000> : tensor<f32>
+  %sc = fygraph.mul %s, %c : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %m = fygraph.equal %bias, %z : (tensor<1x1x4x4xf32>, tensor<f32>) -> tensor<1x1x4x4xi1>
+  %w = fygraph.where %m, %ninf, %sc : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = fygraph.softmax %w {axis = -1 : i64} : tensor<2x3x4x4xf32>
+  return %y : tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// No scaling (scale 1), a mask of one row, the constant on the left of the
+// mul, and the axis written as a positive number.
+// CHECK-LABEL: func.func @masked_softmax_forms
+// CHECK-SAME: (%[[S:.*]]: tensor<5x7xf32>, %[[M:.*]]: tensor<7xi1>, %[[T:.*]]: tensor<2x5x7xf32>, %[[M2:.*]]: tensor<5x7xi1>)
+// CHECK-NEXT: %[[A:.*]] = fygraph.masked_softmax %[[S]], %[[M]] {scale = 1.000000e+00 : f32}
+// CHECK-NEXT: %[[B:.*]] = fygraph.masked_softmax %[[T]], %[[M2]] {scale = 5.000000e-01 : f32}
+// CHECK-NEXT: return %[[A]], %[[B]]
+func.func @masked_softmax_forms(%s: tensor<5x7xf32>, %m: tensor<7xi1>, %t: tensor<2x5x7xf32>, %m2: tensor<5x7xi1>)
+    -> (tensor<5x7xf32>, tensor<2x5x7xf32>) {
+  %ninf = fygraph.constant dense<0xFF800000> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %w = fygraph.where %m, %ninf, %s : (tensor<7xi1>, tensor<f32>, tensor<5x7xf32>) -> tensor<5x7xf32>
+  %a = fygraph.softmax %w {axis = 1 : i64} : tensor<5x7xf32>
+  %sc = fygraph.mul %half, %t : (tensor<f32>, tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
+  %w2 = fygraph.where %m2, %ninf, %sc : (tensor<5x7xi1>, tensor<f32>, tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
+  %b = fygraph.softmax %w2 {axis = -1 : i64} : tensor<2x5x7xf32>
+  return %a, %b : tensor<5x7xf32>, tensor<2x5x7xf32>
+}
+
+// -----
+
+// Left alone: a mask varying along the batch, a softmax over another dim,
+// a fill that is not -inf, and -inf where the mask is false.
+// CHECK-LABEL: func.func @not_masked_softmax
+// CHECK-NOT: fygraph.masked_softmax
+// CHECK: return
+func.func @not_masked_softmax(%s: tensor<2x5x7xf32>, %mb: tensor<2x1x7xi1>, %m: tensor<5x7xi1>)
+    -> (tensor<2x5x7xf32>, tensor<2x5x7xf32>, tensor<2x5x7xf32>, tensor<2x5x7xf32>) {
+  %ninf = fygraph.constant dense<0xFF800000> : tensor<f32>
+  %big = fygraph.constant dense<-1.0e9> : tensor<f32>
+  %w1 = fygraph.where %mb, %ninf, %s : (tensor<2x1x7xi1>, tensor<f32>, tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
+  %a = fygraph.softmax %w1 {axis = -1 : i64} : tensor<2x5x7xf32>
+  %w2 = fygraph.where %m, %ninf, %s : (tensor<5x7xi1>, tensor<f32>, tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
+  %b = fygraph.softmax %w2 {axis = 1 : i64} : tensor<2x5x7xf32>
+  %w3 = fygraph.where %m, %big, %s : (tensor<5x7xi1>, tensor<f32>, tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
+  %c = fygraph.softmax %w3 {axis = -1 : i64} : tensor<2x5x7xf32>
+  %w4 = fygraph.where %m, %s, %ninf : (tensor<5x7xi1>, tensor<2x5x7xf32>, tensor<f32>) -> tensor<2x5x7xf32>
+  %d = fygraph.softmax %w4 {axis = -1 : i64} : tensor<2x5x7xf32>
+  return %a, %b, %c, %d : tensor<2x5x7xf32>, tensor<2x5x7xf32>, tensor<2x5x7xf32>, tensor<2x5x7xf32>
+}

@@ -510,9 +510,16 @@ TEST(ExecRuntime, ReorderedWrappersMatchKernels) {
     HostTensor x = rand_tensor(Shape{2, 5}, DType::F32, rng), dy = rand_tensor(Shape{2, 5}, DType::F32, rng);
     HostTensor y(Shape{2, 5}, DType::F32), got(Shape{2, 5}, DType::F32), want(Shape{2, 5}, DType::F32);
     fy::rt::softmax(&rt, x, y, -1);
-    fy::rt::softmax_grad(&rt, dy, y, got, -1);
-    fy::cpu::softmax_grad(y, dy, want, -1);
+    fy::rt::softmax_grad(&rt, dy, y, got, -1, 0.5);
+    fy::cpu::softmax_grad(y, dy, want, -1, 0.5f);
     expect_close(got, want, 0, 0, "softmax_grad");
+  }
+  {  // masked_softmax(x, mask, y, scale)
+    HostTensor x = rand_tensor(Shape{2, 5}, DType::F32, rng), mask = make_tensor(Shape{5}, DType::U8, {0, 1, 0, 0, 1});
+    HostTensor got(Shape{2, 5}, DType::F32), want(Shape{2, 5}, DType::F32);
+    fy::rt::masked_softmax(&rt, x, mask, got, 0.25);
+    fy::cpu::masked_softmax(x, mask, want, 0.25f);
+    expect_close(got, want, 0, 0, "masked_softmax");
   }
   {  // concat(axis, out, ins...)
     HostTensor a = make_tensor(Shape{2, 1}, DType::F32, {1, 2}), b = make_tensor(Shape{2, 2}, DType::F32, {3, 4, 5, 6});

@@ -479,6 +479,56 @@ TEST(Softmax, LastAndMiddleAxis) {
     }
 }
 
+// masked_softmax stands for mul, where and softmax (fy-recompose): its bits
+// must be theirs, whatever the mask's shape.
+TEST(MaskedSoftmax, BitIdenticalToMulWhereSoftmax) {
+  Rng rng(41);
+  struct Case {
+    Shape x, mask;
+    bool causal;
+  };
+  for (DType dt : {DType::F32, DType::F64})
+    for (const Case& c : {Case{{2, 3, 16, 16}, {1, 1, 16, 16}, true}, Case{{3, 5, 9}, {5, 9}, false},
+                          Case{{4, 7}, {7}, false}, Case{{2, 6, 10}, {1, 10}, false}})
+      for (double scale : {0.125, 1.0, 0.3}) {
+        HostTensor x = rand_tensor(c.x, dt, rng, -6, 6), mask(c.mask, DType::U8);
+        const int64_t D = c.mask[c.mask.rank - 1];
+        for (int64_t i = 0; i < mask.view().numel(); ++i)  // never a whole row: column 0 is kept
+          mask.as<uint8_t>()[i] = c.causal ? uint8_t(i % D > (i / D) % c.x[c.x.rank - 2]) : uint8_t(i % D != 0 && rng.integer(0, 2) == 0);
+        // The scale is an f32 attribute: the F64 product uses its float value too.
+        HostTensor sc = make_tensor(Shape{}, dt, {double(float(scale))}), ninf = make_tensor(Shape{}, dt, {-INFINITY});
+        HostTensor scaled(c.x, dt), masked(c.x, dt), want(c.x, dt), got(c.x, dt);
+        k::binary(BinOp::Mul, x, sc, scaled);
+        k::where(mask, ninf, scaled, masked);
+        k::softmax(masked, want, -1);
+        k::masked_softmax(x, mask, got, float(scale));
+        EXPECT_EQ(std::memcmp(got.view().data, want.view().data, want.view().nbytes()), 0)
+            << c.x.str() << " mask " << c.mask.str() << " scale " << scale;
+      }
+  HostTensor x = rand_tensor({3, 5, 9}, DType::F32, rng), y({3, 5, 9}, DType::F32);
+  HostTensor rows3({3, 9}, DType::U8), cols8({5, 8}, DType::U8), f32({5, 9}, DType::F32);
+  EXPECT_THROW(k::masked_softmax(x, rows3, y, 1.f), fy::Error);  // 3 rows for 5
+  EXPECT_THROW(k::masked_softmax(x, cols8, y, 1.f), fy::Error);
+  EXPECT_THROW(k::masked_softmax(x, f32, y, 1.f), fy::Error);
+}
+
+// softmax_grad's scale stands for the mul after it (masked_softmax's gradient).
+TEST(SoftmaxGrad, ScaleIsTheMulAfter) {
+  Rng rng(42);
+  for (DType dt : {DType::F32, DType::F64})
+    for (int64_t axis : {-1, 1}) {
+      Shape s{3, 6, 11};
+      HostTensor x = rand_tensor(s, dt, rng, -4, 4), dy = rand_tensor(s, dt, rng), y(s, dt), g(s, dt), want(s, dt),
+                 got(s, dt);
+      HostTensor sc = make_tensor(Shape{}, dt, {0.125});
+      k::softmax(x, y, axis);
+      k::softmax_grad(y, dy, g, axis);
+      k::binary(BinOp::Mul, g, sc, want);
+      k::softmax_grad(y, dy, got, axis, 0.125f);
+      EXPECT_EQ(std::memcmp(got.view().data, want.view().data, want.view().nbytes()), 0) << "axis " << axis;
+    }
+}
+
 TEST(SoftmaxCrossEntropy, MeanSumIgnoreAndSpatial) {
   Rng rng(15);
   for (DType dt : {DType::F32, DType::F64}) {

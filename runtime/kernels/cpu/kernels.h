@@ -80,8 +80,12 @@ void rms_norm_grad(View dy, View x, View scale, View inv_rms, View dx, View dsca
 
 // ---- softmax / loss ----------------------------------------------------------------
 void softmax(View x, View y, int64_t axis);
-// dx = y * (dy - sum(dy * y, axis)).
-void softmax_grad(View y, View dy, View dx, int64_t axis);
+// dx = (y * (dy - sum(dy * y, axis))) * scale.
+void softmax_grad(View y, View dy, View dx, int64_t axis, float scale = 1.f);
+// y = softmax(where(mask, -inf, x * scale)) over the last dim, bit for bit as
+// those three kernels. mask (U8) is [.., R, D]: R*D elements, R 1 or the dim
+// before the last of x; row r of x (over all leading dims) takes mask row r % R.
+void masked_softmax(View x, View mask, View y, float scale);
 // ONNX SoftmaxCrossEntropyLoss without weights: logits [N,C] or [N,C,d1..]
 // (class dim 1), labels [N] or [N,d1..]. log_prob = log_softmax(logits, 1).
 // loss (one element) = mean over targets != ignore_index (NaN if none, as

@@ -220,19 +220,22 @@ template <class F> void parallel_lanes(const Lanes& L, F&& f) {
   for (int64_t l = 0; l < n; ++l) f(l);
 }
 
-// Writes log_softmax (log=true) or softmax of one lane.
-template <class T> void softmax_lane(const T* x, T* y, int64_t A, int64_t st, bool log) {
+// Writes log_softmax (log=true) or softmax of one lane whose element i is x(i).
+template <class T, class X> void softmax_lane(X x, T* y, int64_t A, int64_t st, bool log) {
   T m = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < A; ++i) m = x[i * st] > m ? x[i * st] : m;
+  for (int64_t i = 0; i < A; ++i) m = x(i) > m ? x(i) : m;
   double s = 0;
-  for (int64_t i = 0; i < A; ++i) s += std::exp(double(x[i * st]) - double(m));
+  for (int64_t i = 0; i < A; ++i) s += std::exp(double(x(i)) - double(m));
   if (log) {
     const double lse = double(m) + std::log(s);
-    for (int64_t i = 0; i < A; ++i) y[i * st] = T(double(x[i * st]) - lse);
+    for (int64_t i = 0; i < A; ++i) y[i * st] = T(double(x(i)) - lse);
   } else {
     const double inv = 1.0 / s;
-    for (int64_t i = 0; i < A; ++i) y[i * st] = T(std::exp(double(x[i * st]) - double(m)) * inv);
+    for (int64_t i = 0; i < A; ++i) y[i * st] = T(std::exp(double(x(i)) - double(m)) * inv);
   }
+}
+template <class T> auto strided(const T* p, int64_t st) {
+  return [p, st](int64_t i) { return p[i * st]; };
 }
 }  // namespace
 
@@ -245,12 +248,37 @@ void softmax(View x, View y, int64_t axis) {
     T* py = y.as<T>();
     parallel_lanes(L, [&](int64_t l) {
       const int64_t s = L.start(l);
-      softmax_lane(px + s, py + s, L.A, L.inner, false);
+      softmax_lane(strided(px + s, L.inner), py + s, L.A, L.inner, false);
     });
   });
 }
 
-void softmax_grad(View y, View dy, View dx, int64_t axis) {
+void masked_softmax(View x, View mask, View y, float scale) {
+  const char* op = "masked_softmax";
+  check_shape(y, x.shape, op, "y");
+  check_dtype(mask, DType::U8, op, "mask");
+  check(x.shape.rank >= 1, op, "rank must be >= 1");
+  const Lanes L = lanes_of(x.shape, -1, op);
+  const int64_t R = L.A > 0 ? mask.numel() / L.A : 0;
+  check(mask.shape.rank >= 1 && mask.shape[mask.shape.rank - 1] == L.A && R * L.A == mask.numel() &&
+            (R == 1 || (x.shape.rank >= 2 && R == x.shape[x.shape.rank - 2])),
+        op, "mask " + mask.shape.str() + " does not mask the rows of " + x.shape.str());
+  const uint8_t* pm = mask.as<uint8_t>();
+  dispatch_float(x.dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.as<T>();
+    T* py = y.as<T>();
+    const T sc = T(scale), ninf = -std::numeric_limits<T>::infinity();
+    parallel_lanes(L, [&](int64_t l) {
+      const T* xr = px + l * L.A;
+      const uint8_t* mr = pm + (l % R) * L.A;
+      // x * scale rounded to T first, as the mul kernel it replaces.
+      softmax_lane([&](int64_t i) { return mr[i] ? ninf : T(xr[i] * sc); }, py + l * L.A, L.A, 1, false);
+    });
+  });
+}
+
+void softmax_grad(View y, View dy, View dx, int64_t axis, float scale) {
   check_shape(dy, y.shape, "softmax_grad", "dy");
   check_shape(dx, y.shape, "softmax_grad", "dx");
   const Lanes L = lanes_of(y.shape, axis, "softmax_grad");
@@ -259,12 +287,16 @@ void softmax_grad(View y, View dy, View dx, int64_t axis) {
     const T* py = y.as<T>();
     const T* pdy = dy.as<T>();
     T* pdx = dx.as<T>();
+    const T sc = T(scale);
     const int64_t st = L.inner;
     parallel_lanes(L, [&](int64_t l) {
       const int64_t s = L.start(l);
       double dot = 0;
       for (int64_t i = 0; i < L.A; ++i) dot += double(py[s + i * st]) * double(pdy[s + i * st]);
-      for (int64_t i = 0; i < L.A; ++i) pdx[s + i * st] = T(double(py[s + i * st]) * (double(pdy[s + i * st]) - dot));
+      for (int64_t i = 0; i < L.A; ++i) {
+        const T g = T(double(py[s + i * st]) * (double(pdy[s + i * st]) - dot));
+        pdx[s + i * st] = scale == 1.f ? g : T(g * sc);  // rounded twice, as softmax_grad then mul
+      }
     });
   });
 }
@@ -303,7 +335,7 @@ void softmax_cross_entropy(View logits, View labels, View loss, View log_prob, i
     const int64_t* pl = labels.as<int64_t>();
     parallel_lanes(L, [&](int64_t l) {
       const int64_t s = L.start(l);
-      softmax_lane(px + s, plp + s, L.A, L.inner, true);
+      softmax_lane(strided(px + s, L.inner), plp + s, L.A, L.inner, true);
     });
     // Serial, in label order: the loss is one number and must not depend on
     // the thread count.

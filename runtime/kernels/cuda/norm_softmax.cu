@@ -426,10 +426,24 @@ __device__ __forceinline__ float label_logit(const float* xr, int64_t lab, int64
   return ok ? xr[lab * stride] : 0.f;
 }
 
+// Attention's scores (masked_softmax): where(mask, -inf, x * scale), with the
+// product rounded to float first, as the mul kernel it stands for. No mask: x.
+struct ScoreMask {
+  const uint8_t* mask = nullptr;  // [rows % R, D]
+  int64_t R = 1;
+  float scale = 1.f;
+  __device__ __forceinline__ const uint8_t* row(int64_t r, int D) const { return mask ? mask + (r % R) * D : nullptr; }
+  template <int W> __device__ __forceinline__ void apply(const uint8_t* mr, int c, Pack<W>& p) const {
+    if (!mr) return;
+#pragma unroll
+    for (int k = 0; k < W; ++k) p.v[k] = mr[c + k] ? -INFINITY : __fmul_rn(p.v[k], scale);
+  }
+};
+
 template <bool LOG, int NP, int W>
 __global__ void __launch_bounds__(256)
     softmax_fwd_warp(const float* x, float* y, int64_t rows, int D, const int64_t* labels, float* nll,
-                     int64_t ignore) {
+                     int64_t ignore, ScoreMask sm) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -439,6 +453,19 @@ __global__ void __launch_bounds__(256)
   if (labels && lane == 0) xl = label_logit(xr, labels[row], D, 1, ignore, ok);
   float v[NP * W];
   wload<NP, W>(xr, D, lane, v, -INFINITY);
+  if (const uint8_t* mr = sm.row(row, D)) {
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const int c = wcol<W>(j, lane);
+      if (c >= D) continue;
+      Pack<W> p;
+#pragma unroll
+      for (int k = 0; k < W; ++k) p.v[k] = v[j * W + k];
+      sm.apply<W>(mr, c, p);
+#pragma unroll
+      for (int k = 0; k < W; ++k) v[j * W + k] = p.v[k];
+    }
+  }
   float m = -INFINITY;
 #pragma unroll
   for (int k = 0; k < NP * W; ++k) m = fmaxf(m, v[k]);
@@ -481,10 +508,16 @@ __device__ __forceinline__ void online_add(float& m, float& s, float v) {
 template <bool LOG, int W>
 __global__ void __launch_bounds__(kBlockMaxThreads)
     softmax_fwd_block(const float* x, float* y, int D, bool cached, const int64_t* labels, float* nll,
-                      int64_t ignore) {
+                      int64_t ignore, ScoreMask sm) {
   float* cache = dyn_smem();
   const int64_t row = blockIdx.x;
   const float* xr = x + row * D;
+  const uint8_t* mr = sm.row(row, D);
+  auto load = [&](int i) {
+    Pack<W> p = ld<W>(xr + i * W);
+    sm.apply<W>(mr, i * W, p);
+    return p;
+  };
   bool ok = false;
   float xl = 0.f;
   if (labels && threadIdx.x == 0) xl = label_logit(xr, labels[row], D, 1, ignore, ok);
@@ -492,7 +525,7 @@ __global__ void __launch_bounds__(kBlockMaxThreads)
   float m = -INFINITY, s = 0.f;
   if (cached) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const Pack<W> p = ld<W>(xr + i * W);
+      const Pack<W> p = load(i);
       st<W>(cache + i * W, p);
 #pragma unroll
       for (int k = 0; k < W; ++k) m = fmaxf(m, p.v[k]);
@@ -509,7 +542,7 @@ __global__ void __launch_bounds__(kBlockMaxThreads)
     }
   } else {
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const Pack<W> p = ld<W>(xr + i * W);
+      const Pack<W> p = load(i);
 #pragma unroll
       for (int k = 0; k < W; ++k) online_add(m, s, p.v[k]);
     }
@@ -521,7 +554,7 @@ __global__ void __launch_bounds__(kBlockMaxThreads)
   const float ls = logf(s), inv = 1.f / s;
   float* yr = y + row * D;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    Pack<W> p = ld<W>((cached ? cache : xr) + i * W);
+    Pack<W> p = cached ? ld<W>(cache + i * W) : load(i);
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       if (LOG)
@@ -571,7 +604,7 @@ __global__ void __launch_bounds__(256)
 
 template <int NP, int W>
 __global__ void __launch_bounds__(256)
-    softmax_bwd_warp(const float* y, const float* dy, float* dx, int64_t rows, int D) {
+    softmax_bwd_warp(const float* y, const float* dy, float* dx, int64_t rows, int D, float scale) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -589,14 +622,14 @@ __global__ void __launch_bounds__(256)
     if (c >= D) continue;
     Pack<W> o;
 #pragma unroll
-    for (int k = 0; k < W; ++k) o.v[k] = yv[j * W + k] * (gv[j * W + k] - dot);
+    for (int k = 0; k < W; ++k) o.v[k] = __fmul_rn(__fmul_rn(yv[j * W + k], gv[j * W + k] - dot), scale);
     st<W>(dxr + c, o);
   }
 }
 
 template <int W>
 __global__ void __launch_bounds__(kBlockMaxThreads)
-    softmax_bwd_block(const float* y, const float* dy, float* dx, int D, bool cached) {
+    softmax_bwd_block(const float* y, const float* dy, float* dx, int D, bool cached, float scale) {
   float* cy = dyn_smem();
   float* cg = cy + D;
   const int64_t row = blockIdx.x;
@@ -621,13 +654,14 @@ __global__ void __launch_bounds__(kBlockMaxThreads)
     const Pack<W> a = ld<W>(sy + i * W), b = ld<W>(sg + i * W);
     Pack<W> o;
 #pragma unroll
-    for (int k = 0; k < W; ++k) o.v[k] = a.v[k] * (b.v[k] - dot);
+    for (int k = 0; k < W; ++k) o.v[k] = __fmul_rn(__fmul_rn(a.v[k], b.v[k] - dot), scale);
     st<W>(dxr + i * W, o);
   }
 }
 
 __global__ void __launch_bounds__(256)
-    softmax_bwd_strided(const float* y, const float* dy, float* dx, int64_t lanes, int64_t A, int64_t inner) {
+    softmax_bwd_strided(const float* y, const float* dy, float* dx, int64_t lanes, int64_t A, int64_t inner,
+                        float scale) {
   for (int64_t l = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; l < lanes; l += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (l / inner) * A * inner + l % inner;
     double acc = 0;  // a serial sum over A: double keeps it as accurate as the row kernels' trees
@@ -635,7 +669,7 @@ __global__ void __launch_bounds__(256)
     const float dot = float(acc);
     for (int64_t i = 0; i < A; ++i) {
       const int64_t o = base + i * inner;
-      dx[o] = y[o] * (dy[o] - dot);
+      dx[o] = __fmul_rn(__fmul_rn(y[o], dy[o] - dot), scale);
     }
   }
 }
@@ -933,7 +967,7 @@ void launch_norm_bwd(RowsD g, const float* dy, const float* x, const float* scal
 // Softmax (LOG: log-softmax) over the lanes of L; labels/nll for cross-entropy.
 template <bool LOG>
 void launch_softmax_fwd(const Lanes& L, const float* x, float* y, const int64_t* labels, float* nll,
-                        int64_t ignore, const char* op) {
+                        int64_t ignore, const char* op, ScoreMask sm = {}) {
   if (L.count() == 0) return;
   cudaStream_t s = current_stream();
   if (L.inner != 1) {
@@ -946,13 +980,13 @@ void launch_softmax_fwd(const Lanes& L, const float* x, float* y, const int64_t*
   if (g.D <= kWarpMaxD) {
     dispatch_warp(g.D, vec, [&](auto np, auto w) {
       softmax_fwd_warp<LOG, decltype(np)::value, decltype(w)::value>
-          <<<warp_grid(g.rows), 256, 0, s>>>(x, y, g.rows, g.D, labels, nll, ignore);
+          <<<warp_grid(g.rows), 256, 0, s>>>(x, y, g.rows, g.D, labels, nll, ignore, sm);
     });
   } else {
     const BlockCfg cfg = block_cfg(g.D, 1);
     auto go = [&](auto kern) {
       allow_smem(kern, cfg.smem);
-      kern<<<unsigned(g.rows), cfg.threads, cfg.smem, s>>>(x, y, g.D, cfg.cached, labels, nll, ignore);
+      kern<<<unsigned(g.rows), cfg.threads, cfg.smem, s>>>(x, y, g.D, cfg.cached, labels, nll, ignore, sm);
     };
     if (vec)
       go(softmax_fwd_block<LOG, 4>);
@@ -1072,7 +1106,22 @@ void softmax(View x, View y, int64_t axis) {
   launch_softmax_fwd<false>(L, cf(x), mf(y), nullptr, nullptr, 0, op);
 }
 
-void softmax_grad(View y, View dy, View dx, int64_t axis) {
+void masked_softmax(View x, View mask, View y, float scale) {
+  const char* op = "masked_softmax";
+  check_f32(x, op, "x");
+  check_f32(y, op, "y");
+  check_shape(y, x.shape, op, "y");
+  check_dtype(mask, DType::U8, op, "mask");
+  const Lanes L = lanes_of(x.shape, -1, op);
+  const int64_t R = L.A > 0 ? mask.numel() / L.A : 0;
+  check(mask.shape.rank >= 1 && mask.shape[mask.shape.rank - 1] == L.A && R * L.A == mask.numel() &&
+            (R == 1 || (x.shape.rank >= 2 && R == x.shape[x.shape.rank - 2])),
+        op, "mask " + mask.shape.str() + " does not mask the rows of " + x.shape.str());
+  if (x.numel() == 0) return;
+  launch_softmax_fwd<false>(L, cf(x), mf(y), nullptr, nullptr, 0, op, ScoreMask{mask.as<uint8_t>(), R, scale});
+}
+
+void softmax_grad(View y, View dy, View dx, int64_t axis, float scale) {
   const char* op = "softmax_grad";
   check_f32(y, op, "y");
   check_f32(dy, op, "dy");
@@ -1085,7 +1134,7 @@ void softmax_grad(View y, View dy, View dx, int64_t axis) {
   const float *py = cf(y), *pdy = cf(dy);
   float* pdx = mf(dx);
   if (L.inner != 1) {
-    softmax_bwd_strided<<<grid_for(L.count()), 256, 0, s>>>(py, pdy, pdx, L.count(), L.A, L.inner);
+    softmax_bwd_strided<<<grid_for(L.count()), 256, 0, s>>>(py, pdy, pdx, L.count(), L.A, L.inner, scale);
     FY_CUDA_LAUNCHED(op);
     return;
   }
@@ -1094,13 +1143,13 @@ void softmax_grad(View y, View dy, View dx, int64_t axis) {
   if (g.D <= kWarpMaxD) {
     dispatch_warp(g.D, vec, [&](auto np, auto w) {
       softmax_bwd_warp<decltype(np)::value, decltype(w)::value>
-          <<<warp_grid(g.rows), 256, 0, s>>>(py, pdy, pdx, g.rows, g.D);
+          <<<warp_grid(g.rows), 256, 0, s>>>(py, pdy, pdx, g.rows, g.D, scale);
     });
   } else {
     const BlockCfg cfg = block_cfg(g.D, 2);
     auto go = [&](auto kern) {
       allow_smem(kern, cfg.smem);
-      kern<<<unsigned(g.rows), cfg.threads, cfg.smem, s>>>(py, pdy, pdx, g.D, cfg.cached);
+      kern<<<unsigned(g.rows), cfg.threads, cfg.smem, s>>>(py, pdy, pdx, g.D, cfg.cached, scale);
     };
     if (vec)
       go(softmax_bwd_block<4>);

@@ -81,6 +81,22 @@ func.func @sce(%s: tensor<8x16xf32>, %l: tensor<4xi64>) -> tensor<f32> {
 
 // -----
 
+func.func @masked_softmax_rows(%x: tensor<2x5x9xf32>, %m: tensor<3x9xi1>) -> tensor<2x5x9xf32> {
+  // expected-error @+1 {{mask must be [1.., R, D] with D the input's last dim and R 1 or the dim before it, got 'tensor<3x9xi1>'}}
+  %0 = fygraph.masked_softmax %x, %m {scale = 1.0 : f32} : (tensor<2x5x9xf32>, tensor<3x9xi1>) -> tensor<2x5x9xf32>
+  return %0 : tensor<2x5x9xf32>
+}
+
+// -----
+
+func.func @masked_softmax_batch(%x: tensor<2x5x9xf32>, %m: tensor<2x1x9xi1>) -> tensor<2x5x9xf32> {
+  // expected-error @+1 {{mask must be [1.., R, D]}}
+  %0 = fygraph.masked_softmax %x, %m {scale = 1.0 : f32} : (tensor<2x5x9xf32>, tensor<2x1x9xi1>) -> tensor<2x5x9xf32>
+  return %0 : tensor<2x5x9xf32>
+}
+
+// -----
+
 func.func @dyn(%a: tensor<?xf32>) {
   // expected-error @+1 {{must be statically shaped tensor}}
   %0 = fygraph.neg %a : tensor<?xf32>

@@ -53,6 +53,10 @@ func.func @forward(%idx: tensor<2x4xi64>, %tgt: tensor<2x4xi64>) -> tensor<f32> 
   %wh = fygraph.where %eq, %z, %ex : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
   %sm = fygraph.softmax %wh {axis = -1 : i64} : tensor<2x3x4x4xf32>
   %smg = fygraph.softmax_grad %sm, %sm {axis = -1 : i64} : tensor<2x3x4x4xf32>
+  // CHECK: fygraph.masked_softmax %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f32} : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x3x4x4xf32>
+  %msm = fygraph.masked_softmax %ex, %eq {scale = 0.125 : f32} : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x3x4x4xf32>
+  // CHECK: fygraph.softmax_grad %{{.*}}, %{{.*}} {axis = 3 : i64, scale = 1.250000e-01 : f32} : tensor<2x3x4x4xf32>
+  %msg = fygraph.softmax_grad %smg, %msm {axis = 3 : i64, scale = 0.125 : f32} : tensor<2x3x4x4xf32>
   %cs = fygraph.cast %eq : tensor<1x1x4x4xi1> to tensor<1x1x4x4xf32>
   %rsum = fygraph.reduce_sum %smg {axes = array<i64: 1>, keepdims = false} : tensor<2x3x4x4xf32> -> tensor<2x4x4xf32>
   %rmean = fygraph.reduce_mean %smg {axes = array<i64: -1>} : tensor<2x3x4x4xf32> -> tensor<2x3x4x1xf32>
