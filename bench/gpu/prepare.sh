@@ -28,6 +28,9 @@ for m in gpt2 llama; do
     $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_$p" --target cuda --precision $p 2>/dev/null
     rm -f "$OUT/$m/train_$p"
   done
+  # Activations saved for backward wait in pinned host memory: must match train_bf16 bit for bit.
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_host" --target cuda --precision bf16 --activations host 2>/dev/null
+  rm -f "$OUT/$m/train_bf16_host"
 done
 
 # Big models: compiled from ONNX exported here, weights drawn on the GPU

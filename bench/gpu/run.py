@@ -84,6 +84,15 @@ def e2e(name, d):
         ok &= good
         rows.append(f"{prec}: worst loss rel err {worst:.2e} (tol {tol:g}), loss {a[0]['loss']:.4f} -> "
                     f"{a[-1]['loss']:.4f} vs torch {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}")
+    # The same bf16 program with its activations in host memory (--activations host): bit-identical losses.
+    host = os.path.join(OUT, f"{name}_bf16_host.jsonl")
+    r = sh([os.path.join(d, "train_bf16_host"), "--data", TOKENS, "--steps", str(steps), "--log-json", host,
+            "--log-every", "100"], log=f"e2e_{name}.log")
+    same = r.returncode == 0 and [x["loss"] for x in read_log(host)] == \
+        [x["loss"] for x in read_log(os.path.join(OUT, f"{name}_bf16.jsonl"))]
+    ok &= same
+    rows.append(f"activations on host: losses {'bit-identical' if same else 'DIFFER'}"
+                + ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr.strip()[-200:]})"))
     print(f"e2e {name}: {'PASS' if ok else 'FAIL'}: " + "; ".join(rows))
     return ok
 

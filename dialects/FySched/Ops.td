@@ -104,9 +104,12 @@ def FySched_GroupOp : FySched_Op<"group", [Symbol]> {
 def FySched_GradOffloadOp : FySched_Op<"grad_offload"> {
   let summary = "Moves a group's gradients off the device into a host slot";
   let description = [{
-    One gradient per parameter of the group, in its order. They are in host
-    memory when the op returns, so the device buffers may be freed right
-    after; it waits for a free host slot when every slot is taken.
+    One gradient per parameter of the group, in its order, copied to a host
+    slot; it waits for a free slot when every slot is taken. The copy may
+    still be running when the op returns (on a GPU it overlaps the next
+    group's backward): the gradients stay allocated until the next
+    grad_offload, which is where a device may make later work wait for it
+    (BufferLiveness counts them as used until then).
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, Variadic<FySched_Buffer>:$grads);
   let results = (outs FySched_TokenType:$token);

@@ -11,6 +11,19 @@ namespace fuyou {
 BufferLiveness::BufferLiveness(Block &block) {
   for (auto [i, op] : llvm::enumerate(block))
     position_[&op] = i;
+  // Where each grad_offload's copy is known to have landed: the next one,
+  // else the block's last op before its terminator.
+  llvm::DenseMap<Operation *, Operation *> landed;
+  fs::GradOffloadOp prev;
+  for (Operation &op : block)
+    if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
+      if (prev)
+        landed[prev] = off;
+      prev = off;
+    }
+  if (prev)
+    landed[prev] = block.mightHaveTerminator() && block.back().getPrevNode() ? block.back().getPrevNode()
+                                                                            : &block.back();
   for (Operation &op : block) {
     if (!isa<fs::AllocOp, fs::ConstantOp>(op))
       continue;
@@ -29,6 +42,8 @@ BufferLiveness::BufferLiveness(Block &block) {
           work.push_back(view.getResult());
         if (isa<fs::DeallocOp>(top))
           continue;  // the end of a lifetime is not a use
+        if (isa<fs::GradOffloadOp>(top))
+          top = landed.lookup(top);
         if (position_[top] > iv.end) {
           iv.end = position_[top];
           iv.last = top;

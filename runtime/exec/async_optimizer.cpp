@@ -146,12 +146,19 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
     g.slot = free_slots_.back();
     free_slots_.pop_back();
   }
+  // The gradients leave the device here (on the CPU target: a copy).
   for (size_t i = 0; i < count; ++i) {
-    // The gradient leaves the device here (on the CPU target: a copy).
     if (copy_out_)
       copy_out_(grads[i], grad(g, i));
     else
       std::memcpy(grad(g, i), grads[i].data, grads[i].nbytes());
+  }
+  if (copy_fence_) g.landed = copy_fence_(group);
+  if (g.landed && (clip_norm_ > 0 || rt_.recording_grads())) {
+    g.landed();  // read here, on the host, right away
+    g.landed = nullptr;
+  }
+  for (size_t i = 0; i < count; ++i) {
     rt_.record_grad(g.params[i], View{grad(g, i), grads[i].shape, DType::F32});
     if (clip_norm_ > 0) {
       // torch takes the norm of each gradient in fp32, then the norm of those.
@@ -367,12 +374,21 @@ void AsyncOptimizer::worker() {
 void AsyncOptimizer::run(const Item& item) {
   Group& g = groups_[size_t(item.group)];
   auto t0 = Clock::now();
+  double idle = 0;  // waiting for the device's copies is not optimizer work
   try {
     if (item.op == Op::Read) {
       read_out_of_core(item.group);
     } else if (item.op == Op::Write) {
       write_out_of_core(item.group);
     } else {
+      if (g.landed) {
+        TraceSpan span(rt_.trace(), "cpu optimizer", "gradients landed wait, group ", item.group);
+        std::function<void()> landed = std::move(g.landed);
+        g.landed = nullptr;
+        auto w0 = Clock::now();
+        landed();
+        idle = std::chrono::duration<double>(Clock::now() - w0).count();
+      }
       if (g.scale != 1.f) {
         float* x = grad(g, 0);
         for (size_t k = 0; k < g.grad_elems; ++k) x[k] *= g.scale;
@@ -388,7 +404,7 @@ void AsyncOptimizer::run(const Item& item) {
     error_ = std::current_exception();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count() - idle;
   if (item.op == Op::Read) {
     g.reads_done = item.seq;
   } else if (item.op == Op::Update) {

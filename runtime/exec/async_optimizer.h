@@ -37,8 +37,15 @@ class AsyncOptimizer {
   const std::vector<int64_t>& group_params(int64_t group) const { return groups_[size_t(group)].params; }
 
   // How a gradient leaves the device for its host slot (default: memcpy, the
-  // CPU target's gradients are host memory). Returns once dst holds it.
-  void set_gradient_copy(std::function<void(const View& src, float* dst)> f) { copy_out_ = std::move(f); }
+  // CPU target's gradients are host memory). Returns once dst holds it,
+  // unless a fence is set too: then it may only issue the copy, and once a
+  // group's copies are issued, fence(group) returns what blocks until they
+  // have landed. The optimizer calls that before it reads the slot.
+  void set_gradient_copy(std::function<void(const View& src, float* dst)> f,
+                         std::function<std::function<void()>(int64_t group)> fence = {}) {
+    copy_out_ = std::move(f);
+    copy_fence_ = std::move(fence);
+  }
   // Called on the optimizer's thread after a group's update, before wait()
   // lets anyone read the group's parameters: a device queues the upload of
   // the new values here.
@@ -132,6 +139,7 @@ class AsyncOptimizer {
     std::vector<size_t> grad_offsets;       // where each gradient sits in a slot
     size_t grad_elems = 0;
     int slot = -1;                          // the host slot holding its gradients
+    std::function<void()> landed;           // blocks until the slot's copies are in (if still running)
     std::vector<double> sq_norms;  // per parameter, of this step's gradients
     int64_t step = 0;
     float scale = 1.f;             // clipping coefficient applied before AdamW
@@ -208,6 +216,7 @@ class AsyncOptimizer {
   size_t staging_bytes_ = 0;
   uint64_t clock_ = 0;
   std::function<void(const View&, float*)> copy_out_;
+  std::function<std::function<void()>(int64_t)> copy_fence_;
   std::function<void(int64_t)> on_updated_;
   std::thread thread_;
 };

@@ -24,6 +24,10 @@ class Device {
   // One step: the host's token ids in, the program run, the loss back in
   // `loss` (host) when this returns.
   virtual void run_step(TrainStepFn step, View idx, View tgt, View loss) = 0;
+  // Device memory taken beyond the parameters and the plan's temporaries
+  // (libraries' scratch), counted in --gpu-mem; known once the program
+  // declared itself.
+  virtual int64_t fixed_bytes() const { return 0; }
   // The device's temporaries (the memory plan is checked against these).
   virtual const Runtime::PoolStats& pool_stats() const = 0;
   // A line for the end of the run (what the device did), or "".

@@ -163,6 +163,8 @@ class Runtime {
   // Keeps a copy of a step-1 gradient when recording (no-op otherwise).
   void record_grad(int64_t index, View grad);
   void set_record_grads(bool on) { record_grads_ = on; }
+  // Whether record_grad() keeps this step's gradients (it reads them at once).
+  bool recording_grads() const { return record_grads_ && step_ == 1; }
 
   // The run's timeline (--trace), or null.
   Trace* trace() const { return trace_.get(); }

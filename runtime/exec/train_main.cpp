@@ -278,15 +278,17 @@ class JsonLog {
 
 // Refuses, with the smallest workable figure, budgets the program cannot
 // run in; sizes the optimizer's gradient slots to the host budget.
-void check_budgets(Runtime& rt, const TrainOptions& o) {
+void check_budgets(Runtime& rt, const Device* device, const TrainOptions& o) {
   if (o.gpu_mem > 0) {
     if (rt.planned_temp_bytes() < 0) fail("--gpu-mem: this program carries no memory plan (recompile it)");
-    int64_t need = rt.param_bytes() + rt.planned_device_temp_bytes();
+    const int64_t fixed = device ? device->fixed_bytes() : 0;
+    int64_t need = rt.param_bytes() + rt.planned_device_temp_bytes() + fixed;
     if (o.gpu_mem < need)
       fail("--gpu-mem " + mib(o.gpu_mem) + " is too small for this program: it needs at least " + mib(need) +
            " (parameters " + mib(rt.param_bytes()) + ", " +
            (rt.planned_arena_bytes() > 0 ? "the temporaries' arena " : "temporaries ") +
-           mib(rt.planned_device_temp_bytes()) + ")");
+           mib(rt.planned_device_temp_bytes()) + (fixed > 0 ? ", library scratch " + mib(fixed) : std::string()) +
+           ")");
   }
   if (o.cpu_mem > 0) {
     if (!rt.has_async_optimizer()) {
@@ -364,7 +366,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     rt.async_optimizer().set_clip_norm(o.clip_norm);
   }
 
-  check_budgets(rt, o);
+  check_budgets(rt, device.get(), o);
 
   int64_t first = 0;
   if (!o.resume_dir.empty()) {

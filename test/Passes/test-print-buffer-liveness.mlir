@@ -1,4 +1,4 @@
-// RUN: fuyou-opt %s --test-print-buffer-liveness -verify-diagnostics -o /dev/null
+// RUN: fuyou-opt %s -split-input-file --test-print-buffer-liveness -verify-diagnostics -o /dev/null
 
 // Positions count every op of the block. A view extends its buffer's life;
 // a dealloc does not count as a use; the returned buffer escapes.
@@ -17,4 +17,28 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x4xf32>>) -> !fysched.
   %l = fysched.alloc : <device, tensor<f32>>
   fysched.launch "reduce_sum" ins(%b : !fysched.buffer<device, tensor<16xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
   return %l : !fysched.buffer<device, tensor<f32>>
+}
+
+// -----
+
+// A gradient handed to grad_offload may still be copying until the next
+// grad_offload: it lives until then, and the last group's until the op
+// before the terminator.
+fygraph.param @p trainable : tensor<4xf32>
+fygraph.param @q trainable : tensor<4xf32>
+fysched.group @g0 [@p] bytes 16
+fysched.group @g1 [@q] bytes 16
+
+func.func @offloads(%x: !fysched.buffer<device, tensor<4xf32>>) {
+  // expected-remark @+1 {{16 bytes live [0, 5]}}
+  %gp = fysched.alloc : <device, tensor<4xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%gp : !fysched.buffer<device, tensor<4xf32>>)
+  %o0 = fysched.grad_offload @g0(%gp : !fysched.buffer<device, tensor<4xf32>>)
+  // expected-remark @+1 {{16 bytes live [3, 7]}}
+  %gq = fysched.alloc : <device, tensor<4xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%gq : !fysched.buffer<device, tensor<4xf32>>)
+  %o1 = fysched.grad_offload @g1(%gq : !fysched.buffer<device, tensor<4xf32>>)
+  %u0 = fysched.group_adamw @g0 after(%o0)
+  %u1 = fysched.group_adamw @g1 after(%o1)
+  return
 }

@@ -638,6 +638,11 @@ TEST_F(CudaKernels, MatmulBF16) {
   check_matmul({4, 33, 17}, {17, 29}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
   check_matmul({8, 128, 768}, {768, 2304}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
   check_matmul({1024, 768}, {1024, 2304}, true, false, rng, MatmulPrecision::BF16, kTolBF16);
+  // Broadcast batches (bf16 copies of whole operands, batch offsets into them).
+  check_matmul({2, 12, 128, 128}, {2, 12, 128, 64}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
+  check_matmul({3, 1, 40, 24}, {1, 5, 24, 16}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
+  // Operands past the bf16 scratch (128 MB of copies): fp32 operands, FAST_16BF.
+  check_matmul({16384, 4100}, {4100, 48}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
 }
 
 TEST_F(CudaKernels, MatmulTF32) {
@@ -989,6 +994,61 @@ TEST_F(CudaKernels, SoftmaxGrad) {
     check_op("softmax_grad " + c.x.str() + " axis " + std::to_string(c.axis), {y, dy}, {out(c.x)},
              [&c](auto& in, auto& o) { cpu::softmax_grad(in[0], in[1], o[0], c.axis); },
              [&c](auto& in, auto& o) { gpu::softmax_grad(in[0], in[1], o[0], c.axis); });
+  }
+}
+
+// Attention's scaled, masked softmax: against the CPU, and bit for bit the
+// GPU's own mul, where and softmax that it replaces (fy-recompose).
+TEST_F(CudaKernels, MaskedSoftmax) {
+  struct Case {
+    Shape x, mask;
+    bool causal;
+  };
+  const std::vector<Case> cases = {{{2, 12, 128, 128}, {1, 1, 128, 128}, true},  // warp rows
+                                   {{2, 4, 1024, 1024}, {1, 1, 1024, 1024}, true},  // GPT-2's T
+                                   {{3, 8, 2048}, {8, 2048}, false},                // block rows
+                                   {{4, 1001}, {1001}, false},                      // unaligned: scalar loads
+                                   {{5, 7, 300}, {1, 300}, false}};
+  for (const Case& c : cases)
+    for (float scale : {0.125f, 0.3f}) {
+      const int64_t D = c.x[c.x.rank - 1], R = c.mask.numel() / D;
+      HostTensor x = rand_f32(c.x, rng, -6, 6), mask(c.mask, U8);
+      for (int64_t i = 0; i < c.mask.numel(); ++i)  // column 0 always kept: no row is all -inf
+        mask.as<uint8_t>()[i] = c.causal ? uint8_t(i % D > (i / D) % R) : uint8_t(i % D != 0 && rng.integer(0, 2) == 0);
+      HostTensor sc = make_tensor(Shape{}, F32, {scale}), ninf = make_tensor(Shape{}, F32, {-INFINITY});
+      const std::string name = "masked_softmax " + c.x.str() + " mask " + c.mask.str() + " scale " + std::to_string(scale);
+      auto cpu_fn = [scale](auto& in, auto& o) { cpu::masked_softmax(in[0], in[1], o[0], scale); };
+      Results fused = check_op(name, {x, mask}, {out(c.x)}, cpu_fn,
+                               [scale](auto& in, auto& o) { gpu::masked_softmax(in[0], in[1], o[0], scale); });
+      std::vector<DevPtr> tmp;
+      Results parts = check_op(name + " as mul, where, softmax", {x, mask, sc, ninf}, {out(c.x)}, cpu_fn,
+                               [&](auto& in, auto& o) {
+                                 View a = nullv(c.x), b = nullv(c.x);
+                                 tmp.push_back(dev_alloc(a.nbytes()));
+                                 a.data = tmp.back().get();
+                                 tmp.push_back(dev_alloc(b.nbytes()));
+                                 b.data = tmp.back().get();
+                                 gpu::binary(gpu::BinOp::Mul, in[0], in[2], a);
+                                 gpu::where(in[1], in[3], a, b);
+                                 gpu::softmax(b, o[0], -1);
+                               });
+      ASSERT_FALSE(fused.gpu.empty() || parts.gpu.empty());
+      EXPECT_EQ(std::memcmp(fused.gpu[0].view().data, parts.gpu[0].view().data, fused.gpu[0].view().nbytes()), 0)
+          << name << ": fused kernel differs from mul, where, softmax";
+    }
+  HostTensor x = rand_f32({3, 5, 9}, rng), rows3({3, 9}, U8);
+  std::vector<DevPtr> keep;
+  View dx = to_device(x, keep), dm = to_device(rows3, keep);
+  EXPECT_THROW(gpu::masked_softmax(dx, dm, dx, 1.f), fy::Error) << "3 mask rows for 5";
+}
+
+TEST_F(CudaKernels, SoftmaxGradScaled) {
+  for (const SoftmaxCase& c : {kSoftmax[2], kSoftmax[3], kSoftmax[4], kSoftmax[9]}) {
+    HostTensor x = rand_f32(c.x, rng, c.lo, c.hi), y(c.x, F32), dy = rand_f32(c.x, rng);
+    cpu::softmax(x, y, c.axis);
+    check_op("softmax_grad scale 0.125 " + c.x.str() + " axis " + std::to_string(c.axis), {y, dy}, {out(c.x)},
+             [&c](auto& in, auto& o) { cpu::softmax_grad(in[0], in[1], o[0], c.axis, 0.125f); },
+             [&c](auto& in, auto& o) { gpu::softmax_grad(in[0], in[1], o[0], c.axis, 0.125f); });
   }
 }
 

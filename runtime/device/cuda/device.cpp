@@ -63,6 +63,7 @@ CudaDevice::CudaDevice(Runtime& rt) : rt_(rt) {
   FY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   FY_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   FY_CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
+  FY_CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));
   set_stream(compute_);
   rt_.set_host_allocator(host_alloc, host_free);
 }
@@ -77,7 +78,10 @@ CudaDevice::~CudaDevice() {
   }
   cudaStreamSynchronize(compute_);
   cudaStreamSynchronize(upload_);
+  cudaStreamSynchronize(download_);
   for (cudaEvent_t e : group_events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : landed_events_) cudaEventDestroy(e);
+  if (grads_ready_) cudaEventDestroy(grads_ready_);
   for (cudaEvent_t e : trace_events_) cudaEventDestroy(e);
   for (void* p : params_) cudaFree(p);
   for (void* p : blocks_) cudaFree(p);
@@ -86,6 +90,7 @@ CudaDevice::~CudaDevice() {
   set_stream(nullptr);
   cudaStreamDestroy(compute_);
   cudaStreamDestroy(upload_);
+  cudaStreamDestroy(download_);
 }
 
 void CudaDevice::reserve(size_t bytes, const char* what) {
@@ -96,9 +101,13 @@ void CudaDevice::reserve(size_t bytes, const char* what) {
   device_bytes_ += int64_t(bytes);
 }
 
+int64_t CudaDevice::fixed_bytes() const { return int64_t(matmul_scratch_bytes(matmul_precision())); }
+
 void CudaDevice::prepare() {
   TraceSpan span(rt_.trace(), "device", "parameters up");
   if (!prepared_) {
+    // Taken by the first matrix product on the compute stream.
+    reserve(size_t(fixed_bytes()), "the matrix products' scratch (cuBLASLt workspace, bf16 operand copies)");
     const Shape in = rt_.input_shape();
     FY_CUDA_CHECK(cudaMalloc(&idx_, size_t(in.numel()) * 8));
     FY_CUDA_CHECK(cudaMalloc(&tgt_, size_t(in.numel()) * 8));
@@ -123,12 +132,22 @@ void CudaDevice::prepare() {
       AsyncOptimizer& opt = rt_.async_optimizer();
       group_events_.resize(size_t(opt.num_groups()));
       for (cudaEvent_t& e : group_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      opt.set_gradient_copy([this](const View& src, float* dst) {
-        // Behind the kernels that made it; the slot is read as soon as this returns.
-        FY_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, compute_));
-        synchronize();
-        copy_out_bytes_ += int64_t(src.nbytes());
-      });
+      landed_events_.resize(size_t(opt.num_groups()));
+      for (cudaEvent_t& e : landed_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      FY_CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
+      // On their own stream, behind the kernels that made them (grad_offload
+      // below): the copies overlap the next group's backward, and only the
+      // optimizer waits for them.
+      opt.set_gradient_copy(
+          [this](const View& src, float* dst) {
+            FY_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, download_));
+            copy_out_bytes_ += int64_t(src.nbytes());
+          },
+          [this](int64_t group) -> std::function<void()> {
+            cudaEvent_t e = landed_events_[size_t(group)];
+            FY_CUDA_CHECK(cudaEventRecord(e, download_));
+            return [e] { FY_CUDA_CHECK(cudaEventSynchronize(e)); };
+          });
       opt.set_on_updated([this](int64_t g) { upload_group(g); });
     }
     prepared_ = true;
@@ -154,7 +173,11 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
   FY_CUDA_CHECK(cudaMemcpyAsync(tgt_, tgt.data, tgt.nbytes(), cudaMemcpyHostToDevice, compute_));
   // A program that forgot to write its loss logs NaN, as on the CPU.
   FY_CUDA_CHECK(cudaMemcpyAsync(loss_, loss.data, sizeof(float), cudaMemcpyHostToDevice, compute_));
+  last_offload_ = -1;
   step(&rt_, View{idx_, idx.shape, idx.dtype}, View{tgt_, tgt.shape, tgt.dtype}, View{loss_, loss.shape, loss.dtype});
+  // The last group's gradients are the step's to free: the next step's
+  // kernels come after this copy.
+  if (last_offload_ >= 0) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(last_offload_)], 0));
   FY_CUDA_CHECK(cudaMemcpyAsync(loss.data, loss_, sizeof(float), cudaMemcpyDeviceToHost, compute_));
   synchronize();
   if (tracing()) flush_kernel_trace();
@@ -303,7 +326,15 @@ void CudaDevice::adamw(int64_t index, View grad) {
 
 int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count) {
   TraceSpan span(rt_.trace(), "device", "gradients out, group ", group);
-  return rt_.async_optimizer().offload(group, grads, count);
+  FY_CUDA_CHECK(cudaEventRecord(grads_ready_, compute_));
+  FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
+  const int64_t token = rt_.async_optimizer().offload(group, grads, count);
+  // The program keeps the previous group's gradients allocated up to this
+  // op (BufferLiveness): kernels from here on may reuse their memory, so
+  // they wait for that copy on the device.
+  if (last_offload_ >= 0) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(last_offload_)], 0));
+  last_offload_ = group;
+  return token;
 }
 
 void CudaDevice::upload_group(int64_t group) {

@@ -52,6 +52,7 @@ class CudaDevice final : public Device {
   void adamw(int64_t index, View grad);
   // Layer groups: gradients out through the optimizer's slots; before a
   // group's parameters are read again, its upload must be done.
+  int64_t fixed_bytes() const override;
   int64_t grad_offload(int64_t group, const View* grads, size_t count);
   void group_wait(int64_t group);
 
@@ -69,9 +70,13 @@ class CudaDevice final : public Device {
 
   Runtime& rt_;
   std::string name_;
-  cudaStream_t compute_ = nullptr, upload_ = nullptr;
+  // Kernels; parameters up (the optimizer's thread); gradients down.
+  cudaStream_t compute_ = nullptr, upload_ = nullptr, download_ = nullptr;
   std::vector<void*> params_;               // device copies, by parameter index
   std::vector<cudaEvent_t> group_events_;   // uploads done, by group
+  std::vector<cudaEvent_t> landed_events_;  // gradient copies done, by group
+  cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
+  int64_t last_offload_ = -1;               // group whose copy later kernels must wait for
   std::unordered_map<size_t, std::vector<void*>> free_;  // pool: capacity -> buffers
   std::unordered_map<void*, size_t> live_;               // pool: buffer -> capacity
   std::vector<void*> blocks_;

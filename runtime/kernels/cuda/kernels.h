@@ -32,6 +32,9 @@ void* stream();
 enum class MatmulPrecision { FP32, TF32, BF16 };
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
+// Device memory matmul takes per stream beyond its operands at precision p:
+// cuBLASLt's workspace and, for BF16, the operands' bf16 copies.
+size_t matmul_scratch_bytes(MatmulPrecision p);
 
 // Blocks until every queued kernel on the current stream is done; fails
 // with the first error a kernel raised.
@@ -81,7 +84,12 @@ void rms_norm_grad(View dy, View x, View scale, View inv_rms, View dx, View dsca
 
 // ---- softmax / loss ----------------------------------------------------------------
 void softmax(View x, View y, int64_t axis);
-void softmax_grad(View y, View dy, View dx, int64_t axis);
+// dx = (y * (dy - sum(dy * y, axis))) * scale.
+void softmax_grad(View y, View dy, View dx, int64_t axis, float scale = 1.f);
+// y = softmax(where(mask, -inf, x * scale)) over the last dim, bit for bit as
+// those three kernels. mask (U8) is [.., R, D]: R*D elements, R 1 or the dim
+// before the last of x; row r of x (over all leading dims) takes mask row r % R.
+void masked_softmax(View x, View mask, View y, float scale);
 void softmax_cross_entropy(View logits, View labels_i64, View loss_scalar, View log_prob, int64_t ignore_index,
                            bool mean);
 void softmax_cross_entropy_grad(View dloss, View log_prob, View labels_i64, View dlogits, int64_t ignore_index,

@@ -8,8 +8,15 @@
 // Descriptors, layouts and the heuristic's algorithm are cached per
 // shape / strides / alignment / precision, so steady-state calls only
 // look up the plan and launch.
+//
+// BF16: both operands are rounded to bf16 copies in a fixed scratch buffer
+// and multiplied on the tensor cores with fp32 accumulation and output, as
+// autocast does; a product whose operands do not fit the scratch keeps fp32
+// operands with cuBLAS's COMPUTE_32F_FAST_16BF (slower: TF32-like rates).
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdint>
@@ -45,6 +52,11 @@ using namespace detail;
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kConvertBytes = size_t(128) << 20;  // bf16 copies of both operands
+
+// How a plan multiplies: the precision's compute type on fp32 operands, or
+// bf16 operands (BF16 when they fit the scratch).
+enum class Mode : int64_t { FP32, TF32, BF16Fast, BF16Operands };
 
 // m, n, k, batch, stride_a, stride_b, stride_c, trans_a, trans_b, precision,
 // align_a, align_b, align_c (strides in elements, alignments in bytes).
@@ -67,7 +79,7 @@ struct LtContext {
   cublasLtHandle_t handle = nullptr;
   // One workspace per stream: matmuls queued on different streams may run
   // at the same time.
-  std::unordered_map<cudaStream_t, void*> workspace;
+  std::unordered_map<cudaStream_t, void*> workspace, convert;
   std::unordered_map<Key, Plan, KeyHash> plans;
 };
 
@@ -81,35 +93,39 @@ LtContext& lt() {
   return *ctx;
 }
 
-void* workspace(cudaStream_t s) {
-  auto& ws = lt().workspace;
-  auto it = ws.find(s);
-  if (it != ws.end()) return it->second;
+// Per stream, allocated at first use (matmuls on different streams may run
+// at the same time).
+void* per_stream(std::unordered_map<cudaStream_t, void*>& m, cudaStream_t s, size_t bytes) {
+  auto it = m.find(s);
+  if (it != m.end()) return it->second;
   void* p = nullptr;
-  FY_CUDA_CHECK(cudaMalloc(&p, kWorkspaceBytes));
-  ws.emplace(s, p);
+  FY_CUDA_CHECK(cudaMalloc(&p, bytes));
+  m.emplace(s, p);
   return p;
 }
+void* workspace(cudaStream_t s) { return per_stream(lt().workspace, s, kWorkspaceBytes); }
 
-cublasComputeType_t compute_type(MatmulPrecision p) {
-  switch (p) {
-    case MatmulPrecision::FP32: return CUBLAS_COMPUTE_32F;
-    case MatmulPrecision::TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case MatmulPrecision::BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+cublasComputeType_t compute_type(Mode m) {
+  switch (m) {
+    case Mode::FP32: return CUBLAS_COMPUTE_32F;
+    case Mode::TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case Mode::BF16Fast: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case Mode::BF16Operands: return CUBLAS_COMPUTE_32F;
   }
   return CUBLAS_COMPUTE_32F;
 }
 
 // Largest power of two (<= 256) dividing the address and every batch offset.
-int64_t alignment(const void* p, int64_t batch, int64_t stride) {
+int64_t alignment(const void* p, int64_t batch, int64_t stride, size_t elem) {
   uint64_t a = uint64_t(reinterpret_cast<uintptr_t>(p)) | 256u;
-  if (batch > 1 && stride != 0) a |= uint64_t(stride) * sizeof(float);
+  if (batch > 1 && stride != 0) a |= uint64_t(stride) * elem;
   return int64_t(a & (~a + 1));
 }
 
-cublasLtMatrixLayout_t make_layout(uint64_t rows, uint64_t cols, int64_t batch, int64_t stride) {
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t batch,
+                                   int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  FY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, int64_t(rows)));
+  FY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, int64_t(rows)));
   if (batch > 1) {
     const int32_t count = int32_t(batch);
     FY_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
@@ -130,16 +146,18 @@ const Plan& plan_for(const Key& k) {
   if (it != ctx.plans.end()) return it->second;
   const int64_t M = k[0], N = k[1], K = k[2], batch = k[3];
   const bool ta = k[7] != 0, tb = k[8] != 0;
+  const Mode mode = Mode(k[9]);
+  const cudaDataType_t in = mode == Mode::BF16Operands ? CUDA_R_16BF : CUDA_R_32F;
   Plan p;
-  FY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute_type(MatmulPrecision(k[9])), CUDA_R_32F));
+  FY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute_type(mode), CUDA_R_32F));
   const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   FY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   FY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   // Layouts as stored: b is [K,N] (or [N,K] with trans_b) row-major, i.e.
   // column-major [N,K] (or [K,N]); likewise a; c is column-major [N,M].
-  p.la = tb ? make_layout(K, N, batch, k[5]) : make_layout(N, K, batch, k[5]);
-  p.lb = ta ? make_layout(M, K, batch, k[4]) : make_layout(K, M, batch, k[4]);
-  p.lc = make_layout(N, M, batch, k[6]);
+  p.la = tb ? make_layout(in, K, N, batch, k[5]) : make_layout(in, N, K, batch, k[5]);
+  p.lb = ta ? make_layout(in, M, K, batch, k[4]) : make_layout(in, K, M, batch, k[4]);
+  p.lc = make_layout(CUDA_R_32F, N, M, batch, k[6]);
 
   cublasLtMatmulPreference_t pref = nullptr;
   FY_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -168,20 +186,49 @@ const Plan& plan_for(const Key& k) {
 }
 
 // One (strided-batched) GEMM: `batch` products of a [M,K] (or [K,M]) and
-// b [K,N] (or [N,K]) into c [M,N]; strides in elements.
-void gemm(const float* a, const float* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
-          int64_t batch, int64_t sa, int64_t sb, int64_t sc, MatmulPrecision prec, cudaStream_t s) {
+// b [K,N] (or [N,K]) into c [M,N]; strides in elements. T: float, or
+// __nv_bfloat16 in Mode::BF16Operands.
+template <class T>
+void gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t batch,
+          int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s) {
   check(batch <= INT32_MAX, "matmul", "too many batches");
   if (batch == 1) sa = sb = sc = 0;
-  const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(prec), alignment(a, batch, sa),
-                 alignment(b, batch, sb), alignment(c, batch, sc)};
+  const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
+                 alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, sizeof(float))};
   const Plan& p = plan_for(k);
   const float alpha = 1.f, beta = 0.f;
   FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo,
                                  workspace(s), kWorkspaceBytes, s));
 }
 
+// Round-to-nearest bf16 copy; with vec, four elements per thread and step
+// (x 16-byte aligned).
+__global__ void to_bf16(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n, bool vec) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t n4 = vec ? n / 4 : 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += stride) {
+    const float4 v = reinterpret_cast<const float4*>(x)[i];
+    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(y + 4 * i);
+    o[0] = __floats2bfloat162_rn(v.x, v.y);
+    o[1] = __floats2bfloat162_rn(v.z, v.w);
+  }
+  for (int64_t i = 4 * n4 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
+void launch_to_bf16(const float* x, __nv_bfloat16* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const int64_t blocks = std::min<int64_t>(((vec ? n / 4 : n) + 255) / 256 + 1, 4096);
+  to_bf16<<<unsigned(blocks), 256, 0, s>>>(x, y, n, vec);
+  FY_CUDA_LAUNCHED("matmul (bf16 operands)");
+}
+
 }  // namespace
+
+size_t matmul_scratch_bytes(MatmulPrecision p) {
+  return kWorkspaceBytes + (p == MatmulPrecision::BF16 ? kConvertBytes : 0);
+}
 
 void matmul(View a, View b, View c, bool ta, bool tb) {
   const char* op = "matmul";
@@ -223,22 +270,39 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
   const float* pb = static_cast<const float*>(b.data);
   const MatmulPrecision prec = matmul_precision();
   const int64_t nbatch = c.numel() / (M * N);
-  if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
-    // x @ W with a shared W: a's batches stacked into one tall GEMM.
-    gemm(pa, pb, pc, nbatch * M, N, K, false, tb, 1, 0, 0, 0, prec, s);
+  // Each operand's copy starts on a 256-byte boundary of the scratch.
+  const size_t a16 = (size_t(a.numel()) * 2 + 255) / 256 * 256, b16 = size_t(b.numel()) * 2;
+  auto run = [&](const auto* A, const auto* B, Mode mode) {
+    if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
+      // x @ W with a shared W: a's batches stacked into one tall GEMM.
+      gemm(A, B, pc, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s);
+      return;
+    }
+    // Coalesced batch iteration: the innermost dim is one strided-batched
+    // call (stride 0 where broadcast); any outer dims loop.
+    const cpu::detail::Strided it = cpu::detail::broadcast_iter(cb, {ab, bb}, op);
+    const int R = it.rank - 1;
+    const int64_t batch = it.dims[R];
+    const int64_t sc = it.stride[0][R] * M * N, sa = it.stride[1][R] * M * K, sb = it.stride[2][R] * K * N;
+    int64_t off[cpu::detail::Strided::kMaxOps];
+    for (int64_t r = 0; r < it.rows(); ++r) {
+      it.row_offsets(r, off);
+      gemm(A + off[1] * M * K, B + off[2] * K * N, pc + off[0] * M * N, M, N, K, ta, tb, batch, sa, sb, sc, mode, s);
+    }
+  };
+  if (prec == MatmulPrecision::BF16 && a16 + b16 <= kConvertBytes) {
+    auto* scratch = static_cast<char*>(per_stream(lt().convert, s, kConvertBytes));
+    auto* A = reinterpret_cast<__nv_bfloat16*>(scratch);
+    auto* B = reinterpret_cast<__nv_bfloat16*>(scratch + a16);
+    launch_to_bf16(pa, A, a.numel(), s);
+    launch_to_bf16(pb, B, b.numel(), s);
+    run(static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B), Mode::BF16Operands);
     return;
   }
-  // Coalesced batch iteration: the innermost dim is one strided-batched
-  // call (stride 0 where broadcast); any outer dims loop.
-  const cpu::detail::Strided it = cpu::detail::broadcast_iter(cb, {ab, bb}, op);
-  const int R = it.rank - 1;
-  const int64_t batch = it.dims[R];
-  const int64_t sc = it.stride[0][R] * M * N, sa = it.stride[1][R] * M * K, sb = it.stride[2][R] * K * N;
-  int64_t off[cpu::detail::Strided::kMaxOps];
-  for (int64_t r = 0; r < it.rows(); ++r) {
-    it.row_offsets(r, off);
-    gemm(pa + off[1] * M * K, pb + off[2] * K * N, pc + off[0] * M * N, M, N, K, ta, tb, batch, sa, sb, sc, prec, s);
-  }
+  const Mode mode = prec == MatmulPrecision::FP32 ? Mode::FP32
+                    : prec == MatmulPrecision::TF32 ? Mode::TF32
+                                                    : Mode::BF16Fast;
+  run(pa, pb, mode);
 }
 
 }  // namespace fy::cuda
