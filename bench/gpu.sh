@@ -53,7 +53,7 @@ fi
 
 if [[ " $STAGES " == *" e2e "* ]]; then
   for m in gpt2 llama; do
-    for p in bf16 fp32 bf16_host; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build failed"; done
+    for p in bf16 fp32 bf16_host bf16_stream; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build failed"; done
     row "$(python3 "$ROOT/bench/gpu/run.py" e2e $m "$G/$m" 2>&1 | tail -3)"
   done
 fi
@@ -65,9 +65,11 @@ if [[ " $STAGES " == *" speed "* ]]; then
 fi
 
 if [[ " $STAGES " == *" ooc "* ]]; then
-  d=$G/gpt350
-  program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
-    && row "$(python3 "$ROOT/bench/gpu/run.py" ooc "$d" "$d/train" /tmp/fyssd 2>&1 | tail -3)"
+  for m in ${OOC_MODELS:-gpt350 gpt350s}; do  # resident weights, streamed weights
+    d=$G/$m
+    program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
+      && row "$(python3 "$ROOT/bench/gpu/run.py" ooc "$d" "$d/train" /tmp/fyssd_$m 2>&1 | tail -3)"
+  done
 fi
 
 echo

@@ -120,6 +120,26 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def StreamParams : Pass<"fy-stream-params", "mlir::ModuleOp"> {
+  let summary = "Where the parameters' working copies live: resident on the device or streamed";
+  let description = [{
+    With policy=stream, every fysched.get_param of @train_step reads the
+    host master instead, and each phase that uses the parameter (forward,
+    backward: before and after the loss is written) gets its own device
+    buffer, filled by a copy right before the phase's first use (views are
+    made again on it). fy-insert-dealloc then ends it after the phase's last
+    use, so the device holds the weights of the ops at hand only; the module
+    is marked fysched.streamed_params and the program declares it, so no
+    resident copy is made. policy=keep (the default) changes nothing. Run
+    before fy-insert-dealloc.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
+           "keep (resident on the device) or stream (copied in per phase)">
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PlanMemory : Pass<"fy-plan-memory", "mlir::ModuleOp"> {
   let summary = "The static memory plan: every temporary's offset in its space's arena";
   let description = [{

@@ -4,6 +4,7 @@
 // its last forward use and back before its first backward use, so the
 // device holds only what the ops at hand need. Values are the same bits
 // either way: only where they wait changes.
+#include "passes/Analysis/StepPhases.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,13 +20,6 @@ using namespace mlir;
 namespace fs = fuyou::fysched;
 
 namespace {
-
-// The buffer a value is, or is a view of.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<fs::ViewOp>())
-    v = view.getSource();
-  return v;
-}
 
 // One saved buffer: its last forward use and first backward one, through
 // views of it included.
@@ -47,35 +41,23 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     if (!step || policy == "keep")
       return;
     Block &body = step.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    if (ret.getNumOperands() == 0)
+    fuyou::StepPhases phases(body);
+    if (!phases.hasBackward())
       return;
-    // Backward starts once the loss is written.
-    Value loss = rootOf(ret.getOperand(0));
-    DenseMap<Operation *, int64_t> pos;
-    int64_t boundary = -1;
-    for (auto [i, op] : llvm::enumerate(body)) {
-      pos[&op] = int64_t(i);
-      if (auto launch = dyn_cast<fs::LaunchOp>(op); launch && boundary < 0)
-        for (Value out : launch.getOuts())
-          if (rootOf(out) == loss)
-            boundary = int64_t(i);
-    }
-    if (boundary < 0)
-      return;
-
-    auto backward = [&](Operation *op) { return pos.count(op) && pos[op] > boundary; };
+    Value loss = fuyou::rootBuffer(cast<func::ReturnOp>(body.getTerminator()).getOperand(0));
+    auto backward = [&](Operation *op) { return phases.backward(op); };
+    auto pos = [&](Operation *op) { return phases.position(op); };
     // The uses of a buffer, and of the views made of it in forward.
     std::function<void(Value, Saved &)> walk = [&](Value v, Saved &s) {
       for (Operation *user : v.getUsers()) {
         if (isa<func::ReturnOp, fs::DeallocOp>(user))
           continue;
         if (backward(user)) {
-          if (!s.firstBackward || pos[user] < pos[s.firstBackward])
+          if (!s.firstBackward || pos(user) < pos(s.firstBackward))
             s.firstBackward = user;
           continue;
         }
-        if (!s.lastForward || pos[user] > pos[s.lastForward])
+        if (!s.lastForward || pos(user) > pos(s.lastForward))
           s.lastForward = user;
         if (auto view = dyn_cast<fs::ViewOp>(user))
           walk(view.getResult(), s);
@@ -84,7 +66,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     SmallVector<Saved> saved;
     for (auto alloc : body.getOps<fs::AllocOp>()) {
       auto type = cast<fs::BufferType>(alloc.getType());
-      if (pos[alloc] > boundary || type.getSpace() != "device" || alloc.getResult() == loss)
+      if (backward(alloc) || type.getSpace() != "device" || alloc.getResult() == loss)
         continue;
       Saved s{alloc, alloc, nullptr};
       walk(alloc.getResult(), s);
@@ -97,7 +79,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       for (Operation *user : v.getUsers()) {
         if (backward(user))
           return true;
-        if (auto view = dyn_cast<fs::ViewOp>(user); view && readLater(view.getResult()))
+        if (auto view = dyn_cast<fs::ViewOp>(user); view && phases.contains(view) && readLater(view.getResult()))
           return true;
       }
       return false;
@@ -108,7 +90,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
         Operation *user = use.getOwner();
         if (backward(user)) {
           use.set(to);
-        } else if (auto view = dyn_cast<fs::ViewOp>(user); view && pos.count(view) && readLater(view.getResult())) {
+        } else if (auto view = dyn_cast<fs::ViewOp>(user); view && readLater(view.getResult())) {
           auto again = b.create<fs::ViewOp>(view.getLoc(), view.getType(), to);
           rebase(view.getResult(), again.getResult(), b);
         }

@@ -7,6 +7,7 @@
 #                         fp32 the generated C++ and weights of the CUDA target
 #   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
+#   .gpu/gpt350s/         the same with its parameters streamed (--params stream)
 # Usage: bench/gpu/prepare.sh [BUILD_DIR]   (default build/)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,24 +29,27 @@ for m in gpt2 llama; do
     $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_$p" --target cuda --precision $p 2>/dev/null
     rm -f "$OUT/$m/train_$p"
   done
-  # Activations saved for backward wait in pinned host memory: must match train_bf16 bit for bit.
+  # Placement variants that must match train_bf16 bit for bit: activations saved
+  # for backward waiting in pinned host memory; parameters streamed per phase.
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_host" --target cuda --precision bf16 --activations host 2>/dev/null
-  rm -f "$OUT/$m/train_bf16_host"
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_stream" --target cuda --precision bf16 --params stream 2>/dev/null
+  rm -f "$OUT/$m/train_bf16_host" "$OUT/$m/train_bf16_stream"
 done
 
 # Big models: compiled from ONNX exported here, weights drawn on the GPU
 # machine from the same module definition (examples/models.py).
-big() {  # name batch seq layers heads d
+big() {  # name batch seq layers heads d [fuyou-compile flags...]
   local dir=$OUT/$1 tmp
   tmp=$(mktemp -d)
   mkdir -p "$dir"
   $PY "$ROOT/examples/export.py" --model gpt2 --out "$tmp/model.onnx" --batch $2 --seq $3 --vocab 50304 \
     --n-layer $4 --n-head $5 --d-model $6 --block-size 1024 >/dev/null
-  $FC "$tmp/model.onnx" --target cuda --emit=cpp > "$dir/train.cpp" 2>/dev/null
+  $FC "$tmp/model.onnx" --target cuda --emit=cpp "${@:7}" > "$dir/train.cpp" 2>/dev/null
   cp "$tmp/model.onnx.json" "$dir/model.json"
   echo "$2 $3" > "$dir/shape"
   rm -rf "$tmp"
 }
 big gpt124 8 1024 12 12 768
 big gpt350 1 128 24 16 1024
+big gpt350s 1 128 24 16 1024 --params stream  # no resident weights: copied in per phase
 du -sh "$OUT"

@@ -84,15 +84,17 @@ def e2e(name, d):
         ok &= good
         rows.append(f"{prec}: worst loss rel err {worst:.2e} (tol {tol:g}), loss {a[0]['loss']:.4f} -> "
                     f"{a[-1]['loss']:.4f} vs torch {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}")
-    # The same bf16 program with its activations in host memory (--activations host): bit-identical losses.
-    host = os.path.join(OUT, f"{name}_bf16_host.jsonl")
-    r = sh([os.path.join(d, "train_bf16_host"), "--data", TOKENS, "--steps", str(steps), "--log-json", host,
-            "--log-every", "100"], log=f"e2e_{name}.log")
-    same = r.returncode == 0 and [x["loss"] for x in read_log(host)] == \
-        [x["loss"] for x in read_log(os.path.join(OUT, f"{name}_bf16.jsonl"))]
-    ok &= same
-    rows.append(f"activations on host: losses {'bit-identical' if same else 'DIFFER'}"
-                + ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr.strip()[-200:]})"))
+    # The same bf16 program placed otherwise: activations in host memory
+    # (--activations host), parameters streamed (--params stream). Bit-identical losses.
+    for variant, what in (("host", "activations on host"), ("stream", "parameters streamed")):
+        log = os.path.join(OUT, f"{name}_bf16_{variant}.jsonl")
+        r = sh([os.path.join(d, f"train_bf16_{variant}"), "--data", TOKENS, "--steps", str(steps), "--log-json", log,
+                "--log-every", "100"], log=f"e2e_{name}.log")
+        same = r.returncode == 0 and [x["loss"] for x in read_log(log)] == \
+            [x["loss"] for x in read_log(os.path.join(OUT, f"{name}_bf16.jsonl"))]
+        ok &= same
+        rows.append(f"{what}: losses {'bit-identical' if same else 'DIFFER'}"
+                    + ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr.strip()[-200:]})"))
     print(f"e2e {name}: {'PASS' if ok else 'FAIL'}: " + "; ".join(rows))
     return ok
 
@@ -188,25 +190,29 @@ def ooc(d, exe, ssd):
     # The program names the least --gpu-mem it can run in.
     r = sh([exe, "--data", TOKENS, "--steps", "1", "--gpu-mem", "1M"], log="ooc.log")
     m = re.search(r"needs at least ([0-9.]+) MiB", r.stderr)
+    streamed = "parameters streamed" in r.stderr
     if not m:
         print(f"ooc: FAIL: no minimum from the program: {r.stderr.strip()[-300:]}")
         return False
     gpu_mem = int(float(m.group(1)) * 1.02 * 2**20)
     os.makedirs(ssd, exist_ok=True)
     steps = 12
-    trace = os.path.join(OUT, "ooc_trace.json")
+    trace = os.path.join(OUT, f"ooc_trace_{os.path.basename(d)}.json")
     with GpuBusy() as busy:
         ms, err = ours_run(exe, steps, ["--gpu-mem", str(gpu_mem), "--ssd", ssd, "--trace", trace], log="ooc.log")
     if ms is None:
         print(f"ooc: FAIL: {err.strip()[-400:]}")
         return False
     params = sum(p.numel() for p in build_model(ModelConfig.from_dict(cfg)).parameters())
-    # weights + states: fp32 master, Adam m and v (host/SSD) and the device's working copy
-    total = 16 * params
+    # weights + states: fp32 master, Adam m and v (host/SSD), and the device's
+    # resident working copy unless the program streams its parameters
+    per_param = 12 if streamed else 16
+    total = per_param * params
     tps = B * T / ms * 1e3
     fpt = flops_per_token(cfg, T)
     util = statistics.mean(busy.samples[len(busy.samples) // 4:]) if busy.samples else float("nan")
-    print(f"ooc: {params / 1e6:.0f}M params, weights+states {total / 2**30:.2f} GiB = "
+    print(f"ooc{' (streamed parameters)' if streamed else ''}: {params / 1e6:.0f}M params, "
+          f"weights+states ({per_param} B/param) {total / 2**30:.2f} GiB = "
           f"{total / gpu_mem:.2f}x --gpu-mem {gpu_mem / 2**30:.2f} GiB; {ms:.0f} ms/step, {tps:.0f} tok/s, "
           f"{tps * fpt / 1e12:.2f} TFLOPS; GPU busy {util:.0f}% (nvidia-smi)")
     print("ooc: ours: " + " | ".join(l for l in err.splitlines() if l.startswith("train:")))

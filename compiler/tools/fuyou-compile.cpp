@@ -26,6 +26,7 @@ struct Options {
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
   std::string activations = "keep";  // where values saved for backward wait
+  std::string params = "keep";       // resident working copies, or streamed per phase
 };
 
 [[noreturn]] void die(const std::string &msg) {
@@ -43,7 +44,9 @@ const char *kUsage =
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
     "                     [--activations keep|host]  values saved for backward wait on the device\n"
-    "                                          (default) or in host memory\n";
+    "                                          (default) or in host memory\n"
+    "                     [--params keep|stream]  weights resident on the device (default), or copied\n"
+    "                                          from the host masters before each phase that uses them\n";
 
 int64_t parseCount(const std::string &flag, const std::string &v, long long least = 1) {
   char *end = nullptr;
@@ -85,6 +88,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--sync-optimizer") o.syncOptimizer = true;
     else if (a == "--max-group-bytes") o.maxGroupBytes = parseCount("max-group-bytes", next());
     else if (a == "--activations") o.activations = next();
+    else if (a == "--params") o.params = next();
     else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
     else if (!a.empty() && a[0] == '-') die("unknown flag '" + a + "' (see --help)");
     else if (o.model.empty()) o.model = a;
@@ -100,6 +104,8 @@ Options parse(int argc, char **argv) {
     die("--precision '" + o.precision + "' needs --target cuda (the CPU target computes in fp32)");
   if (o.activations != "keep" && o.activations != "host")
     die("--activations must be keep or host, got '" + o.activations + "'");
+  if (o.params != "keep" && o.params != "stream")
+    die("--params must be keep or stream, got '" + o.params + "'");
   if (o.optimizer != "adamw" && o.optimizer != "adamw8bit")
     die("--optimizer must be adamw or adamw8bit, got '" + o.optimizer + "'");
   if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "tf32")
@@ -182,6 +188,9 @@ int main(int argc, char **argv) {
     fuyou::PlaceActivationsOptions place;
     place.policy = opts.activations;
     pm.addPass(fuyou::createPlaceActivations(place));
+    fuyou::StreamParamsOptions stream;
+    stream.policy = opts.params;
+    pm.addPass(fuyou::createStreamParams(stream));
     pm.addPass(fuyou::createInsertDealloc());
     pm.addPass(fuyou::createPlanMemory());
   }

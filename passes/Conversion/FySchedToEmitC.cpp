@@ -181,7 +181,9 @@ template <typename OpT> struct IndexedLowering : OpConversionPattern<OpT> {
 struct ParamLowering : IndexedLowering<fs::GetParamOp> {
   using IndexedLowering::IndexedLowering;
   LogicalResult matchAndRewrite(fs::GetParamOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
-    auto c = call(rw, op, "param", viewType(rw.getContext()), {}, {id(rw, op.getName())});
+    // A parameter read in host memory (fy-stream-params) is its master.
+    StringRef fn = cast<fs::BufferType>(op.getType()).getSpace() == "host" ? "param_host" : "param";
+    auto c = call(rw, op, fn, viewType(rw.getContext()), {}, {id(rw, op.getName())});
     rw.replaceOp(op, c.getResult(0));
     return success();
   }
@@ -360,6 +362,10 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
                                     b.getArrayAttr(args), ArrayAttr());
     }
+    // No resident working copies: each phase copies the weights it uses.
+    if (module->hasAttr("fysched.streamed_params"))
+      b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_streamed_params", ValueRange{rt},
+                                    ArrayAttr(), ArrayAttr());
     // The precision of the program's arithmetic and its optimizer, when the
     // driver chose them.
     for (auto [attr, fn] : {std::pair{"fy.precision", "fy::rt::declare_precision"},

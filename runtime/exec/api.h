@@ -41,6 +41,10 @@ void declare_inputs(Runtime* rt, Shape shape, int64_t vocab);
 // of the host arena for activations kept in host memory.
 void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes, int64_t arena_bytes = 0,
                          int64_t host_arena_bytes = 0);
+// The program reads every parameter from its host master and copies what
+// each phase needs to the device itself (fuyou-compile --params stream): a
+// device keeps no resident working copies, and --gpu-mem does not count them.
+void declare_streamed_params(Runtime* rt);
 // The arithmetic the program was compiled for: "fp32" (every target), "bf16"
 // or "tf32" (matrix products on the CUDA target's tensor cores).
 void declare_precision(Runtime* rt, const char* precision);
@@ -50,6 +54,7 @@ void declare_optimizer(Runtime* rt, const char* name);
 
 // ---- buffers ----
 View param(Runtime* rt, int64_t index);           // the parameter's storage
+View param_host(Runtime* rt, int64_t index);      // its master in host memory (streamed programs)
 View alloc(Runtime* rt, Shape shape, DType dtype);  // uninitialised temporary
 // An uninitialised temporary at the place the memory plan gave it in the arena.
 View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype);

@@ -105,6 +105,11 @@ class Runtime {
   int64_t state_bytes_total() const;
   const std::string& optimizer_name() const { return optimizer_; }
   int64_t param_bytes() const;  // in the allocator's 64-byte granules
+  // Streamed parameters (declare_streamed_params): no resident device copies.
+  void set_streamed_params() { streamed_params_ = true; }
+  bool streamed_params() const { return streamed_params_; }
+  // What the parameters take on the device for the whole run.
+  int64_t resident_param_bytes() const { return streamed_params_ ? 0 : param_bytes(); }
   // The static memory plan (declare_memory_plan): the most bytes of
   // temporaries alive at once, and the size of the arena the program places
   // them in (0 when it places none). -1 when the program declared no plan.
@@ -193,6 +198,7 @@ class Runtime {
   Shape input_shape_;
   int64_t vocab_ = 0;
   int64_t planned_temp_bytes_ = -1;
+  bool streamed_params_ = false;
   int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
   Arena arena_, host_arena_;  // their memory is allocated at their first placement
   std::string optimizer_ = "adamw";

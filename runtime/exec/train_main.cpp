@@ -282,10 +282,10 @@ void check_budgets(Runtime& rt, const Device* device, const TrainOptions& o) {
   if (o.gpu_mem > 0) {
     if (rt.planned_temp_bytes() < 0) fail("--gpu-mem: this program carries no memory plan (recompile it)");
     const int64_t fixed = device ? device->fixed_bytes() : 0;
-    int64_t need = rt.param_bytes() + rt.planned_device_temp_bytes() + fixed;
+    int64_t need = rt.resident_param_bytes() + rt.planned_device_temp_bytes() + fixed;
     if (o.gpu_mem < need)
       fail("--gpu-mem " + mib(o.gpu_mem) + " is too small for this program: it needs at least " + mib(need) +
-           " (parameters " + mib(rt.param_bytes()) + ", " +
+           " (parameters " + (rt.streamed_params() ? "streamed" : mib(rt.param_bytes())) + ", " +
            (rt.planned_arena_bytes() > 0 ? "the temporaries' arena " : "temporaries ") +
            mib(rt.planned_device_temp_bytes()) + (fixed > 0 ? ", library scratch " + mib(fixed) : std::string()) +
            ")");

@@ -113,7 +113,9 @@ void CudaDevice::prepare() {
     FY_CUDA_CHECK(cudaMalloc(&tgt_, size_t(in.numel()) * 8));
     FY_CUDA_CHECK(cudaMalloc(&loss_, sizeof(float)));
     params_.assign(size_t(rt_.num_params()), nullptr);
-    for (int64_t i = 0; i < rt_.num_params(); ++i) {
+    // Streamed parameters have no resident copies: the program fills arena
+    // buffers from the masters (param_host, copy_to_device) as it goes.
+    for (int64_t i = 0; i < rt_.num_params() && !rt_.streamed_params(); ++i) {
       const View& v = rt_.param(i).value;
       reserve(granule(v.nbytes()), ("parameter '" + rt_.param(i).name + "'").c_str());
       FY_CUDA_CHECK(cudaMalloc(&params_[size_t(i)], v.nbytes() ? v.nbytes() : 1));
@@ -153,7 +155,7 @@ void CudaDevice::prepare() {
     prepared_ = true;
   }
   // The masters are final (loaded or restored): every working copy up.
-  for (int64_t i = 0; i < rt_.num_params(); ++i) {
+  for (int64_t i = 0; i < rt_.num_params() && !rt_.streamed_params(); ++i) {
     const View& v = rt_.param(i).value;
     FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, compute_));
   }
@@ -218,6 +220,8 @@ void CudaDevice::flush_kernel_trace() {
 
 View CudaDevice::param(int64_t index) {
   if (!prepared_) fail("param: the device is not prepared (a runtime bug)");
+  if (rt_.streamed_params())
+    fail("param: this program streams its parameters, so the device keeps no copy of '" + rt_.param(index).name + "'");
   const View& host = rt_.param(index).value;
   return View{params_[size_t(index)], host.shape, host.dtype};
 }
@@ -319,6 +323,7 @@ void CudaDevice::adamw(int64_t index, View grad) {
   }
   copy_out_bytes_ += int64_t(grad.nbytes());
   rt_.adamw(index, View{host_grad_, grad.shape, grad.dtype});
+  if (rt_.streamed_params()) return;
   FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(index)], p.value.data, p.value.nbytes(), cudaMemcpyHostToDevice,
                                 compute_));
   upload_bytes_ += int64_t(p.value.nbytes());
@@ -339,6 +344,7 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
 
 void CudaDevice::upload_group(int64_t group) {
   for (int64_t i : rt_.async_optimizer().group_params(group)) {
+    if (rt_.streamed_params()) break;  // the program copies the masters itself
     const View& v = rt_.param(i).value;
     FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, upload_));
     upload_bytes_ += int64_t(v.nbytes());

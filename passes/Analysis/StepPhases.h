@@ -1,0 +1,35 @@
+// The two phases of a training step's body: forward, up to and including
+// the launch that writes the loss (the returned buffer), and backward after
+// it. Used by the placement passes (fy-place-activations, fy-stream-params),
+// which move data between the phases' uses.
+#ifndef FUYOU_PASSES_ANALYSIS_STEPPHASES_H
+#define FUYOU_PASSES_ANALYSIS_STEPPHASES_H
+
+#include "mlir/IR/Block.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <cstdint>
+
+namespace fuyou {
+
+// The buffer a value is, or is a view of.
+mlir::Value rootBuffer(mlir::Value v);
+
+class StepPhases {
+public:
+  explicit StepPhases(mlir::Block &body);
+  // Whether the loss is written in this block at all (else all is forward).
+  bool hasBackward() const { return boundary_ != INT64_MAX; }
+  bool backward(mlir::Operation *op) const { return position(op) > boundary_; }
+  int64_t position(mlir::Operation *op) const { return pos_.lookup(op); }
+  // Whether op was in the block when this was computed (not made since).
+  bool contains(mlir::Operation *op) const { return pos_.count(op) != 0; }
+
+private:
+  llvm::DenseMap<mlir::Operation *, int64_t> pos_;
+  int64_t boundary_ = INT64_MAX;
+};
+
+} // namespace fuyou
+
+#endif

@@ -1,0 +1,92 @@
+// fy-stream-params: where the parameters' working copies live. policy=keep
+// leaves every parameter resident on the device for the whole run;
+// policy=stream keeps none there: each is copied from its host master into
+// a device buffer right before its first forward use and again right before
+// its first backward use, and that buffer ends after the phase's last use
+// (fy-insert-dealloc), so the device holds only the weights of the ops at
+// hand. The copies are the masters' bits: results do not change.
+#include "passes/Analysis/StepPhases.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <functional>
+
+namespace fuyou {
+#define GEN_PASS_DEF_STREAMPARAMS
+#include "passes/Passes.h.inc"
+} // namespace fuyou
+
+using namespace mlir;
+namespace fs = fuyou::fysched;
+
+namespace {
+
+struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
+  using StreamParamsBase::StreamParamsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (policy != "keep" && policy != "stream") {
+      module.emitError("fy-stream-params: policy must be keep or stream, got '") << policy << "'";
+      return signalPassFailure();
+    }
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step || policy == "keep")
+      return;
+    module->setAttr("fysched.streamed_params", UnitAttr::get(&getContext()));
+    Block &body = step.getBody().front();
+    fuyou::StepPhases phases(body);  // no loss written: all is forward
+    auto backward = [&](Operation *op) { return phases.backward(op); };
+
+    SmallVector<fs::GetParamOp> params;
+    for (auto gp : body.getOps<fs::GetParamOp>())
+      if (cast<fs::BufferType>(gp.getType()).getSpace() == "device")
+        params.push_back(gp);
+    for (fs::GetParamOp gp : params) {
+      // The first user of each phase, views' users included.
+      Operation *firstFwd = nullptr, *firstBwd = nullptr;
+      std::function<void(Value)> scan = [&](Value v) {
+        for (Operation *user : v.getUsers()) {
+          Operation *&first = backward(user) ? firstBwd : firstFwd;
+          if (!first || phases.position(user) < phases.position(first))
+            first = user;
+          if (auto view = dyn_cast<fs::ViewOp>(user))
+            scan(view.getResult());
+        }
+      };
+      scan(gp.getResult());
+      auto type = cast<fs::BufferType>(gp.getType());
+      auto hostType = fs::BufferType::get(type.getContext(), "host", type.getTensorType());
+      OpBuilder b(gp);
+      Value master = b.create<fs::GetParamOp>(gp.getLoc(), hostType, gp.getNameAttr());
+      auto fetch = [&](Operation *before) {
+        b.setInsertionPoint(before);
+        Value d = b.create<fs::AllocOp>(gp.getLoc(), type, /*offset=*/IntegerAttr());
+        b.create<fs::CopyOp>(gp.getLoc(), master, d);
+        return d;
+      };
+      Value bwd = firstBwd ? fetch(firstBwd) : Value();
+      // Backward's uses of `from` (or of views of it made in forward) read `to`.
+      std::function<void(Value, Value)> rebase = [&](Value from, Value to) {
+        for (OpOperand &use : llvm::make_early_inc_range(from.getUses())) {
+          Operation *user = use.getOwner();
+          if (backward(user)) {
+            use.set(to);
+          } else if (auto view = dyn_cast<fs::ViewOp>(user)) {
+            b.setInsertionPoint(firstBwd);
+            auto again = b.create<fs::ViewOp>(view.getLoc(), view.getType(), to);
+            rebase(view.getResult(), again.getResult());
+          }
+        }
+      };
+      if (bwd)
+        rebase(gp.getResult(), bwd);
+      if (firstFwd)
+        gp.getResult().replaceAllUsesWith(fetch(firstFwd));
+      gp.erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""Placement (issue 4): what the device holds is the compiler's choice, and
+no choice changes a bit of the results.
+
+  activations: a model whose activations saved for backward are at least 4x
+    --gpu-mem trains within --gpu-mem when they wait in host memory
+    (fuyou-compile --activations host);
+  weights: a model whose weights are at least 4x --gpu-mem trains within it
+    when they are streamed in per phase (--params stream, with activations
+    in host memory too).
+
+Each run's losses and trained weights are bit-identical to the run that keeps
+everything on the device, and that program is refused under the same budget.
+On the CPU target "device memory" is the arena of the memory plan (plus the
+resident parameters); --gpu-mem is checked at start-up, and the arena
+refuses any placement outside the plan as the program runs.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+
+
+def fail(msg):
+    sys.exit(f"placement: FAIL: {msg}")
+
+
+def plan(compiler, onnx, flags):
+    out = subprocess.run([compiler, onnx, "--emit=fysched"] + flags, check=True, capture_output=True,
+                         text=True).stdout
+    return {k: int(v) for k, v in re.findall(r"fysched\.(\w+_bytes) = (\d+)", out)}
+
+
+def case(a, tokens, name, shape, flags, what):
+    """Trains `shape` resident and placed by `flags`; `what(plan)` is the bytes
+    that must be 4x --gpu-mem. Returns a line for the summary."""
+    w = lambda n: os.path.join(a.work, f"{name}_{n}")
+    subprocess.run([PY, os.path.join(ROOT, "examples/export.py"), "--model", "gpt2", "--out", w("m.onnx")] + shape,
+                   check=True, stdout=subprocess.DEVNULL)
+    placed = plan(a.compiler, w("m.onnx"), flags)
+    resident = plan(a.compiler, w("m.onnx"), [])
+    streamed = "stream" in flags
+    gpu_mem = placed["arena_bytes"] + (0 if streamed else placed["param_bytes"])
+    held = what(placed)
+    if held < 4 * gpu_mem:
+        fail(f"{name}: {held} B are not 4x --gpu-mem {gpu_mem} B")
+
+    subprocess.run([a.compiler, w("m.onnx"), "-o", w("train_placed")] + flags, check=True, stderr=subprocess.DEVNULL)
+    subprocess.run([a.compiler, w("m.onnx"), "-o", w("train_resident")], check=True, stderr=subprocess.DEVNULL)
+    common = lambda p: [w(f"train_{p}"), "--data", tokens, "--steps", str(a.steps), "--log-every", "1000"]
+    r = subprocess.run(common("placed") + ["--gpu-mem", str(gpu_mem), "--log-json", w("placed.jsonl"),
+                                           "--save", w("ckpt_placed")], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{name}: the placed run under --gpu-mem {gpu_mem} exited {r.returncode}: {r.stderr[-2000:]}")
+    r = subprocess.run(common("resident") + ["--gpu-mem", str(gpu_mem)], capture_output=True, text=True)
+    if r.returncode == 0 or "--gpu-mem" not in r.stderr or "too small" not in r.stderr:
+        fail(f"{name}: the device-resident program was not refused under --gpu-mem {gpu_mem}: {r.stderr[-500:]}")
+    subprocess.run(common("resident") + ["--log-json", w("resident.jsonl"), "--save", w("ckpt_resident")],
+                   check=True, stderr=subprocess.DEVNULL)
+
+    losses = lambda f: [json.loads(l)["loss"] for l in open(f)]
+    lr, lp = losses(w("resident.jsonl")), losses(w("placed.jsonl"))
+    if len(lr) != a.steps or lr != lp:
+        fail(f"{name}: losses differ: resident {lr}, placed {lp}")
+    weights = lambda d: open(os.path.join(d, "model.safetensors"), "rb").read()
+    if weights(w("ckpt_resident")) != weights(w("ckpt_placed")):
+        fail(f"{name}: the trained weights differ")
+    return (f"{name} ({' '.join(flags)}): {held / gpu_mem:.1f}x --gpu-mem {gpu_mem} B; device arena "
+            f"{resident['arena_bytes']} B resident, {placed['arena_bytes']} B placed; {a.steps} losses and "
+            f"the weights bit-identical")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compiler", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--steps", type=int, default=4)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    tokens = os.path.join(a.work, "tokens.bin")
+    subprocess.run([PY, os.path.join(ROOT, "examples/prepare_data.py"), "--out", tokens, "--max-bytes", "100000"],
+                   check=True, stdout=subprocess.DEVNULL)
+    rows = [
+        # Deep and narrow, long rows: activations grow with layers x batch x
+        # sequence, the working set of one layer does not.
+        case(a, tokens, "activations", ["--batch", "8", "--seq", "64", "--n-layer", "12", "--d-model", "64",
+                                        "--n-head", "4", "--block-size", "64"],
+             ["--activations", "host"], lambda p: p["host_arena_bytes"]),
+        # Deep and wider, short rows: the weights outgrow what one layer's
+        # ops hold at once.
+        case(a, tokens, "weights", ["--batch", "2", "--seq", "32", "--n-layer", "12", "--d-model", "128",
+                                    "--n-head", "4", "--block-size", "32"],
+             ["--activations", "host", "--params", "stream"], lambda p: p["param_bytes"]),
+    ]
+    for r in rows:
+        print("placement: " + r)
+    print("placement: PASS")
+
+
+if __name__ == "__main__":
+    main()
