@@ -67,6 +67,56 @@ TEST(AsyncOptimizer, BitIdenticalToInline) {
   EXPECT_GT(async_rt.async_optimizer().busy_seconds(), 0.0);
 }
 
+// A device's copies may still be in flight when offload returns (CUDA:
+// a download stream). Here each copy lands only when the fence's waiter
+// runs, after a delay: an update that read the slot before waiting would
+// see stale gradients and differ from the inline run.
+TEST(AsyncOptimizer, UpdateWaitsForGradientCopiesToLand) {
+  fy::Runtime inline_rt, async_rt;
+  declare(inline_rt, 9);
+  declare(async_rt, 9);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  int64_t group = opt.declare_group({0, 1});
+  std::vector<std::pair<std::vector<float>, float*>> in_flight;  // copies issued, not landed
+  int landed = 0;
+  opt.set_gradient_copy(
+      [&](const fy::View& src, float* dst) {
+        const float* p = src.as<float>();
+        in_flight.emplace_back(std::vector<float>(p, p + src.numel()), dst);
+      },
+      [&](int64_t) -> std::function<void()> {
+        auto copies = std::move(in_flight);
+        in_flight.clear();
+        return [copies = std::move(copies), &landed] {
+          usleep(20000);
+          for (const auto& [data, dst] : copies) std::memcpy(dst, data.data(), data.size() * sizeof(float));
+          ++landed;
+        };
+      });
+  std::mt19937 gen(13);
+  for (int64_t step = 1; step <= 4; ++step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    std::vector<std::vector<float>> grads;
+    std::vector<fy::View> views;
+    for (int64_t i = 0; i < 2; ++i) grads.push_back(random_grad(inline_rt.param(i).value.numel(), gen));
+    for (int64_t i = 0; i < 2; ++i) {
+      fy::View g = inline_rt.param(i).value;
+      g.data = grads[size_t(i)].data();
+      inline_rt.adamw(i, g);
+      views.push_back(g);
+    }
+    opt.wait(group);
+    opt.start(group, views.data(), views.size());
+  }
+  opt.wait_all();
+  EXPECT_EQ(landed, 4);
+  for (int64_t i = 0; i < 2; ++i) {
+    const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+    EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i;
+  }
+}
+
 TEST(AsyncOptimizer, WrongGradientFailsClearly) {
   fy::Runtime rt;
   declare(rt, 3);
