@@ -213,7 +213,8 @@ def FyGraph_MaskedSoftmaxOp : FyGraph_Op<"masked_softmax", [Pure]> {
     true where a score is dropped; its shape is [1.., R, D] with D the last dim
     of `input` and R 1 or the dim before it, so row r of `input` (counting over
     all leading dims) takes mask row r mod R. Bit for bit the same as the mul,
-    where and softmax it replaces.
+    where and softmax it replaces; its gradient (softmax_grad with the
+    scale) equals theirs up to the sign of zeros at masked entries.
   }];
   let arguments = (ins FyFloatTensor:$input, FyBoolTensor:$mask, F32Attr:$scale);
   let results = (outs FyFloatTensor:$result);

@@ -1,6 +1,7 @@
 // The two phases of a training step's body: forward, up to and including
-// the launch that writes the loss (the returned buffer), and backward after
-// it. Used by the placement passes (fy-place-activations, fy-stream-params),
+// the first launch that writes the loss (the returned buffer), and backward
+// after it. (A loss written by several launches would start backward early:
+// placement then moves less, never wrongly.) Used by the placement passes (fy-place-activations, fy-stream-params),
 // which move data between the phases' uses.
 #ifndef FUYOU_PASSES_ANALYSIS_STEPPHASES_H
 #define FUYOU_PASSES_ANALYSIS_STEPPHASES_H

@@ -302,6 +302,15 @@ void AsyncOptimizer::quiesce() noexcept {
   std::unique_lock<std::mutex> lock(mu_);
   auto drop = [&](Group& g) {
     g.pending = g.held = false;
+    // The slot is reused only once its copies are in (noexcept: an error
+    // here is the device's, reported by its own teardown).
+    if (g.landed) {
+      try {
+        g.landed();
+      } catch (...) {
+      }
+      g.landed = nullptr;
+    }
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
   };

@@ -178,27 +178,37 @@ const Plan& plan_for(const Key& k) {
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(ctx.handle, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    if (mode == Mode::BF16Operands) {
+      // Remembered as none (op null): the caller keeps fp32 operands instead.
+      for (cublasLtMatrixLayout_t l : {p.la, p.lb, p.lc}) cublasLtMatrixLayoutDestroy(l);
+      cublasLtMatmulDescDestroy(p.op);
+      return ctx.plans.emplace(k, Plan{}).first->second;
+    }
     fail(std::string("fy::cuda::matmul: cuBLASLt has no algorithm for ") + key_str(k) + " (" +
          cublasLtGetStatusName(st) + ")");
+  }
   p.algo = res.algo;
   return ctx.plans.emplace(k, p).first->second;
 }
 
 // One (strided-batched) GEMM: `batch` products of a [M,K] (or [K,M]) and
 // b [K,N] (or [N,K]) into c [M,N]; strides in elements. T: float, or
-// __nv_bfloat16 in Mode::BF16Operands.
+// __nv_bfloat16 in Mode::BF16Operands, where it returns false (nothing
+// launched) when cuBLASLt has no algorithm for the operands.
 template <class T>
-void gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t batch,
+bool gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t batch,
           int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s) {
   check(batch <= INT32_MAX, "matmul", "too many batches");
   if (batch == 1) sa = sb = sc = 0;
   const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
                  alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, sizeof(float))};
   const Plan& p = plan_for(k);
+  if (!p.op) return false;
   const float alpha = 1.f, beta = 0.f;
   FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo,
                                  workspace(s), kWorkspaceBytes, s));
+  return true;
 }
 
 // Round-to-nearest bf16 copy; with vec, four elements per thread and step
@@ -275,8 +285,7 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
   auto run = [&](const auto* A, const auto* B, Mode mode) {
     if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
       // x @ W with a shared W: a's batches stacked into one tall GEMM.
-      gemm(A, B, pc, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s);
-      return;
+      return gemm(A, B, pc, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s);
     }
     // Coalesced batch iteration: the innermost dim is one strided-batched
     // call (stride 0 where broadcast); any outer dims loop.
@@ -287,8 +296,11 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
     int64_t off[cpu::detail::Strided::kMaxOps];
     for (int64_t r = 0; r < it.rows(); ++r) {
       it.row_offsets(r, off);
-      gemm(A + off[1] * M * K, B + off[2] * K * N, pc + off[0] * M * N, M, N, K, ta, tb, batch, sa, sb, sc, mode, s);
+      if (!gemm(A + off[1] * M * K, B + off[2] * K * N, pc + off[0] * M * N, M, N, K, ta, tb, batch, sa, sb, sc,
+                mode, s))
+        return false;  // any products already written are written again
     }
+    return true;
   };
   if (prec == MatmulPrecision::BF16 && a16 + b16 <= kConvertBytes) {
     auto* scratch = static_cast<char*>(per_stream(lt().convert, s, kConvertBytes));
@@ -296,8 +308,7 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
     auto* B = reinterpret_cast<__nv_bfloat16*>(scratch + a16);
     launch_to_bf16(pa, A, a.numel(), s);
     launch_to_bf16(pb, B, b.numel(), s);
-    run(static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B), Mode::BF16Operands);
-    return;
+    if (run(static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B), Mode::BF16Operands)) return;
   }
   const Mode mode = prec == MatmulPrecision::FP32 ? Mode::FP32
                     : prec == MatmulPrecision::TF32 ? Mode::TF32
