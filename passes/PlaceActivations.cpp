@@ -74,29 +74,6 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
         saved.push_back(s);
     }
 
-    // Whether backward reads a value, directly or through views.
-    std::function<bool(Value)> readLater = [&](Value v) {
-      for (Operation *user : v.getUsers()) {
-        if (backward(user))
-          return true;
-        if (auto view = dyn_cast<fs::ViewOp>(user); view && phases.contains(view) && readLater(view.getResult()))
-          return true;
-      }
-      return false;
-    };
-    // Backward's uses of `from` (or of views of it made in forward) read `to`.
-    std::function<void(Value, Value, OpBuilder &)> rebase = [&](Value from, Value to, OpBuilder &b) {
-      for (OpOperand &use : llvm::make_early_inc_range(from.getUses())) {
-        Operation *user = use.getOwner();
-        if (backward(user)) {
-          use.set(to);
-        } else if (auto view = dyn_cast<fs::ViewOp>(user); view && readLater(view.getResult())) {
-          auto again = b.create<fs::ViewOp>(view.getLoc(), view.getType(), to);
-          rebase(view.getResult(), again.getResult(), b);
-        }
-      }
-    };
-
     // Out after the last forward use, back in before the first backward one.
     for (Saved &s : saved) {
       auto type = cast<fs::BufferType>(s.alloc.getType());
@@ -109,7 +86,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       b.setInsertionPoint(s.firstBackward);
       Value back = b.create<fs::AllocOp>(loc, type, /*offset=*/IntegerAttr());
       b.create<fs::CopyOp>(loc, host, back);
-      rebase(s.alloc.getResult(), back, b);
+      phases.rebaseBackward(s.alloc.getResult(), back, b);
     }
   }
 };

@@ -37,7 +37,6 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
     module->setAttr("fysched.streamed_params", UnitAttr::get(&getContext()));
     Block &body = step.getBody().front();
     fuyou::StepPhases phases(body);  // no loss written: all is forward
-    auto backward = [&](Operation *op) { return phases.backward(op); };
 
     SmallVector<fs::GetParamOp> params;
     for (auto gp : body.getOps<fs::GetParamOp>())
@@ -48,7 +47,7 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
       Operation *firstFwd = nullptr, *firstBwd = nullptr;
       std::function<void(Value)> scan = [&](Value v) {
         for (Operation *user : v.getUsers()) {
-          Operation *&first = backward(user) ? firstBwd : firstFwd;
+          Operation *&first = phases.backward(user) ? firstBwd : firstFwd;
           if (!first || phases.position(user) < phases.position(first))
             first = user;
           if (auto view = dyn_cast<fs::ViewOp>(user))
@@ -66,22 +65,8 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
         b.create<fs::CopyOp>(gp.getLoc(), master, d);
         return d;
       };
-      Value bwd = firstBwd ? fetch(firstBwd) : Value();
-      // Backward's uses of `from` (or of views of it made in forward) read `to`.
-      std::function<void(Value, Value)> rebase = [&](Value from, Value to) {
-        for (OpOperand &use : llvm::make_early_inc_range(from.getUses())) {
-          Operation *user = use.getOwner();
-          if (backward(user)) {
-            use.set(to);
-          } else if (auto view = dyn_cast<fs::ViewOp>(user)) {
-            b.setInsertionPoint(firstBwd);
-            auto again = b.create<fs::ViewOp>(view.getLoc(), view.getType(), to);
-            rebase(view.getResult(), again.getResult());
-          }
-        }
-      };
-      if (bwd)
-        rebase(gp.getResult(), bwd);
+      if (firstBwd)  // views backward reads are made again after the copy
+        phases.rebaseBackward(gp.getResult(), fetch(firstBwd), b);
       if (firstFwd)
         gp.getResult().replaceAllUsesWith(fetch(firstFwd));
       gp.erase();

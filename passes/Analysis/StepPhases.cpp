@@ -3,6 +3,8 @@
 #include "dialects/FySched/FySchedOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <functional>
+
 using namespace mlir;
 namespace fs = fuyou::fysched;
 
@@ -23,6 +25,28 @@ StepPhases::StepPhases(Block &body) {
       for (Value out : launch.getOuts())
         if (rootBuffer(out) == loss)
           boundary_ = int64_t(i);
+  }
+}
+
+void StepPhases::rebaseBackward(Value from, Value to, OpBuilder &b) const {
+  // Whether backward reads a value, directly or through views.
+  std::function<bool(Value)> readLater = [&](Value v) {
+    for (Operation *user : v.getUsers()) {
+      if (backward(user))
+        return true;
+      if (auto view = dyn_cast<fs::ViewOp>(user); view && contains(view) && readLater(view.getResult()))
+        return true;
+    }
+    return false;
+  };
+  for (OpOperand &use : llvm::make_early_inc_range(from.getUses())) {
+    Operation *user = use.getOwner();
+    if (backward(user)) {
+      use.set(to);
+    } else if (auto view = dyn_cast<fs::ViewOp>(user); view && readLater(view.getResult())) {
+      auto again = b.create<fs::ViewOp>(view.getLoc(), view.getType(), to);
+      rebaseBackward(view.getResult(), again.getResult(), b);
+    }
   }
 }
 

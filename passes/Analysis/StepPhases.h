@@ -7,6 +7,7 @@
 #define FUYOU_PASSES_ANALYSIS_STEPPHASES_H
 
 #include "mlir/IR/Block.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <cstdint>
@@ -25,6 +26,10 @@ public:
   int64_t position(mlir::Operation *op) const { return pos_.lookup(op); }
   // Whether op was in the block when this was computed (not made since).
   bool contains(mlir::Operation *op) const { return pos_.count(op) != 0; }
+  // Moves backward's reads of `from` (directly, or through views of it made
+  // in forward) to `to`, which holds the same values: views that backward
+  // reads are made again on `to` at b's insertion point.
+  void rebaseBackward(mlir::Value from, mlir::Value to, mlir::OpBuilder &b) const;
 
 private:
   llvm::DenseMap<mlir::Operation *, int64_t> pos_;

@@ -343,12 +343,13 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
 }
 
 void CudaDevice::upload_group(int64_t group) {
-  for (int64_t i : rt_.async_optimizer().group_params(group)) {
-    if (rt_.streamed_params()) break;  // the program copies the masters itself
-    const View& v = rt_.param(i).value;
-    FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, upload_));
-    upload_bytes_ += int64_t(v.nbytes());
-  }
+  // Streamed parameters have no working copies: the program copies the masters itself.
+  if (!rt_.streamed_params())
+    for (int64_t i : rt_.async_optimizer().group_params(group)) {
+      const View& v = rt_.param(i).value;
+      FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, upload_));
+      upload_bytes_ += int64_t(v.nbytes());
+    }
   FY_CUDA_CHECK(cudaEventRecord(group_events_[size_t(group)], upload_));
 }
 

@@ -1,13 +1,15 @@
 // The CUDA target's device: one GPU, one compute stream on which every
-// kernel and the gradient copies run in program order, and an upload stream
-// on which the background optimizer sends updated parameters back.
+// kernel and the program's copies run in program order, a download stream
+// that takes each layer group's gradients to the optimizer's host slots, and
+// an upload stream on which the background optimizer sends updated
+// parameters back.
 //
 // Memory: the fp32 master weights, AdamW's moments (or their SSD staging) and
 // the gradient slots stay in host memory, page-locked; the device holds a
-// working copy of every parameter and the program's temporaries: at the
-// places the compiler's memory plan gave them in one arena, or (a program
-// without offsets) from a pool that reuses buffers by size, bounded by
-// --gpu-mem.
+// working copy of every parameter (none when the program streams them) and
+// the program's temporaries: at the places the compiler's memory plan gave
+// them in one arena, or (a program without offsets) from a pool that reuses
+// buffers by size, bounded by --gpu-mem.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,6 +32,7 @@ class CudaDevice final : public Device {
   const char* name() const override { return name_.c_str(); }
   void prepare() override;
   void run_step(TrainStepFn step, View idx, View tgt, View loss) override;
+  int64_t fixed_bytes() const override;
   const Runtime::PoolStats& pool_stats() const override { return stats_; }
   std::string summary() const override;
 
@@ -52,7 +55,6 @@ class CudaDevice final : public Device {
   void adamw(int64_t index, View grad);
   // Layer groups: gradients out through the optimizer's slots; before a
   // group's parameters are read again, its upload must be done.
-  int64_t fixed_bytes() const override;
   int64_t grad_offload(int64_t group, const View* grads, size_t count);
   void group_wait(int64_t group);
 
