@@ -101,21 +101,33 @@ def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
 }
 
 def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
-  let summary = "Where the values backward needs wait: on the device or in host memory";
+  let summary = "Where the values backward needs wait: on the device, in host memory, or nowhere (recomputed)";
   let description = [{
     A device buffer of @train_step allocated before the loss is written and
-    read after it is an activation saved for backward. With policy=host,
-    each is copied to a host buffer right after its last forward use and
-    into a fresh device buffer right before its first backward use, which
-    then reads that copy (views made in forward are made again on it).
-    fy-insert-dealloc then ends the device buffer after the copy out, so
-    the device holds only the ops at hand's buffers; the bits are the
-    same. policy=keep (the default) changes nothing. Run before
-    fy-insert-dealloc.
+    read after it is an activation saved for backward. Forward is cut into
+    segments, one per layer group, each starting at the first launch that
+    reads one of the group's parameters; a buffer belongs to the segment of
+    its first writer. `policy` is one policy for every segment, or a comma-
+    separated list with one per segment in forward order:
+      keep: the activation stays on the device;
+      host: it is copied to a host buffer right after its last forward use
+        and into a fresh device buffer right before its first backward use,
+        which then reads that copy (views made in forward are made again);
+      recompute: before its first backward use, the forward launches that
+        made it, and the unsaved buffers they read, run again into fresh
+        buffers from the buffers that were kept, the parameters and the
+        inputs. A segment's checkpoints (buffers a later segment reads) stay
+        on the device, so recomputation never reaches past one segment. A
+        buffer that cannot be made again so (several writers, a parameter
+        already updated) stays on the device.
+    fy-insert-dealloc then ends each device buffer after its last use, so
+    the device holds only the ops at hand's buffers. Every policy gives the
+    same bits: only where values wait, or that the same kernels run twice on
+    the same inputs, changes. Run before fy-insert-dealloc.
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep (on the device) or host (copied out and back)">
+           "keep, host or recompute; or one of them per forward segment, comma-separated">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

@@ -1,13 +1,20 @@
 // fy-place-activations: where each value that backward needs waits between
-// its last forward use and its first backward one. policy=keep leaves every
-// such value on the device; policy=host copies each to host memory after
-// its last forward use and back before its first backward use, so the
-// device holds only what the ops at hand need. Values are the same bits
-// either way: only where they wait changes.
+// its last forward use and its first backward one. keep leaves it on the
+// device; host copies it to host memory after its last forward use and back
+// before its first backward use; recompute drops it and runs the forward
+// launches that made it again in backward, from the nearest values that
+// were kept. The policy is one for all, or one per forward segment (the ops
+// from the first use of a layer group's parameters to the next group's).
+// Values are the same bits under every policy: only where they wait, or
+// whether they are made twice by the same kernels on the same inputs,
+// changes.
 #include "passes/Analysis/StepPhases.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <functional>
 
@@ -21,6 +28,18 @@ namespace fs = fuyou::fysched;
 
 namespace {
 
+enum class Place { Keep, Host, Recompute };
+
+std::optional<Place> parsePlace(StringRef s) {
+  if (s == "keep")
+    return Place::Keep;
+  if (s == "host")
+    return Place::Host;
+  if (s == "recompute")
+    return Place::Recompute;
+  return std::nullopt;
+}
+
 // One saved buffer: its last forward use and first backward one, through
 // views of it included.
 struct Saved {
@@ -28,67 +47,211 @@ struct Saved {
   Operation *lastForward = nullptr, *firstBackward = nullptr;
 };
 
+// The buffers of a block that backward reads, found after every change.
+SmallVector<Saved> findSaved(Block &body, const fuyou::StepPhases &phases, Value loss) {
+  std::function<void(Value, Saved &)> walk = [&](Value v, Saved &s) {
+    for (Operation *user : v.getUsers()) {
+      if (isa<func::ReturnOp, fs::DeallocOp>(user))
+        continue;
+      if (phases.backward(user)) {
+        if (!s.firstBackward || phases.position(user) < phases.position(s.firstBackward))
+          s.firstBackward = user;
+        continue;
+      }
+      if (!s.lastForward || phases.position(user) > phases.position(s.lastForward))
+        s.lastForward = user;
+      if (auto view = dyn_cast<fs::ViewOp>(user))
+        walk(view.getResult(), s);
+    }
+  };
+  SmallVector<Saved> saved;
+  for (auto alloc : body.getOps<fs::AllocOp>()) {
+    auto type = cast<fs::BufferType>(alloc.getType());
+    if (phases.backward(alloc) || type.getSpace() != "device" || alloc.getResult() == loss)
+      continue;
+    Saved s{alloc, alloc, nullptr};
+    walk(alloc.getResult(), s);
+    if (s.firstBackward)
+      saved.push_back(s);
+  }
+  return saved;
+}
+
+// `v` (the root buffer `from`, or a chain of views of it) made again on `to`.
+Value reView(Value v, Value from, Value to, OpBuilder &b) {
+  if (v == from)
+    return to;
+  auto view = v.getDefiningOp<fs::ViewOp>();
+  return b.create<fs::ViewOp>(view.getLoc(), view.getType(), reView(view.getSource(), from, to, b));
+}
+
 struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
   using PlaceActivationsBase::PlaceActivationsBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (policy != "keep" && policy != "host") {
-      module.emitError("fy-place-activations: policy must be keep or host, got '") << policy << "'";
-      return signalPassFailure();
+    SmallVector<Place> policies;
+    SmallVector<StringRef> names;
+    StringRef(policy).split(names, ',');
+    for (StringRef n : names) {
+      auto p = parsePlace(n.trim());
+      if (!p) {
+        module.emitError("fy-place-activations: a policy is keep, host or recompute, got '") << n << "'";
+        return signalPassFailure();
+      }
+      policies.push_back(*p);
     }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step || policy == "keep")
+    if (!step || llvm::all_of(policies, [](Place p) { return p == Place::Keep; }))
       return;
     Block &body = step.getBody().front();
     fuyou::StepPhases phases(body);
     if (!phases.hasBackward())
       return;
-    Value loss = fuyou::rootBuffer(cast<func::ReturnOp>(body.getTerminator()).getOperand(0));
-    auto backward = [&](Operation *op) { return phases.backward(op); };
-    auto pos = [&](Operation *op) { return phases.position(op); };
-    // The uses of a buffer, and of the views made of it in forward.
-    std::function<void(Value, Saved &)> walk = [&](Value v, Saved &s) {
-      for (Operation *user : v.getUsers()) {
-        if (isa<func::ReturnOp, fs::DeallocOp>(user))
-          continue;
-        if (backward(user)) {
-          if (!s.firstBackward || pos(user) < pos(s.firstBackward))
-            s.firstBackward = user;
-          continue;
-        }
-        if (!s.lastForward || pos(user) > pos(s.lastForward))
-          s.lastForward = user;
-        if (auto view = dyn_cast<fs::ViewOp>(user))
-          walk(view.getResult(), s);
-      }
-    };
-    SmallVector<Saved> saved;
-    for (auto alloc : body.getOps<fs::AllocOp>()) {
-      auto type = cast<fs::BufferType>(alloc.getType());
-      if (backward(alloc) || type.getSpace() != "device" || alloc.getResult() == loss)
-        continue;
-      Saved s{alloc, alloc, nullptr};
-      walk(alloc.getResult(), s);
-      if (s.firstBackward)
-        saved.push_back(s);
-    }
+    loss_ = fuyou::rootBuffer(cast<func::ReturnOp>(body.getTerminator()).getOperand(0));
 
-    // Out after the last forward use, back in before the first backward one.
+    int64_t segments = findSegments(module, body, phases);
+    if (policies.size() != 1 && int64_t(policies.size()) != segments) {
+      module.emitError("fy-place-activations: ")
+          << policies.size() << " policies given for " << segments
+          << " forward segments (one policy, or one per segment in forward order)";
+      return signalPassFailure();
+    }
+    placeOf_ = [&](Value root) {
+      Place p = policies.size() == 1 ? policies[0] : policies[segment_.lookup(root)];
+      // A segment's outputs stay: the recomputation of the next one starts there.
+      return p == Place::Recompute && checkpoint_.contains(root) ? Place::Keep : p;
+    };
+
+    recompute(body, phases);
+    fuyou::StepPhases after(body);
+    for (Saved &s : findSaved(body, after, loss_))
+      if (placeOf_(s.alloc.getResult()) == Place::Host)
+        toHost(s, after);
+  }
+
+  // Numbers the forward segments: a new one starts at each launch that reads
+  // a parameter of a group no earlier launch read, and a buffer is in the
+  // segment of its first writer. Buffers that a later segment's launches
+  // read are their segment's checkpoints. Returns the count.
+  int64_t findSegments(ModuleOp module, Block &body, const fuyou::StepPhases &phases) {
+    llvm::StringMap<StringRef> groupOf;
+    for (auto g : module.getOps<fs::GroupOp>())
+      for (Attribute p : g.getParams())
+        groupOf[cast<FlatSymbolRefAttr>(p).getValue()] = g.getSymName();
+    llvm::StringSet<> seen;
+    int64_t current = 0;
+    for (auto launch : body.getOps<fs::LaunchOp>()) {
+      if (phases.backward(launch))
+        break;
+      for (Value in : launch.getIns())
+        if (auto gp = fuyou::rootBuffer(in).getDefiningOp<fs::GetParamOp>())
+          if (StringRef g = groupOf.lookup(gp.getName()); !g.empty() && seen.insert(g).second && seen.size() > 1)
+            ++current;
+      for (Value in : launch.getIns())
+        if (auto it = segment_.find(fuyou::rootBuffer(in)); it != segment_.end() && it->second < current)
+          checkpoint_.insert(it->first);
+      for (Value out : launch.getOuts())
+        segment_.try_emplace(fuyou::rootBuffer(out), current);
+    }
+    return current + 1;
+  }
+
+  // Drops every saved buffer placed `recompute`: before its first backward
+  // use, the forward launches that made it (and the unsaved buffers they
+  // read) run again from kept buffers, parameters and inputs. A buffer that
+  // cannot be made again so (more than one writer, a parameter updated
+  // before that point) stays on the device.
+  void recompute(Block &body, const fuyou::StepPhases &phases) {
+    DenseMap<Value, SmallVector<Operation *, 1>> writers;
+    DenseMap<StringRef, int64_t> updatedAt;  // sync optimizer: param -> cpu_adamw position
+    for (Operation &op : body) {
+      if (auto launch = dyn_cast<fs::LaunchOp>(op))
+        for (Value out : launch.getOuts())
+          writers[fuyou::rootBuffer(out)].push_back(&op);
+      else if (auto copy = dyn_cast<fs::CopyOp>(op))
+        writers[fuyou::rootBuffer(copy.getTarget())].push_back(&op);
+      else if (auto update = dyn_cast<fs::CpuAdamWOp>(op))
+        updatedAt.try_emplace(update.getParam(), phases.position(&op));
+    }
+    DenseMap<Value, Value> remade;  // forward buffer -> its backward twin
+    int64_t at = 0;                 // position of the op the twins go before
+    // Whether a buffer read by a launch made again may be read as it is.
+    auto stable = [&](Value root) {
+      if (auto gp = root.getDefiningOp<fs::GetParamOp>())
+        return !updatedAt.count(gp.getName()) || updatedAt.lookup(gp.getName()) > at;
+      return writers.lookup(root).size() <= 1;
+    };
+    std::function<Value(Value, OpBuilder &)> remake = [&](Value root, OpBuilder &b) -> Value {
+      if (Value twin = remade.lookup(root))
+        return twin;
+      auto ws = writers.lookup(root);
+      auto launch = ws.size() == 1 ? dyn_cast<fs::LaunchOp>(ws[0]) : nullptr;
+      if (!launch || phases.backward(launch))
+        return {};
+      IRMapping map;
+      for (Value in : launch.getIns()) {
+        Value r = fuyou::rootBuffer(in), src = r;
+        auto alloc = r.getDefiningOp<fs::AllocOp>();
+        bool kept = !alloc || phases.backward(alloc) || checkpoint_.contains(r) ||
+                    (savedSet_.contains(r) && placeOf_(r) != Place::Recompute);
+        if (!kept && !(src = remake(r, b)))
+          return {};
+        if (kept && !stable(r))
+          return {};
+        map.map(in, reView(in, r, src, b));
+      }
+      SmallVector<std::pair<Value, Value>> outs;
+      for (Value out : launch.getOuts()) {
+        Value r = fuyou::rootBuffer(out);
+        if (!r.getDefiningOp<fs::AllocOp>() || writers.lookup(r).size() != 1)
+          return {};
+        Value twin = b.create<fs::AllocOp>(r.getLoc(), r.getType(), /*offset=*/IntegerAttr());
+        map.map(out, reView(out, r, twin, b));
+        outs.push_back({r, twin});
+      }
+      b.clone(*launch, map);
+      for (auto [r, twin] : outs)
+        remade[r] = twin;
+      return remade.lookup(root);
+    };
+
+    SmallVector<Saved> saved = findSaved(body, phases, loss_);
+    for (Saved &s : saved)
+      savedSet_.insert(s.alloc.getResult());
+    llvm::sort(saved, [&](const Saved &a, const Saved &b) {
+      return phases.position(a.firstBackward) < phases.position(b.firstBackward);
+    });
     for (Saved &s : saved) {
-      auto type = cast<fs::BufferType>(s.alloc.getType());
-      auto hostType = fs::BufferType::get(type.getContext(), "host", type.getTensorType());
-      Location loc = s.alloc.getLoc();
-      OpBuilder b(s.lastForward->getContext());
-      b.setInsertionPointAfter(s.lastForward);
-      Value host = b.create<fs::AllocOp>(loc, hostType, /*offset=*/IntegerAttr());
-      b.create<fs::CopyOp>(loc, s.alloc.getResult(), host);
-      b.setInsertionPoint(s.firstBackward);
-      Value back = b.create<fs::AllocOp>(loc, type, /*offset=*/IntegerAttr());
-      b.create<fs::CopyOp>(loc, host, back);
-      phases.rebaseBackward(s.alloc.getResult(), back, b);
+      Value root = s.alloc.getResult();
+      if (placeOf_(root) != Place::Recompute)
+        continue;
+      at = phases.position(s.firstBackward);
+      OpBuilder b(s.firstBackward);
+      if (Value twin = remake(root, b))
+        phases.rebaseBackward(root, twin, b);
     }
   }
+
+  // Out after the last forward use, back in before the first backward one.
+  void toHost(Saved &s, const fuyou::StepPhases &phases) {
+    auto type = cast<fs::BufferType>(s.alloc.getType());
+    auto hostType = fs::BufferType::get(type.getContext(), "host", type.getTensorType());
+    Location loc = s.alloc.getLoc();
+    OpBuilder b(s.lastForward->getContext());
+    b.setInsertionPointAfter(s.lastForward);
+    Value host = b.create<fs::AllocOp>(loc, hostType, /*offset=*/IntegerAttr());
+    b.create<fs::CopyOp>(loc, s.alloc.getResult(), host);
+    b.setInsertionPoint(s.firstBackward);
+    Value back = b.create<fs::AllocOp>(loc, type, /*offset=*/IntegerAttr());
+    b.create<fs::CopyOp>(loc, host, back);
+    phases.rebaseBackward(s.alloc.getResult(), back, b);
+  }
+
+  Value loss_;
+  DenseMap<Value, int64_t> segment_;  // forward buffer -> its segment
+  DenseSet<Value> checkpoint_, savedSet_;
+  std::function<Place(Value)> placeOf_;
 };
 
 } // namespace

@@ -12,6 +12,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -43,8 +44,9 @@ const char *kUsage =
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
-    "                     [--activations keep|host]  values saved for backward wait on the device\n"
-    "                                          (default) or in host memory\n"
+    "                     [--activations keep|host|recompute]  values saved for backward wait on the\n"
+    "                                          device (default), in host memory, or are computed again\n"
+    "                                          in backward; or P1,P2,... one per forward segment (layer group)\n"
     "                     [--params keep|stream]  weights resident on the device (default), or copied\n"
     "                                          from the host masters before each phase that uses them\n";
 
@@ -102,8 +104,12 @@ Options parse(int argc, char **argv) {
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision != "fp32")
     die("--precision '" + o.precision + "' needs --target cuda (the CPU target computes in fp32)");
-  if (o.activations != "keep" && o.activations != "host")
-    die("--activations must be keep or host, got '" + o.activations + "'");
+  for (size_t at = 0, end; at <= o.activations.size(); at = end + 1) {
+    end = std::min(o.activations.find(',', at), o.activations.size());
+    std::string p = o.activations.substr(at, end - at);
+    if (p != "keep" && p != "host" && p != "recompute")
+      die("--activations takes keep, host or recompute (or a comma-separated list of them), got '" + p + "'");
+  }
   if (o.params != "keep" && o.params != "stream")
     die("--params must be keep or stream, got '" + o.params + "'");
   if (o.optimizer != "adamw" && o.optimizer != "adamw8bit")

@@ -1,45 +1,121 @@
 // RUN: fuyou-opt %s --fy-place-activations=policy=host | FileCheck %s
 // RUN: fuyou-opt %s --fy-place-activations | FileCheck %s --check-prefix=KEEP
-// RUN: not fuyou-opt %s --fy-place-activations=policy=ssd 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not fuyou-opt %s --fy-place-activations=policy=disk 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fuyou-opt %s --fy-place-activations=policy=recompute | FileCheck %s --check-prefix=RE
+// RUN: fuyou-opt %s --fy-place-activations=policy=keep,recompute | FileCheck %s --check-prefix=RE1
+// RUN: fuyou-opt %s --fy-place-activations=policy=recompute,host | FileCheck %s --check-prefix=RE0
+// RUN: not fuyou-opt %s --fy-place-activations=policy=keep,keep,host 2>&1 | FileCheck %s --check-prefix=COUNT
 
-// %h is written in forward and read in backward (after the loss is written),
-// also through %hv, a view made in forward: it goes to host memory after its
-// last forward use (the matmul) and comes back before its first backward use,
-// where the view is made again on the copy. %t is forward-only and %g is
-// backward's own: neither moves.
+
+// policy=host: each of %a, %h and %b goes to host memory after its last
+// forward use and comes back before its first backward use; %b's view, made
+// in forward, is made again on the copy. %l (the loss) and backward's own
+// buffers do not move.
 // CHECK-LABEL: func.func @train_step
-// CHECK: %[[H:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
-// CHECK-NEXT: fysched.launch "gelu" {{.*}} outs(%[[H]]
-// CHECK-NEXT: %[[HV:.*]] = fysched.view %[[H]]
-// CHECK-NEXT: %[[T:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
-// CHECK-NEXT: fysched.launch "matmul" ins(%[[H]], {{.*}}) outs(%[[T]]
-// CHECK-NEXT: %[[OUT:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
-// CHECK-NEXT: fysched.copy %[[H]], %[[OUT]] : <device, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+// CHECK: %[[A:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.launch "matmul"
+// CHECK-NEXT: %[[H:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.launch "gelu" ins(%[[A]] {{.*}} outs(%[[H]]
+// CHECK-NEXT: %[[AO:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.copy %[[A]], %[[AO]] : <device, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+// CHECK: %[[B:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.launch "matmul" ins(%[[H]],
+// CHECK-NEXT: %[[HO:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.copy %[[H]], %[[HO]]
+// CHECK-NEXT: fysched.view %[[B]]
 // CHECK-NEXT: %[[L:.*]] = fysched.alloc : <device, tensor<f32>>
-// CHECK-NEXT: fysched.launch "reduce_sum" ins(%[[T]] {{.*}} outs(%[[L]]
-// CHECK-NEXT: %[[G:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
-// CHECK-NEXT: %[[IN:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
-// CHECK-NEXT: fysched.copy %[[OUT]], %[[IN]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
-// CHECK-NEXT: %[[HV2:.*]] = fysched.view %[[IN]] : <device, tensor<4x8xf32>> -> <device, tensor<32xf32>>
-// CHECK-NEXT: fysched.launch "unary_grad_gelu" ins(%[[IN]], %[[HV2]]
-// CHECK-NOT: fysched.copy
-// CHECK: return %[[L]]
+// CHECK-NEXT: fysched.launch "reduce_sum" ins(%[[B]]
+// CHECK-NEXT: %[[BO:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.copy %[[B]], %[[BO]]
+// CHECK-NEXT: %[[G1:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: %[[BI:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.copy %[[BO]], %[[BI]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
+// CHECK-NEXT: %[[BV2:.*]] = fysched.view %[[BI]] : <device, tensor<4x8xf32>> -> <device, tensor<32xf32>>
+// CHECK-NEXT: fysched.launch "unary_grad_gelu" ins(%[[BI]], %[[BV2]] {{.*}} outs(%[[G1]]
+// CHECK-NEXT: %[[G0:.*]] = fysched.alloc
+// CHECK-NEXT: %[[AI:.*]] = fysched.alloc
+// CHECK-NEXT: fysched.copy %[[AO]], %[[AI]]
+// CHECK-NEXT: %[[HI:.*]] = fysched.alloc
+// CHECK-NEXT: fysched.copy %[[HO]], %[[HI]]
+// CHECK-NEXT: fysched.launch "unary_grad_gelu" ins(%[[AI]], %[[HI]], %[[G1]] {{.*}} outs(%[[G0]]
+// CHECK-NEXT: return %[[L]]
 
 // KEEP-NOT: fysched.copy
-// BAD: fy-place-activations: policy must be keep or host, got 'ssd'
+// BAD: fy-place-activations: a policy is keep, host or recompute, got 'disk'
 
-fygraph.param @w trainable : tensor<8x8xf32>
+// policy=recompute: Two segments: @w1's (%a, %h) and @w2's (%b, %c). Backward reads %a, %h
+// and %b (through a view made in forward). %h is read by the second
+// segment's matmul: a checkpoint, never recomputed. Recomputing %b runs its
+// matmul again from %h; recomputing %a, its matmul from the input. The
+// per-segment lists recompute one segment and keep (RE1) or move (RE0) the
+// other's.
+// RE-LABEL: func.func @train_step
+// RE: %[[A:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// RE: %[[H:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// RE: %[[B:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// RE: %[[L:.*]] = fysched.alloc : <device, tensor<f32>>
+// RE-NEXT: fysched.launch "reduce_sum"
+// RE-NEXT: %[[G1:.*]] = fysched.alloc
+// RE-NEXT: %[[B2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// RE-NEXT: fysched.launch "matmul" ins(%[[H]], %{{.*}}) outs(%[[B2]] {{.*}} {args = [false, true]}
+// RE-NEXT: %[[BV2:.*]] = fysched.view %[[B2]] : <device, tensor<4x8xf32>> -> <device, tensor<32xf32>>
+// RE-NEXT: fysched.launch "unary_grad_gelu" ins(%[[B2]], %[[BV2]] {{.*}} outs(%[[G1]]
+// RE-NEXT: %[[G0:.*]] = fysched.alloc
+// RE-NEXT: %[[A2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// RE-NEXT: fysched.launch "matmul" ins(%arg0, %{{.*}}) outs(%[[A2]]
+// RE-NEXT: fysched.launch "unary_grad_gelu" ins(%[[A2]], %[[H]], %[[G1]] {{.*}} outs(%[[G0]]
+// RE-NEXT: return %[[L]]
+
+// RE1-LABEL: func.func @train_step
+// RE1: %[[A:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// RE1: fysched.launch "reduce_sum"
+// RE1-NEXT: fysched.alloc
+// RE1-NEXT: %[[B2:.*]] = fysched.alloc
+// RE1-NEXT: fysched.launch "matmul"
+// RE1: fysched.launch "unary_grad_gelu" ins(%[[B2]],
+// RE1-NOT: "matmul"
+// RE1: fysched.launch "unary_grad_gelu" ins(%[[A]],
+
+// RE0-LABEL: func.func @train_step
+// RE0-NOT: <host,
+// RE0: fysched.get_param @w2
+// RE0-NEXT: %[[B:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// RE0-NEXT: fysched.launch "matmul" ins(%[[H:[0-9]+]],
+// RE0: fysched.launch "reduce_sum"
+// RE0-NEXT: %[[BH:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// RE0-NEXT: fysched.copy %[[B]], %[[BH]]
+// RE0-NEXT: %[[G1:.*]] = fysched.alloc
+// RE0-NEXT: %[[B2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// RE0-NEXT: fysched.copy %[[BH]], %[[B2]]
+// RE0-NEXT: fysched.view %[[B2]]
+// RE0-NEXT: fysched.launch "unary_grad_gelu" ins(%[[B2]],
+// RE0-NEXT: fysched.alloc
+// RE0-NEXT: %[[A2:.*]] = fysched.alloc
+// RE0-NEXT: fysched.launch "matmul" ins(%arg0, {{.*}} outs(%[[A2]]
+// RE0-NEXT: fysched.launch "unary_grad_gelu" ins(%[[A2]], %[[H]], %[[G1]]
+
+// COUNT: fy-place-activations: 3 policies given for 2 forward segments
+
+fygraph.param @w1 trainable : tensor<8x8xf32>
+fygraph.param @w2 trainable : tensor<8x8xf32>
+fysched.group @g0 [@w2] bytes 256
+fysched.group @g1 [@w1] bytes 256
 
 func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.buffer<device, tensor<f32>> {
-  %w = fysched.get_param @w : <device, tensor<8x8xf32>>
+  %w1 = fysched.get_param @w1 : <device, tensor<8x8xf32>>
+  %a = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%x, %w1 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%a : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
   %h = fysched.alloc : <device, tensor<4x8xf32>>
-  fysched.launch "gelu" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%h : !fysched.buffer<device, tensor<4x8xf32>>)
-  %hv = fysched.view %h : <device, tensor<4x8xf32>> -> <device, tensor<32xf32>>
-  %t = fysched.alloc : <device, tensor<4x8xf32>>
-  fysched.launch "matmul" ins(%h, %w : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%t : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, false]}
+  fysched.launch "gelu" ins(%a : !fysched.buffer<device, tensor<4x8xf32>>) outs(%h : !fysched.buffer<device, tensor<4x8xf32>>)
+  %w2 = fysched.get_param @w2 : <device, tensor<8x8xf32>>
+  %b = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%h, %w2 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%b : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
+  %bv = fysched.view %b : <device, tensor<4x8xf32>> -> <device, tensor<32xf32>>
   %l = fysched.alloc : <device, tensor<f32>>
-  fysched.launch "reduce_sum" ins(%t : !fysched.buffer<device, tensor<4x8xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
-  %g = fysched.alloc : <device, tensor<4x8xf32>>
-  fysched.launch "unary_grad_gelu" ins(%h, %hv : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<32xf32>>) outs(%g : !fysched.buffer<device, tensor<4x8xf32>>)
+  fysched.launch "reduce_sum" ins(%b : !fysched.buffer<device, tensor<4x8xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
+  %g1 = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "unary_grad_gelu" ins(%b, %bv : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<32xf32>>) outs(%g1 : !fysched.buffer<device, tensor<4x8xf32>>)
+  %g0 = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "unary_grad_gelu" ins(%a, %h, %g1 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g0 : !fysched.buffer<device, tensor<4x8xf32>>)
   return %l : !fysched.buffer<device, tensor<f32>>
 }

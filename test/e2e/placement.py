@@ -7,7 +7,11 @@ no choice changes a bit of the results.
     (fuyou-compile --activations host);
   both: a model whose weights alone and whose activations alone are each at
     least 4x --gpu-mem trains within it when the weights are streamed in per
-    phase (--params stream) and the activations wait in host memory.
+    phase (--params stream) and the activations wait in host memory;
+  recompute: the first model, its activations computed again in backward
+    from each layer's input (--activations recompute);
+  mixed: the same with a policy per forward segment (layer group): keep,
+    host and recompute in turn.
 
 Each run's losses and trained weights are bit-identical to the run that keeps
 everything on the device, and that program is refused under the same budget.
@@ -37,15 +41,45 @@ def plan(compiler, onnx, flags):
     return {k: int(v) for k, v in re.findall(r"fysched\.(\w+_bytes) = (\d+)", out)}
 
 
+RESIDENT = {}  # shape -> (model, resident program, its losses, its checkpoint)
+
+
+def resident_run(a, tokens, name, shape):
+    """Exports `shape` and trains it all on the device, once per shape."""
+    key = tuple(shape)
+    if key not in RESIDENT:
+        w = lambda n: os.path.join(a.work, f"{name}_{n}")
+        subprocess.run([PY, os.path.join(ROOT, "examples/export.py"), "--model", "gpt2", "--out", w("m.onnx")] + shape,
+                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([a.compiler, w("m.onnx"), "-o", w("train_resident")], check=True, stderr=subprocess.DEVNULL)
+        subprocess.run(common(a, tokens, w("train_resident")) + ["--log-json", w("resident.jsonl"),
+                                                                 "--save", w("ckpt_resident")],
+                       check=True, stderr=subprocess.DEVNULL)
+        RESIDENT[key] = (w("m.onnx"), w("train_resident"), losses(w("resident.jsonl")), w("ckpt_resident"))
+    return RESIDENT[key]
+
+
+def common(a, tokens, program):
+    return [program, "--data", tokens, "--steps", str(a.steps), "--log-every", "1000"]
+
+
+def losses(f):
+    return [json.loads(l)["loss"] for l in open(f)]
+
+
+def weights(d):
+    return open(os.path.join(d, "model.safetensors"), "rb").read()
+
+
 def case(a, tokens, name, shape, flags, held):
     """Trains `shape` resident and placed by `flags`; `held` names what the
     device no longer holds, {label: bytes from the plan}, each of which must
-    be 4x --gpu-mem. Returns a line for the summary."""
+    be 4x --gpu-mem (none for recomputation: nothing is held anywhere).
+    Returns a line for the summary."""
     w = lambda n: os.path.join(a.work, f"{name}_{n}")
-    subprocess.run([PY, os.path.join(ROOT, "examples/export.py"), "--model", "gpt2", "--out", w("m.onnx")] + shape,
-                   check=True, stdout=subprocess.DEVNULL)
-    placed = plan(a.compiler, w("m.onnx"), flags)
-    resident = plan(a.compiler, w("m.onnx"), [])
+    model, resident_program, lr, resident_ckpt = resident_run(a, tokens, name, shape)
+    placed = plan(a.compiler, model, flags)
+    resident = plan(a.compiler, model, [])
     streamed = "stream" in flags
     gpu_mem = placed["arena_bytes"] + (0 if streamed else placed["param_bytes"])
     held = {label: f(placed) for label, f in held.items()}
@@ -53,27 +87,23 @@ def case(a, tokens, name, shape, flags, held):
         if b < 4 * gpu_mem:
             fail(f"{name}: {label} {b} B are not 4x --gpu-mem {gpu_mem} B")
 
-    subprocess.run([a.compiler, w("m.onnx"), "-o", w("train_placed")] + flags, check=True, stderr=subprocess.DEVNULL)
-    subprocess.run([a.compiler, w("m.onnx"), "-o", w("train_resident")], check=True, stderr=subprocess.DEVNULL)
-    common = lambda p: [w(f"train_{p}"), "--data", tokens, "--steps", str(a.steps), "--log-every", "1000"]
-    r = subprocess.run(common("placed") + ["--gpu-mem", str(gpu_mem), "--log-json", w("placed.jsonl"),
-                                           "--save", w("ckpt_placed")], capture_output=True, text=True)
+    subprocess.run([a.compiler, model, "-o", w("train_placed")] + flags, check=True, stderr=subprocess.DEVNULL)
+    r = subprocess.run(common(a, tokens, w("train_placed")) + ["--gpu-mem", str(gpu_mem), "--log-json",
+                                                             w("placed.jsonl"), "--save", w("ckpt_placed")],
+                       capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"{name}: the placed run under --gpu-mem {gpu_mem} exited {r.returncode}: {r.stderr[-2000:]}")
-    r = subprocess.run(common("resident") + ["--gpu-mem", str(gpu_mem)], capture_output=True, text=True)
+    r = subprocess.run(common(a, tokens, resident_program) + ["--gpu-mem", str(gpu_mem)], capture_output=True,
+                       text=True)
     if r.returncode == 0 or "--gpu-mem" not in r.stderr or "too small" not in r.stderr:
         fail(f"{name}: the device-resident program was not refused under --gpu-mem {gpu_mem}: {r.stderr[-500:]}")
-    subprocess.run(common("resident") + ["--log-json", w("resident.jsonl"), "--save", w("ckpt_resident")],
-                   check=True, stderr=subprocess.DEVNULL)
 
-    losses = lambda f: [json.loads(l)["loss"] for l in open(f)]
-    lr, lp = losses(w("resident.jsonl")), losses(w("placed.jsonl"))
+    lp = losses(w("placed.jsonl"))
     if len(lr) != a.steps or lr != lp:
         fail(f"{name}: losses differ: resident {lr}, placed {lp}")
-    weights = lambda d: open(os.path.join(d, "model.safetensors"), "rb").read()
-    if weights(w("ckpt_resident")) != weights(w("ckpt_placed")):
+    if weights(resident_ckpt) != weights(w("ckpt_placed")):
         fail(f"{name}: the trained weights differ")
-    ratios = ", ".join(f"{label} {b / gpu_mem:.1f}x" for label, b in held.items())
+    ratios = ", ".join(f"{label} {b / gpu_mem:.1f}x" for label, b in held.items()) or "nothing held"
     return (f"{name} ({' '.join(flags)}): {ratios} --gpu-mem {gpu_mem} B; device arena "
             f"{resident['arena_bytes']} B resident, {placed['arena_bytes']} B placed; {a.steps} losses and "
             f"the weights bit-identical")
@@ -89,18 +119,20 @@ def main():
     tokens = os.path.join(a.work, "tokens.bin")
     subprocess.run([PY, os.path.join(ROOT, "examples/prepare_data.py"), "--out", tokens, "--max-bytes", "100000"],
                    check=True, stdout=subprocess.DEVNULL)
+    deep = ["--batch", "8", "--seq", "64", "--n-layer", "12", "--d-model", "64", "--n-head", "4", "--block-size", "64"]
     rows = [
         # Deep and narrow, long rows: activations grow with layers x batch x
         # sequence, the working set of one layer does not.
-        case(a, tokens, "activations", ["--batch", "8", "--seq", "64", "--n-layer", "12", "--d-model", "64",
-                                        "--n-head", "4", "--block-size", "64"],
-             ["--activations", "host"], {"activations": lambda p: p["host_arena_bytes"]}),
+        case(a, tokens, "activations", deep, ["--activations", "host"], {"activations": lambda p: p["host_arena_bytes"]}),
         # Deeper and wider: the weights and the activations each outgrow what
         # one layer's ops hold at once.
         case(a, tokens, "both", ["--batch", "2", "--seq", "64", "--n-layer", "16", "--d-model", "128",
                                  "--n-head", "4", "--block-size", "64"],
              ["--activations", "host", "--params", "stream"],
              {"weights": lambda p: p["param_bytes"], "activations": lambda p: p["host_arena_bytes"]}),
+        case(a, tokens, "recompute", deep, ["--activations", "recompute"], {}),
+        # 15 segments: the two embeddings, 12 layers, the head.
+        case(a, tokens, "mixed", deep, ["--activations", ",".join(["keep", "host", "recompute"] * 5)], {}),
     ]
     for r in rows:
         print("placement: " + r)
