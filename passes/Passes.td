@@ -101,7 +101,7 @@ def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
 }
 
 def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
-  let summary = "Where the values backward needs wait: on the device, in host memory, or nowhere (recomputed)";
+  let summary = "Where the values backward needs wait: on the device, in host memory, on SSD, or nowhere (recomputed)";
   let description = [{
     A device buffer of @train_step allocated before the loss is written and
     read after it is an activation saved for backward. Forward is cut into
@@ -113,6 +113,8 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
       host: it is copied to a host buffer right after its last forward use
         and into a fresh device buffer right before its first backward use,
         which then reads that copy (views made in forward are made again);
+      ssd: the same, on through a host buffer to an `ssd` buffer and back
+        through another (each host buffer lives only for its transfer);
       recompute: before its first backward use, the forward launches that
         made it, and the unsaved buffers they read, run again into fresh
         buffers from the buffers that were kept, the parameters and the
@@ -127,7 +129,7 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep, host or recompute; or one of them per forward segment, comma-separated">
+           "keep, host, ssd or recompute; or one of them per forward segment, comma-separated">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
@@ -163,7 +165,10 @@ def PlanMemory : Pass<"fy-plan-memory", "mlir::ModuleOp"> {
     `fysched.param_bytes`, `fysched.peak_temp_bytes` (most bytes alive at
     once, the lower bound) and `fysched.arena_bytes` (the arena's size, at
     least the peak). Host buffers (activations waiting for backward) are
-    placed the same way in a host arena, `fysched.host_arena_bytes`. The
+    placed the same way in a host arena, `fysched.host_arena_bytes`, and
+    buffers on SSD in an SSD arena, `fysched.ssd_arena_bytes` (a region of
+    the activation store), both in whole 4096-byte pages when there are SSD
+    buffers, as O_DIRECT transfers need. The
     executable checks --gpu-mem against the parameters plus the arena, and
     --cpu-mem against the host arena with the optimizer's buffers, at
     start-up; its arenas refuse any placement that overlaps a live buffer.

@@ -1,7 +1,8 @@
 // fy-place-activations: where each value that backward needs waits between
 // its last forward use and its first backward one. keep leaves it on the
 // device; host copies it to host memory after its last forward use and back
-// before its first backward use; recompute drops it and runs the forward
+// before its first backward use; ssd does the same through host memory to
+// the SSD; recompute drops it and runs the forward
 // launches that made it again in backward, from the nearest values that
 // were kept. The policy is one for all, or one per forward segment (the ops
 // from the first use of a layer group's parameters to the next group's).
@@ -28,13 +29,15 @@ namespace fs = fuyou::fysched;
 
 namespace {
 
-enum class Place { Keep, Host, Recompute };
+enum class Place { Keep, Host, Ssd, Recompute };
 
 std::optional<Place> parsePlace(StringRef s) {
   if (s == "keep")
     return Place::Keep;
   if (s == "host")
     return Place::Host;
+  if (s == "ssd")
+    return Place::Ssd;
   if (s == "recompute")
     return Place::Recompute;
   return std::nullopt;
@@ -96,7 +99,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     for (StringRef n : names) {
       auto p = parsePlace(n.trim());
       if (!p) {
-        module.emitError("fy-place-activations: a policy is keep, host or recompute, got '") << n << "'";
+        module.emitError("fy-place-activations: a policy is keep, host, ssd or recompute, got '") << n << "'";
         return signalPassFailure();
       }
       policies.push_back(*p);
@@ -126,8 +129,8 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     recompute(body, phases);
     fuyou::StepPhases after(body);
     for (Saved &s : findSaved(body, after, loss_))
-      if (placeOf_(s.alloc.getResult()) == Place::Host)
-        toHost(s, after);
+      if (Place p = placeOf_(s.alloc.getResult()); p == Place::Host || p == Place::Ssd)
+        moveOut(s, after, p == Place::Ssd);
   }
 
   // Numbers the forward segments: a new one starts at each launch that reads
@@ -233,19 +236,26 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     }
   }
 
-  // Out after the last forward use, back in before the first backward one.
-  void toHost(Saved &s, const fuyou::StepPhases &phases) {
+  // Out after the last forward use, back in before the first backward one;
+  // to SSD and back through a host buffer that lives only for the transfer.
+  void moveOut(Saved &s, const fuyou::StepPhases &phases, bool ssd) {
     auto type = cast<fs::BufferType>(s.alloc.getType());
-    auto hostType = fs::BufferType::get(type.getContext(), "host", type.getTensorType());
+    auto in = [&](StringRef space) { return fs::BufferType::get(type.getContext(), space, type.getTensorType()); };
     Location loc = s.alloc.getLoc();
     OpBuilder b(s.lastForward->getContext());
+    auto copyTo = [&](Value from, Type to) {
+      Value v = b.create<fs::AllocOp>(loc, to, /*offset=*/IntegerAttr());
+      b.create<fs::CopyOp>(loc, from, v);
+      return v;
+    };
     b.setInsertionPointAfter(s.lastForward);
-    Value host = b.create<fs::AllocOp>(loc, hostType, /*offset=*/IntegerAttr());
-    b.create<fs::CopyOp>(loc, s.alloc.getResult(), host);
+    Value away = copyTo(s.alloc.getResult(), in("host"));
+    if (ssd)
+      away = copyTo(away, in("ssd"));
     b.setInsertionPoint(s.firstBackward);
-    Value back = b.create<fs::AllocOp>(loc, type, /*offset=*/IntegerAttr());
-    b.create<fs::CopyOp>(loc, host, back);
-    phases.rebaseBackward(s.alloc.getResult(), back, b);
+    if (ssd)
+      away = copyTo(away, in("host"));
+    phases.rebaseBackward(s.alloc.getResult(), copyTo(away, type), b);
   }
 
   Value loss_;

@@ -23,8 +23,11 @@ namespace {
 int64_t bytesOf(RankedTensorType t) {
   return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
 }
-// The runtime's allocator hands out 64-byte granules, at least one.
-int64_t granules(int64_t bytes) { return std::max<int64_t>(64, (bytes + 63) / 64 * 64); }
+// The runtime's allocator hands out 64-byte granules, at least one. Buffers
+// that move to or from SSD take whole 4096-byte pages (O_DIRECT I/O).
+int64_t granules(int64_t bytes, int64_t granule = 64) {
+  return std::max<int64_t>(granule, (bytes + granule - 1) / granule * granule);
+}
 
 // A temporary's lifetime in program order, [start, end), and its place.
 struct Temp {
@@ -77,21 +80,24 @@ struct PlanMemory : fuyou::impl::PlanMemoryBase<PlanMemory> {
     // memory space: the device's arena and the host's (activations waiting
     // there for backward).
     struct Space {
+      int64_t granule = 64;
       SmallVector<Temp> temps;
       int64_t live = 0, peak = 0;
     };
-    Space device, host;
+    Space device, host, ssd{4096};
+    Block &body = step.getBody().front();
+    for (auto alloc : body.getOps<fs::AllocOp>())
+      if (cast<fs::BufferType>(alloc.getType()).getSpace() == "ssd")
+        host.granule = 4096;
     DenseMap<Value, std::pair<Space *, size_t>> index;
     int64_t pos = 0;
-    Block &body = step.getBody().front();
     for (Operation &op : body) {
       ++pos;
       if (isa<fs::AllocOp, fs::ConstantOp>(op)) {
         auto type = cast<fs::BufferType>(op.getResult(0).getType());
-        Space *sp = type.getSpace() == "device" ? &device : type.getSpace() == "host" ? &host : nullptr;
-        if (!sp)
-          continue;
-        int64_t n = granules(type.getSizeInBytes());
+        StringRef space = type.getSpace();
+        Space *sp = space == "device" ? &device : space == "host" ? &host : &ssd;
+        int64_t n = granules(type.getSizeInBytes(), sp->granule);
         index[op.getResult(0)] = {sp, sp->temps.size()};
         sp->temps.push_back(Temp{&op, pos, INT64_MAX, n});
         sp->live += n;
@@ -106,8 +112,8 @@ struct PlanMemory : fuyou::impl::PlanMemoryBase<PlanMemory> {
       }
     }
     Builder b(module.getContext());
-    int64_t arena = placeAll(device.temps), hostArena = placeAll(host.temps);
-    for (Space *sp : {&device, &host})
+    int64_t arena = placeAll(device.temps), hostArena = placeAll(host.temps), ssdArena = placeAll(ssd.temps);
+    for (Space *sp : {&device, &host, &ssd})
       for (Temp &t : sp->temps)
         t.def->setAttr("offset", b.getI64IntegerAttr(t.offset));
     step->setAttr("fysched.param_bytes", b.getI64IntegerAttr(params));
@@ -115,6 +121,8 @@ struct PlanMemory : fuyou::impl::PlanMemoryBase<PlanMemory> {
     step->setAttr("fysched.arena_bytes", b.getI64IntegerAttr(arena));
     if (!host.temps.empty())
       step->setAttr("fysched.host_arena_bytes", b.getI64IntegerAttr(hostArena));
+    if (!ssd.temps.empty())
+      step->setAttr("fysched.ssd_arena_bytes", b.getI64IntegerAttr(ssdArena));
   }
 };
 

@@ -44,8 +44,9 @@ const char *kUsage =
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
-    "                     [--activations keep|host|recompute]  values saved for backward wait on the\n"
-    "                                          device (default), in host memory, or are computed again\n"
+    "                     [--activations keep|host|ssd|recompute]  values saved for backward wait on\n"
+    "                                          the device (default), in host memory, on SSD (the program\n"
+    "                                          then needs --ssd), or are computed again\n"
     "                                          in backward; or P1,P2,... one per forward segment (layer group)\n"
     "                     [--params keep|stream]  weights resident on the device (default), or copied\n"
     "                                          from the host masters before each phase that uses them\n";
@@ -107,8 +108,8 @@ Options parse(int argc, char **argv) {
   for (size_t at = 0, end; at <= o.activations.size(); at = end + 1) {
     end = std::min(o.activations.find(',', at), o.activations.size());
     std::string p = o.activations.substr(at, end - at);
-    if (p != "keep" && p != "host" && p != "recompute")
-      die("--activations takes keep, host or recompute (or a comma-separated list of them), got '" + p + "'");
+    if (p != "keep" && p != "host" && p != "ssd" && p != "recompute")
+      die("--activations takes keep, host, ssd or recompute (or a comma-separated list of them), got '" + p + "'");
   }
   if (o.params != "keep" && o.params != "stream")
     die("--params must be keep or stream, got '" + o.params + "'");

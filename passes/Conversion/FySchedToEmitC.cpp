@@ -97,9 +97,14 @@ struct AllocLowering : OpConversionPattern<fs::AllocOp> {
     if (auto offset = op.getOffsetAttr())
       args.push_back(offset);
     args.append({opaque(ctx, shapeLiteral(t.getShape())), opaque(ctx, dtypeLiteral(t.getElementType()))});
-    // Host buffers (activations waiting for backward) have their own arena.
+    // Host buffers (activations waiting for backward) have their own arena,
+    // and buffers on SSD theirs, which is always planned.
     bool host = t.getSpace() == "host";
-    StringRef fn = op.getOffsetAttr() ? (host ? "alloc_host_at" : "alloc_at") : (host ? "alloc_host" : "alloc");
+    if (t.getSpace() == "ssd" && !op.getOffsetAttr())
+      return rw.notifyMatchFailure(op, "a buffer on SSD needs its place from fy-plan-memory");
+    StringRef fn = t.getSpace() == "ssd"  ? "alloc_ssd_at"
+                   : op.getOffsetAttr() ? (host ? "alloc_host_at" : "alloc_at")
+                                        : (host ? "alloc_host" : "alloc");
     auto c = call(rw, op, fn, viewType(ctx), {}, args);
     rw.replaceOp(op, c.getResult(0));
     return success();
@@ -248,7 +253,13 @@ struct CopyLowering : OpConversionPattern<fs::CopyOp> {
     // Between memory spaces a copy is a transfer, which a device does its own way.
     StringRef from = cast<fs::BufferType>(op.getSource().getType()).getSpace();
     StringRef to = cast<fs::BufferType>(op.getTarget().getType()).getSpace();
-    StringRef fn = from == to ? "copy" : to == "host" ? "copy_to_host" : "copy_to_device";
+    if ((from == "ssd" || to == "ssd") && from != "host" && to != "host")
+      return rw.notifyMatchFailure(op, "SSD is read and written from host memory only");
+    StringRef fn = from == to        ? "copy"
+                   : to == "ssd"     ? "copy_to_ssd"
+                   : from == "ssd"   ? "copy_from_ssd"
+                   : to == "host"    ? "copy_to_host"
+                                     : "copy_to_device";
     call(rw, op, fn, {}, {a.getSource(), a.getTarget()}, {});
     rw.eraseOp(op);
     return success();
@@ -362,6 +373,11 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
                                     b.getArrayAttr(args), ArrayAttr());
     }
+    // Activations that wait on SSD: the size of their region of the store.
+    if (auto ssd = step->getAttrOfType<IntegerAttr>("fysched.ssd_arena_bytes"))
+      b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_ssd_arena", ValueRange{rt},
+                                    b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(ssd.getInt()) + "LL")}),
+                                    ArrayAttr());
     // No resident working copies: each phase copies the weights it uses.
     if (module->hasAttr("fysched.streamed_params"))
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_streamed_params", ValueRange{rt},

@@ -31,6 +31,7 @@ void copy_to_host(Runtime* rt, View device, View host) {
 }
 void copy_to_device(Runtime* rt, View host, View device) {
   FY_KERNEL_SPAN(rt, "copy to device");
+  if (rt->ssd()) rt->ssd()->settle(host.data);
   cpu::copy(host, device);
 }
 void dealloc(Runtime* rt, View v) { rt->dealloc(v); }

@@ -41,6 +41,9 @@ void declare_inputs(Runtime* rt, Shape shape, int64_t vocab);
 // of the host arena for activations kept in host memory.
 void declare_memory_plan(Runtime* rt, int64_t peak_temp_bytes, int64_t arena_bytes = 0,
                          int64_t host_arena_bytes = 0);
+// Activations wait on SSD (fuyou-compile --activations ssd): the SSD arena of
+// the memory plan, a region of the store the run opens in --ssd.
+void declare_ssd_arena(Runtime* rt, int64_t bytes);
 // The program reads every parameter from its host master and copies what
 // each phase needs to the device itself (fuyou-compile --params stream): a
 // device keeps no resident working copies, and --gpu-mem does not count them.
@@ -77,6 +80,12 @@ void copy(Runtime* rt, View x, View y);
 // Copies between the device and host memory, in program order.
 void copy_to_host(Runtime* rt, View device, View host);
 void copy_to_device(Runtime* rt, View host, View device);
+// A buffer of the SSD arena, and transfers between it and host-arena
+// buffers. Both only start the I/O: the host buffer is settled before it is
+// copied to the device or deallocated (exec/ssd_spill.h).
+View alloc_ssd_at(Runtime* rt, int64_t offset, Shape shape, DType dtype);
+void copy_to_ssd(Runtime* rt, View host, View ssd);
+void copy_from_ssd(Runtime* rt, View ssd, View host);
 
 // ---- elementwise ----
 void add(Runtime* rt, View a, View b, View out);

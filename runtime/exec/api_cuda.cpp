@@ -54,6 +54,7 @@ void copy_to_host(Runtime* rt, View device, View host) {
 }
 void copy_to_device(Runtime* rt, View host, View device) {
   FY_KERNEL_SPAN(rt, "copy to device");
+  if (rt->ssd()) rt->ssd()->settle(host.data);
   device_of(rt).transfer(host, device, cudaMemcpyHostToDevice);
 }
 

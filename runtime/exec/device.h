@@ -30,6 +30,9 @@ class Device {
   virtual int64_t fixed_bytes() const { return 0; }
   // The device's temporaries (the memory plan is checked against these).
   virtual const Runtime::PoolStats& pool_stats() const = 0;
+  // Waits until the transfers the device queued into host memory have
+  // landed, so the CPU may read it (before host buffers go on to SSD).
+  virtual void finish_host_transfers() {}
   // A line for the end of the run (what the device did), or "".
   virtual std::string summary() const { return ""; }
 };

@@ -37,6 +37,7 @@ uint64_t splitmix64(uint64_t z) {
 
 Runtime::~Runtime() {
   async_.reset();  // the optimizer thread writes into parameter storage
+  ssd_.reset();    // reads in flight land in the host arena
   for (void* b : blocks_) host_free_ ? host_free_(b) : std::free(b);
   std::free(arena_.base());
   if (host_arena_.base()) host_free_ ? host_free_(host_arena_.base()) : std::free(host_arena_.base());
@@ -52,10 +53,19 @@ void Runtime::set_memory_plan(int64_t peak_temp_bytes, int64_t arena_bytes, int6
   planned_host_arena_bytes_ = host_arena_bytes;
 }
 
+void Runtime::set_ssd_arena(int64_t bytes) {
+  if (bytes <= 0) fail("declare_ssd_arena: the SSD arena must be positive, got " + std::to_string(bytes));
+  if (opts_.ssd_dirs.empty())
+    fail("this program keeps activations on SSD (fuyou-compile --activations ssd): give --ssd DIR");
+  planned_ssd_arena_bytes_ = bytes;
+  ssd_ = std::make_unique<SsdSpill>(opts_.ssd_dirs, bytes);
+}
+
 View Runtime::alloc_host_at(int64_t offset, Shape shape, DType dtype) {
   if (!host_arena_.base() && planned_host_arena_bytes_ > 0) {
-    size_t bytes = size_t(planned_host_arena_bytes_ + 63) / 64 * 64;
-    void* base = host_alloc_ ? host_alloc_(bytes) : std::aligned_alloc(64, bytes);
+    // Page-aligned: buffers that go on to SSD move by O_DIRECT.
+    size_t bytes = size_t(planned_host_arena_bytes_ + 4095) / 4096 * 4096;
+    void* base = host_alloc_ ? host_alloc_(bytes) : std::aligned_alloc(4096, bytes);
     if (!base) fail("alloc_host_at: cannot allocate the " + std::to_string(bytes) + "-byte host arena");
     host_arena_.reset(base, planned_host_arena_bytes_);
   }
@@ -193,7 +203,12 @@ void Runtime::dealloc(View v) {
     return;
   }
   if (host_arena_.contains(v.data)) {
+    if (ssd_) ssd_->settle(v.data);  // a transfer to or from SSD may still use it
     host_arena_.release(v);
+    return;
+  }
+  if (ssd_ && ssd_->contains(v.data)) {
+    ssd_->release(v);
     return;
   }
   BlockHeader* h = header_of(v.data);

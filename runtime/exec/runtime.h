@@ -11,6 +11,7 @@
 
 #include "core/tensor.h"
 #include "exec/arena.h"
+#include "exec/ssd_spill.h"
 #include "exec/async_optimizer.h"
 #include "trace/trace.h"
 #include "optim/adamw.h"
@@ -137,7 +138,12 @@ class Runtime {
   // The same in the host arena, from the host allocator (page-locked when a
   // device set it so), on every target.
   View alloc_host_at(int64_t offset, Shape shape, DType dtype);
-  int64_t host_arena_live_buffers() const { return host_arena_.live_buffers(); }
+  int64_t host_arena_live_buffers() const { return host_arena_.live_buffers() + (ssd_ ? ssd_->live_buffers() : 0); }
+  // Activations on SSD (declare_ssd_arena): the arena's bytes, opened in the
+  // --ssd directories; null when the program keeps none there.
+  void set_ssd_arena(int64_t bytes);
+  SsdSpill* ssd() const { return ssd_.get(); }
+  int64_t planned_ssd_arena_bytes() const { return planned_ssd_arena_bytes_; }
   // Only for buffers from alloc() or alloc_at(); fails on anything else or
   // on a second call.
   void dealloc(View v);
@@ -212,6 +218,8 @@ class Runtime {
   std::unordered_map<size_t, std::vector<void*>> free_;  // capacity -> headers
   std::vector<void*> blocks_;                            // every malloc, for the destructor
   HostAlloc host_alloc_ = nullptr;  // null: aligned_alloc / free
+  std::unique_ptr<SsdSpill> ssd_;
+  int64_t planned_ssd_arena_bytes_ = 0;
   HostFree host_free_ = nullptr;
   Device* device_ = nullptr;
   PoolStats stats_;

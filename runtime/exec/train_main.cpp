@@ -454,6 +454,12 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     }
   }
 
+  if (rt.ssd() && first < o.steps) {
+    store::StoreCounters c = rt.ssd()->counters();
+    double steps = double(o.steps - first);
+    std::fprintf(stderr, "train: activations on SSD: %.2f MiB written, %.2f MiB read per step, busy %.2f ms/step\n",
+                 c.bytes_written / 1048576.0 / steps, c.bytes_read / 1048576.0 / steps, c.busy_seconds * 1000.0 / steps);
+  }
   if (device && first < o.steps)
     if (std::string line = device->summary(); !line.empty()) std::fprintf(stderr, "train: %s\n", line.c_str());
   if (!o.save_dir.empty()) save_checkpoint(rt, o.save_dir, o.steps);

@@ -202,7 +202,7 @@ void Core::open() {
         fail("fy::store: store directory " + d + " is listed twice");
     seen.emplace_back(st.st_dev, st.st_ino);
 
-    std::string path = d + (d.empty() || d.back() != '/' ? "/" : "") + "fuyou.store";
+    std::string path = d + (d.empty() || d.back() != '/' ? "/" : "") + opt.file_name;
     int flags = O_RDWR | O_CREAT | O_CLOEXEC | (opt.direct ? O_DIRECT : 0);
     int fd = ::open(path.c_str(), flags, 0644);
     if (fd < 0) {

@@ -70,6 +70,7 @@ struct StoreOptions {
   bool direct = true;             // O_DIRECT
   bool register_buffers = true;   // false: never register (forces the fallback path)
   bool truncate = false;          // discard what the files hold when opening
+  std::string file_name = "fuyou.store";  // the store's file in each directory
 };
 
 // A named byte range of the store. Cheap to copy; valid for its store's life.

@@ -151,3 +151,34 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x4xi64>>, %tgt: !fys
   %l = fysched.view %m : !fysched.buffer<device, tensor<1xf32>> -> !fysched.buffer<device, tensor<f32>>
   return %l : !fysched.buffer<device, tensor<f32>>
 }
+
+// -----
+
+// Activations on SSD: the program declares the plan's SSD arena; a buffer
+// there is placed in it, and copies between it and host memory are SSD
+// writes and reads.
+// CHECK-LABEL: emitc.func @fy_declare
+// CHECK: emitc.call_opaque "fy::rt::declare_ssd_arena"(%{{.*}}) {args = [0 : index, #emitc.opaque<"8192LL">]}
+// CHECK-LABEL: emitc.func @fy_train_step
+// CHECK: %[[H:.*]] = emitc.call_opaque "fy::rt::alloc_host_at"(%[[RT:.*]]) {args = [0 : index, #emitc.opaque<"0LL">,
+// CHECK: %[[S:.*]] = emitc.call_opaque "fy::rt::alloc_ssd_at"(%[[RT]]) {args = [0 : index, #emitc.opaque<"4096LL">, #emitc.opaque<"fy::Shape{4}">, #emitc.opaque<"fy::DType::F32">]}
+// CHECK: emitc.call_opaque "fy::rt::copy_to_ssd"(%[[RT]], %[[H]], %[[S]])
+// CHECK: emitc.call_opaque "fy::rt::copy_from_ssd"(%[[RT]], %[[S]], %[[H]])
+func.func @train_step(%idx: !fysched.buffer<device, tensor<4xi64>>, %tgt: !fysched.buffer<device, tensor<4xi64>>) -> !fysched.buffer<device, tensor<4xi64>> attributes {fysched.ssd_arena_bytes = 8192 : i64} {
+  %h = fysched.alloc {offset = 0 : i64} : !fysched.buffer<host, tensor<4xf32>>
+  %s = fysched.alloc {offset = 4096 : i64} : !fysched.buffer<ssd, tensor<4xf32>>
+  fysched.copy %h, %s : !fysched.buffer<host, tensor<4xf32>>, !fysched.buffer<ssd, tensor<4xf32>>
+  fysched.copy %s, %h : !fysched.buffer<ssd, tensor<4xf32>>, !fysched.buffer<host, tensor<4xf32>>
+  return %idx : !fysched.buffer<device, tensor<4xi64>>
+}
+
+// -----
+
+// SSD is read and written from host memory only, and always planned.
+func.func @train_step(%idx: !fysched.buffer<device, tensor<4xi64>>, %tgt: !fysched.buffer<device, tensor<4xi64>>) -> !fysched.buffer<device, tensor<4xi64>> {
+  %d = fysched.alloc : !fysched.buffer<device, tensor<4xf32>>
+  %s = fysched.alloc {offset = 0 : i64} : !fysched.buffer<ssd, tensor<4xf32>>
+  // expected-error @+1 {{failed to legalize operation 'fysched.copy'}}
+  fysched.copy %d, %s : !fysched.buffer<device, tensor<4xf32>>, !fysched.buffer<ssd, tensor<4xf32>>
+  return %idx : !fysched.buffer<device, tensor<4xi64>>
+}

@@ -1,6 +1,7 @@
 // RUN: fuyou-opt %s --fy-place-activations=policy=host | FileCheck %s
 // RUN: fuyou-opt %s --fy-place-activations | FileCheck %s --check-prefix=KEEP
 // RUN: not fuyou-opt %s --fy-place-activations=policy=disk 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fuyou-opt %s --fy-place-activations=policy=ssd | FileCheck %s --check-prefix=SSD
 // RUN: fuyou-opt %s --fy-place-activations=policy=recompute | FileCheck %s --check-prefix=RE
 // RUN: fuyou-opt %s --fy-place-activations=policy=keep,recompute | FileCheck %s --check-prefix=RE1
 // RUN: fuyou-opt %s --fy-place-activations=policy=recompute,host | FileCheck %s --check-prefix=RE0
@@ -40,8 +41,25 @@
 // CHECK-NEXT: fysched.launch "unary_grad_gelu" ins(%[[AI]], %[[HI]], %[[G1]] {{.*}} outs(%[[G0]]
 // CHECK-NEXT: return %[[L]]
 
+// policy=ssd: the same through host memory on to SSD and back; each host
+// buffer serves one transfer. Shown for %b, whose view is made again.
+// SSD-LABEL: func.func @train_step
+// SSD: fysched.launch "reduce_sum" ins(%[[B:[0-9]+]]
+// SSD-NEXT: %[[BO:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// SSD-NEXT: fysched.copy %[[B]], %[[BO]] : <device, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+// SSD-NEXT: %[[BS:.*]] = fysched.alloc : <ssd, tensor<4x8xf32>>
+// SSD-NEXT: fysched.copy %[[BO]], %[[BS]] : <host, tensor<4x8xf32>>, <ssd, tensor<4x8xf32>>
+// SSD-NEXT: %[[G1:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SSD-NEXT: %[[BH:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// SSD-NEXT: fysched.copy %[[BS]], %[[BH]] : <ssd, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+// SSD-NEXT: %[[BI:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SSD-NEXT: fysched.copy %[[BH]], %[[BI]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
+// SSD-NEXT: %[[BV:.*]] = fysched.view %[[BI]]
+// SSD-NEXT: fysched.launch "unary_grad_gelu" ins(%[[BI]], %[[BV]]
+// SSD-COUNT-2: fysched.copy %{{.*}} : <ssd, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+
 // KEEP-NOT: fysched.copy
-// BAD: fy-place-activations: a policy is keep, host or recompute, got 'disk'
+// BAD: fy-place-activations: a policy is keep, host, ssd or recompute, got 'disk'
 
 // policy=recompute: Two segments: @w1's (%a, %h) and @w2's (%b, %c). Backward reads %a, %h
 // and %b (through a view made in forward). %h is read by the second

@@ -50,3 +50,32 @@ func.func @train_step() {
   fysched.dealloc %h : !fysched.buffer<host, tensor<100xf32>>
   return
 }
+
+// -----
+
+// Buffers on SSD have an arena of their own too. With any there, SSD and host
+// buffers take whole 4096-byte pages (O_DIRECT moves pages): h1 (400 bytes)
+// and h2 (40) live together, a page each; s1 (400) and s2 (5000, two pages)
+// too. Device buffers keep 64-byte granules.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: fysched.arena_bytes = 64 : i64
+// CHECK-SAME: fysched.host_arena_bytes = 8192 : i64
+// CHECK-SAME: fysched.ssd_arena_bytes = 12288 : i64
+// CHECK-NEXT: fysched.alloc {offset = 0 : i64} : <host, tensor<100xf32>>
+// CHECK-NEXT: fysched.alloc {offset = 4096 : i64} : <host, tensor<10xf32>>
+// CHECK-NEXT: fysched.alloc {offset = 8192 : i64} : <ssd, tensor<100xf32>>
+// CHECK-NEXT: fysched.alloc {offset = 0 : i64} : <ssd, tensor<1250xf32>>
+// CHECK-NEXT: fysched.alloc {offset = 0 : i64} : <device, tensor<4xf32>>
+func.func @train_step() {
+  %h1 = fysched.alloc : <host, tensor<100xf32>>
+  %h2 = fysched.alloc : <host, tensor<10xf32>>
+  %s1 = fysched.alloc : <ssd, tensor<100xf32>>
+  %s2 = fysched.alloc : <ssd, tensor<1250xf32>>
+  %d = fysched.alloc : <device, tensor<4xf32>>
+  fysched.dealloc %d : !fysched.buffer<device, tensor<4xf32>>
+  fysched.dealloc %h1 : !fysched.buffer<host, tensor<100xf32>>
+  fysched.dealloc %h2 : !fysched.buffer<host, tensor<10xf32>>
+  fysched.dealloc %s1 : !fysched.buffer<ssd, tensor<100xf32>>
+  fysched.dealloc %s2 : !fysched.buffer<ssd, tensor<1250xf32>>
+  return
+}

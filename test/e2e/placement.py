@@ -8,10 +8,12 @@ no choice changes a bit of the results.
   both: a model whose weights alone and whose activations alone are each at
     least 4x --gpu-mem trains within it when the weights are streamed in per
     phase (--params stream) and the activations wait in host memory;
+  ssd: the first model, its activations waiting on SSD (--activations ssd,
+    through host memory, in the activation store under --ssd);
   recompute: the first model, its activations computed again in backward
     from each layer's input (--activations recompute);
   mixed: the same with a policy per forward segment (layer group): keep,
-    host and recompute in turn.
+    host, ssd and recompute in turn.
 
 Each run's losses and trained weights are bit-identical to the run that keeps
 everything on the device, and that program is refused under the same budget.
@@ -88,8 +90,12 @@ def case(a, tokens, name, shape, flags, held):
             fail(f"{name}: {label} {b} B are not 4x --gpu-mem {gpu_mem} B")
 
     subprocess.run([a.compiler, model, "-o", w("train_placed")] + flags, check=True, stderr=subprocess.DEVNULL)
-    r = subprocess.run(common(a, tokens, w("train_placed")) + ["--gpu-mem", str(gpu_mem), "--log-json",
-                                                             w("placed.jsonl"), "--save", w("ckpt_placed")],
+    ssd = []
+    if "ssd" in " ".join(flags):
+        os.makedirs(w("ssd"), exist_ok=True)
+        ssd = ["--ssd", w("ssd")]
+    r = subprocess.run(common(a, tokens, w("train_placed")) + ssd + ["--gpu-mem", str(gpu_mem), "--log-json",
+                                                                   w("placed.jsonl"), "--save", w("ckpt_placed")],
                        capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"{name}: the placed run under --gpu-mem {gpu_mem} exited {r.returncode}: {r.stderr[-2000:]}")
@@ -130,9 +136,11 @@ def main():
                                  "--n-head", "4", "--block-size", "64"],
              ["--activations", "host", "--params", "stream"],
              {"weights": lambda p: p["param_bytes"], "activations": lambda p: p["host_arena_bytes"]}),
+        case(a, tokens, "ssd", deep, ["--activations", "ssd"], {"activations": lambda p: p["ssd_arena_bytes"]}),
         case(a, tokens, "recompute", deep, ["--activations", "recompute"], {}),
         # 15 segments: the two embeddings, 12 layers, the head.
-        case(a, tokens, "mixed", deep, ["--activations", ",".join(["keep", "host", "recompute"] * 5)], {}),
+        case(a, tokens, "mixed", deep,
+             ["--activations", ",".join(["keep", "host", "ssd", "recompute"][i % 4] for i in range(15))], {}),
     ]
     for r in rows:
         print("placement: " + r)

@@ -21,6 +21,7 @@
 #include <regex>
 #include <thread>
 
+#include "exec/ssd_spill.h"
 #include "store/store.h"
 #include "test_util.h"
 
@@ -600,6 +601,70 @@ TEST_F(Store, RegisteredBuffersOutliveTheStore) {
   }
   std::memset(keep.data(), 1, keep.size());  // still mapped, unregistration is a no-op
   EXPECT_EQ(keep.size(), size_t(1) << 20);
+}
+
+// ---- SsdSpill: activations waiting on SSD (exec/ssd_spill.h) ----
+
+// Fills a page-rounded host buffer's first n floats with a pattern of `seed`.
+void pattern(AlignedBuffer& b, int64_t n, float seed) {
+  float* f = static_cast<float*>(b.data());
+  for (int64_t i = 0; i < n; ++i) f[i] = seed + float(i) * 0.25f;
+}
+
+TEST(SsdSpill, BuffersComeBackBitExactThroughTheirOwnFile) {
+  TempDir dir("spill");
+  fy::SsdSpill spill({dir.path}, 3 * 4096);
+  // 5000 bytes (not whole pages) at 0, 40 at 8192: the plan's page slots.
+  const int64_t na = 1250, nb = 10;
+  fy::View a = spill.place(0, fy::Shape{na}, fy::DType::F32), b = spill.place(8192, fy::Shape{nb}, fy::DType::F32);
+  AlignedBuffer ha(na * 4), hb(nb * 4), ra(na * 4), rb(nb * 4);
+  pattern(ha, na, 1.0f);
+  pattern(hb, nb, -3.0f);
+  auto view = [](AlignedBuffer& h, int64_t n) { return fy::View{h.data(), fy::Shape{n}, fy::DType::F32}; };
+  spill.write(view(ha, na), a);
+  spill.write(view(hb, nb), b);
+  spill.settle(ha.data());
+  spill.settle(hb.data());
+  // The host copies may change once settled: what comes back is what was written.
+  pattern(ha, na, 9.0f);
+  spill.read(a, view(ra, na));
+  spill.read(b, view(rb, nb));
+  spill.settle_all();
+  AlignedBuffer want(na * 4);
+  pattern(want, na, 1.0f);
+  EXPECT_EQ(std::memcmp(ra.data(), want.data(), na * 4), 0);
+  pattern(want, nb, -3.0f);
+  EXPECT_EQ(std::memcmp(rb.data(), want.data(), nb * 4), 0);
+  EXPECT_TRUE(std::filesystem::exists(dir.path + "/fuyou.activations"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path + "/fuyou.store"));
+  EXPECT_EQ(spill.counters().bytes_written, uint64_t(2 * 4096 + 4096));
+}
+
+TEST(SsdSpill, AReadRightAfterAWriteOfTheSamePagesSeesTheWrite) {
+  TempDir dir("spill_raw");
+  fy::SsdSpill spill({dir.path}, 64 * 4096);
+  const int64_t n = 64 * 1024;  // 64 pages: several operations per request
+  fy::View s = spill.place(0, fy::Shape{n}, fy::DType::F32);
+  AlignedBuffer h(n * 4), r(n * 4), want(n * 4);
+  for (int round = 0; round < 8; ++round) {
+    pattern(h, n, float(round));
+    spill.write(fy::View{h.data(), fy::Shape{n}, fy::DType::F32}, s);
+    spill.read(s, fy::View{r.data(), fy::Shape{n}, fy::DType::F32});  // no settle in between
+    spill.settle(r.data());
+    pattern(want, n, float(round));
+    ASSERT_EQ(std::memcmp(r.data(), want.data(), n * 4), 0) << "round " << round;
+    spill.settle(h.data());
+  }
+}
+
+TEST(SsdSpill, APlanThatOverlapsLiveBuffersIsRefused) {
+  TempDir dir("spill_plan");
+  fy::SsdSpill spill({dir.path}, 2 * 4096);
+  fy::View a = spill.place(0, fy::Shape{1500}, fy::DType::F32);  // 6000 bytes: two pages
+  EXPECT_NE(error_of([&] { spill.place(4096, fy::Shape{4}, fy::DType::F32); }), "");
+  EXPECT_NE(error_of([&] { spill.place(8192, fy::Shape{4}, fy::DType::F32); }), "");  // past the end
+  spill.release(a);
+  EXPECT_EQ(error_of([&] { spill.place(4096, fy::Shape{4}, fy::DType::F32); }), "");
 }
 
 }  // namespace

@@ -298,6 +298,8 @@ void CudaDevice::transfer(View src, View dst, cudaMemcpyKind kind) {
   if (src.nbytes()) FY_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, compute_));
 }
 
+void CudaDevice::finish_host_transfers() { FY_CUDA_CHECK(cudaStreamSynchronize(compute_)); }
+
 View CudaDevice::upload_temp(int64_t offset, Shape shape, DType dtype, const void* host) {
   View v = offset < 0 ? alloc(shape, dtype) : alloc_at(offset, shape, dtype);
   // On the compute stream, ordered with the kernels around it; from pageable

@@ -47,6 +47,7 @@ class CudaDevice final : public Device {
   // Activations to and from host memory (page-locked), on the compute
   // stream in program order.
   void transfer(View src, View dst, cudaMemcpyKind kind);
+  void finish_host_transfers() override;
   // Host data to a fresh temporary (constants): from the pool when offset
   // is negative, else at that place in the arena.
   View upload_temp(int64_t offset, Shape shape, DType dtype, const void* host);

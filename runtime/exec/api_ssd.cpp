@@ -1,0 +1,32 @@
+// The runtime API for activations on SSD, the same on every target: the
+// host arena is host memory on each.
+#include "exec/api.h"
+
+namespace fy::rt {
+
+namespace {
+SsdSpill& spill(Runtime* rt) {
+  if (!rt->ssd()) fail("an SSD transfer in a program that declared no SSD arena (declare_ssd_arena)");
+  return *rt->ssd();
+}
+}  // namespace
+
+void declare_ssd_arena(Runtime* rt, int64_t bytes) { rt->set_ssd_arena(bytes); }
+
+View alloc_ssd_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) {
+  return spill(rt).place(offset, shape, dtype);
+}
+
+void copy_to_ssd(Runtime* rt, View host, View ssd) {
+  TraceSpan span(rt->trace(), "compute", "copy to ssd", -1, int64_t(host.nbytes()));
+  // The device's copy into `host` must have landed before the write reads it.
+  if (Device* d = rt->device()) d->finish_host_transfers();
+  spill(rt).write(host, ssd);
+}
+
+void copy_from_ssd(Runtime* rt, View ssd, View host) {
+  TraceSpan span(rt->trace(), "compute", "copy from ssd", -1, int64_t(host.nbytes()));
+  spill(rt).read(ssd, host);
+}
+
+}  // namespace fy::rt

@@ -1,0 +1,83 @@
+#include "exec/ssd_spill.h"
+
+#include <sys/mman.h>
+
+namespace fy {
+
+namespace {
+int64_t pages(int64_t bytes) {
+  const int64_t p = int64_t(store::kPageBytes);
+  return (bytes + p - 1) / p * p;
+}
+}  // namespace
+
+SsdSpill::SsdSpill(const std::vector<std::string>& dirs, int64_t bytes) : bytes_(pages(bytes)) {
+  store::StoreOptions so;
+  so.dirs = dirs;
+  so.file_name = "fuyou.activations";
+  so.truncate = true;  // nothing in it outlives a step
+  store_ = std::make_unique<store::TensorStore>(so);
+  region_ = store_->allocate("activations", uint64_t(bytes_));
+  // Addresses only: PROT_NONE pages take no memory and fault if touched.
+  base_ = ::mmap(nullptr, size_t(bytes_), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base_ == MAP_FAILED) fail("cannot reserve addresses for the " + std::to_string(bytes_) + "-byte SSD arena");
+  arena_.reset(base_, bytes_);
+}
+
+SsdSpill::~SsdSpill() {
+  try {
+    settle_all();
+  } catch (...) {
+    // A destructor cannot report; a run that reaches its end settled every step.
+  }
+  store_.reset();
+  if (base_) ::munmap(base_, size_t(bytes_));
+}
+
+View SsdSpill::place(int64_t offset, Shape shape, DType dtype) {
+  int64_t n = 0;
+  return arena_.place(offset, shape, dtype, int64_t(store::kPageBytes), &n);
+}
+
+void SsdSpill::release(const View& ssd) { arena_.release(ssd); }
+
+int64_t SsdSpill::offset_of(const View& ssd) const {
+  if (!contains(ssd.data)) fail("ssd transfer: the buffer is not in the SSD arena");
+  return static_cast<const char*>(ssd.data) - static_cast<const char*>(base_);
+}
+
+void SsdSpill::write(View host, View ssd) {
+  if (host.nbytes() != ssd.nbytes()) fail("copy to SSD: " + host.shape.str() + " and " + ssd.shape.str() + " differ");
+  settle(host.data);
+  int64_t off = offset_of(ssd);
+  store::Ticket t = store_->write(region_, host.data, uint64_t(off), uint64_t(pages(int64_t(host.nbytes()))));
+  in_flight_.push_back({t, host.data, off, true});
+}
+
+void SsdSpill::read(View ssd, View host) {
+  if (host.nbytes() != ssd.nbytes()) fail("copy from SSD: " + ssd.shape.str() + " and " + host.shape.str() + " differ");
+  int64_t off = offset_of(ssd);
+  // The store may reorder requests: a write still filling these pages lands first.
+  for (size_t i = in_flight_.size(); i-- > 0;)
+    if (in_flight_[i].write && in_flight_[i].offset == off) finish(i);
+  settle(host.data);
+  store::Ticket t = store_->read(region_, host.data, uint64_t(off), uint64_t(pages(int64_t(host.nbytes()))));
+  in_flight_.push_back({t, host.data, off, false});
+}
+
+void SsdSpill::finish(size_t i) {
+  store::Ticket t = in_flight_[i].ticket;
+  in_flight_.erase(in_flight_.begin() + long(i));
+  store_->wait(t);
+}
+
+void SsdSpill::settle(const void* host) {
+  for (size_t i = in_flight_.size(); i-- > 0;)
+    if (in_flight_[i].host == host) finish(i);
+}
+
+void SsdSpill::settle_all() {
+  while (!in_flight_.empty()) finish(in_flight_.size() - 1);
+}
+
+}  // namespace fy
