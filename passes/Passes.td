@@ -114,7 +114,8 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
         and into a fresh device buffer right before its first backward use,
         which then reads that copy (views made in forward are made again);
       ssd: the same, on through a host buffer to an `ssd` buffer and back
-        through another (each host buffer lives only for its transfer);
+        through another; the read back starts at the first backward use of
+        the value read from SSD before it, one ahead, to overlap compute;
       recompute: before its first backward use, the forward launches that
         made it, and the unsaved buffers they read, run again into fresh
         buffers from the buffers that were kept, the parameters and the

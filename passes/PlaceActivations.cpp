@@ -128,9 +128,23 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
 
     recompute(body, phases);
     fuyou::StepPhases after(body);
-    for (Saved &s : findSaved(body, after, loss_))
-      if (Place p = placeOf_(s.alloc.getResult()); p == Place::Host || p == Place::Ssd)
-        moveOut(s, after, p == Place::Ssd);
+    SmallVector<Saved> moved = findSaved(body, after, loss_);
+    llvm::erase_if(moved, [&](Saved &s) {
+      Place p = placeOf_(s.alloc.getResult());
+      return p != Place::Host && p != Place::Ssd;
+    });
+    // In backward order; a read from SSD starts when the value before it is
+    // first needed, so it runs while that one's ops compute.
+    llvm::sort(moved, [&](const Saved &a, const Saved &b) {
+      return after.position(a.firstBackward) < after.position(b.firstBackward);
+    });
+    Operation *readAt = nullptr;
+    for (Saved &s : moved) {
+      bool ssd = placeOf_(s.alloc.getResult()) == Place::Ssd;
+      moveOut(s, after, ssd, readAt ? readAt : s.firstBackward);
+      if (ssd)
+        readAt = s.firstBackward;
+    }
   }
 
   // Numbers the forward segments: a new one starts at each launch that reads
@@ -237,8 +251,8 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
   }
 
   // Out after the last forward use, back in before the first backward one;
-  // to SSD and back through a host buffer that lives only for the transfer.
-  void moveOut(Saved &s, const fuyou::StepPhases &phases, bool ssd) {
+  // to SSD and back through host buffers, the read from SSD at `readAt`.
+  void moveOut(Saved &s, const fuyou::StepPhases &phases, bool ssd, Operation *readAt) {
     auto type = cast<fs::BufferType>(s.alloc.getType());
     auto in = [&](StringRef space) { return fs::BufferType::get(type.getContext(), space, type.getTensorType()); };
     Location loc = s.alloc.getLoc();
@@ -252,9 +266,11 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     Value away = copyTo(s.alloc.getResult(), in("host"));
     if (ssd)
       away = copyTo(away, in("ssd"));
-    b.setInsertionPoint(s.firstBackward);
-    if (ssd)
+    if (ssd) {
+      b.setInsertionPoint(readAt);
       away = copyTo(away, in("host"));
+    }
+    b.setInsertionPoint(s.firstBackward);
     phases.rebaseBackward(s.alloc.getResult(), copyTo(away, type), b);
   }
 

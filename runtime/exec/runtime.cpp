@@ -70,7 +70,10 @@ View Runtime::alloc_host_at(int64_t offset, Shape shape, DType dtype) {
     host_arena_.reset(base, planned_host_arena_bytes_);
   }
   int64_t bytes = 0;
-  return host_arena_.place(offset, shape, dtype, 64, &bytes);
+  View v = host_arena_.place(offset, shape, dtype, 64, &bytes);
+  // A transfer to or from SSD may still use this memory (its buffer freed).
+  if (ssd_) ssd_->settle(v.data, static_cast<char*>(v.data) + std::max<int64_t>(bytes, 4096));
+  return v;
 }
 
 View Runtime::alloc_at(int64_t offset, Shape shape, DType dtype) {
@@ -203,8 +206,7 @@ void Runtime::dealloc(View v) {
     return;
   }
   if (host_arena_.contains(v.data)) {
-    if (ssd_) ssd_->settle(v.data);  // a transfer to or from SSD may still use it
-    host_arena_.release(v);
+    host_arena_.release(v);  // a write to SSD may still read it: see alloc_host_at
     return;
   }
   if (ssd_ && ssd_->contains(v.data)) {

@@ -49,9 +49,9 @@ int64_t SsdSpill::offset_of(const View& ssd) const {
 void SsdSpill::write(View host, View ssd) {
   if (host.nbytes() != ssd.nbytes()) fail("copy to SSD: " + host.shape.str() + " and " + ssd.shape.str() + " differ");
   settle(host.data);
-  int64_t off = offset_of(ssd);
-  store::Ticket t = store_->write(region_, host.data, uint64_t(off), uint64_t(pages(int64_t(host.nbytes()))));
-  in_flight_.push_back({t, host.data, off, true});
+  int64_t off = offset_of(ssd), n = pages(int64_t(host.nbytes()));
+  store::Ticket t = store_->write(region_, host.data, uint64_t(off), uint64_t(n));
+  in_flight_.push_back({t, static_cast<const char*>(host.data), n, off, true});
 }
 
 void SsdSpill::read(View ssd, View host) {
@@ -61,8 +61,9 @@ void SsdSpill::read(View ssd, View host) {
   for (size_t i = in_flight_.size(); i-- > 0;)
     if (in_flight_[i].write && in_flight_[i].offset == off) finish(i);
   settle(host.data);
-  store::Ticket t = store_->read(region_, host.data, uint64_t(off), uint64_t(pages(int64_t(host.nbytes()))));
-  in_flight_.push_back({t, host.data, off, false});
+  int64_t n = pages(int64_t(host.nbytes()));
+  store::Ticket t = store_->read(region_, host.data, uint64_t(off), uint64_t(n));
+  in_flight_.push_back({t, static_cast<const char*>(host.data), n, off, false});
 }
 
 void SsdSpill::finish(size_t i) {
@@ -74,6 +75,12 @@ void SsdSpill::finish(size_t i) {
 void SsdSpill::settle(const void* host) {
   for (size_t i = in_flight_.size(); i-- > 0;)
     if (in_flight_[i].host == host) finish(i);
+}
+
+void SsdSpill::settle(const void* begin, const void* end) {
+  for (size_t i = in_flight_.size(); i-- > 0;)
+    if (in_flight_[i].host < static_cast<const char*>(end) && static_cast<const void*>(in_flight_[i].host + in_flight_[i].bytes) > begin)
+      finish(i);
 }
 
 void SsdSpill::settle_all() {

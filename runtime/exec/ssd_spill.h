@@ -4,12 +4,15 @@
 // program moves a buffer there from a host-arena buffer and back into
 // another, and every transfer runs asynchronously through io_uring:
 //
-//   copy_to_ssd(host, ssd)   starts the write; `host` is not reused before it ends
+//   copy_to_ssd(host, ssd)   starts the write
 //   copy_from_ssd(ssd, host) starts the read (after any write still filling `ssd`)
 //   settle(host)             waits for the transfer in flight on `host`, if any
+//   settle(begin, end)       waits for those on any host memory in [begin, end)
 //
-// The runtime settles a host buffer before it is deallocated (its slot may
-// be reused) and before it is copied to the device (its bytes are read).
+// The runtime settles a host buffer before it is copied to the device (its
+// bytes are read), and the host arena's range before a buffer is placed
+// over it: a write may still read a freed buffer, overlapping the ops that
+// follow, until its memory is wanted again.
 // SSD buffers are Views whose addresses lie in a reserved, inaccessible
 // range of the arena's size: unique per place, checked by an Arena like the
 // others' (a plan that overlaps two live buffers fails), never dereferenced.
@@ -42,6 +45,7 @@ class SsdSpill {
   void write(View host, View ssd);
   void read(View ssd, View host);
   void settle(const void* host);
+  void settle(const void* begin, const void* end);
   void settle_all();
 
   store::StoreCounters counters() const { return store_->counters(); }
@@ -49,7 +53,8 @@ class SsdSpill {
  private:
   struct Transfer {
     store::Ticket ticket;
-    const void* host;
+    const char* host;
+    int64_t bytes;   // page-rounded, as moved
     int64_t offset;  // in the region
     bool write;
   };

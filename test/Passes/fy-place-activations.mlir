@@ -42,8 +42,10 @@
 // CHECK-NEXT: return %[[L]]
 
 // policy=ssd: the same through host memory on to SSD and back; each host
-// buffer serves one transfer. Shown for %b, whose view is made again.
+// buffer serves one transfer. Shown for %b, whose view is made again; the
+// read of %a, needed next, starts before %b's backward op runs.
 // SSD-LABEL: func.func @train_step
+// SSD: %[[AS:.*]] = fysched.alloc : <ssd, tensor<4x8xf32>>
 // SSD: fysched.launch "reduce_sum" ins(%[[B:[0-9]+]]
 // SSD-NEXT: %[[BO:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
 // SSD-NEXT: fysched.copy %[[B]], %[[BO]] : <device, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
@@ -55,8 +57,14 @@
 // SSD-NEXT: %[[BI:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // SSD-NEXT: fysched.copy %[[BH]], %[[BI]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
 // SSD-NEXT: %[[BV:.*]] = fysched.view %[[BI]]
+// SSD-NEXT: %[[AH:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// SSD-NEXT: fysched.copy %[[AS]], %[[AH]] : <ssd, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
 // SSD-NEXT: fysched.launch "unary_grad_gelu" ins(%[[BI]], %[[BV]]
-// SSD-COUNT-2: fysched.copy %{{.*}} : <ssd, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+// SSD-NEXT: fysched.alloc : <device, tensor<4x8xf32>>
+// SSD-NEXT: %[[AI:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SSD-NEXT: fysched.copy %[[AH]], %[[AI]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
+// SSD-NEXT: %[[HH:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// SSD-NEXT: fysched.copy %{{.*}}, %[[HH]] : <ssd, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
 
 // KEEP-NOT: fysched.copy
 // BAD: fy-place-activations: a policy is keep, host, ssd or recompute, got 'disk'
