@@ -80,6 +80,13 @@ SmallVector<Saved> findSaved(Block &body, const fuyou::StepPhases &phases, Value
   return saved;
 }
 
+// In backward order: by first backward use.
+void sortByFirstBackward(MutableArrayRef<Saved> saved, const fuyou::StepPhases &phases) {
+  llvm::sort(saved, [&](const Saved &a, const Saved &b) {
+    return phases.position(a.firstBackward) < phases.position(b.firstBackward);
+  });
+}
+
 // `v` (the root buffer `from`, or a chain of views of it) made again on `to`.
 Value reView(Value v, Value from, Value to, OpBuilder &b) {
   if (v == from)
@@ -93,7 +100,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<Place> policies;
+    SmallVector<Place> &policies = policies_;
     SmallVector<StringRef> names;
     StringRef(policy).split(names, ',');
     for (StringRef n : names) {
@@ -120,27 +127,20 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
           << " forward segments (one policy, or one per segment in forward order)";
       return signalPassFailure();
     }
-    placeOf_ = [&](Value root) {
-      Place p = policies.size() == 1 ? policies[0] : policies[segment_.lookup(root)];
-      // A segment's outputs stay: the recomputation of the next one starts there.
-      return p == Place::Recompute && checkpoint_.contains(root) ? Place::Keep : p;
-    };
 
     recompute(body, phases);
     fuyou::StepPhases after(body);
     SmallVector<Saved> moved = findSaved(body, after, loss_);
     llvm::erase_if(moved, [&](Saved &s) {
-      Place p = placeOf_(s.alloc.getResult());
+      Place p = placeOf(s.alloc.getResult());
       return p != Place::Host && p != Place::Ssd;
     });
-    // In backward order; a read from SSD starts when the value before it is
-    // first needed, so it runs while that one's ops compute.
-    llvm::sort(moved, [&](const Saved &a, const Saved &b) {
-      return after.position(a.firstBackward) < after.position(b.firstBackward);
-    });
+    // A read from SSD starts when the value before it is first needed, so it
+    // runs while that one's ops compute.
+    sortByFirstBackward(moved, after);
     Operation *readAt = nullptr;
     for (Saved &s : moved) {
-      bool ssd = placeOf_(s.alloc.getResult()) == Place::Ssd;
+      bool ssd = placeOf(s.alloc.getResult()) == Place::Ssd;
       moveOut(s, after, ssd, readAt ? readAt : s.firstBackward);
       if (ssd)
         readAt = s.firstBackward;
@@ -211,7 +211,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
         Value r = fuyou::rootBuffer(in), src = r;
         auto alloc = r.getDefiningOp<fs::AllocOp>();
         bool kept = !alloc || phases.backward(alloc) || checkpoint_.contains(r) ||
-                    (savedSet_.contains(r) && placeOf_(r) != Place::Recompute);
+                    (savedSet_.contains(r) && placeOf(r) != Place::Recompute);
         if (!kept && !(src = remake(r, b)))
           return {};
         if (kept && !stable(r))
@@ -236,12 +236,10 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     SmallVector<Saved> saved = findSaved(body, phases, loss_);
     for (Saved &s : saved)
       savedSet_.insert(s.alloc.getResult());
-    llvm::sort(saved, [&](const Saved &a, const Saved &b) {
-      return phases.position(a.firstBackward) < phases.position(b.firstBackward);
-    });
+    sortByFirstBackward(saved, phases);
     for (Saved &s : saved) {
       Value root = s.alloc.getResult();
-      if (placeOf_(root) != Place::Recompute)
+      if (placeOf(root) != Place::Recompute)
         continue;
       at = phases.position(s.firstBackward);
       OpBuilder b(s.firstBackward);
@@ -264,9 +262,8 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     };
     b.setInsertionPointAfter(s.lastForward);
     Value away = copyTo(s.alloc.getResult(), in("host"));
-    if (ssd)
-      away = copyTo(away, in("ssd"));
     if (ssd) {
+      away = copyTo(away, in("ssd"));
       b.setInsertionPoint(readAt);
       away = copyTo(away, in("host"));
     }
@@ -274,10 +271,17 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     phases.rebaseBackward(s.alloc.getResult(), copyTo(away, type), b);
   }
 
+  // Where a forward buffer waits.
+  Place placeOf(Value root) const {
+    Place p = policies_.size() == 1 ? policies_[0] : policies_[segment_.lookup(root)];
+    // A segment's outputs stay: the recomputation of the next one starts there.
+    return p == Place::Recompute && checkpoint_.contains(root) ? Place::Keep : p;
+  }
+
+  SmallVector<Place> policies_;  // one, or one per segment
   Value loss_;
   DenseMap<Value, int64_t> segment_;  // forward buffer -> its segment
   DenseSet<Value> checkpoint_, savedSet_;
-  std::function<Place(Value)> placeOf_;
 };
 
 } // namespace

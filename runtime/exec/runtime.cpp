@@ -57,7 +57,6 @@ void Runtime::set_ssd_arena(int64_t bytes) {
   if (bytes <= 0) fail("declare_ssd_arena: the SSD arena must be positive, got " + std::to_string(bytes));
   if (opts_.ssd_dirs.empty())
     fail("this program keeps activations on SSD (fuyou-compile --activations ssd): give --ssd DIR");
-  planned_ssd_arena_bytes_ = bytes;
   ssd_ = std::make_unique<SsdSpill>(opts_.ssd_dirs, bytes);
 }
 

@@ -143,7 +143,6 @@ class Runtime {
   // --ssd directories; null when the program keeps none there.
   void set_ssd_arena(int64_t bytes);
   SsdSpill* ssd() const { return ssd_.get(); }
-  int64_t planned_ssd_arena_bytes() const { return planned_ssd_arena_bytes_; }
   // Only for buffers from alloc() or alloc_at(); fails on anything else or
   // on a second call.
   void dealloc(View v);
@@ -219,7 +218,6 @@ class Runtime {
   std::vector<void*> blocks_;                            // every malloc, for the destructor
   HostAlloc host_alloc_ = nullptr;  // null: aligned_alloc / free
   std::unique_ptr<SsdSpill> ssd_;
-  int64_t planned_ssd_arena_bytes_ = 0;
   HostFree host_free_ = nullptr;
   Device* device_ = nullptr;
   PoolStats stats_;

@@ -72,10 +72,7 @@ void SsdSpill::finish(size_t i) {
   store_->wait(t);
 }
 
-void SsdSpill::settle(const void* host) {
-  for (size_t i = in_flight_.size(); i-- > 0;)
-    if (in_flight_[i].host == host) finish(i);
-}
+void SsdSpill::settle(const void* host) { settle(host, static_cast<const char*>(host) + 1); }
 
 void SsdSpill::settle(const void* begin, const void* end) {
   for (size_t i = in_flight_.size(); i-- > 0;)
