@@ -53,7 +53,7 @@ fi
 
 if [[ " $STAGES " == *" e2e "* ]]; then
   for m in gpt2 llama; do
-    for p in bf16 fp32 bf16_host bf16_stream; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build failed"; done
+    for p in bf16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build failed"; done
     row "$(python3 "$ROOT/bench/gpu/run.py" e2e $m "$G/$m" 2>&1 | tail -3)"
   done
 fi
@@ -62,6 +62,10 @@ if [[ " $STAGES " == *" speed "* ]]; then
   d=$G/gpt124
   program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
     && row "$(python3 "$ROOT/bench/gpu/run.py" speed "$d" "$d/train" 2>&1 | tail -3)"
+  # The same model recomputing its activations in backward: the time it costs, the memory it saves.
+  r=$G/gpt124r
+  [ -d "$r" ] && program "$r/train.cpp" "$r/train" \
+    && row "$(python3 "$ROOT/bench/gpu/run.py" recompute "$d/train" "$r/train" "$d/train.weights.safetensors" 2>&1 | tail -2)"
 fi
 
 if [[ " $STAGES " == *" ooc "* ]]; then

@@ -6,6 +6,7 @@
 #   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16 and
 #                         fp32 the generated C++ and weights of the CUDA target
 #   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
+#   .gpu/gpt124r/         the same with --activations recompute
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
 #   .gpu/gpt350s/         the same with its parameters streamed (--params stream)
 # Usage: bench/gpu/prepare.sh [BUILD_DIR]   (default build/)
@@ -30,10 +31,13 @@ for m in gpt2 llama; do
     rm -f "$OUT/$m/train_$p"
   done
   # Placement variants that must match train_bf16 bit for bit: activations saved
-  # for backward waiting in pinned host memory; parameters streamed per phase.
+  # for backward waiting in pinned host memory, or on SSD through it, or computed
+  # again in backward; parameters streamed per phase.
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_host" --target cuda --precision bf16 --activations host 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_stream" --target cuda --precision bf16 --params stream 2>/dev/null
-  rm -f "$OUT/$m/train_bf16_host" "$OUT/$m/train_bf16_stream"
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_ssd" --target cuda --precision bf16 --activations ssd 2>/dev/null
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_recompute" --target cuda --precision bf16 --activations recompute 2>/dev/null
+  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute}
 done
 
 # Big models: compiled from ONNX exported here, weights drawn on the GPU
@@ -50,6 +54,7 @@ big() {  # name batch seq layers heads d [fuyou-compile flags...]
   rm -rf "$tmp"
 }
 big gpt124 8 1024 12 12 768
+big gpt124r 8 1024 12 12 768 --activations recompute  # what recomputing costs on the GPU
 big gpt350 1 128 24 16 1024
 big gpt350s 1 128 24 16 1024 --params stream  # no resident weights: copied in per phase
 du -sh "$OUT"

@@ -85,11 +85,17 @@ def e2e(name, d):
         rows.append(f"{prec}: worst loss rel err {worst:.2e} (tol {tol:g}), loss {a[0]['loss']:.4f} -> "
                     f"{a[-1]['loss']:.4f} vs torch {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}")
     # The same bf16 program placed otherwise: activations in host memory
-    # (--activations host), parameters streamed (--params stream). Bit-identical losses.
-    for variant, what in (("host", "activations on host"), ("stream", "parameters streamed")):
+    # (--activations host), on SSD through it (ssd), computed again (recompute);
+    # parameters streamed (--params stream). Bit-identical losses.
+    for variant, what in (("host", "activations on host"), ("ssd", "activations on SSD"),
+                          ("recompute", "activations recomputed"), ("stream", "parameters streamed")):
         log = os.path.join(OUT, f"{name}_bf16_{variant}.jsonl")
+        extra = []
+        if variant == "ssd":
+            extra = ["--ssd", os.path.join("/tmp", f"fyssd_e2e_{name}")]
+            os.makedirs(extra[1], exist_ok=True)
         r = sh([os.path.join(d, f"train_bf16_{variant}"), "--data", TOKENS, "--steps", str(steps), "--log-json", log,
-                "--log-every", "100"], log=f"e2e_{name}.log")
+                "--log-every", "100"] + extra, log=f"e2e_{name}.log")
         same = r.returncode == 0 and [x["loss"] for x in read_log(log)] == \
             [x["loss"] for x in read_log(os.path.join(OUT, f"{name}_bf16.jsonl"))]
         ok &= same
@@ -154,6 +160,26 @@ def speed(d, exe):
           f"torch eager bf16 autocast {torch_ms:.1f} ms/step {torch_tps:.0f} tok/s {torch_tps * fpt / 1e12:.1f} TFLOPS "
           f"(peak {torch_mem / 2**30:.1f} GiB); ratio {ours_tps / torch_tps:.3f}")
     print("speed: ours: " + " | ".join(l for l in err.splitlines() if l.startswith("train:")))
+    return True
+
+
+def recompute(keep_exe, rec_exe, weights_path):
+    """Step time and least --gpu-mem of the recompute program against the keep-all one (same weights)."""
+    rows = []
+    for exe in (keep_exe, rec_exe):
+        w = exe + ".weights.safetensors"
+        if not os.path.exists(w):
+            os.symlink(weights_path, w)
+        r = sh([exe, "--data", TOKENS, "--steps", "1", "--gpu-mem", "1M"], log="recompute.log")
+        need = re.search(r"needs at least ([0-9.]+) MiB", r.stderr)
+        ms, err = ours_run(exe, 20, log="recompute.log")
+        if ms is None or not need:
+            print(f"recompute: FAIL: {exe}: {(err or r.stderr).strip()[-400:]}")
+            return False
+        rows.append((ms, float(need.group(1))))
+    print(f"recompute: keep all {rows[0][0]:.1f} ms/step (needs {rows[0][1]:.0f} MiB), recompute {rows[1][0]:.1f} "
+          f"ms/step (needs {rows[1][1]:.0f} MiB): {rows[1][0] / rows[0][0]:.3f}x the time, "
+          f"{rows[1][1] / rows[0][1]:.3f}x the memory")
     return True
 
 
@@ -222,5 +248,5 @@ def ooc(d, exe, ssd):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     ok = {"weights": lambda: weights(*args) or True, "e2e": lambda: e2e(*args), "speed": lambda: speed(*args),
-          "ooc": lambda: ooc(*args)}[cmd]()
+          "ooc": lambda: ooc(*args), "recompute": lambda: recompute(*args)}[cmd]()
     sys.exit(0 if ok else 1)

@@ -40,7 +40,7 @@ Runtime::~Runtime() {
   ssd_.reset();    // reads in flight land in the host arena
   for (void* b : blocks_) host_free_ ? host_free_(b) : std::free(b);
   std::free(arena_.base());
-  if (host_arena_.base()) host_free_ ? host_free_(host_arena_.base()) : std::free(host_arena_.base());
+  if (host_arena_raw_) host_free_ ? host_free_(host_arena_raw_) : std::free(host_arena_raw_);
 }
 
 void Runtime::set_memory_plan(int64_t peak_temp_bytes, int64_t arena_bytes, int64_t host_arena_bytes) {
@@ -62,11 +62,14 @@ void Runtime::set_ssd_arena(int64_t bytes) {
 
 View Runtime::alloc_host_at(int64_t offset, Shape shape, DType dtype) {
   if (!host_arena_.base() && planned_host_arena_bytes_ > 0) {
-    // Page-aligned: buffers that go on to SSD move by O_DIRECT.
+    // Page-aligned: buffers that go on to SSD move by O_DIRECT. A pinned
+    // allocator may hand out small blocks from a pool on weaker alignment, so
+    // one page more is taken and the base rounded up.
     size_t bytes = size_t(planned_host_arena_bytes_ + 4095) / 4096 * 4096;
-    void* base = host_alloc_ ? host_alloc_(bytes) : std::aligned_alloc(4096, bytes);
-    if (!base) fail("alloc_host_at: cannot allocate the " + std::to_string(bytes) + "-byte host arena");
-    host_arena_.reset(base, planned_host_arena_bytes_);
+    host_arena_raw_ = host_alloc_ ? host_alloc_(bytes + 4096) : std::aligned_alloc(4096, bytes);
+    if (!host_arena_raw_) fail("alloc_host_at: cannot allocate the " + std::to_string(bytes) + "-byte host arena");
+    uintptr_t base = (reinterpret_cast<uintptr_t>(host_arena_raw_) + 4095) / 4096 * 4096;
+    host_arena_.reset(reinterpret_cast<void*>(base), planned_host_arena_bytes_);
   }
   int64_t bytes = 0;
   View v = host_arena_.place(offset, shape, dtype, 64, &bytes);

@@ -206,6 +206,7 @@ class Runtime {
   bool streamed_params_ = false;
   int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
   Arena arena_, host_arena_;  // their memory is allocated at their first placement
+  void* host_arena_raw_ = nullptr;  // what the host allocator returned; host_arena_ starts at its first page
   std::string optimizer_ = "adamw";
   bool state_settled_ = false;
   TrainOptions opts_;

@@ -494,6 +494,24 @@ TEST(ExecRuntime, ArenaPlacesAndChecksThePlan) {
             std::string::npos);
 }
 
+// Host-arena buffers move to SSD by O_DIRECT, so they start on pages even when
+// the host allocator (cudaHostAlloc pools small blocks) returns less aligned memory.
+void* off_page_alloc(size_t bytes) { return static_cast<char*>(std::aligned_alloc(4096, bytes + 4096)) + 64; }
+void off_page_free(void* p) { std::free(static_cast<char*>(p) - 64); }
+
+TEST(ExecRuntime, HostArenaStartsOnAPageWhateverTheAllocatorGives) {
+  fy::Runtime rt;
+  rt.set_host_allocator(off_page_alloc, off_page_free);
+  fy::rt::declare_memory_plan(&rt, 0, 0, 3 * 4096);
+  View a = fy::rt::alloc_host_at(&rt, 0, Shape{1024}, DType::F32), b = fy::rt::alloc_host_at(&rt, 8192, Shape{8}, DType::F32);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % 4096, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data) % 4096, 0u);
+  a.as<float>()[1023] = 1.f;  // the whole plan lies inside what was allocated
+  b.as<float>()[7] = 2.f;
+  fy::rt::dealloc(&rt, a);
+  fy::rt::dealloc(&rt, b);
+}
+
 // The wrappers whose argument order differs from fy::cpu, against the kernels.
 TEST(ExecRuntime, ReorderedWrappersMatchKernels) {
   fy::Runtime rt;
