@@ -283,10 +283,12 @@ struct FormMaskedSoftmax : OpRewritePattern<fg::SoftmaxOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(fg::SoftmaxOp sm, PatternRewriter &rw) const override {
     auto t = cast<RankedTensorType>(sm.getType());
+    // The I64Attr reads back as uint64_t; the axis is signed (-1 is the last).
+    const int64_t axis = static_cast<int64_t>(sm.getAxis());
+    const bool lastAxis = axis == -1 || axis == t.getRank() - 1;
     auto w = def<fg::WhereOp>(sm.getInput());
     auto ninf = w ? splatValue(w.getLhs()) : std::nullopt;
-    if (!w || !ninf || !std::isinf(*ninf) || *ninf > 0 || w.getRhs().getType() != t ||
-        (sm.getAxis() != -1 && sm.getAxis() != t.getRank() - 1) ||
+    if (!w || !ninf || !std::isinf(*ninf) || *ninf > 0 || w.getRhs().getType() != t || !lastAxis ||
         !fg::isRowMask(cast<RankedTensorType>(w.getCondition().getType()), t))
       return failure();
     Value x = w.getRhs();

@@ -337,6 +337,10 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   rt.set_device(device.get());
   declare(&rt);
   if (!rt.inputs_declared()) fail("the program did not declare its inputs (declare_inputs)");
+  // Only the layer-group optimizer keeps AdamW's state in the store: refuse
+  // --ssd for any other program now, before weights load or a step runs.
+  if (!o.ssd_dirs.empty() && !rt.has_async_optimizer())
+    fail("--ssd needs the layer-group optimizer; this program was compiled with --sync-optimizer");
   rt.settle_state();
   if (rt.optimizer_name() == "adamw8bit") {
     int64_t n8 = 0, t8 = 0, t = 0;
@@ -427,8 +431,6 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     }
   }
 
-  if (!o.ssd_dirs.empty() && !rt.has_async_optimizer())
-    fail("--ssd needs the layer-group optimizer; this program was compiled with --sync-optimizer");
   if (rt.has_async_optimizer() && first < o.steps) {
     // The last updates finish after the last step; the wait is not compute.
     AsyncOptimizer& opt = rt.async_optimizer();
