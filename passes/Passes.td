@@ -100,6 +100,40 @@ def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
+  let summary = "Chooses each forward segment's activation policy and the parameters' placement by predicted step time under the memory budgets";
+  let description = [{
+    For a candidate plan (one fy-place-activations policy per forward
+    segment, and a fy-stream-params policy) the pass runs the placement and
+    memory-planning passes on a copy of the module, and the cost model
+    (Analysis/CostModel.h) replays the planned step on the streams the
+    runtime uses, with the rates of `profile` (a `fuyou-compile --calibrate`
+    file; the target's built-in figures when empty). A plan fits when the
+    resident parameters plus the device arena are at most `gpu-mem` bytes and
+    the host arena at most `cpu-mem` (0: no bound).
+    search=greedy starts from keeping everything and, while the plan does not
+    fit, takes the single change (one segment's policy, or streaming the
+    parameters) that fits at the least predicted time, else the one that
+    frees the most memory per second it adds; then it moves one segment at a
+    time while that lowers the predicted time and still fits.
+    search=exhaustive tries every combination (for checking the greedy one).
+    The choice is recorded on the module as `fy.plan.activations` and
+    `fy.plan.params`, which fy-place-activations and fy-stream-params read
+    under policy=auto, with `fy.plan.predicted_step_s` and
+    `fy.plan.evaluated` (plans tried). A budget that no plan fits is an
+    error naming the least memory found.
+  }];
+  let options = [
+    Option<"gpuMem", "gpu-mem", "int64_t", /*default=*/"0", "device budget in bytes (0: none)">,
+    Option<"cpuMem", "cpu-mem", "int64_t", /*default=*/"0", "host budget for the host arena in bytes (0: none)">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda: which built-in figures">,
+    Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
+    Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
   let summary = "Where the values backward needs wait: on the device, in host memory, on SSD, or nowhere (recomputed)";
   let description = [{
@@ -130,7 +164,7 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep, host, ssd or recompute; or one of them per forward segment, comma-separated">
+           "keep, host, ssd or recompute; or one of them per forward segment, comma-separated; or auto (fy.plan.activations)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
@@ -150,7 +184,7 @@ def StreamParams : Pass<"fy-stream-params", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep (resident on the device) or stream (copied in per phase)">
+           "keep (resident on the device), stream (copied in per phase), or auto (fy.plan.params)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

@@ -15,7 +15,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <functional>
 
@@ -101,8 +100,17 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<Place> &policies = policies_;
+    StringRef chosen = policy;
+    if (chosen == "auto") {
+      auto plan = module->getAttrOfType<StringAttr>("fy.plan.activations");
+      if (!plan) {
+        module.emitError("fy-place-activations: policy=auto needs fy-choose-placement first (no fy.plan.activations)");
+        return signalPassFailure();
+      }
+      chosen = plan.getValue();
+    }
     SmallVector<StringRef> names;
-    StringRef(policy).split(names, ',');
+    chosen.split(names, ',');
     for (StringRef n : names) {
       auto p = parsePlace(n.trim());
       if (!p) {
@@ -120,7 +128,10 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       return;
     loss_ = fuyou::rootBuffer(cast<func::ReturnOp>(body.getTerminator()).getOperand(0));
 
-    int64_t segments = findSegments(module, body, phases);
+    fuyou::ForwardSegments seg = fuyou::findForwardSegments(module, body, phases);
+    segment_ = std::move(seg.segmentOf);
+    checkpoint_ = std::move(seg.checkpoints);
+    int64_t segments = seg.count;
     if (policies.size() != 1 && int64_t(policies.size()) != segments) {
       module.emitError("fy-place-activations: ")
           << policies.size() << " policies given for " << segments
@@ -145,33 +156,6 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       if (ssd)
         readAt = s.firstBackward;
     }
-  }
-
-  // Numbers the forward segments: a new one starts at each launch that reads
-  // a parameter of a group no earlier launch read, and a buffer is in the
-  // segment of its first writer. Buffers that a later segment's launches
-  // read are their segment's checkpoints. Returns the count.
-  int64_t findSegments(ModuleOp module, Block &body, const fuyou::StepPhases &phases) {
-    llvm::StringMap<StringRef> groupOf;
-    for (auto g : module.getOps<fs::GroupOp>())
-      for (Attribute p : g.getParams())
-        groupOf[cast<FlatSymbolRefAttr>(p).getValue()] = g.getSymName();
-    llvm::StringSet<> seen;
-    int64_t current = 0;
-    for (auto launch : body.getOps<fs::LaunchOp>()) {
-      if (phases.backward(launch))
-        break;
-      for (Value in : launch.getIns())
-        if (auto gp = fuyou::rootBuffer(in).getDefiningOp<fs::GetParamOp>())
-          if (StringRef g = groupOf.lookup(gp.getName()); !g.empty() && seen.insert(g).second && seen.size() > 1)
-            ++current;
-      for (Value in : launch.getIns())
-        if (auto it = segment_.find(fuyou::rootBuffer(in)); it != segment_.end() && it->second < current)
-          checkpoint_.insert(it->first);
-      for (Value out : launch.getOuts())
-        segment_.try_emplace(fuyou::rootBuffer(out), current);
-    }
-    return current + 1;
   }
 
   // Drops every saved buffer placed `recompute`: before its first backward

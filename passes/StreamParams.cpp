@@ -27,12 +27,21 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (policy != "keep" && policy != "stream") {
-      module.emitError("fy-stream-params: policy must be keep or stream, got '") << policy << "'";
+    std::string chosen = policy;
+    if (chosen == "auto") {
+      auto plan = module->getAttrOfType<StringAttr>("fy.plan.params");
+      if (!plan) {
+        module.emitError("fy-stream-params: policy=auto needs fy-choose-placement first (no fy.plan.params)");
+        return signalPassFailure();
+      }
+      chosen = plan.getValue().str();
+    }
+    if (chosen != "keep" && chosen != "stream") {
+      module.emitError("fy-stream-params: policy must be keep or stream, got '") << chosen << "'";
       return signalPassFailure();
     }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step || policy == "keep")
+    if (!step || chosen == "keep")
       return;
     module->setAttr("fysched.streamed_params", UnitAttr::get(&getContext()));
     Block &body = step.getBody().front();

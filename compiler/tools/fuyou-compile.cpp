@@ -7,8 +7,11 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "mlir/Transforms/Passes.h"
+#include "passes/Analysis/CostModel.h"
 #include "passes/Passes.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -26,8 +29,12 @@ struct Options {
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
-  std::string activations = "keep";  // where values saved for backward wait
-  std::string params = "keep";       // resident working copies, or streamed per phase
+  std::string activations, params;   // placement; empty: keep, or auto under a budget
+  int64_t gpuMem = 0, cpuMem = 0;    // budgets the plan must fit (0: none)
+  std::string profile;               // the planner's machine profile (empty: built-in)
+  std::string planSearch = "greedy";
+  bool calibrate = false;
+  std::string ssd;                   // --calibrate: where to measure the SSD
 };
 
 [[noreturn]] void die(const std::string &msg) {
@@ -40,15 +47,23 @@ const char *kUsage =
     "                     [--precision bf16|tf32|fp32]  matrix products on CUDA (default bf16;\n"
     "                                          the CPU target is fp32)\n"
     "                     [--optimizer adamw|adamw8bit]  AdamW with fp32 or block-wise 8-bit moments\n"
-    "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp]\n"
+    "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp|plan]  plan: the placement\n"
+    "                                          decisions, memory and predicted step, stream by stream\n"
+    "                     [--gpu-mem SIZE] [--cpu-mem SIZE]  budgets the plan must fit (K, M, G suffixes);\n"
+    "                                          with either, placement not given is chosen by the planner\n"
+    "                     [--profile FILE]     the planner's machine profile (default: built-in figures)\n"
+    "                     [--plan-search greedy|exhaustive]  how the planner searches (default greedy)\n"
+    "       fuyou-compile --calibrate [--target cpu|cuda] [--ssd DIR] [-o FILE]  measure this machine\n"
+    "                                          into a profile (stdout without -o)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
-    "                     [--activations keep|host|ssd|recompute]  values saved for backward wait on\n"
+    "                     [--activations keep|host|ssd|recompute|auto]  values saved for backward wait on\n"
     "                                          the device (default), in host memory, on SSD (the program\n"
     "                                          then needs --ssd), or are computed again\n"
-    "                                          in backward; or P1,P2,... one per forward segment (layer group)\n"
-    "                     [--params keep|stream]  weights resident on the device (default), or copied\n"
+    "                                          in backward; or P1,P2,... one per forward segment (layer group);\n"
+    "                                          auto: the planner chooses under the budgets\n"
+    "                     [--params keep|stream|auto]  weights resident on the device (default), or copied\n"
     "                                          from the host masters before each phase that uses them\n";
 
 int64_t parseCount(const std::string &flag, const std::string &v, long long least = 1) {
@@ -57,6 +72,17 @@ int64_t parseCount(const std::string &flag, const std::string &v, long long leas
   if (v.empty() || *end || x < least)
     die("--" + flag + " needs " + (least ? "a positive" : "a non-negative") + " integer, got '" + v + "'");
   return x;
+}
+
+// A byte count: digits with an optional K, M or G (binary) suffix.
+int64_t parseSize(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  std::string unit = end ? end : "";
+  double scale = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
+  if (v.empty() || end == v.c_str() || scale < 0 || !(x > 0))
+    die("--" + flag + " needs a size such as 512M or 2G, got '" + v + "'");
+  return int64_t(x * scale);
 }
 
 Options parse(int argc, char **argv) {
@@ -93,14 +119,36 @@ Options parse(int argc, char **argv) {
     else if (a == "--activations") o.activations = next();
     else if (a == "--params") o.params = next();
     else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
+    else if (a == "--gpu-mem") o.gpuMem = parseSize("gpu-mem", next());
+    else if (a == "--cpu-mem") o.cpuMem = parseSize("cpu-mem", next());
+    else if (a == "--profile") o.profile = next();
+    else if (a == "--plan-search") o.planSearch = next();
+    else if (a == "--calibrate") o.calibrate = true;
+    else if (a == "--ssd") o.ssd = next();
     else if (!a.empty() && a[0] == '-') die("unknown flag '" + a + "' (see --help)");
     else if (o.model.empty()) o.model = a;
     else die("unexpected argument '" + a + "': one model at a time");
   }
-  if (o.model.empty())
-    die("no model given (see --help)");
   if (o.target != "cpu" && o.target != "cuda")
     die("--target must be cpu or cuda, got '" + o.target + "'");
+  if (o.calibrate) {
+    if (!o.model.empty())
+      die("--calibrate measures the machine: it takes no model");
+    return o;
+  }
+  if (!o.ssd.empty())
+    die("--ssd is for --calibrate (the program takes its own --ssd when it runs)");
+  if (o.model.empty())
+    die("no model given (see --help)");
+  bool budget = o.gpuMem > 0 || o.cpuMem > 0;
+  if (o.activations.empty())
+    o.activations = budget ? "auto" : "keep";
+  if (o.params.empty())
+    o.params = o.activations == "auto" ? "auto" : "keep";
+  if (o.params == "auto" && o.activations != "auto")
+    die("--params auto needs --activations auto: the planner chooses both");
+  if (o.planSearch != "greedy" && o.planSearch != "exhaustive")
+    die("--plan-search must be greedy or exhaustive, got '" + o.planSearch + "'");
   if (o.precision.empty())
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision != "fp32")
@@ -108,19 +156,20 @@ Options parse(int argc, char **argv) {
   for (size_t at = 0, end; at <= o.activations.size(); at = end + 1) {
     end = std::min(o.activations.find(',', at), o.activations.size());
     std::string p = o.activations.substr(at, end - at);
-    if (p != "keep" && p != "host" && p != "ssd" && p != "recompute")
-      die("--activations takes keep, host, ssd or recompute (or a comma-separated list of them), got '" + p + "'");
+    if (p != "keep" && p != "host" && p != "ssd" && p != "recompute" && !(p == "auto" && o.activations == "auto"))
+      die("--activations takes keep, host, ssd, recompute or auto (or a comma-separated list of the first four), "
+          "got '" + p + "'");
   }
-  if (o.params != "keep" && o.params != "stream")
-    die("--params must be keep or stream, got '" + o.params + "'");
+  if (o.params != "keep" && o.params != "stream" && o.params != "auto")
+    die("--params must be keep, stream or auto, got '" + o.params + "'");
   if (o.optimizer != "adamw" && o.optimizer != "adamw8bit")
     die("--optimizer must be adamw or adamw8bit, got '" + o.optimizer + "'");
   if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "tf32")
     die("--precision must be bf16, tf32 or fp32, got '" + o.precision + "'");
   if (o.emit.empty() && !fuyou::target::haveTarget(o.target))
     die("--target cuda: this fuyou-compile was built without CUDA (no nvcc found when it was built)");
-  if (!o.emit.empty() && o.emit != "fygraph" && o.emit != "fysched" && o.emit != "cpp")
-    die("--emit must be fygraph, fysched or cpp, got '" + o.emit + "'");
+  if (!o.emit.empty() && o.emit != "fygraph" && o.emit != "fysched" && o.emit != "cpp" && o.emit != "plan")
+    die("--emit must be fygraph, fysched, cpp or plan, got '" + o.emit + "'");
   if (o.emit.empty() && o.out.empty())
     die("no output given: -o OUT, or --emit=... to print");
   return o;
@@ -128,8 +177,31 @@ Options parse(int argc, char **argv) {
 
 } // namespace
 
+// --calibrate: the measuring is the runtime's (fuyou-calibrate, built
+// beside this tool without MLIR, so it also runs where no compiler is).
+int calibrate(const Options &o, const char *argv0) {
+  std::string self = llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&calibrate));
+  std::string tool = (llvm::sys::path::parent_path(self) + "/fuyou-calibrate" +
+                      (o.target == "cuda" ? "-cuda" : "")).str();
+  if (!llvm::sys::fs::can_execute(tool))
+    die("--calibrate --target " + o.target + ": " + tool + " is missing" +
+        (o.target == "cuda" ? " (built only where nvcc was found)" : ""));
+  std::vector<llvm::StringRef> args{tool};
+  if (!o.out.empty())
+    args.insert(args.end(), {"-o", o.out});
+  if (!o.ssd.empty())
+    args.insert(args.end(), {"--ssd", o.ssd});
+  std::string err;
+  int rc = llvm::sys::ExecuteAndWait(tool, args, std::nullopt, {}, 0, 0, &err);
+  if (rc < 0)
+    die("--calibrate: cannot run " + tool + ": " + err);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   Options opts = parse(argc, argv);
+  if (opts.calibrate)
+    return calibrate(opts, argv[0]);
 
   fuyou::onnx_in::NameFilter freeze;
   for (const auto &f : opts.freeze)
@@ -192,6 +264,19 @@ int main(int argc, char **argv) {
       prefetch.distance = opts.prefetchState;
       pm.addPass(fuyou::createPrefetchState(prefetch));
     }
+    if (opts.activations != "auto") {  // as given: --emit=plan names it
+      (*module)->setAttr("fy.plan.activations", mlir::StringAttr::get(&ctx, opts.activations));
+      (*module)->setAttr("fy.plan.params", mlir::StringAttr::get(&ctx, opts.params));
+    } else {
+      fuyou::ChoosePlacementOptions choose;
+      choose.gpuMem = opts.gpuMem;
+      choose.cpuMem = opts.cpuMem;
+      choose.profile = opts.profile;
+      choose.target = opts.target;
+      choose.search = opts.planSearch;
+      choose.params = opts.params;
+      pm.addPass(fuyou::createChoosePlacement(choose));
+    }
     fuyou::PlaceActivationsOptions place;
     place.policy = opts.activations;
     pm.addPass(fuyou::createPlaceActivations(place));
@@ -201,10 +286,33 @@ int main(int argc, char **argv) {
     pm.addPass(fuyou::createInsertDealloc());
     pm.addPass(fuyou::createPlanMemory());
   }
-  if (opts.emit != "fygraph" && opts.emit != "fysched")
-    pm.addPass(fuyou::createConvertFySchedToEmitC());
   if (failed(pm.run(*module)))
     die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
+
+  if (opts.emit != "fygraph") {
+    // The plan against the budgets, before any file is written.
+    fuyou::Profile profile = fuyou::builtinProfile(opts.target);
+    if (!opts.profile.empty())
+      if (std::string e = fuyou::loadProfile(opts.profile, profile); !e.empty())
+        die(e);
+    if (opts.emit == "plan") {
+      fuyou::printPlan(*module, profile, opts.gpuMem, opts.cpuMem, llvm::outs());
+      return 0;
+    }
+    fuyou::Prediction p = fuyou::predictStep(*module, profile, profile.hasSsd());
+    if (opts.gpuMem > 0 && p.deviceBytes > opts.gpuMem)
+      die("--gpu-mem " + std::to_string(opts.gpuMem) + " bytes is too small for this placement: it needs " +
+          std::to_string(p.deviceBytes) + " (parameters and the device arena; see --emit=plan)");
+    if (opts.cpuMem > 0 && p.hostBytes > opts.cpuMem)
+      die("--cpu-mem " + std::to_string(opts.cpuMem) + " bytes is too small for this placement: its host arena is " +
+          std::to_string(p.hostBytes) + " bytes (see --emit=plan)");
+  }
+  if (opts.emit != "fygraph" && opts.emit != "fysched") {
+    mlir::PassManager lower(&ctx);
+    lower.addPass(fuyou::createConvertFySchedToEmitC());
+    if (failed(lower.run(*module)))
+      die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
+  }
 
   if (opts.emit == "fygraph" || opts.emit == "fysched") {
     module->print(llvm::outs());

@@ -3,6 +3,8 @@
 #include "dialects/FySched/FySchedOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include "llvm/ADT/StringSet.h"
+
 #include <functional>
 
 using namespace mlir;
@@ -48,6 +50,31 @@ void StepPhases::rebaseBackward(Value from, Value to, OpBuilder &b) const {
       rebaseBackward(view.getResult(), again.getResult(), b);
     }
   }
+}
+
+ForwardSegments findForwardSegments(ModuleOp module, Block &body, const StepPhases &phases) {
+  llvm::StringMap<StringRef> groupOf;
+  for (auto g : module.getOps<fs::GroupOp>())
+    for (Attribute p : g.getParams())
+      groupOf[cast<FlatSymbolRefAttr>(p).getValue()] = g.getSymName();
+  llvm::StringSet<> seen;
+  ForwardSegments out;
+  int64_t current = 0;
+  for (auto launch : body.getOps<fs::LaunchOp>()) {
+    if (phases.backward(launch))
+      break;
+    for (Value in : launch.getIns())
+      if (auto gp = rootBuffer(in).getDefiningOp<fs::GetParamOp>())
+        if (StringRef g = groupOf.lookup(gp.getName()); !g.empty() && seen.insert(g).second && seen.size() > 1)
+          ++current;
+    for (Value in : launch.getIns())
+      if (auto it = out.segmentOf.find(rootBuffer(in)); it != out.segmentOf.end() && it->second < current)
+        out.checkpoints.insert(it->first);
+    for (Value o : launch.getOuts())
+      out.segmentOf.try_emplace(rootBuffer(o), current);
+  }
+  out.count = current + 1;
+  return out;
 }
 
 } // namespace fuyou

@@ -7,8 +7,10 @@
 #define FUYOU_PASSES_ANALYSIS_STEPPHASES_H
 
 #include "mlir/IR/Block.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cstdint>
 
@@ -35,6 +37,17 @@ private:
   llvm::DenseMap<mlir::Operation *, int64_t> pos_;
   int64_t boundary_ = INT64_MAX;
 };
+
+// Forward's segments, the unit of per-layer-group placement: a new one
+// starts at each launch that reads a parameter of a group no earlier launch
+// read, and a buffer is in the segment of its first writer. Buffers that a
+// later segment's launches read are their segment's checkpoints.
+struct ForwardSegments {
+  int64_t count = 1;
+  llvm::DenseMap<mlir::Value, int64_t> segmentOf;  // forward buffer -> its segment
+  llvm::DenseSet<mlir::Value> checkpoints;
+};
+ForwardSegments findForwardSegments(mlir::ModuleOp module, mlir::Block &body, const StepPhases &phases);
 
 } // namespace fuyou
 

@@ -1,0 +1,297 @@
+#include "passes/Analysis/CostModel.h"
+#include "passes/Analysis/StepPhases.h"
+#include "dialects/FySched/FySchedOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+
+using namespace mlir;
+namespace fs = fuyou::fysched;
+
+namespace fuyou {
+
+std::string loadProfile(const std::string &path, Profile &out) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return "cannot read profile '" + path + "': " + buf.getError().message();
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  if (!json) {
+    std::string err = llvm::toString(json.takeError());
+    return "profile '" + path + "' is not JSON: " + err;
+  }
+  auto *obj = json->getAsObject();
+  if (!obj || obj->getString("format") != "fuyou-profile-1")
+    return "profile '" + path + "' is not a fuyou-profile-1 file (make one with fuyou-compile --calibrate)";
+  Profile p;
+  p.source = path;
+  p.target = obj->getString("target").value_or("").str();
+  p.device = obj->getString("device").value_or("").str();
+  if (p.target != "cpu" && p.target != "cuda")
+    return "profile '" + path + "': target must be cpu or cuda";
+  struct Field {
+    const char *key;
+    double *to;
+    bool required;
+  } fields[] = {{"matmul_flops_per_s", &p.matmulFlops, true}, {"device_mem_bytes_per_s", &p.memBytes, true},
+                {"launch_s", &p.launchS, true},               {"h2d_bytes_per_s", &p.h2dBytes, true},
+                {"d2h_bytes_per_s", &p.d2hBytes, true},       {"ssd_read_bytes_per_s", &p.ssdReadBytes, false},
+                {"ssd_write_bytes_per_s", &p.ssdWriteBytes, false}, {"adamw_params_per_s", &p.adamwParams, true}};
+  for (Field &f : fields) {
+    std::optional<double> v = obj->getNumber(f.key);
+    if (!v && !f.required)
+      continue;
+    if (!v || !(*v > 0))
+      return "profile '" + path + "': '" + f.key + "' must be a positive number";
+    *f.to = *v;
+  }
+  out = p;
+  return "";
+}
+
+Profile builtinProfile(const std::string &target) {
+  Profile p;
+  p.target = target;
+  if (target == "cuda") {
+    p.device = "H100 (built-in figures)";
+    p.matmulFlops = 4e14, p.memBytes = 2.5e12, p.launchS = 5e-6;
+    p.h2dBytes = p.d2hBytes = 2e10, p.ssdReadBytes = p.ssdWriteBytes = 2e9, p.adamwParams = 5e9;
+  } else {
+    p.device = "2-core VM (built-in figures)";
+    p.matmulFlops = 5e10, p.memBytes = 8e9, p.launchS = 2e-6;
+    p.h2dBytes = p.d2hBytes = 5e9, p.ssdReadBytes = p.ssdWriteBytes = 5e8, p.adamwParams = 3e8;
+  }
+  return p;
+}
+
+const char *streamName(Stream s) {
+  static const char *names[] = {"compute", "host-to-device", "device-to-host", "ssd", "optimizer"};
+  return names[s];
+}
+
+namespace {
+
+int64_t bytesOf(Type t) {
+  auto tensor = cast<fs::BufferType>(t).getTensorType();
+  return tensor.getNumElements() * std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+}
+
+StringRef spaceOf(Value v) { return cast<fs::BufferType>(v.getType()).getSpace(); }
+
+// The replay: each stream runs its ops in program order; an op starts when
+// its stream is free, the op that issued it has been reached, and what it
+// reads is ready.
+class Replay {
+public:
+  Replay(ModuleOp module, const Profile &p, bool stateOnSsd) : module_(module), p_(p), stateOnSsd_(stateOnSsd) {
+    cuda_ = p.target == "cuda";
+    bool eightBit = false;
+    if (auto opt = module->getAttrOfType<StringAttr>("fy.optimizer"))
+      eightBit = opt.getValue() == "adamw8bit";
+    for (auto g : module.getOps<fs::GroupOp>()) {
+      int64_t params = g.getBytes() / 4;
+      groupParams_[g.getSymName()] = params;
+      // fp32 m and v, or 8-bit codes with a float absmax per 256 (small tensors
+      // keep fp32: this is the bound for the large ones that dominate).
+      momentBytes_[g.getSymName()] = eightBit ? params * 2 + params / 256 * 8 : params * 8;
+    }
+  }
+
+  Prediction run() {
+    Prediction out;
+    auto step = module_.lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return out;
+    Block &body = step.getBody().front();
+    StepPhases phases(body);
+    // Two steps: the second sees the first's background work still going.
+    double end1 = replayStep(body, phases, nullptr);
+    double end2 = replayStep(body, phases, &out);
+    out.stepS = end2 - end1;
+    auto attr = [&](StringRef name) {
+      auto a = step->getAttrOfType<IntegerAttr>(name);
+      return a ? a.getInt() : int64_t(0);
+    };
+    out.deviceBytes = (module_->hasAttr("fysched.streamed_params") ? 0 : attr("fysched.param_bytes")) +
+                      attr("fysched.arena_bytes");
+    out.hostBytes = attr("fysched.host_arena_bytes");
+    return out;
+  }
+
+private:
+  double launchCost(fs::LaunchOp launch) {
+    int64_t bytes = 0;
+    for (Value v : launch.getIns())
+      bytes += bytesOf(v.getType());
+    for (Value v : launch.getOuts())
+      bytes += bytesOf(v.getType());
+    double t = bytes / p_.memBytes;
+    if (launch.getKernel() == "matmul" && launch.getIns().size() == 2 && launch.getOuts().size() == 1) {
+      auto a = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
+      auto out = cast<fs::BufferType>(launch.getOuts()[0].getType()).getTensorType();
+      bool transA = false;
+      if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && !args.empty())
+        if (auto b = dyn_cast<BoolAttr>(args[0]))
+          transA = b.getValue();
+      int64_t k = a.getDimSize(a.getRank() - (transA ? 2 : 1));
+      t = std::max(t, 2.0 * double(out.getNumElements()) * double(k) / p_.matmulFlops);
+    }
+    return t + p_.launchS;
+  }
+
+  // Runs `dur` on stream `s` once `ready`; returns the end.
+  double onStream(Stream s, double ready, double dur, Prediction *out) {
+    double start = std::max(free_[s], ready);
+    free_[s] = start + dur;
+    if (out)
+      out->busyS[s] += dur;
+    return free_[s];
+  }
+
+  double readyOf(Value v) { return ready_.lookup(rootBuffer(v)); }
+
+  // Replays one step from the streams' state; returns the compute stream's end.
+  double replayStep(Block &body, const StepPhases &phases, Prediction *out) {
+    ready_.clear();
+    tokens_.clear();
+    for (Operation &op : body) {
+      double issue = free_[Compute];  // the program's thread reaches op
+      if (auto launch = dyn_cast<fs::LaunchOp>(op)) {
+        double ready = issue;
+        for (Value v : launch.getIns())
+          ready = std::max(ready, readyOf(v));
+        double before = out ? out->busyS[Compute] : 0;
+        double end = onStream(Compute, ready, launchCost(launch), out);
+        if (out)
+          (phases.backward(&op) ? out->backwardS : out->forwardS) += out->busyS[Compute] - before;
+        for (Value v : launch.getOuts())
+          ready_[rootBuffer(v)] = end;
+      } else if (auto copy = dyn_cast<fs::CopyOp>(op)) {
+        copyOp(copy, issue, out);
+      } else if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
+        double ready = issue, bytes = 0;
+        for (Value g : off.getGrads())
+          ready = std::max(ready, readyOf(g)), bytes += bytesOf(g.getType());
+        tokens_[off.getToken()] = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out);
+      } else if (auto read = dyn_cast<fs::StateReadOp>(op)) {
+        double bytes = momentBytes_.lookup(read.getGroup());
+        tokens_[read.getToken()] = stateOnSsd_ ? onStream(Ssd, issue, bytes / p_.ssdReadBytes, out) : issue;
+      } else if (auto update = dyn_cast<fs::GroupAdamWOp>(op)) {
+        double ready = issue;
+        for (Value d : update.getDeps())
+          ready = std::max(ready, tokens_.lookup(d));
+        StringRef g = update.getGroup();
+        double end = onStream(Optimizer, ready, groupParams_.lookup(g) / p_.adamwParams, out);
+        tokens_[update.getToken()] = end;
+        // On a GPU the updated weights go back up before the next use.
+        updated_[g] = cuda_ ? onStream(ToDevice, end, groupParams_.lookup(g) * 4.0 / p_.h2dBytes, out) : end;
+      } else if (auto write = dyn_cast<fs::StateWriteOp>(op)) {
+        double bytes = momentBytes_.lookup(write.getGroup());
+        if (stateOnSsd_)
+          onStream(Ssd, std::max(issue, tokens_.lookup(write.getUpdate())), bytes / p_.ssdWriteBytes, out);
+      } else if (auto wait = dyn_cast<fs::GroupWaitOp>(op)) {
+        free_[Compute] = std::max(free_[Compute], updated_.lookup(wait.getGroup()));
+      } else if (auto adamw = dyn_cast<fs::CpuAdamWOp>(op)) {
+        double ready = std::max(issue, readyOf(adamw.getGrad()));
+        onStream(Compute, ready, bytesOf(adamw.getGrad().getType()) / 4.0 / p_.adamwParams, out);
+      }
+    }
+    return free_[Compute];
+  }
+
+  void copyOp(fs::CopyOp copy, double issue, Prediction *out) {
+    StringRef from = spaceOf(copy.getSource()), to = spaceOf(copy.getTarget());
+    double bytes = bytesOf(copy.getSource().getType()), ready = std::max(issue, readyOf(copy.getSource()));
+    double end;
+    if (to == "ssd")
+      end = onStream(Ssd, ready, std::ceil(bytes / 4096) * 4096 / p_.ssdWriteBytes, out);
+    else if (from == "ssd")
+      end = onStream(Ssd, ready, std::ceil(bytes / 4096) * 4096 / p_.ssdReadBytes, out);
+    else if (from == "device" && to == "host")
+      end = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out);
+    else if (from == "host" && to == "device")
+      end = onStream(cuda_ ? ToDevice : Compute, ready, bytes / p_.h2dBytes, out);
+    else
+      end = onStream(Compute, ready, 2 * bytes / p_.memBytes + p_.launchS, out);
+    ready_[rootBuffer(copy.getTarget())] = end;
+  }
+
+  ModuleOp module_;
+  const Profile &p_;
+  bool stateOnSsd_, cuda_ = false;
+  std::array<double, NumStreams> free_{};
+  llvm::DenseMap<Value, double> ready_, tokens_;
+  llvm::StringMap<double> updated_;  // group -> when its weights are next usable
+  llvm::StringMap<int64_t> groupParams_, momentBytes_;
+};
+
+} // namespace
+
+Prediction predictStep(ModuleOp module, const Profile &profile, bool stateOnSsd) {
+  return Replay(module, profile, stateOnSsd).run();
+}
+
+void printPlan(ModuleOp module, const Profile &profile, int64_t gpuMem, int64_t cpuMem, llvm::raw_ostream &os) {
+  auto ms = [](double s) { return llvm::format("%.3f ms", s * 1e3); };
+  auto str = [&](StringRef name) {
+    auto a = module->getAttrOfType<StringAttr>(name);
+    return a ? a.getValue() : StringRef();
+  };
+  os << "profile: " << profile.source << " (" << profile.target << ", " << profile.device << ")\n";
+  os << "optimizer state: " << (profile.hasSsd() ? "on SSD (--ssd)" : "in host memory") << "\n";
+  if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.evaluated"))
+    os << "planner: " << n.getInt() << " plans evaluated, chose activations " << str("fy.plan.activations")
+       << ", parameters " << str("fy.plan.params") << "\n";
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!step)
+    return;
+  Block &body = step.getBody().front();
+  StepPhases phases(body);
+  ForwardSegments seg = findForwardSegments(module, body, phases);
+  // Bytes each segment's activations send to host memory and on to SSD.
+  SmallVector<int64_t> toHost(seg.count, 0), toSsd(seg.count, 0);
+  DenseMap<Value, int64_t> hostOf;  // host buffer -> segment whose value it holds
+  for (auto copy : body.getOps<fs::CopyOp>()) {
+    if (phases.backward(copy))
+      continue;
+    StringRef from = spaceOf(copy.getSource()), to = spaceOf(copy.getTarget());
+    if (from == "device" && to == "host")
+      if (auto it = seg.segmentOf.find(rootBuffer(copy.getSource())); it != seg.segmentOf.end()) {
+        toHost[it->second] += bytesOf(copy.getSource().getType());
+        hostOf[rootBuffer(copy.getTarget())] = it->second;
+      }
+    if (from == "host" && to == "ssd")
+      if (auto it = hostOf.find(rootBuffer(copy.getSource())); it != hostOf.end())
+        toSsd[it->second] += bytesOf(copy.getSource().getType());
+  }
+  SmallVector<StringRef> policies;
+  str("fy.plan.activations").split(policies, ',');
+  for (int64_t i = 0; i < seg.count; ++i) {
+    os << "segment " << i << ": " << (int64_t(policies.size()) == seg.count ? policies[i] : policies.front());
+    if (toHost[i])
+      os << ", " << toHost[i] << " B out to host";
+    if (toSsd[i])
+      os << ", " << toSsd[i] << " B on to SSD";
+    os << "\n";
+  }
+  Prediction p = predictStep(module, profile, profile.hasSsd());
+  os << "parameters: " << (module->hasAttr("fysched.streamed_params") ? "streamed per phase" : "resident") << "\n";
+  os << "device: " << p.deviceBytes << " B";
+  if (gpuMem > 0)
+    os << " of --gpu-mem " << gpuMem << (p.deviceBytes <= gpuMem ? " (fits)" : " (OVER)");
+  os << "\nhost arena: " << p.hostBytes << " B";
+  if (cpuMem > 0)
+    os << " of --cpu-mem " << cpuMem << (p.hostBytes <= cpuMem ? " (fits)" : " (OVER)");
+  os << "\npredicted step: " << ms(p.stepS) << "\n";
+  for (int s = 0; s < NumStreams; ++s) {
+    os << "  " << streamName(Stream(s)) << ": busy " << ms(p.busyS[s]);
+    if (s == Compute)
+      os << " (forward " << ms(p.forwardS) << ", backward " << ms(p.backwardS) << ")";
+    os << "\n";
+  }
+}
+
+} // namespace fuyou

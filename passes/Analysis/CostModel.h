@@ -1,0 +1,53 @@
+// The cost model the placement planner minimises: a machine profile (what
+// `fuyou-compile --calibrate` measured) and a prediction of one steady-state
+// training step of a planned fysched module, replayed op by op on the
+// streams the runtime runs them on.
+#ifndef FUYOU_PASSES_ANALYSIS_COSTMODEL_H
+#define FUYOU_PASSES_ANALYSIS_COSTMODEL_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <array>
+#include <string>
+
+namespace fuyou {
+
+// Rates of one machine; see runtime/tools/profile.h for how each is measured.
+struct Profile {
+  std::string target = "cpu", device, source = "built-in";
+  double matmulFlops = 0, memBytes = 0, launchS = 0, h2dBytes = 0, d2hBytes = 0;
+  double ssdReadBytes = 0, ssdWriteBytes = 0;  // 0: not measured (no --ssd)
+  double adamwParams = 0;
+  bool hasSsd() const { return ssdReadBytes > 0 && ssdWriteBytes > 0; }
+};
+
+// Reads a profile file; returns the error, or "" on success.
+std::string loadProfile(const std::string &path, Profile &out);
+// Conservative figures for a target when no profile is given (a 2-core VM
+// for cpu, an H100 for cuda), so that plans are reproducible without one.
+Profile builtinProfile(const std::string &target);
+
+enum Stream { Compute, ToDevice, ToHost, Ssd, Optimizer, NumStreams };
+const char *streamName(Stream s);
+
+struct Prediction {
+  double stepS = 0;                          // one steady-state step, wall
+  std::array<double, NumStreams> busyS{};    // per stream, in that step
+  double forwardS = 0, backwardS = 0;        // compute stream, by phase
+  int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena; host arena
+};
+
+// Predicts a module after fy-plan-memory. `stateOnSsd`: AdamW's moments move
+// through the SSD every step (the program run with --ssd).
+Prediction predictStep(mlir::ModuleOp module, const Profile &profile, bool stateOnSsd);
+
+// Prints a planned module's decisions (fy-choose-placement's attributes when
+// it ran, each segment's policy and the bytes it moves out), its memory
+// against the budgets (0: none) and the predicted step, stream by stream.
+// The same module and profile always print the same text.
+void printPlan(mlir::ModuleOp module, const Profile &profile, int64_t gpuMem, int64_t cpuMem, llvm::raw_ostream &os);
+
+} // namespace fuyou
+
+#endif

@@ -1,0 +1,236 @@
+// fy-choose-placement: the planner. Each candidate plan is carried out on a
+// copy of the module by the passes that would carry it out for real, so its
+// memory is the memory plan's own figure and its time the cost model's
+// replay of exactly the ops it would run.
+#include "passes/Analysis/CostModel.h"
+#include "passes/Analysis/StepPhases.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+
+namespace fuyou {
+#define GEN_PASS_DEF_CHOOSEPLACEMENT
+#include "passes/Passes.h.inc"
+} // namespace fuyou
+
+using namespace mlir;
+
+namespace {
+
+struct Plan {
+  SmallVector<StringRef> acts;  // one policy per forward segment
+  StringRef params = "keep";
+  std::string key() const { return llvm::join(acts, ",") + "/" + params.str(); }
+};
+
+struct Outcome {
+  bool ok = false;  // the passes accepted the plan
+  fuyou::Prediction pred;
+};
+
+struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
+  using ChoosePlacementBase::ChoosePlacementBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (profile.empty()) {
+      if (target != "cpu" && target != "cuda")
+        return fail("target must be cpu or cuda, got '" + target + "'");
+      prof_ = fuyou::builtinProfile(target);
+    } else if (std::string err = fuyou::loadProfile(profile, prof_); !err.empty()) {
+      return fail(err);
+    }
+    if (search != "greedy" && search != "exhaustive")
+      return fail("search must be greedy or exhaustive, got '" + search + "'");
+    if (params != "auto" && params != "keep" && params != "stream")
+      return fail("params must be keep, stream or auto, got '" + params + "'");
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return fail("no @train_step to plan");
+    Block &body = step.getBody().front();
+    fuyou::StepPhases phases(body);
+    segments_ = fuyou::findForwardSegments(module, body, phases).count;
+    policies_ = {"keep", "host", "recompute"};
+    if (prof_.hasSsd())
+      policies_.push_back("ssd");  // predictable only with measured SSD rates
+    paramChoices_ = params == "auto" ? SmallVector<StringRef>{"keep", "stream"} : SmallVector<StringRef>{params};
+
+    std::optional<Plan> best = search == "greedy" ? greedy(module) : exhaustive(module);
+    if (!best)
+      return signalPassFailure();
+    const Outcome &o = cache_[best->key()];
+    Builder b(&getContext());
+    module->setAttr("fy.plan.activations", b.getStringAttr(llvm::join(best->acts, ",")));
+    module->setAttr("fy.plan.params", b.getStringAttr(best->params));
+    module->setAttr("fy.plan.predicted_step_s", b.getF64FloatAttr(o.pred.stepS));
+    module->setAttr("fy.plan.evaluated", b.getI64IntegerAttr(int64_t(cache_.size())));
+    module->setAttr("fy.plan.profile", b.getStringAttr(prof_.source));
+  }
+
+  void fail(const std::string &msg) {
+    getOperation().emitError("fy-choose-placement: ") << msg;
+    signalPassFailure();
+  }
+
+  // The plan carried out on a copy: placement, memory plan, replay.
+  const Outcome &evaluate(ModuleOp module, const Plan &plan) {
+    std::string key = plan.key();
+    if (auto it = cache_.find(key); it != cache_.end())
+      return it->second;
+    OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+    PassManager pm(&getContext());
+    fuyou::PlaceActivationsOptions place;
+    place.policy = llvm::join(plan.acts, ",");
+    pm.addPass(fuyou::createPlaceActivations(place));
+    fuyou::StreamParamsOptions stream;
+    stream.policy = plan.params.str();
+    pm.addPass(fuyou::createStreamParams(stream));
+    pm.addPass(fuyou::createInsertDealloc());
+    pm.addPass(fuyou::createPlanMemory());
+    Outcome o;
+    {
+      ScopedDiagnosticHandler quiet(&getContext(), [](Diagnostic &) { return success(); });
+      o.ok = succeeded(pm.run(*copy));
+    }
+    if (o.ok)
+      o.pred = fuyou::predictStep(*copy, prof_, prof_.hasSsd());
+    return cache_[key] = o;
+  }
+
+  // How far over the budgets, each as a share of its budget (0: fits).
+  double excess(const Outcome &o) const {
+    if (!o.ok)
+      return INFINITY;
+    double e = 0;
+    if (gpuMem > 0)
+      e += std::max<double>(0, double(o.pred.deviceBytes - gpuMem)) / double(gpuMem);
+    if (cpuMem > 0)
+      e += std::max<double>(0, double(o.pred.hostBytes - cpuMem)) / double(cpuMem);
+    return e;
+  }
+  bool fits(const Outcome &o) const { return excess(o) == 0; }
+
+  // Every plan one change away from `p`, in a fixed order.
+  SmallVector<Plan> neighbours(const Plan &p) const {
+    SmallVector<Plan> out;
+    for (int64_t s = 0; s < segments_; ++s)
+      for (StringRef pol : policies_)
+        if (pol != p.acts[s]) {
+          Plan q = p;
+          q.acts[s] = pol;
+          out.push_back(q);
+        }
+    for (StringRef par : paramChoices_)
+      if (par != p.params) {
+        Plan q = p;
+        q.params = par;
+        out.push_back(q);
+      }
+    return out;
+  }
+
+  std::optional<Plan> greedy(ModuleOp module) {
+    Plan cur;
+    cur.acts.assign(segments_, "keep");
+    cur.params = paramChoices_.front();
+    // Towards the budgets: the cheapest change that fits, else the one that
+    // frees the most per second added.
+    while (!fits(evaluate(module, cur))) {
+      double curExcess = excess(evaluate(module, cur)), curTime = evaluate(module, cur).pred.stepS;
+      std::optional<Plan> fitPick, freePick;
+      double fitTime = INFINITY, freeScore = -INFINITY;
+      for (const Plan &q : neighbours(cur)) {
+        const Outcome &o = evaluate(module, q);
+        if (fits(o)) {
+          if (o.pred.stepS < fitTime)
+            fitPick = q, fitTime = o.pred.stepS;
+          continue;
+        }
+        double freed = curExcess - excess(o);
+        if (!o.ok || freed <= 0)
+          continue;
+        double score = freed / std::max(o.pred.stepS - curTime, 1e-9);
+        if (score > freeScore)
+          freePick = q, freeScore = score;
+      }
+      std::optional<Plan> pick = fitPick ? fitPick : freePick;
+      if (!pick)
+        return noFit(module);
+      cur = *pick;
+    }
+    // Then faster while it still fits, one change at a time.
+    for (bool better = true; better;) {
+      better = false;
+      double bestTime = evaluate(module, cur).pred.stepS;
+      Plan next = cur;
+      for (const Plan &q : neighbours(cur)) {
+        const Outcome &o = evaluate(module, q);
+        if (fits(o) && o.pred.stepS < bestTime * (1 - 1e-9))
+          next = q, bestTime = o.pred.stepS, better = true;
+      }
+      cur = next;
+    }
+    return cur;
+  }
+
+  std::optional<Plan> exhaustive(ModuleOp module) {
+    double total = std::pow(double(policies_.size()), double(segments_)) * paramChoices_.size();
+    if (total > 20000) {
+      fail("search=exhaustive over " + std::to_string(segments_) + " segments is " + std::to_string(int64_t(total)) +
+           " plans: too many (use greedy)");
+      return std::nullopt;
+    }
+    std::optional<Plan> best;
+    double bestTime = INFINITY;
+    SmallVector<size_t> digit(segments_, 0);
+    for (StringRef par : paramChoices_) {
+      std::fill(digit.begin(), digit.end(), 0);
+      while (true) {
+        Plan q;
+        q.params = par;
+        for (size_t d : digit)
+          q.acts.push_back(policies_[d]);
+        const Outcome &o = evaluate(module, q);
+        if (fits(o) && o.pred.stepS < bestTime)
+          best = q, bestTime = o.pred.stepS;
+        size_t i = 0;
+        while (i < digit.size() && ++digit[i] == policies_.size())
+          digit[i++] = 0;
+        if (i == digit.size())
+          break;
+      }
+    }
+    return best ? best : noFit(module);
+  }
+
+  // No plan fits: name the least memory a plan needs.
+  std::optional<Plan> noFit(ModuleOp module) {
+    int64_t leastDevice = INT64_MAX, leastHost = INT64_MAX;
+    for (auto &entry : cache_)
+      if (entry.second.ok) {
+        leastDevice = std::min(leastDevice, entry.second.pred.deviceBytes);
+        leastHost = std::min(leastHost, entry.second.pred.hostBytes);
+      }
+    std::string msg = "no placement fits";
+    if (gpuMem > 0)
+      msg += " --gpu-mem " + std::to_string(gpuMem) + " (the least device memory found: " +
+             std::to_string(leastDevice) + " bytes)";
+    if (cpuMem > 0)
+      msg += std::string(gpuMem > 0 ? " and" : "") + " --cpu-mem " + std::to_string(cpuMem) +
+             " (the least host arena found: " + std::to_string(leastHost) + " bytes)";
+    fail(msg);
+    return std::nullopt;
+  }
+
+  fuyou::Profile prof_;
+  int64_t segments_ = 1;
+  SmallVector<StringRef> policies_, paramChoices_;
+  llvm::StringMap<Outcome> cache_;  // plan key -> its outcome
+};
+
+} // namespace

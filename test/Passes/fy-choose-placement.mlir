@@ -1,0 +1,62 @@
+// RUN: fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=FREE
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=1000 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=STREAM
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=HOST
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json search=exhaustive" | FileCheck %s --check-prefix=EXH
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json" --fy-place-activations=policy=auto --fy-stream-params=policy=auto --fy-insert-dealloc --fy-plan-memory | FileCheck %s --check-prefix=APPLIED
+// RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=1000 params=keep profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT
+// RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=700 cpu-mem=64 profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT2
+// RUN: not fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=NOPROF
+// RUN: not fuyou-opt %s --fy-choose-placement=search=random 2>&1 | FileCheck %s --check-prefix=BADSEARCH
+// RUN: not fuyou-opt %s --fy-place-activations=policy=auto 2>&1 | FileCheck %s --check-prefix=NOPLAN
+
+// The two-segment step of fy-place-activations.mlir: parameters 512 bytes,
+// and under keep-all a 1,088-byte device total with the arena.
+// No budget: nothing moves (keeping is never slower in the model); 8 plans
+// tried: keep,keep and its 7 neighbours (3 policies per segment, streamed).
+// FREE: fy.plan.activations = "keep,keep", fy.plan.evaluated = 8 : i64, fy.plan.params = "keep"
+
+// 1,000 bytes: streaming the weights fits; it is the cheapest single change.
+// STREAM: fy.plan.activations = "keep,keep", {{.*}}fy.plan.params = "stream"
+
+// 700 bytes: weights streamed and the first segment's activation waits in
+// host memory (cheaper than recomputing its matmul; ssd is slower still).
+// HOST: fy.plan.activations = "host,keep", {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
+// Every combination (4 x 4 x 2) agrees, to the same predicted time.
+// EXH: fy.plan.activations = "host,keep", fy.plan.evaluated = 32 : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
+
+// The chosen plan carried out: %a and %h (segment 0) go to host memory, the weights come in
+// per phase, and the planned total fits: 0 resident + 576 arena <= 700.
+// APPLIED: fysched.streamed_params
+// APPLIED: func.func @train_step({{.*}}) {{.*}}fysched.arena_bytes = 576 : i64
+// APPLIED: fysched.copy {{.*}} : <device, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+// APPLIED-NOT: <host, tensor<4x8xf32>>, <ssd
+
+// NOFIT: fy-choose-placement: no placement fits --gpu-mem 1000 (the least device memory found: 1088 bytes)
+// NOFIT2: fy-choose-placement: no placement fits --gpu-mem 700 (the least device memory found: 576 bytes) and --cpu-mem 64 (the least host arena found: 0 bytes)
+// NOPROF: fy-choose-placement: cannot read profile '{{.*}}no-such-profile.json'
+// BADSEARCH: fy-choose-placement: search must be greedy or exhaustive, got 'random'
+// NOPLAN: fy-place-activations: policy=auto needs fy-choose-placement first (no fy.plan.activations)
+
+fygraph.param @w1 trainable : tensor<8x8xf32>
+fygraph.param @w2 trainable : tensor<8x8xf32>
+fysched.group @g0 [@w2] bytes 256
+fysched.group @g1 [@w1] bytes 256
+
+func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.buffer<device, tensor<f32>> {
+  %w1 = fysched.get_param @w1 : <device, tensor<8x8xf32>>
+  %a = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%x, %w1 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%a : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
+  %h = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "gelu" ins(%a : !fysched.buffer<device, tensor<4x8xf32>>) outs(%h : !fysched.buffer<device, tensor<4x8xf32>>)
+  %w2 = fysched.get_param @w2 : <device, tensor<8x8xf32>>
+  %b = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%h, %w2 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%b : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
+  %bv = fysched.view %b : <device, tensor<4x8xf32>> -> <device, tensor<32xf32>>
+  %l = fysched.alloc : <device, tensor<f32>>
+  fysched.launch "reduce_sum" ins(%b : !fysched.buffer<device, tensor<4x8xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
+  %g1 = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "unary_grad_gelu" ins(%b, %bv : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<32xf32>>) outs(%g1 : !fysched.buffer<device, tensor<4x8xf32>>)
+  %g0 = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "unary_grad_gelu" ins(%a, %h, %g1 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g0 : !fysched.buffer<device, tensor<4x8xf32>>)
+  return %l : !fysched.buffer<device, tensor<f32>>
+}
