@@ -28,7 +28,7 @@ cmake -S "$ROOT" -B $BUILD -G Ninja -DFUYOU_BUILD_COMPILER=OFF -DCMAKE_PREFIX_PA
   -DFY_CBLAS_INCLUDE=$DEPS/usr/include/x86_64-linux-gnu/openblas-pthread \
   -DFY_URING_LIB=$LIB/liburing.so -DCMAKE_CXX_FLAGS="-I$DEPS/usr/include" > "$OUT/cmake.log" 2>&1 \
   || { tail -30 "$OUT/cmake.log"; exit 1; }
-ninja -C $BUILD fuyou_rt_cuda fuyou_cuda_tests > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 error "$OUT/build.log"; exit 1; }
+ninja -C $BUILD fuyou_rt_cuda fuyou_cuda_tests fuyou-calibrate-cuda > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 error "$OUT/build.log"; exit 1; }
 echo "built the runtime and GPU tests in $(( $(date +%s) - t0 )) s"
 
 # The CUDA libraries CMake found (FindCUDAToolkit's cache entries: full paths).

@@ -235,7 +235,7 @@ Prediction predictStep(ModuleOp module, const Profile &profile, bool stateOnSsd)
 }
 
 void printPlan(ModuleOp module, const Profile &profile, int64_t gpuMem, int64_t cpuMem, llvm::raw_ostream &os) {
-  auto ms = [](double s) { return llvm::format("%.3f ms", s * 1e3); };
+  auto ms = [](double s) { return llvm::format("%.4g ms", s * 1e3); };
   auto str = [&](StringRef name) {
     auto a = module->getAttrOfType<StringAttr>(name);
     return a ? a.getValue() : StringRef();

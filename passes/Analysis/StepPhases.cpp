@@ -57,6 +57,13 @@ ForwardSegments findForwardSegments(ModuleOp module, Block &body, const StepPhas
   for (auto g : module.getOps<fs::GroupOp>())
     for (Attribute p : g.getParams())
       groupOf[cast<FlatSymbolRefAttr>(p).getValue()] = g.getSymName();
+  // A streamed weight is read through its device copy (fy-stream-params).
+  DenseMap<Value, StringRef> paramOf;
+  for (auto gp : body.getOps<fs::GetParamOp>())
+    paramOf[gp.getResult()] = gp.getName();
+  for (auto copy : body.getOps<fs::CopyOp>())
+    if (StringRef p = paramOf.lookup(rootBuffer(copy.getSource())); !p.empty())
+      paramOf[rootBuffer(copy.getTarget())] = p;
   llvm::StringSet<> seen;
   ForwardSegments out;
   int64_t current = 0;
@@ -64,9 +71,9 @@ ForwardSegments findForwardSegments(ModuleOp module, Block &body, const StepPhas
     if (phases.backward(launch))
       break;
     for (Value in : launch.getIns())
-      if (auto gp = rootBuffer(in).getDefiningOp<fs::GetParamOp>())
-        if (StringRef g = groupOf.lookup(gp.getName()); !g.empty() && seen.insert(g).second && seen.size() > 1)
-          ++current;
+      if (StringRef g = groupOf.lookup(paramOf.lookup(rootBuffer(in))); !g.empty() && seen.insert(g).second &&
+                                                                          seen.size() > 1)
+        ++current;
     for (Value in : launch.getIns())
       if (auto it = out.segmentOf.find(rootBuffer(in)); it != out.segmentOf.end() && it->second < current)
         out.checkpoints.insert(it->first);

@@ -1,0 +1,327 @@
+// fuyou-calibrate: measures this machine for the compiler's cost model and
+// writes a profile (tools/profile.h).
+//
+//   fuyou-calibrate [-o FILE] [--ssd DIR] [--quick]
+//
+// Every figure comes from the code a generated program runs. Kernels and
+// host<->device copies go through the runtime API (exec/api.h), so this one
+// source measures the CPU target when linked with libfuyou_rt
+// (fuyou-calibrate) and the GPU when linked with libfuyou_rt_cuda
+// (fuyou-calibrate-cuda), whose Device then holds the buffers. The SSD is the
+// TensorStore as the optimizer opens it; AdamW runs on the pool the
+// layer-group optimizer uses. Each figure is the median of several timed
+// samples after one untimed warm-up.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/api.h"
+#include "exec/runtime.h"
+#include "optim/adamw.h"
+#include "store/store.h"
+#include "tools/profile.h"
+
+namespace {
+
+using fy::DType;
+using fy::Runtime;
+using fy::Shape;
+using fy::View;
+
+constexpr char kUsage[] = "usage: fuyou-calibrate [-o FILE] [--ssd DIR] [--quick]";
+constexpr int64_t kMiB = int64_t(1) << 20;
+
+struct Options {
+  std::string out;  // empty: the profile goes to stdout
+  std::string ssd;  // empty: no SSD figures
+  bool quick = false;
+};
+
+// Problem sizes. By default large enough for steady-state rates (buffers far
+// beyond the last-level cache); --quick takes a few seconds, for tests.
+struct Plan {
+  int64_t matmul_n = 1024;  // an n x n x n product
+  int64_t mem_bytes = 64 * kMiB;  // each of add's three buffers
+  int64_t copy_bytes = 64 * kMiB;
+  int64_t ssd_bytes = 256 * kMiB;
+  int64_t adamw_params = 16 * kMiB;
+  int repeats = 7;  // timed samples of each figure
+  // Calls per timed sample: a GPU finishes one call in microseconds, so a
+  // sample takes several for the host clock and the synchronisation to
+  // matter little.
+  int matmul_calls = 1, mem_calls = 1, copy_calls = 1, launch_calls = 1000;
+};
+
+Plan plan_for(bool quick, bool gpu) {
+  Plan p;
+  if (gpu) {
+    p.matmul_n = 4096;
+    p.matmul_calls = 10;
+    p.mem_calls = 20;
+    p.copy_calls = 4;
+  }
+  if (quick) {
+    p.matmul_n = gpu ? 1024 : 512;
+    p.mem_bytes = p.copy_bytes = p.ssd_bytes = 16 * kMiB;
+    p.adamw_params = kMiB;
+    p.repeats = 3;
+    p.launch_calls = 200;
+  }
+  return p;
+}
+
+// ---- command line -------------------------------------------------------------
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::printf("%s\n", kUsage);
+      std::exit(0);
+    }
+    if (arg == "--quick") {
+      o.quick = true;
+      continue;
+    }
+    if (arg != "-o" && arg != "--ssd") fy::fail("unknown flag '" + arg + "' (" + kUsage + ")");
+    if (i + 1 >= argc || !*argv[i + 1]) fy::fail(arg + " needs a value (" + kUsage + ")");
+    (arg == "-o" ? o.out : o.ssd) = argv[++i];
+  }
+  return o;
+}
+
+// Bad paths fail before the measurements, not after a minute of them.
+void check_output(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || ::access(dir.c_str(), W_OK | X_OK) != 0)
+    fy::fail("cannot write '" + path + "': " + std::strerror(errno));
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fy::fail("cannot write '" + path + "': it is a directory");
+}
+
+void check_ssd_dir(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) fy::fail("--ssd '" + dir + "': " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) fy::fail("--ssd '" + dir + "' is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) fy::fail("--ssd '" + dir + "': " + std::strerror(errno));
+}
+
+// OpenMP's idle threads spin long by default and take the cores from
+// OpenBLAS and the optimizer's threads; generated programs restart with a
+// short spin (program_main), and so does this, to measure what they see.
+void settle_openmp(char** argv) {
+  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY") || std::getenv("FY_REEXEC")) return;
+  ::setenv("GOMP_SPINCOUNT", "1000", 1);
+  ::setenv("FY_REEXEC", "1", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: then measure as we are
+}
+
+// ---- timing -----------------------------------------------------------------------
+
+// Median seconds per call of `run`, each sample `calls` calls then `done()`
+// (which waits for queued work). The untimed first call takes the page
+// faults, library handles and clock ramp-up a steady program no longer pays.
+template <class Run, class Done> double seconds_per_call(int repeats, int calls, Run&& run, Done&& done) {
+  run();
+  done();
+  std::vector<double> samples;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int c = 0; c < calls; ++c) run();
+    done();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    samples.push_back(dt.count() / calls);
+  }
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  return n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+}
+
+// Waits for everything queued on the target: on a device, its compute
+// stream, where the program's kernels and copies run in order; the CPU
+// target runs each call to completion.
+void settle(Runtime& rt) {
+  if (fy::Device* d = rt.device()) d->finish_host_transfers();
+}
+
+template <class Run> double device_seconds(Runtime& rt, int repeats, int calls, Run&& run) {
+  return seconds_per_call(repeats, calls, run, [&] { settle(rt); });
+}
+
+template <class Run> double host_seconds(int repeats, Run&& run) {
+  return seconds_per_call(repeats, 1, run, [] {});
+}
+
+// The target's buffers for one measurement, given back at its end.
+class Temps {
+ public:
+  explicit Temps(Runtime& rt) : rt_(rt) {}
+  ~Temps() {
+    for (const View& v : views_) fy::rt::dealloc(&rt_, v);
+  }
+  Temps(const Temps&) = delete;
+  Temps& operator=(const Temps&) = delete;
+
+  View filled(Shape s, double value) { return keep(fy::rt::constant_splat(&rt_, s, DType::F32, value)); }
+  View uninit(Shape s) { return keep(fy::rt::alloc(&rt_, s, DType::F32)); }
+  // Host memory as the program's host buffers get it (page-locked on a device).
+  View host(Shape s) {
+    View v = keep(fy::rt::alloc_host(&rt_, s, DType::F32));
+    std::memset(v.data, 0, v.nbytes());
+    return v;
+  }
+
+ private:
+  View keep(View v) {
+    views_.push_back(v);
+    return v;
+  }
+  Runtime& rt_;
+  std::vector<View> views_;
+};
+
+// ---- measurements -------------------------------------------------------------
+
+double matmul_flops_per_s(Runtime& rt, const Plan& p) {
+  Temps t(rt);
+  const int64_t n = p.matmul_n;
+  View a = t.filled(Shape{n, n}, 0.5), b = t.filled(Shape{n, n}, 0.25), c = t.uninit(Shape{n, n});
+  const double s = device_seconds(rt, p.repeats, p.matmul_calls, [&] { fy::rt::matmul(&rt, a, b, c, false, false); });
+  return 2.0 * double(n) * double(n) * double(n) / s;
+}
+
+// add reads two buffers and writes one.
+double mem_bytes_per_s(Runtime& rt, const Plan& p) {
+  Temps t(rt);
+  const Shape s{p.mem_bytes / 4};
+  View a = t.filled(s, 1), b = t.filled(s, 2), c = t.uninit(s);
+  return 3.0 * double(p.mem_bytes) / device_seconds(rt, p.repeats, p.mem_calls, [&] { fy::rt::add(&rt, a, b, c); });
+}
+
+// A kernel whose work is nothing: what every kernel costs on top of its work.
+double launch_s(Runtime& rt, const Plan& p) {
+  Temps t(rt);
+  View a = t.filled(Shape{16}, 1), b = t.filled(Shape{16}, 2), c = t.uninit(Shape{16});
+  return device_seconds(rt, p.repeats, p.launch_calls, [&] { fy::rt::add(&rt, a, b, c); });
+}
+
+void copy_rates(Runtime& rt, const Plan& p, fy::Profile& out) {
+  Temps t(rt);
+  const Shape s{p.copy_bytes / 4};
+  View host = t.host(s), dev = t.filled(s, 1);
+  const double bytes = double(p.copy_bytes);
+  out.h2d_bytes_per_s = bytes / device_seconds(rt, p.repeats, p.copy_calls, [&] { fy::rt::copy_to_device(&rt, host, dev); });
+  out.d2h_bytes_per_s = bytes / device_seconds(rt, p.repeats, p.copy_calls, [&] { fy::rt::copy_to_host(&rt, dev, host); });
+}
+
+// Removes a file when the scope ends, however it ends.
+class RemoveOnExit {
+ public:
+  explicit RemoveOnExit(std::string path) : path_(std::move(path)) {}
+  ~RemoveOnExit() { ::unlink(path_.c_str()); }
+  RemoveOnExit(const RemoveOnExit&) = delete;
+  RemoveOnExit& operator=(const RemoveOnExit&) = delete;
+
+ private:
+  std::string path_;
+};
+
+// One region written, then read, whole: the optimizer's state moves in
+// regions of this kind, through the same queue depth and block size.
+void ssd_rates(const std::string& dir, const Plan& p, fy::Profile& out) {
+  fy::store::StoreOptions so;  // the optimizer's settings (AsyncOptimizer's constructor)
+  so.dirs = {dir};
+  so.truncate = true;
+  so.file_name = "fuyou-calibrate.store";  // never a training run's store
+  RemoveOnExit remove(dir + (dir.back() == '/' ? "" : "/") + so.file_name);
+  fy::store::TensorStore store(so);
+  const fy::store::Region r = store.allocate("calibrate", uint64_t(p.ssd_bytes));
+  fy::store::AlignedBuffer buf = store.buffer(size_t(p.ssd_bytes));
+  std::memset(buf.data(), 0x5a, buf.size());
+  const double bytes = double(p.ssd_bytes);
+  // The untimed first write also allocates the file's blocks.
+  out.ssd_write_bytes_per_s = bytes / host_seconds(p.repeats, [&] { store.write_sync(r, buf.data()); });
+  out.ssd_read_bytes_per_s = bytes / host_seconds(p.repeats, [&] { store.read_sync(r, buf.data()); });
+}
+
+double adamw_params_per_s(const Plan& p) {
+  // The layer-group optimizer's pool at a run's default thread count.
+  fy::AdamWPool pool(int(fy::TrainOptions().optimizer_threads));
+  const int64_t n = p.adamw_params;
+  fy::HostTensor w(Shape{n}, DType::F32), g(Shape{n}, DType::F32), m(Shape{n}, DType::F32), v(Shape{n}, DType::F32);
+  std::fill_n(w.as<float>(), n, 0.5f);
+  std::fill_n(g.as<float>(), n, 1e-3f);
+  const fy::AdamWConfig cfg;
+  int64_t step = 0;
+  return double(n) / host_seconds(p.repeats, [&] {
+    pool.update(w.as<float>(), g.as<float>(), m.as<float>(), v.as<float>(), n, cfg, ++step);
+  });
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(':');
+    if (line.rfind("model name", 0) != 0 || colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    if (start != std::string::npos) return line.substr(start);
+  }
+  return "unknown CPU";
+}
+
+int run(int argc, char** argv) {
+  const Options o = parse_args(argc, argv);
+  if (!o.out.empty()) check_output(o.out);
+  if (!o.ssd.empty()) check_ssd_dir(o.ssd);
+
+  Runtime rt;
+  // Null on the CPU target; on the CUDA target it fails without a GPU.
+  std::unique_ptr<fy::Device> device = fy::make_device(rt);
+  rt.set_device(device.get());
+  // Matrix products at the precision programs default to (fuyou-compile --precision).
+  fy::rt::declare_precision(&rt, device ? "bf16" : "fp32");
+  const Plan plan = plan_for(o.quick, device != nullptr);
+
+  fy::Profile p;
+  p.target = device ? "cuda" : "cpu";
+  p.device = device ? device->name() : cpu_model();
+  p.matmul_flops_per_s = matmul_flops_per_s(rt, plan);
+  p.device_mem_bytes_per_s = mem_bytes_per_s(rt, plan);
+  p.launch_s = launch_s(rt, plan);
+  copy_rates(rt, plan, p);
+  if (!o.ssd.empty()) ssd_rates(o.ssd, plan, p);
+  p.adamw_params_per_s = adamw_params_per_s(plan);
+
+  if (o.out.empty())
+    std::fputs(fy::profile_json(p).c_str(), stdout);
+  else
+    fy::write_profile(o.out, p);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  settle_openmp(argv);
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\n' || c == '\r') c = ' ';  // the contract is one line
+    std::fprintf(stderr, "fuyou-calibrate: error: %s\n", msg.c_str());
+  }
+  return 1;
+}

@@ -1,0 +1,94 @@
+#include "tools/profile.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/tensor.h"
+
+namespace fy {
+
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string rate(const char* key, double value) {
+  if (!std::isfinite(value) || value <= 0)
+    fail(std::string("the measured ") + key + " is " + std::to_string(value) + ", not a positive number");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", value);
+  return json_string(key) + ": " + buf;
+}
+
+// errno's text for a failed write of `path`, after removing what was begun.
+[[noreturn]] void fail_write(const std::string& path, const std::string& tmp, int fd) {
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  ::unlink(tmp.c_str());
+  fail("cannot write '" + path + "': " + std::strerror(err));
+}
+
+}  // namespace
+
+std::string profile_json(const Profile& p) {
+  std::string lines[] = {
+      json_string("format") + ": " + json_string("fuyou-profile-1"),
+      json_string("target") + ": " + json_string(p.target),
+      json_string("device") + ": " + json_string(p.device),
+      rate("matmul_flops_per_s", p.matmul_flops_per_s),
+      rate("device_mem_bytes_per_s", p.device_mem_bytes_per_s),
+      rate("launch_s", p.launch_s),
+      rate("h2d_bytes_per_s", p.h2d_bytes_per_s),
+      rate("d2h_bytes_per_s", p.d2h_bytes_per_s),
+      p.ssd_read_bytes_per_s ? rate("ssd_read_bytes_per_s", *p.ssd_read_bytes_per_s) : "",
+      p.ssd_write_bytes_per_s ? rate("ssd_write_bytes_per_s", *p.ssd_write_bytes_per_s) : "",
+      rate("adamw_params_per_s", p.adamw_params_per_s),
+  };
+  std::string out = "{";
+  const char* sep = "\n  ";
+  for (const std::string& line : lines) {
+    if (line.empty()) continue;
+    out += sep + line;
+    sep = ",\n  ";
+  }
+  return out + "\n}\n";
+}
+
+void write_profile(const std::string& path, const Profile& p) {
+  const std::string text = profile_json(p);
+  // The same directory as `path`, so the rename cannot cross file systems.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) fail_write(path, tmp, -1);
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail_write(path, tmp, fd);
+    done += size_t(n);
+  }
+  // Durable before it becomes visible: a crash leaves the old file or the new one.
+  if (::fsync(fd) != 0) fail_write(path, tmp, fd);
+  if (::close(fd) != 0) fail_write(path, tmp, -1);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail_write(path, tmp, -1);
+}
+
+}  // namespace fy

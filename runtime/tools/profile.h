@@ -1,0 +1,50 @@
+// A machine profile for the compiler's cost model, as fuyou-calibrate
+// measures it: one JSON object, one key per line, in this order
+//
+//   {
+//     "format": "fuyou-profile-1",
+//     "target": "cpu",                      (or "cuda")
+//     "device": "<CPU model or GPU name>",
+//     "matmul_flops_per_s": 1.2e+11,
+//     "device_mem_bytes_per_s": ...,
+//     "launch_s": ...,
+//     "h2d_bytes_per_s": ...,
+//     "d2h_bytes_per_s": ...,
+//     "ssd_read_bytes_per_s": ...,           (only when an SSD was measured)
+//     "ssd_write_bytes_per_s": ...,
+//     "adamw_params_per_s": ...
+//   }
+//
+// with every number printed as %.6g and positive. The compiler reads it with
+// its own JSON parser, so this side only writes.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace fy {
+
+struct Profile {
+  std::string target;  // "cpu" or "cuda": the runtime library the figures come from
+  std::string device;  // CPU model name or GPU name
+  double matmul_flops_per_s = 0;      // fp32 matmul at the target's default precision
+  double device_mem_bytes_per_s = 0;  // elementwise kernel, bytes read + written
+  double launch_s = 0;                // fixed cost of one kernel
+  double h2d_bytes_per_s = 0;         // host (page-locked) to device
+  double d2h_bytes_per_s = 0;
+  std::optional<double> ssd_read_bytes_per_s;  // TensorStore, O_DIRECT
+  std::optional<double> ssd_write_bytes_per_s;
+  double adamw_params_per_s = 0;  // CPU AdamW, fp32 moments, the optimizer's threads
+};
+
+// The profile's text. Fails (fy::Error) on a figure that is not a positive
+// finite number: a profile that says a transfer is free would mislead the
+// planner silently.
+std::string profile_json(const Profile& p);
+
+// Writes profile_json(p) to `path` through a temporary file in the same
+// directory and a rename, so `path` never holds a partial profile. Fails
+// (fy::Error) naming the path.
+void write_profile(const std::string& path, const Profile& p);
+
+}  // namespace fy
