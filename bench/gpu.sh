@@ -44,6 +44,10 @@ program() {  # CPP EXE: a generated program against the CUDA runtime
 declare -a TABLE
 row() { TABLE+=("$1"); echo "$1"; }
 
+# The cost model's rates for this machine (fuyou-compile --calibrate --target cuda).
+mkdir -p /tmp/fycal && $BUILD/bin/fuyou-calibrate-cuda --ssd /tmp/fycal -o "$OUT/profile_cuda.json" \
+  && row "calibrated: $(tr -d '\n ' < "$OUT/profile_cuda.json")"
+
 if [[ " $STAGES " == *" test "* ]]; then
   $BUILD/bin/fuyou_cuda_tests --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1
   rc=$?
@@ -62,10 +66,12 @@ if [[ " $STAGES " == *" speed "* ]]; then
   d=$G/gpt124
   program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
     && row "$(python3 "$ROOT/bench/gpu/run.py" speed "$d" "$d/train" 2>&1 | tail -3)"
-  # The same model recomputing its activations in backward: the time it costs, the memory it saves.
-  r=$G/gpt124r
-  [ -d "$r" ] && program "$r/train.cpp" "$r/train" \
-    && row "$(python3 "$ROOT/bench/gpu/run.py" recompute "$d/train" "$r/train" "$d/train.weights.safetensors" 2>&1 | tail -2)"
+  # The same model placed otherwise: activations recomputed, in host memory,
+  # and the planner's choice under --gpu-mem (bench/gpu/prepare.sh).
+  v=()
+  for x in gpt124r gpt124h gpt124p; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" && v+=("$G/$x/train"); done
+  python3 "$ROOT/bench/gpu/run.py" variants "$d/train.weights.safetensors" "$d/train" "${v[@]}" 2>&1 | tee "$OUT/variants.txt"
+  while read -r l; do row "$l"; done < <(grep '^variant' "$OUT/variants.txt")
 fi
 
 if [[ " $STAGES " == *" ooc "* ]]; then

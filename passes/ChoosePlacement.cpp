@@ -45,6 +45,11 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     } else if (std::string err = fuyou::loadProfile(profile, prof_); !err.empty()) {
       return fail(err);
     }
+    if (state != "auto" && state != "ssd" && state != "memory")
+      return fail("state must be ssd, memory or auto, got '" + state + "'");
+    if (state == "ssd" && !prof_.hasSsd())
+      return fail("state=ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");
+    stateOnSsd_ = state == "ssd" || (state == "auto" && prof_.hasSsd());
     if (search != "greedy" && search != "exhaustive")
       return fail("search must be greedy or exhaustive, got '" + search + "'");
     if (params != "auto" && params != "keep" && params != "stream")
@@ -70,6 +75,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     module->setAttr("fy.plan.predicted_step_s", b.getF64FloatAttr(o.pred.stepS));
     module->setAttr("fy.plan.evaluated", b.getI64IntegerAttr(int64_t(cache_.size())));
     module->setAttr("fy.plan.profile", b.getStringAttr(prof_.source));
+    module->setAttr("fy.plan.state", b.getStringAttr(stateOnSsd_ ? "ssd" : "memory"));
   }
 
   void fail(const std::string &msg) {
@@ -98,7 +104,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       o.ok = succeeded(pm.run(*copy));
     }
     if (o.ok)
-      o.pred = fuyou::predictStep(*copy, prof_, prof_.hasSsd());
+      o.pred = fuyou::predictStep(*copy, prof_, stateOnSsd_);
     return cache_[key] = o;
   }
 
@@ -228,6 +234,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
   }
 
   fuyou::Profile prof_;
+  bool stateOnSsd_ = false;
   int64_t segments_ = 1;
   SmallVector<StringRef> policies_, paramChoices_;
   llvm::StringMap<Outcome> cache_;  // plan key -> its outcome

@@ -108,7 +108,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     memory-planning passes on a copy of the module, and the cost model
     (Analysis/CostModel.h) replays the planned step on the streams the
     runtime uses, with the rates of `profile` (a `fuyou-compile --calibrate`
-    file; the target's built-in figures when empty). A plan fits when the
+    file; the target's built-in figures when empty), the optimizer's moments
+    read and written through the SSD every step or not (`state`). A plan fits when the
     resident parameters plus the device arena are at most `gpu-mem` bytes and
     the host arena at most `cpu-mem` (0: no bound).
     search=greedy starts from keeping everything and, while the plan does not
@@ -129,7 +130,9 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda: which built-in figures">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
-    Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">
+    Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">,
+    Option<"state", "state", "std::string", /*default=*/"\"auto\"",
+           "where AdamW's moments live when the program runs: ssd (run with --ssd), memory, or auto (ssd when the profile has SSD rates)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

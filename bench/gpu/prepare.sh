@@ -6,7 +6,8 @@
 #   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16 and
 #                         fp32 the generated C++ and weights of the CUDA target
 #   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
-#   .gpu/gpt124r/         the same with --activations recompute
+#   .gpu/gpt124{r,h,p}/   the same with activations recomputed, in host memory, or as the
+#                         planner chooses under --gpu-mem 8G
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
 #   .gpu/gpt350s/         the same with its parameters streamed (--params stream)
 # Usage: bench/gpu/prepare.sh [BUILD_DIR]   (default build/)
@@ -49,12 +50,15 @@ big() {  # name batch seq layers heads d [fuyou-compile flags...]
   $PY "$ROOT/examples/export.py" --model gpt2 --out "$tmp/model.onnx" --batch $2 --seq $3 --vocab 50304 \
     --n-layer $4 --n-head $5 --d-model $6 --block-size 1024 >/dev/null
   $FC "$tmp/model.onnx" --target cuda --emit=cpp "${@:7}" > "$dir/train.cpp" 2>/dev/null
+  $FC "$tmp/model.onnx" --target cuda --emit=plan "${@:7}" > "$dir/plan.txt" 2>/dev/null
   cp "$tmp/model.onnx.json" "$dir/model.json"
   echo "$2 $3" > "$dir/shape"
   rm -rf "$tmp"
 }
 big gpt124 8 1024 12 12 768
 big gpt124r 8 1024 12 12 768 --activations recompute  # what recomputing costs on the GPU
+big gpt124h 8 1024 12 12 768 --activations host       # and swapping to host memory
+big gpt124p 8 1024 12 12 768 --gpu-mem 8G --state memory  # the planner's choice (built-in H100 figures)
 big gpt350 1 128 24 16 1024
 big gpt350s 1 128 24 16 1024 --params stream  # no resident weights: copied in per phase
 du -sh "$OUT"

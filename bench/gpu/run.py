@@ -163,23 +163,24 @@ def speed(d, exe):
     return True
 
 
-def recompute(keep_exe, rec_exe, weights_path):
-    """Step time and least --gpu-mem of the recompute program against the keep-all one (same weights)."""
+def variants(weights_path, *exes):
+    """Step time and least --gpu-mem of programs of one model placed otherwise (same weights), the first
+    the all-resident one: each prints 'variant NAME: ms/step, MiB, ratios to the first'."""
     rows = []
-    for exe in (keep_exe, rec_exe):
+    for exe in exes:
         w = exe + ".weights.safetensors"
         if not os.path.exists(w):
             os.symlink(weights_path, w)
-        r = sh([exe, "--data", TOKENS, "--steps", "1", "--gpu-mem", "1M"], log="recompute.log")
+        r = sh([exe, "--data", TOKENS, "--steps", "1", "--gpu-mem", "1M"], log="variants.log")
         need = re.search(r"needs at least ([0-9.]+) MiB", r.stderr)
-        ms, err = ours_run(exe, 20, log="recompute.log")
+        ms, err = ours_run(exe, 12, log="variants.log")
         if ms is None or not need:
-            print(f"recompute: FAIL: {exe}: {(err or r.stderr).strip()[-400:]}")
+            print(f"variant {os.path.basename(os.path.dirname(exe))}: FAIL: {(err or r.stderr).strip()[-300:]}")
             return False
-        rows.append((ms, float(need.group(1))))
-    print(f"recompute: keep all {rows[0][0]:.1f} ms/step (needs {rows[0][1]:.0f} MiB), recompute {rows[1][0]:.1f} "
-          f"ms/step (needs {rows[1][1]:.0f} MiB): {rows[1][0] / rows[0][0]:.3f}x the time, "
-          f"{rows[1][1] / rows[0][1]:.3f}x the memory")
+        rows.append((os.path.basename(os.path.dirname(exe)), ms, float(need.group(1))))
+    for name, ms, need in rows:
+        print(f"variant {name}: {ms:.1f} ms/step ({ms / rows[0][1]:.3f}x), needs {need:.0f} MiB "
+              f"({need / rows[0][2]:.3f}x)")
     return True
 
 
@@ -248,5 +249,5 @@ def ooc(d, exe, ssd):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     ok = {"weights": lambda: weights(*args) or True, "e2e": lambda: e2e(*args), "speed": lambda: speed(*args),
-          "ooc": lambda: ooc(*args), "recompute": lambda: recompute(*args)}[cmd]()
+          "ooc": lambda: ooc(*args), "variants": lambda: variants(*args)}[cmd]()
     sys.exit(0 if ok else 1)

@@ -33,6 +33,7 @@ struct Options {
   int64_t gpuMem = 0, cpuMem = 0;    // budgets the plan must fit (0: none)
   std::string profile;               // the planner's machine profile (empty: built-in)
   std::string planSearch = "greedy";
+  std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
   std::string ssd;                   // --calibrate: where to measure the SSD
 };
@@ -54,6 +55,8 @@ const char *kUsage =
     "                                          With either, placement not given is chosen by the planner\n"
     "                     [--profile FILE]     the planner's machine profile (default: built-in figures)\n"
     "                     [--plan-search greedy|exhaustive]  how the planner searches (default greedy)\n"
+    "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
+    "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "       fuyou-compile --calibrate [--target cpu|cuda] [--ssd DIR] [-o FILE]  measure this machine\n"
     "                                          into a profile (stdout without -o)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
@@ -124,6 +127,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--cpu-mem") o.cpuMem = parseSize("cpu-mem", next());
     else if (a == "--profile") o.profile = next();
     else if (a == "--plan-search") o.planSearch = next();
+    else if (a == "--state") o.state = next();
     else if (a == "--calibrate") o.calibrate = true;
     else if (a == "--ssd") o.ssd = next();
     else if (!a.empty() && a[0] == '-') die("unknown flag '" + a + "' (see --help)");
@@ -148,6 +152,8 @@ Options parse(int argc, char **argv) {
     o.params = o.activations == "auto" ? "auto" : "keep";
   if (o.params == "auto" && o.activations != "auto")
     die("--params auto needs --activations auto: the planner chooses both");
+  if (o.state != "auto" && o.state != "ssd" && o.state != "memory")
+    die("--state must be ssd, memory or auto, got '" + o.state + "'");
   if (o.planSearch != "greedy" && o.planSearch != "exhaustive")
     die("--plan-search must be greedy or exhaustive, got '" + o.planSearch + "'");
   if (o.precision.empty())
@@ -276,6 +282,7 @@ int main(int argc, char **argv) {
       choose.target = opts.target;
       choose.search = opts.planSearch;
       choose.params = opts.params;
+      choose.state = opts.state;
       pm.addPass(fuyou::createChoosePlacement(choose));
     }
     fuyou::PlaceActivationsOptions place;
@@ -296,11 +303,14 @@ int main(int argc, char **argv) {
     if (!opts.profile.empty())
       if (std::string e = fuyou::loadProfile(opts.profile, profile); !e.empty())
         die(e);
+    if (opts.state == "ssd" && !profile.hasSsd())
+      die("--state ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");
+    bool stateOnSsd = opts.state == "ssd" || (opts.state == "auto" && profile.hasSsd());
     if (opts.emit == "plan") {
-      fuyou::printPlan(*module, profile, opts.gpuMem, opts.cpuMem, llvm::outs());
+      fuyou::printPlan(*module, profile, stateOnSsd, opts.gpuMem, opts.cpuMem, llvm::outs());
       return 0;
     }
-    fuyou::Prediction p = fuyou::predictStep(*module, profile, profile.hasSsd());
+    fuyou::Prediction p = fuyou::predictStep(*module, profile, stateOnSsd);
     if (opts.gpuMem > 0 && p.deviceBytes > opts.gpuMem)
       die("--gpu-mem " + std::to_string(opts.gpuMem) + " bytes is too small for this placement: it needs " +
           std::to_string(p.deviceBytes) + " (parameters and the device arena; see --emit=plan)");

@@ -234,14 +234,15 @@ Prediction predictStep(ModuleOp module, const Profile &profile, bool stateOnSsd)
   return Replay(module, profile, stateOnSsd).run();
 }
 
-void printPlan(ModuleOp module, const Profile &profile, int64_t gpuMem, int64_t cpuMem, llvm::raw_ostream &os) {
+void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t gpuMem, int64_t cpuMem,
+               llvm::raw_ostream &os) {
   auto ms = [](double s) { return llvm::format("%.4g ms", s * 1e3); };
   auto str = [&](StringRef name) {
     auto a = module->getAttrOfType<StringAttr>(name);
     return a ? a.getValue() : StringRef();
   };
   os << "profile: " << profile.source << " (" << profile.target << ", " << profile.device << ")\n";
-  os << "optimizer state: " << (profile.hasSsd() ? "on SSD (--ssd)" : "in host memory") << "\n";
+  os << "optimizer state: " << (stateOnSsd ? "on SSD (--ssd)" : "in host memory") << "\n";
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.evaluated"))
     os << "planner: " << n.getInt() << " plans evaluated, chose activations " << str("fy.plan.activations")
        << ", parameters " << str("fy.plan.params") << "\n";
@@ -277,7 +278,7 @@ void printPlan(ModuleOp module, const Profile &profile, int64_t gpuMem, int64_t 
       os << ", " << toSsd[i] << " B on to SSD";
     os << "\n";
   }
-  Prediction p = predictStep(module, profile, profile.hasSsd());
+  Prediction p = predictStep(module, profile, stateOnSsd);
   os << "parameters: " << (module->hasAttr("fysched.streamed_params") ? "streamed per phase" : "resident") << "\n";
   os << "device: " << p.deviceBytes << " B";
   if (gpuMem > 0)

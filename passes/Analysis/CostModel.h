@@ -46,7 +46,8 @@ Prediction predictStep(mlir::ModuleOp module, const Profile &profile, bool state
 // it ran, each segment's policy and the bytes it moves out), its memory
 // against the budgets (0: none) and the predicted step, stream by stream.
 // The same module and profile always print the same text.
-void printPlan(mlir::ModuleOp module, const Profile &profile, int64_t gpuMem, int64_t cpuMem, llvm::raw_ostream &os);
+void printPlan(mlir::ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t gpuMem, int64_t cpuMem,
+               llvm::raw_ostream &os);
 
 } // namespace fuyou
 
