@@ -110,7 +110,12 @@ public:
     // Two steps: the second sees the first's background work still going.
     double end1 = replayStep(body, phases, nullptr);
     double end2 = replayStep(body, phases, &out);
+    // In steady state no stream does more than one step's work per step: a
+    // background stream slower than compute stretches the step (two replayed
+    // steps are too few for its backlog to reach the compute stream).
     out.stepS = end2 - end1;
+    for (double busy : out.busyS)
+      out.stepS = std::max(out.stepS, busy);
     auto attr = [&](StringRef name) {
       auto a = step->getAttrOfType<IntegerAttr>(name);
       return a ? a.getInt() : int64_t(0);

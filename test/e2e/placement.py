@@ -13,7 +13,9 @@ no choice changes a bit of the results.
   recompute: the first model, its activations computed again in backward
     from each layer's input (--activations recompute);
   mixed: the same with a policy per forward segment (layer group): keep,
-    host, ssd and recompute in turn.
+    host, ssd and recompute in turn;
+  planned: the same under fuyou-compile --gpu-mem 10M, the planner choosing
+    (fy-choose-placement): it must mix policies.
 
 Each run's losses and trained weights are bit-identical to the run that keeps
 everything on the device, and that program is refused under the same budget.
@@ -142,6 +144,15 @@ def main():
         case(a, tokens, "mixed", deep,
              ["--activations", ",".join(["keep", "host", "ssd", "recompute"][i % 4] for i in range(15))], {}),
     ]
+    # The planner's own mix (fy-choose-placement, built-in CPU figures) under a
+    # budget that keep-all (35.6 MB) does not fit: it must mix policies.
+    planned = ["--gpu-mem", "10M", "--state", "ssd"]
+    text = subprocess.run([a.compiler, resident_run(a, tokens, "activations", deep)[0], "--emit=plan"] + planned,
+                          capture_output=True, text=True, check=True).stdout
+    chose = re.search(r"chose activations (\S+), parameters (\w+)", text)
+    if not chose or len(set(chose.group(1).split(","))) < 2:
+        fail(f"planned: the planner did not mix policies under --gpu-mem 10M: {text[:400]}")
+    rows.append(case(a, tokens, "planned", deep, planned, {}) + f" (chose {chose.group(1)}; parameters {chose.group(2)})")
     for r in rows:
         print("placement: " + r)
     print("placement: PASS")
