@@ -21,10 +21,8 @@ AsyncOptimizer::AsyncOptimizer(Runtime& rt) : rt_(rt) {
   const TrainOptions& o = rt.options();
   pool_ = std::make_unique<AdamWPool>(int(o.optimizer_threads));
   if (!o.ssd_dirs.empty()) {
-    store::StoreOptions so;
-    so.dirs = o.ssd_dirs;
-    so.truncate = true;  // a fresh run; --resume writes the checkpoint's moments in
-    store_ = std::make_unique<store::TensorStore>(so);
+    // A fresh run; --resume writes the checkpoint's moments in.
+    store_ = std::make_unique<store::TensorStore>(rt.store_options("fuyou.store", true));
   }
   thread_ = std::thread([this] { worker(); });
 }
@@ -138,6 +136,7 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
   }
   {
     // A host slot for the gradients: wait for the optimizer to free one.
+    TraceSpan span(rt_.trace(), "compute", "wait for a gradient slot");
     auto t0 = Clock::now();
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return !free_slots_.empty() || error_; });

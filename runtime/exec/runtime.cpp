@@ -57,7 +57,22 @@ void Runtime::set_ssd_arena(int64_t bytes) {
   if (bytes <= 0) fail("declare_ssd_arena: the SSD arena must be positive, got " + std::to_string(bytes));
   if (opts_.ssd_dirs.empty())
     fail("this program keeps activations on SSD (fuyou-compile --activations ssd): give --ssd DIR");
-  ssd_ = std::make_unique<SsdSpill>(opts_.ssd_dirs, bytes);
+  // Truncated: nothing in it outlives a step.
+  ssd_ = std::make_unique<SsdSpill>(store_options("fuyou.activations", true), bytes, trace_.get());
+}
+
+store::StoreOptions Runtime::store_options(const std::string& file_name, bool truncate) const {
+  store::StoreOptions so;
+  so.dirs = opts_.ssd_dirs;
+  so.file_name = file_name;
+  so.truncate = truncate;
+  if (Trace* t = trace_.get()) {
+    using TP = std::chrono::steady_clock::time_point;
+    so.on_busy = [t](TP b, TP e, uint64_t rd, uint64_t wr) {
+      t->slice("ssd", "io", t->us_at(b), t->us_at(e), int64_t(rd + wr));
+    };
+  }
+  return so;
 }
 
 View Runtime::alloc_host_at(int64_t offset, Shape shape, DType dtype) {

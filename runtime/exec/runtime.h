@@ -143,6 +143,9 @@ class Runtime {
   // --ssd directories; null when the program keeps none there.
   void set_ssd_arena(int64_t bytes);
   SsdSpill* ssd() const { return ssd_.get(); }
+  // Options for a store over --ssd's directories; when tracing, its busy
+  // periods become slices of the trace's "ssd" track.
+  store::StoreOptions store_options(const std::string& file_name, bool truncate) const;
   // Only for buffers from alloc() or alloc_at(); fails on anything else or
   // on a second call.
   void dealloc(View v);

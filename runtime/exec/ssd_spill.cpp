@@ -11,11 +11,7 @@ int64_t pages(int64_t bytes) {
 }
 }  // namespace
 
-SsdSpill::SsdSpill(const std::vector<std::string>& dirs, int64_t bytes) : bytes_(pages(bytes)) {
-  store::StoreOptions so;
-  so.dirs = dirs;
-  so.file_name = "fuyou.activations";
-  so.truncate = true;  // nothing in it outlives a step
+SsdSpill::SsdSpill(const store::StoreOptions& so, int64_t bytes, Trace* trace) : bytes_(pages(bytes)), trace_(trace) {
   store_ = std::make_unique<store::TensorStore>(so);
   region_ = store_->allocate("activations", uint64_t(bytes_));
   // Addresses only: PROT_NONE pages take no memory and fault if touched.
@@ -69,6 +65,11 @@ void SsdSpill::read(View ssd, View host) {
 void SsdSpill::finish(size_t i) {
   store::Ticket t = in_flight_[i].ticket;
   in_flight_.erase(in_flight_.begin() + long(i));
+  if (store_->ready(t)) {
+    store_->wait(t);
+    return;
+  }
+  TraceSpan span(trace_, "compute", "wait for ssd");
   store_->wait(t);
 }
 

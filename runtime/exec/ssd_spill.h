@@ -25,12 +25,15 @@
 #include "core/tensor.h"
 #include "exec/arena.h"
 #include "store/store.h"
+#include "trace/trace.h"
 
 namespace fy {
 
 class SsdSpill {
  public:
-  SsdSpill(const std::vector<std::string>& dirs, int64_t bytes);
+  // With a trace, blocking on a transfer is a "wait for ssd" slice of the
+  // compute track (the thread that calls these).
+  SsdSpill(const store::StoreOptions& so, int64_t bytes, Trace* trace = nullptr);
   ~SsdSpill();
   SsdSpill(const SsdSpill&) = delete;
   SsdSpill& operator=(const SsdSpill&) = delete;
@@ -67,6 +70,7 @@ class SsdSpill {
   int64_t bytes_ = 0;
   Arena arena_;
   std::vector<Transfer> in_flight_;
+  Trace* trace_;
 };
 
 }  // namespace fy

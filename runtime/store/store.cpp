@@ -131,6 +131,10 @@ struct Core : std::enable_shared_from_this<Core> {
 
   StoreCounters counters;
   double busy_start = 0;
+  // The current busy period, for opt.on_busy.
+  std::chrono::steady_clock::time_point busy_begin;
+  uint64_t busy_read0 = 0, busy_written0 = 0;
+  bool busy_open = false;  // closed by the reaper once nothing is in flight after a refill
 
   ~Core();
   void open();
@@ -148,6 +152,7 @@ struct Core : std::enable_shared_from_this<Core> {
   void pump();
   void submit_all();
   void handle(const io_uring_cqe* cqe);
+  void end_busy();  // inflight went to 0
   void chunk_failed(Chunk* c, TicketState& t, const std::string& what);
   void finish(TicketState& t);
   uint64_t submit(const Region& r, char* host, uint64_t offset, uint64_t bytes, bool write);
@@ -402,7 +407,13 @@ void Core::pump() {
     }
     if (files_registered) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data(sqe, c);
-    if (inflight++ == 0) busy_start = now_s();
+    if (inflight++ == 0 && !busy_open) {
+      busy_open = true;
+      busy_start = now_s();
+      busy_begin = std::chrono::steady_clock::now();
+      busy_read0 = counters.bytes_read;
+      busy_written0 = counters.bytes_written;
+    }
     prepared++;
   }
   if (prepared) submit_all();
@@ -450,7 +461,6 @@ void Core::handle(const io_uring_cqe* cqe) {
   Chunk* c = reinterpret_cast<Chunk*>(io_uring_cqe_get_data(cqe));
   int res = cqe->res;
   inflight--;
-  if (inflight == 0) counters.busy_seconds += now_s() - busy_start;
   TicketState& t = tickets[c->ticket];
   if (res == -EAGAIN || res == -EINTR) {  // transient: try again
     (c->write ? wq : rq).push_front(c);
@@ -483,6 +493,14 @@ void Core::handle(const io_uring_cqe* cqe) {
   if (--t.pending == 0) finish(t);
 }
 
+void Core::end_busy() {
+  busy_open = false;
+  counters.busy_seconds += now_s() - busy_start;
+  if (opt.on_busy)
+    opt.on_busy(busy_begin, std::chrono::steady_clock::now(), counters.bytes_read - busy_read0,
+                counters.bytes_written - busy_written0);
+}
+
 void Core::reap_loop() {
   for (;;) {
     io_uring_cqe* cqe = nullptr;
@@ -505,6 +523,7 @@ void Core::reap_loop() {
     }
     io_uring_cq_advance(&ring, n);
     pump();
+    if (inflight == 0 && busy_open) end_busy();
     cv.notify_all();
     if (wake && stopping) return;
   }
@@ -759,14 +778,14 @@ bool TensorStore::register_buffer(AlignedBuffer& b) {
 StoreCounters TensorStore::counters() const {
   std::lock_guard<std::mutex> lk(core_->mu);
   StoreCounters s = core_->counters;
-  if (core_->inflight) s.busy_seconds += now_s() - core_->busy_start;
+  if (core_->busy_open) s.busy_seconds += now_s() - core_->busy_start;
   return s;
 }
 
 void TensorStore::reset_counters() {
   std::lock_guard<std::mutex> lk(core_->mu);
   core_->counters = StoreCounters();
-  if (core_->inflight) core_->busy_start = now_s();
+  if (core_->busy_open) core_->busy_start = now_s();
 }
 
 const StoreOptions& TensorStore::options() const { return core_->opt; }

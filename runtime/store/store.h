@@ -53,8 +53,10 @@
 // given to read()/write() must stay valid until the ticket is waited for.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +73,12 @@ struct StoreOptions {
   bool register_buffers = true;   // false: never register (forces the fallback path)
   bool truncate = false;          // discard what the files hold when opening
   std::string file_name = "fuyou.store";  // the store's file in each directory
+  // Called on the reaping thread at the end of each busy period (the time with
+  // at least one operation in flight) with the bytes it moved: for traces.
+  // It must not call back into the store.
+  std::function<void(std::chrono::steady_clock::time_point begin, std::chrono::steady_clock::time_point end,
+                     uint64_t bytes_read, uint64_t bytes_written)>
+      on_busy;
 };
 
 // A named byte range of the store. Cheap to copy; valid for its store's life.

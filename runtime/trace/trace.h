@@ -19,6 +19,10 @@ class Trace {
   double now_us() const {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_).count();
   }
+  // Microseconds since the trace started of a steady_clock time.
+  double us_at(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration<double, std::micro>(t - origin_).count();
+  }
   // One slice on `track`; thread-safe. `bytes` < 0: none recorded.
   void slice(const char* track, std::string name, double start_us, double end_us, int64_t bytes = -1);
   // Writes the JSON file (atomically: a temporary, then rename).

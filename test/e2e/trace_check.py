@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Checks a --trace file: valid Chrome trace JSON with named tracks, a slice per
 step on "steps", kernel slices on "compute" inside the steps, and the CPU
-optimizer's slices on a track of its own.
+optimizer's slices on a track of its own; with the state on SSD, the store's
+busy periods on "ssd", one after another, each having moved bytes.
 
     trace_check.py TRACE.json STEPS
 """
@@ -29,6 +30,12 @@ for e in by_track["compute"]:
     if e["ts"] < first["ts"] or e["ts"] + e["dur"] > last["ts"] + last["dur"] + 1:
         errors.append(f"kernel slice {e['name']} outside the steps")
         break
+# One store here (the state's): its busy periods cannot overlap.
+io = sorted(by_track.get("ssd", []), key=lambda e: e["ts"])
+if any(b["ts"] < a["ts"] + a["dur"] for a, b in zip(io, io[1:])):
+    errors.append("overlapping busy periods on the ssd track")
+if any(e.get("args", {}).get("bytes", 0) <= 0 for e in io):
+    errors.append("an ssd busy period that moved no bytes")
 if any(e["dur"] < 0 for e in slices):
     errors.append("negative duration")
 if errors:

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -211,6 +212,52 @@ INSTANTIATE_TEST_SUITE_P(Store, StoreRoundTrip,
                            return std::string(i.param.direct ? "Direct" : "Buffered") +
                                   (i.param.reg ? "Registered" : "Unregistered");
                          });
+
+// The busy hook (traces): periods follow one another without overlapping,
+// their bytes add up to the counters, and their lengths to busy_seconds.
+TEST_F(Store, BusyPeriodsAccountForEveryByteAndSecond) {
+  TempDir d("busy");
+  StoreOptions opt;
+  opt.dirs = {d.path};
+  opt.block_bytes = 64 << 10;
+  struct Period {
+    std::chrono::steady_clock::time_point b, e;
+    uint64_t rd, wr;
+  };
+  std::mutex mu;
+  std::vector<Period> periods;
+  opt.on_busy = [&](auto b, auto e, uint64_t rd, uint64_t wr) {
+    std::lock_guard<std::mutex> lk(mu);
+    periods.push_back({b, e, rd, wr});
+  };
+  TensorStore st(opt);
+  Region r = st.allocate("r", 1 << 20);
+  AlignedBuffer buf(1 << 20);
+  fill(buf.data(), 1 << 20, 3);
+  for (int i = 0; i < 3; ++i) {  // three separate periods, then one with both directions
+    st.write_sync(r, buf.data());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  Ticket a = st.read(r, buf.data(), 0, 1 << 19), b = st.write(r, buf.data(), 1 << 19, 1 << 19);
+  st.wait(a);
+  st.wait(b);
+  auto c = st.counters();
+  std::lock_guard<std::mutex> lk(mu);
+  ASSERT_GE(periods.size(), 4u);
+  uint64_t rd = 0, wr = 0;
+  double secs = 0;
+  for (size_t i = 0; i < periods.size(); ++i) {
+    EXPECT_LE(periods[i].b, periods[i].e);
+    if (i) EXPECT_LE(periods[i - 1].e, periods[i].b) << i;
+    rd += periods[i].rd;
+    wr += periods[i].wr;
+    secs += std::chrono::duration<double>(periods[i].e - periods[i].b).count();
+  }
+  EXPECT_EQ(rd, c.bytes_read);
+  EXPECT_EQ(wr, c.bytes_written);
+  EXPECT_EQ(wr, 3u * (1 << 20) + (1 << 19));
+  EXPECT_NEAR(secs, c.busy_seconds, 1e-3 + 0.01 * secs);
+}
 
 TEST_F(Store, ReopenFindsTheSameBytesAndUnwrittenRegionsReadZero) {
   TempDir d0("re0"), d1("re1");
@@ -605,6 +652,14 @@ TEST_F(Store, RegisteredBuffersOutliveTheStore) {
 
 // ---- SsdSpill: activations waiting on SSD (exec/ssd_spill.h) ----
 
+StoreOptions spill_options(const std::string& dir) {
+  StoreOptions so;
+  so.dirs = {dir};
+  so.file_name = "fuyou.activations";
+  so.truncate = true;
+  return so;
+}
+
 // Fills a page-rounded host buffer's first n floats with a pattern of `seed`.
 void pattern(AlignedBuffer& b, int64_t n, float seed) {
   float* f = static_cast<float*>(b.data());
@@ -613,7 +668,7 @@ void pattern(AlignedBuffer& b, int64_t n, float seed) {
 
 TEST(SsdSpill, BuffersComeBackBitExactThroughTheirOwnFile) {
   TempDir dir("spill");
-  fy::SsdSpill spill({dir.path}, 3 * 4096);
+  fy::SsdSpill spill(spill_options(dir.path), 3 * 4096);
   // 5000 bytes (not whole pages) at 0, 40 at 8192: the plan's page slots.
   const int64_t na = 1250, nb = 10;
   fy::View a = spill.place(0, fy::Shape{na}, fy::DType::F32), b = spill.place(8192, fy::Shape{nb}, fy::DType::F32);
@@ -642,7 +697,7 @@ TEST(SsdSpill, BuffersComeBackBitExactThroughTheirOwnFile) {
 
 TEST(SsdSpill, AReadRightAfterAWriteOfTheSamePagesSeesTheWrite) {
   TempDir dir("spill_raw");
-  fy::SsdSpill spill({dir.path}, 64 * 4096);
+  fy::SsdSpill spill(spill_options(dir.path), 64 * 4096);
   const int64_t n = 64 * 1024;  // 64 pages: several operations per request
   fy::View s = spill.place(0, fy::Shape{n}, fy::DType::F32);
   AlignedBuffer h(n * 4), r(n * 4), want(n * 4);
@@ -659,7 +714,7 @@ TEST(SsdSpill, AReadRightAfterAWriteOfTheSamePagesSeesTheWrite) {
 
 TEST(SsdSpill, APlanThatOverlapsLiveBuffersIsRefused) {
   TempDir dir("spill_plan");
-  fy::SsdSpill spill({dir.path}, 2 * 4096);
+  fy::SsdSpill spill(spill_options(dir.path), 2 * 4096);
   fy::View a = spill.place(0, fy::Shape{1500}, fy::DType::F32);  // 6000 bytes: two pages
   EXPECT_NE(error_of([&] { spill.place(4096, fy::Shape{4}, fy::DType::F32); }), "");
   EXPECT_NE(error_of([&] { spill.place(8192, fy::Shape{4}, fy::DType::F32); }), "");  // past the end
