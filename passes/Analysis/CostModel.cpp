@@ -8,6 +8,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 namespace fs = fuyou::fysched;
@@ -39,7 +40,11 @@ std::string loadProfile(const std::string &path, Profile &out) {
   } fields[] = {{"matmul_flops_per_s", &p.matmulFlops, true}, {"device_mem_bytes_per_s", &p.memBytes, true},
                 {"launch_s", &p.launchS, true},               {"h2d_bytes_per_s", &p.h2dBytes, true},
                 {"d2h_bytes_per_s", &p.d2hBytes, true},       {"ssd_read_bytes_per_s", &p.ssdReadBytes, false},
-                {"ssd_write_bytes_per_s", &p.ssdWriteBytes, false}, {"adamw_params_per_s", &p.adamwParams, true}};
+                {"ssd_write_bytes_per_s", &p.ssdWriteBytes, false}, {"adamw_params_per_s", &p.adamwParams, true},
+                {"matmul_n", &p.matmulN, false}, {"matmul_n64_flops_per_s", &p.matmulN64Flops, false},
+                {"matmul_n256_flops_per_s", &p.matmulN256Flops, false},
+                {"transcendental_elems_per_s", &p.transcendentalElems, false},
+                {"softmax_elems_per_s", &p.softmaxElems, false}};
   for (Field &f : fields) {
     std::optional<double> v = obj->getNumber(f.key);
     if (!v && !f.required)
@@ -65,6 +70,29 @@ Profile builtinProfile(const std::string &target) {
     p.h2dBytes = p.d2hBytes = 5e9, p.ssdReadBytes = p.ssdWriteBytes = 5e8, p.adamwParams = 3e8;
   }
   return p;
+}
+
+double Profile::matmulRate(double flops) const {
+  // (flops of one n^3 product, rate) for the sizes measured, ascending.
+  SmallVector<std::pair<double, double>, 3> pts;
+  auto add = [&](double n, double rate) {
+    if (n > 0 && rate > 0)
+      pts.push_back({2 * n * n * n, rate});
+  };
+  add(64, matmulN64Flops);
+  add(256, matmulN256Flops);
+  if (matmulN > 256)
+    add(matmulN, matmulFlops);
+  if (pts.size() < 2)
+    return matmulFlops;
+  if (flops <= pts.front().first)
+    return pts.front().second;
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (flops <= pts[i].first) {
+      double f = std::log(flops / pts[i - 1].first) / std::log(pts[i].first / pts[i - 1].first);
+      return pts[i - 1].second + f * (pts[i].second - pts[i - 1].second);
+    }
+  return pts.back().second;
 }
 
 const char *streamName(Stream s) {
@@ -134,7 +162,23 @@ private:
     for (Value v : launch.getOuts())
       bytes += bytesOf(v.getType());
     double t = bytes / p_.memBytes;
-    if (launch.getKernel() == "matmul" && launch.getIns().size() == 2 && launch.getOuts().size() == 1) {
+    StringRef kernel = launch.getKernel();
+    // Kernels whose exp/tanh bound them, by elements of their largest operand.
+    {
+      double elems = 0;
+      for (Value v : launch->getOperands())
+        if (auto b = dyn_cast<fs::BufferType>(v.getType()))
+          elems = std::max(elems, double(b.getTensorType().getNumElements()));
+      StringRef fn = kernel;
+      fn.consume_front("unary_grad_");
+      if (p_.transcendentalElems > 0 && (fn == "gelu" || fn == "gelu_tanh" || fn == "silu" || fn == "sigmoid" ||
+                                         fn == "tanh" || fn == "exp" || fn == "erf"))
+        t = std::max(t, elems / p_.transcendentalElems);
+      if (p_.softmaxElems > 0 && (kernel == "softmax" || kernel == "masked_softmax" ||
+                                  kernel.starts_with("softmax_cross_entropy")))
+        t = std::max(t, elems / p_.softmaxElems);
+    }
+    if (kernel == "matmul" && launch.getIns().size() == 2 && launch.getOuts().size() == 1) {
       auto a = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
       auto out = cast<fs::BufferType>(launch.getOuts()[0].getType()).getTensorType();
       bool transA = false;
@@ -142,7 +186,11 @@ private:
         if (auto b = dyn_cast<BoolAttr>(args[0]))
           transA = b.getValue();
       int64_t k = a.getDimSize(a.getRank() - (transA ? 2 : 1));
-      t = std::max(t, 2.0 * double(out.getNumElements()) * double(k) / p_.matmulFlops);
+      // Batched products run slice by slice: the rate is a slice's.
+      double flops = 2.0 * double(out.getNumElements()) * double(k);
+      double slice = 2.0 * double(k) * double(out.getDimSize(out.getRank() - 1)) *
+                     double(out.getRank() > 1 ? out.getDimSize(out.getRank() - 2) : 1);
+      t = std::max(t, flops / p_.matmulRate(slice));
     }
     return t + p_.launchS;
   }
@@ -168,10 +216,12 @@ private:
         double ready = issue;
         for (Value v : launch.getIns())
           ready = std::max(ready, readyOf(v));
-        double before = out ? out->busyS[Compute] : 0;
-        double end = onStream(Compute, ready, launchCost(launch), out);
-        if (out)
-          (phases.backward(&op) ? out->backwardS : out->forwardS) += out->busyS[Compute] - before;
+        double cost = launchCost(launch);
+        double end = onStream(Compute, ready, cost, out);
+        if (out) {
+          (phases.backward(&op) ? out->backwardS : out->forwardS) += cost;
+          out->kernelS[launch.getKernel().str()] += cost;
+        }
         for (Value v : launch.getOuts())
           ready_[rootBuffer(v)] = end;
       } else if (auto copy = dyn_cast<fs::CopyOp>(op)) {
@@ -298,6 +348,15 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
       os << " (forward " << ms(p.forwardS) << ", backward " << ms(p.backwardS) << ")";
     os << "\n";
   }
+  // Where the kernels' time goes: the five costliest (ties by name).
+  std::vector<std::pair<double, std::string>> kernels;
+  for (auto &[name, s] : p.kernelS)
+    kernels.push_back({-s, name});
+  std::sort(kernels.begin(), kernels.end());
+  os << "  costliest kernels:";
+  for (size_t i = 0; i < kernels.size() && i < 5; ++i)
+    os << (i ? ", " : " ") << kernels[i].second << " " << ms(-kernels[i].first);
+  os << "\n";
 }
 
 } // namespace fuyou

@@ -9,6 +9,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <array>
+#include <map>
 #include <string>
 
 namespace fuyou {
@@ -19,6 +20,14 @@ struct Profile {
   double matmulFlops = 0, memBytes = 0, launchS = 0, h2dBytes = 0, d2hBytes = 0;
   double ssdReadBytes = 0, ssdWriteBytes = 0;  // 0: not measured (no --ssd)
   double adamwParams = 0;
+  // Optional (0: not measured): the matmul rate at n = 64 and 256 beside the
+  // large one at n = matmulN, and elements per second of kernels bound by
+  // their exp/tanh (activation functions, softmax-like).
+  double matmulN = 0, matmulN64Flops = 0, matmulN256Flops = 0;
+  double transcendentalElems = 0, softmaxElems = 0;
+  // The matmul rate for one product of `flops`: interpolated in log(flops)
+  // between the measured sizes, clamped at the ends.
+  double matmulRate(double flops) const;
   bool hasSsd() const { return ssdReadBytes > 0 && ssdWriteBytes > 0; }
 };
 
@@ -35,6 +44,7 @@ struct Prediction {
   double stepS = 0;                          // one steady-state step, wall
   std::array<double, NumStreams> busyS{};    // per stream, in that step
   double forwardS = 0, backwardS = 0;        // compute stream, by phase
+  std::map<std::string, double> kernelS;     // compute stream, by kernel name
   int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena; host arena
 };
 

@@ -194,12 +194,28 @@ class Temps {
 
 // ---- measurements -------------------------------------------------------------
 
-double matmul_flops_per_s(Runtime& rt, const Plan& p) {
+// n x n x n products; smaller ones take more calls per sample (as many as
+// make the work of the large size's calls, up to 4096).
+double matmul_flops_per_s(Runtime& rt, const Plan& p, int64_t n) {
   Temps t(rt);
-  const int64_t n = p.matmul_n;
   View a = t.filled(Shape{n, n}, 0.5), b = t.filled(Shape{n, n}, 0.25), c = t.uninit(Shape{n, n});
-  const double s = device_seconds(rt, p.repeats, p.matmul_calls, [&] { fy::rt::matmul(&rt, a, b, c, false, false); });
+  const double scale = double(p.matmul_n) / double(n);
+  const int calls = int(std::min(4096.0, std::max(1.0, p.matmul_calls * scale * scale * scale)));
+  const double s = device_seconds(rt, p.repeats, calls, [&] { fy::rt::matmul(&rt, a, b, c, false, false); });
   return 2.0 * double(n) * double(n) * double(n) / s;
+}
+
+// Elements per second of tanh-GELU (arithmetic-bound where the exp is
+// costly) and of a softmax over rows of 256 (a vocabulary-like width).
+void transcendental_rates(Runtime& rt, const Plan& p, fy::Profile& out) {
+  Temps t(rt);
+  const int64_t n = p.mem_bytes / 4, rows = n / 256;
+  View x = t.filled(Shape{n}, 0.5), y = t.uninit(Shape{n});
+  out.transcendental_elems_per_s =
+      double(n) / device_seconds(rt, p.repeats, p.mem_calls, [&] { fy::rt::gelu_tanh(&rt, x, y); });
+  View xs = t.filled(Shape{rows, 256}, 0.5), ys = t.uninit(Shape{rows, 256});
+  out.softmax_elems_per_s =
+      double(rows * 256) / device_seconds(rt, p.repeats, p.mem_calls, [&] { fy::rt::softmax(&rt, xs, ys, 1); });
 }
 
 // add reads two buffers and writes one.
@@ -297,8 +313,12 @@ int run(int argc, char** argv) {
   fy::Profile p;
   p.target = device ? "cuda" : "cpu";
   p.device = device ? device->name() : cpu_model();
-  p.matmul_flops_per_s = matmul_flops_per_s(rt, plan);
+  p.matmul_n = double(plan.matmul_n);
+  p.matmul_flops_per_s = matmul_flops_per_s(rt, plan, plan.matmul_n);
+  p.matmul_n64_flops_per_s = matmul_flops_per_s(rt, plan, 64);
+  p.matmul_n256_flops_per_s = matmul_flops_per_s(rt, plan, 256);
   p.device_mem_bytes_per_s = mem_bytes_per_s(rt, plan);
+  transcendental_rates(rt, plan, p);
   p.launch_s = launch_s(rt, plan);
   copy_rates(rt, plan, p);
   if (!o.ssd.empty()) ssd_rates(o.ssd, plan, p);

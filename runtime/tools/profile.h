@@ -5,8 +5,13 @@
 //     "format": "fuyou-profile-1",
 //     "target": "cpu",                      (or "cuda")
 //     "device": "<CPU model or GPU name>",
-//     "matmul_flops_per_s": 1.2e+11,
+//     "matmul_flops_per_s": 1.2e+11,        (n x n x n products, n = matmul_n)
+//     "matmul_n": 1024,
+//     "matmul_n64_flops_per_s": ...,        (the same at n = 64 and 256: small
+//     "matmul_n256_flops_per_s": ...,        products run below the large rate)
 //     "device_mem_bytes_per_s": ...,
+//     "transcendental_elems_per_s": ...,    (tanh-GELU: activations bound by arithmetic)
+//     "softmax_elems_per_s": ...,           (softmax over rows of 256)
 //     "launch_s": ...,
 //     "h2d_bytes_per_s": ...,
 //     "d2h_bytes_per_s": ...,
@@ -28,7 +33,12 @@ struct Profile {
   std::string target;  // "cpu" or "cuda": the runtime library the figures come from
   std::string device;  // CPU model name or GPU name
   double matmul_flops_per_s = 0;      // fp32 matmul at the target's default precision
+  double matmul_n = 0;                // ... measured on n x n x n products
+  double matmul_n64_flops_per_s = 0;
+  double matmul_n256_flops_per_s = 0;
   double device_mem_bytes_per_s = 0;  // elementwise kernel, bytes read + written
+  double transcendental_elems_per_s = 0;  // elements of tanh-GELU
+  double softmax_elems_per_s = 0;         // elements of a softmax over rows of 256
   double launch_s = 0;                // fixed cost of one kernel
   double h2d_bytes_per_s = 0;         // host (page-locked) to device
   double d2h_bytes_per_s = 0;
