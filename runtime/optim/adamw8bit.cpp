@@ -34,6 +34,56 @@ float q8_decode_pos(int c, int B) {
 
 namespace {
 
+// The tables of Q8Map's vector codec, and enc_tol measured on every
+// decision point with the very float operations of the vector encoder.
+void build_vector_tables(Q8Map& m) {
+  const int B = m.bits;
+  for (int L = 0; L <= B; ++L) {
+    m.dec_pow10[(127 + L) & 15] = kQ8Pow10[B - L];
+    m.dec_frac0[(127 + L) & 15] = std::ldexp(1.f, -L) - 1.f;
+  }
+  // Decade E holds y in [10^-(E+1), 10^-E) as floats (E = B: everything
+  // below, E = 0: everything above). Its codes 2^L + k lie on the line of
+  // the float constants of q8_decode_pos, 10^-E (0.1 + 0.9 (k + 1) / 2^L), on
+  // which the code just below (the lower decade's top, 10^-(E+1)) is k = -1;
+  // decade B's codes are 0 and 10^-B.
+  for (int E = 0; E <= B; ++E) {
+    const double p = kQ8Pow10[E], lo = 0.1f, hi = 0.9f, two_l = std::ldexp(1.0, B - E);
+    const double a = E == B ? 1 / p : two_l / (p * hi), c = E == B ? 0 : two_l - 1 - lo * two_l / hi;
+    m.enc_a[E] = float(a);
+    m.enc_c[E] = float(c + m.zero);
+  }
+  auto decade = [&](float y) {
+    int E = 0;
+    for (int e = 1; e <= B; ++e) E += y < kQ8Pow10[e];
+    return E;
+  };
+  for (int s = 0; s < 32; ++s) {  // binade [2^(s-31), 2^(s-30))
+    const float lo = std::ldexp(1.f, s - 31), hi = std::ldexp(1.f, s - 30);
+    m.enc_decade[s] = decade(lo);
+    const int E = m.enc_decade[s];
+    m.enc_thr[s] = E > 0 && kQ8Pow10[E] < hi ? kQ8Pow10[E] : std::numeric_limits<float>::infinity();
+  }
+  // The vector encoder's u, in the same float operations.
+  auto u_of = [&](float y) {
+    uint32_t bits;
+    std::memcpy(&bits, &y, 4);
+    const int s = int(std::max<uint32_t>(bits >> 23, 96) & 31);
+    const int E = m.enc_decade[s] - (y >= m.enc_thr[s]);
+    return std::fma(y, m.enc_a[E], m.enc_c[E]);
+  };
+  // u must lie on the right side of decision point j's half, or within
+  // enc_tol of it, for pos_mid[j] (code j) and the next float (code j + 1);
+  // u grows with y, so that covers every y.
+  double dev = 0;
+  for (int j = 0; j + 1 < m.ncodes - m.zero; ++j) {
+    const double half = m.zero + j + 0.5;
+    const float y0 = m.pos_mid[j], y1 = std::nextafter(y0, 2.f);
+    dev = std::max({dev, double(u_of(y0)) - half, half - double(u_of(y1))});
+  }
+  m.enc_tol = float(dev * 1.5 + std::ldexp(1.0, -20));
+}
+
 Q8Map build(bool is_signed) {
   // Positive index c = 2^L + k (k < 2^L) is decade E = B - L, fraction k.
   const int B = is_signed ? 6 : 7;
@@ -60,6 +110,7 @@ Q8Map build(bool is_signed) {
     while (m.pos_mid[c] < lo) ++c;
     m.bucket[b] = uint8_t(c);
   }
+  build_vector_tables(m);
   return m;
 }
 
@@ -114,7 +165,8 @@ float absmax_scalar(const float* x, int64_t n) {
 
 void q8_range(AdamWIsa isa, const Scalars& s, float* p, const float* g, uint8_t* m_state, uint8_t* v_state,
               int64_t n, int64_t lo, int64_t len, int64_t block) {
-  const bool wide = isa == AdamWIsa::Avx512;
+  static const bool q8_wide = q8_avx512_supported();
+  const bool wide = isa == AdamWIsa::Avx512 && q8_wide;  // else the fp32 update alone in AVX-512
   auto dequant = wide ? q8_dequant_avx512 : q8_dequant_scalar;
   auto quant = wide ? q8_quant_avx512 : q8_quant_scalar;
   auto amax = wide ? absmax_avx512 : absmax_scalar;
@@ -123,7 +175,14 @@ void q8_range(AdamWIsa isa, const Scalars& s, float* p, const float* g, uint8_t*
   float* am = reinterpret_cast<float*>(m_state + q8_codes_bytes(n));
   float* av = reinterpret_cast<float*>(v_state + q8_codes_bytes(n));
   alignas(64) float mt[kMaxBlock], vt[kMaxBlock];
-  for (int64_t b0 = lo; b0 < lo + len; b0 += block) {
+  int64_t b0 = lo;
+  if (wide) {  // the whole blocks fused; a ragged last one below
+    const int64_t nb = len / block;
+    q8_blocks_avx512(s, p + b0, g + b0, m_state + b0, v_state + b0, am + b0 / block, av + b0 / block, nb, block, mt,
+                     vt);
+    b0 += nb * block;
+  }
+  for (; b0 < lo + len; b0 += block) {
     const int64_t k = b0 / block, w = std::min(block, lo + len - b0);
     dequant(ms, m_state + b0, am[k], mt, w);
     dequant(mu, v_state + b0, av[k], vt, w);

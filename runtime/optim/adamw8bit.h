@@ -27,7 +27,7 @@ namespace fy {
 // start. The codes are at least 0.7% apart relative to their size and the
 // buckets at most 0.4% wide, so at most one decision point falls inside a
 // bucket and one comparison finishes the search: two table lookups per
-// element, which vectorise as two gathers.
+// element (the scalar encoder; the vector one computes, see below).
 struct Q8Map {
   static constexpr int kBinades = 33, kBuckets = kBinades * 256;
   int ncodes;
@@ -37,6 +37,21 @@ struct Q8Map {
   float code[256];
   float pos_mid[256];
   uint8_t bucket[kBuckets + 4];  // bytes keep it in L1; +4: a 4-byte gather at the end stays inside
+  // The vector codec's tables (adamw8bit_avx512.cpp), small enough for
+  // registers. Decoding: the positive index c as a float has the biased
+  // exponent 127 + L, whose low four bits pick 10^-(B-L) and 2^-L - 1.
+  float dec_pow10[16], dec_frac0[16];
+  // Encoding: along decade E the codes lie on a line, so y = |x| maps to a
+  // fractional index u = y * enc_a[E] + enc_c[E] (the zero code's index
+  // included); between decades the lines meet at the decade's top code, so u
+  // is the index of the nearest code wherever it is not within enc_tol of a
+  // half (enc_tol bounds the distance of every decision point's u from its
+  // half, measured when the map is built). The decade of y is enc_decade of
+  // its binade (exponent 2^-31 .. 2^0, smaller ones clamped to the first)
+  // less one if y >= enc_thr, the decade boundary inside the binade if any.
+  int32_t enc_decade[32];
+  float enc_thr[32], enc_a[16], enc_c[16];
+  float enc_tol;
 };
 // m: sign, then the count of leading zero bits is the decade (1 .. 1e-6), then
 // an indicator bit, then a linear fraction over (0.1, 1]: 255 codes with 0 and

@@ -1,8 +1,11 @@
-// AVX-512 (de)quantisation for the 8-bit AdamW state, 16 lanes. Gathers cost
-// about 40 cycles each on the machines we measured, so decoding computes a
-// code from its bit structure (q8_decode_pos) instead of looking it up;
-// encoding still takes two gathers (computing it measured slower). The same
-// values and decisions as the scalar loops (adamw8bit_kernels.h).
+// AVX-512 (F, BW, DQ) codec and fused block loop for the 8-bit AdamW state,
+// 16 lanes. Gathers cost about 40 cycles each on the machines we measured,
+// so nothing here looks up memory per lane: decoding computes a code from
+// its bit structure (q8_decode_pos), encoding computes the nearest code's
+// index from the decade's line (Q8Map::enc_a, enc_c) with register-sized
+// tables, and the few lanes within rounding of a decision point go to the
+// scalar q8_encode. Same values and decisions as the scalar loops
+// (adamw8bit_kernels.h).
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12 flags the intrinsics' undefined pass-through vectors; they are undefined on purpose.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -10,78 +13,152 @@
 #include <immintrin.h>
 
 #include "optim/adamw8bit_kernels.h"
+#include "optim/adamw_avx512_step.h"
 
 namespace fy {
 namespace adamw_detail {
 
-#define FY_AVX512 __attribute__((target("avx512f")))
+#define FY_Q8 __attribute__((target("avx512f,avx512bw,avx512dq")))
+
+bool q8_avx512_supported() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq");
+}
 
 namespace {
 
-// q8_decode_pos on 16 lanes, in the same float operations (c = 0 gives 0).
-FY_AVX512 inline __m512 decode_pos(__m512i c, __m512i B, __m512 pow10) {
-  const __m512i one = _mm512_set1_epi32(1);
-  // L = floor(log2 c) from the exponent of float(c) (exact below 2^24).
-  const __m512i L =
-      _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(c)), 23), _mm512_set1_epi32(127));
-  const __m512i k1 = _mm512_add_epi32(_mm512_sub_epi32(c, _mm512_sllv_epi32(one, L)), one);
-  const __m512 inv2l = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), L), 23));
-  const __m512 x = _mm512_mul_ps(_mm512_cvtepi32_ps(k1), inv2l);
-  const __m512 frac = _mm512_add_ps(_mm512_set1_ps(0.1f), _mm512_mul_ps(_mm512_set1_ps(0.9f), x));
-  const __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_sub_epi32(B, L), pow10), frac);
-  return _mm512_maskz_mov_ps(_mm512_test_epi32_mask(c, c), v);
-}
+template <bool Signed>
+struct Decoder {
+  __m512 pow10, frac0, c01, c09, absmax;
+  __m512i zero;
+  FY_Q8 Decoder(const Q8Map& map, float a)
+      : pow10(_mm512_loadu_ps(map.dec_pow10)),
+        frac0(_mm512_loadu_ps(map.dec_frac0)),
+        c01(_mm512_set1_ps(0.1f)),
+        c09(_mm512_set1_ps(0.9f)),
+        absmax(_mm512_set1_ps(a)),
+        zero(_mm512_set1_epi32(map.zero)) {}
 
-}  // namespace
-
-FY_AVX512 void q8_dequant_avx512(const Q8Map& map, const uint8_t* q, float absmax, float* out, int64_t n) {
-  const __m512 a = _mm512_set1_ps(absmax), pow10 = _mm512_loadu_ps(kQ8Pow10);
-  const __m512i B = _mm512_set1_epi32(map.bits), zero = _mm512_set1_epi32(map.zero);
-  const __m512i sign = _mm512_set1_epi32(int(0x80000000u));
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)));
-    // Codes below the zero are the negated positive ones.
-    const __mmask16 neg = _mm512_cmplt_epi32_mask(idx, zero);
-    const __m512i c = _mm512_abs_epi32(_mm512_sub_epi32(idx, zero));
-    __m512i v = _mm512_castps_si512(decode_pos(c, B, pow10));
-    v = _mm512_mask_xor_epi32(v, neg, v, sign);
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_castsi512_ps(v), a));
+  // map.code[q] * absmax for 16 codes. t = q - zero is +-c; float(t) has
+  // exponent 127 + L and mantissa c / 2^L, so x = (k + 1) / 2^L = c / 2^L
+  // + 2^-L - 1 exactly, then q8_decode_pos's operations, the sign, absmax.
+  FY_Q8 __m512 operator()(const uint8_t* q) const {
+    __m512i t = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+    if (Signed) t = _mm512_sub_epi32(t, zero);
+    const __m512 ft = _mm512_cvtepi32_ps(t);
+    const __m512i e = _mm512_srli_epi32(_mm512_castps_si512(ft), 23);  // the sign lands above the 4 index bits
+    const __m512 x = _mm512_add_ps(_mm512_getmant_ps(ft, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero),
+                                   _mm512_permutexvar_ps(e, frac0));
+    __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(e, pow10), _mm512_add_ps(c01, _mm512_mul_ps(c09, x)));
+    if (Signed)  // v ^ (ft & sign): the sign of t
+      v = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(v), _mm512_castps_si512(ft),
+                                                         _mm512_set1_epi32(int(0x80000000u)), 0x78));
+    return _mm512_maskz_mul_ps(_mm512_test_epi32_mask(t, t), v, absmax);  // t = 0: the code 0
   }
-  for (; i < n; ++i) out[i] = map.code[q[i]] * absmax;
+};
+
+// NonNeg: the inputs are known to be >= 0 or NaN (no |x| to take).
+template <bool Signed, bool NonNeg = false>
+struct Encoder {
+  __m512 thr_lo, thr_hi, a, c, one, half_tol, abs_mask;
+  __m512i dec_lo, dec_hi, min_bin, twice_zero;
+  FY_Q8 explicit Encoder(const Q8Map& map)
+      : thr_lo(_mm512_loadu_ps(map.enc_thr)),
+        thr_hi(_mm512_loadu_ps(map.enc_thr + 16)),
+        a(_mm512_loadu_ps(map.enc_a)),
+        c(_mm512_loadu_ps(map.enc_c)),
+        one(_mm512_set1_ps(1.f)),
+        half_tol(_mm512_set1_ps(0.5f - map.enc_tol)),
+        abs_mask(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff))),
+        dec_lo(_mm512_loadu_si512(map.enc_decade)),
+        dec_hi(_mm512_loadu_si512(map.enc_decade + 16)),
+        min_bin(_mm512_set1_epi32(96)),
+        twice_zero(_mm512_set1_epi32(2 * map.zero)) {}
+
+  // Code indices of x * inv (16 lanes); `amb` gets the lanes to redo exactly
+  // (within enc_tol of a decision point, or NaN).
+  FY_Q8 __m512i operator()(__m512 x, __m512 inv, __mmask16& amb) const {
+    const __m512 prod = _mm512_mul_ps(x, inv);
+    // y = min(|prod|, 1) (every y >= 1 is the top code). vminps returns its
+    // second operand when either is NaN, so NaN stays NaN (vrangeps would not).
+    const __m512 y = _mm512_min_ps(one, NonNeg ? prod : _mm512_and_ps(prod, abs_mask));
+    // Binade slot: exponents 96 .. 127 (2^-31 .. 2^0); smaller ones are all decade B.
+    const __m512i bin = _mm512_max_epi32(_mm512_srli_epi32(_mm512_castps_si512(y), 23), min_bin);
+    __m512i dec = _mm512_permutex2var_epi32(dec_lo, bin, dec_hi);
+    const __mmask16 up = _mm512_cmp_ps_mask(y, _mm512_permutex2var_ps(thr_lo, bin, thr_hi), _CMP_GE_OQ);
+    dec = _mm512_mask_sub_epi32(dec, up, dec, _mm512_set1_epi32(1));
+    const __m512 u = _mm512_fmadd_ps(y, _mm512_permutexvar_ps(dec, a), _mm512_permutexvar_ps(dec, c));
+    __m512i idx = _mm512_cvt_roundps_epi32(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_and_ps(_mm512_reduce_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), abs_mask);
+    amb = _mm512_cmp_ps_mask(r, half_tol, _CMP_NLT_UQ);
+    // Negative x: the mirror image about the zero code.
+    if (Signed) idx = _mm512_mask_sub_epi32(idx, _mm512_movepi32_mask(_mm512_castps_si512(prod)), twice_zero, idx);
+    return idx;
+  }
+};
+
+// Four vectors of indices 0 .. 255 to 64 bytes in order: the packs
+// interleave 128-bit lanes, one dword permute puts them back.
+FY_Q8 inline __m512i pack64(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i w = _mm512_packus_epi16(_mm512_packus_epi32(a, b), _mm512_packus_epi32(c, d));
+  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), w);
 }
 
-// Nearest code: the bucket of |x| (one gather), then its one decision point
-// (a second); see Q8Map.
-FY_AVX512 void q8_quant_avx512(const Q8Map& map, const float* x, float inv, uint8_t* q, int64_t n) {
+// Lanes of `amb` (bit i = element i) redone by the scalar encoder.
+inline void redo(const Q8Map& map, const float* x, float inv, uint8_t* q, uint64_t amb) {
+  for (; amb; amb &= amb - 1) {
+    const int i = __builtin_ctzll(amb);
+    q[i] = q8_encode(map, x[i] * inv);
+  }
+}
+
+// The encoder is taken by value: a local copy, which the byte stores cannot
+// alias, stays in registers.
+template <bool Signed, bool NonNeg>
+FY_Q8 inline __attribute__((always_inline)) void quant(const Q8Map& map, const Encoder<Signed, NonNeg> enc, const float* x,
+                                                        float inv, uint8_t* q, int64_t n) {
   const __m512 s = _mm512_set1_ps(inv);
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), zero = _mm512_set1_epi32(map.zero);
-  const __m512i e_bias = _mm512_set1_epi32(127 - 32), last = _mm512_set1_epi32(Q8Map::kBuckets - 1);
-  const __m512i m255 = _mm512_set1_epi32(255), one = _mm512_set1_epi32(1);
   int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __mmask16 k0, k1, k2, k3;
+    const __m512i a = enc(_mm512_loadu_ps(x + i), s, k0), b = enc(_mm512_loadu_ps(x + i + 16), s, k1),
+                  c = enc(_mm512_loadu_ps(x + i + 32), s, k2), d = enc(_mm512_loadu_ps(x + i + 48), s, k3);
+    _mm512_storeu_si512(q + i, pack64(a, b, c, d));
+    // One test in mask registers; the lanes only when some are set (rare).
+    if (__builtin_expect(!_kortestz_mask16_u8(_kor_mask16(k0, k1), _kor_mask16(k2, k3)), 0))
+      redo(map, x + i, inv, q + i, uint64_t(k0) | uint64_t(k1) << 16 | uint64_t(k2) << 32 | uint64_t(k3) << 48);
+  }
   for (; i + 16 <= n; i += 16) {
-    const __m512i bits = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(x + i), s));
-    const __m512i ab = _mm512_and_si512(bits, abs_mask);
-    // q8_bucket, lane-wise: clamp below to bucket 0, above to the last.
-    const __m512i e = _mm512_sub_epi32(_mm512_srli_epi32(ab, 23), e_bias);
-    __m512i b = _mm512_add_epi32(_mm512_slli_epi32(e, 8), _mm512_and_si512(_mm512_srli_epi32(ab, 15), m255));
-    b = _mm512_mask_mov_epi32(b, _mm512_cmplt_epi32_mask(e, _mm512_setzero_si512()), _mm512_setzero_si512());
-    b = _mm512_min_epi32(b, last);
-    __m512i c = _mm512_and_si512(_mm512_i32gather_epi32(b, map.bucket, 1), m255);
-    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_castsi512_ps(ab), _mm512_i32gather_ps(c, map.pos_mid, 4), _CMP_GT_OQ);
-    c = _mm512_mask_add_epi32(c, up, c, one);
-    c = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(_mm512_castsi512_ps(ab), _mm512_castsi512_ps(ab), _CMP_ORD_Q), c);  // NaN: 0
-    __m512i idx = _mm512_add_epi32(zero, c);
-    if (map.is_signed) {
-      const __mmask16 neg = _mm512_cmplt_epi32_mask(bits, _mm512_setzero_si512());
-      idx = _mm512_mask_sub_epi32(idx, neg, zero, c);
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(idx));
+    __mmask16 k;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(enc(_mm512_loadu_ps(x + i), s, k)));
+    if (__builtin_expect(k != 0, 0)) redo(map, x + i, inv, q + i, k);
   }
   for (; i < n; ++i) q[i] = q8_encode(map, x[i] * inv);
 }
 
-FY_AVX512 float absmax_avx512(const float* x, int64_t n) {
+}  // namespace
+
+FY_Q8 void q8_dequant_avx512(const Q8Map& map, const uint8_t* q, float absmax, float* out, int64_t n) {
+  int64_t i = 0;
+  if (map.is_signed) {
+    const Decoder<true> dec(map, absmax);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, dec(q + i));
+  } else {
+    const Decoder<false> dec(map, absmax);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, dec(q + i));
+  }
+  for (; i < n; ++i) out[i] = map.code[q[i]] * absmax;
+}
+
+FY_Q8 void q8_quant_avx512(const Q8Map& map, const float* x, float inv, uint8_t* q, int64_t n) {
+  if (map.is_signed)
+    quant(map, Encoder<true>(map), x, inv, q, n);
+  else
+    quant(map, Encoder<false>(map), x, inv, q, n);
+}
+
+FY_Q8 float absmax_avx512(const float* x, int64_t n) {
   __m512 a = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) a = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), a);  // NaN lanes keep a
@@ -93,6 +170,48 @@ FY_AVX512 float absmax_avx512(const float* x, int64_t n) {
   return r;
 }
 
+// Whole blocks (block a multiple of 16), each in two passes over registers
+// and L1: decode both moments, update, store p and the new moments to mt/vt
+// while taking their absmax; then encode both against the new absmax.
+FY_Q8 void q8_blocks_avx512(const Scalars& s, float* p, const float* g, uint8_t* mq, uint8_t* vq, float* am,
+                            float* av, int64_t nblocks, int64_t block, float* mt, float* vt) {
+  const Q8Map &ms = q8_map_signed(), &mu = q8_map_unsigned();
+  const Vec16 c = vec16_of(s);
+  const Encoder<true> em(ms);
+  const Encoder<false, true> ev(mu);
+  for (int64_t b = 0; b < nblocks; ++b, p += block, g += block, mq += block, vq += block) {
+    const Decoder<true> dm(ms, am[b]);
+    const Decoder<false> dv(mu, av[b]);
+    __m512 xm = _mm512_setzero_ps(), xv = _mm512_setzero_ps();
+    // Codes are decoded one vector ahead: the update's long chain (square
+    // root, two divisions) then starts from ready inputs, which leaves the
+    // scheduler room for the next vector (4% faster, measured).
+    __m512 mn = dm(mq), vn = dv(vq);
+    for (int64_t i = 0; i < block; i += 16) {
+      __m512 po, mo, vo;
+      const __m512 mc = mn, vc = vn;
+      const int64_t j = i + 16 < block ? i + 16 : i;  // the last vector decodes itself again, unused
+      mn = dm(mq + j);
+      vn = dv(vq + j);
+      compute16_halves(c, _mm512_loadu_ps(p + i), _mm512_loadu_ps(g + i), mc, vc, po, mo, vo);
+      _mm512_storeu_ps(p + i, po);
+      // |v| for the encoder: the unsigned map encodes |x| anyway, and this
+      // is the absolute value absmax takes.
+      const __m512 av_abs = _mm512_abs_ps(vo);
+      _mm512_store_ps(mt + i, mo);
+      _mm512_store_ps(vt + i, av_abs);
+      xm = _mm512_max_ps(_mm512_abs_ps(mo), xm);  // NaN lanes keep the max, as absmax_scalar
+      xv = _mm512_max_ps(av_abs, xv);
+    }
+    const float amk = _mm512_reduce_max_ps(xm), avk = _mm512_reduce_max_ps(xv);
+    // 1 / 0 would make 0 * inf = NaN codes: an all-zero block encodes zeros.
+    quant(ms, em, mt, amk > 0.f ? 1.f / amk : 0.f, mq, block);
+    quant(mu, ev, vt, avk > 0.f ? 1.f / avk : 0.f, vq, block);
+    am[b] = amk;
+    av[b] = avk;
+  }
+}
+
 }  // namespace adamw_detail
 }  // namespace fy
 
@@ -101,9 +220,12 @@ FY_AVX512 float absmax_avx512(const float* x, int64_t n) {
 namespace fy {
 namespace adamw_detail {
 // Never selected off x86.
+bool q8_avx512_supported() { return false; }
 void q8_dequant_avx512(const Q8Map& m, const uint8_t* q, float a, float* o, int64_t n) { q8_dequant_scalar(m, q, a, o, n); }
 void q8_quant_avx512(const Q8Map& m, const float* x, float inv, uint8_t* q, int64_t n) { q8_quant_scalar(m, x, inv, q, n); }
 float absmax_avx512(const float* x, int64_t n) { return absmax_scalar(x, n); }
+void q8_blocks_avx512(const Scalars&, float*, const float*, uint8_t*, uint8_t*, float*, float*, int64_t, int64_t, float*,
+                      float*) {}
 }  // namespace adamw_detail
 }  // namespace fy
 #endif

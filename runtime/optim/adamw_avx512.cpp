@@ -9,6 +9,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "optim/adamw_avx512_step.h"
 #include "optim/adamw_kernels.h"
 
 namespace fy {
@@ -17,19 +18,6 @@ namespace adamw_detail {
 #define FY_AVX512 __attribute__((target("avx512f")))
 
 namespace {
-
-struct Vec16 {
-  __m512 decay, beta1, one_m_b1, beta2, one_m_b2, nss, bc2_sqrt, eps;
-};
-
-FY_AVX512 inline void compute16(const Vec16& c, __m512 pin, __m512 gi, __m512 min, __m512 vin, __m512& pout,
-                                __m512& mout, __m512& vout) {
-  const __m512 pd = _mm512_mul_ps(pin, c.decay);
-  mout = _mm512_fmadd_ps(gi, c.one_m_b1, _mm512_mul_ps(min, c.beta1));
-  vout = _mm512_fmadd_ps(_mm512_mul_ps(c.one_m_b2, gi), gi, _mm512_mul_ps(vin, c.beta2));
-  const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vout), c.bc2_sqrt), c.eps);
-  pout = _mm512_add_ps(pd, _mm512_div_ps(_mm512_mul_ps(c.nss, mout), denom));
-}
 
 FY_AVX512 inline void step16(const Vec16& c, float* p, const float* g, float* m, float* v) {
   __m512 po, mo, vo;
@@ -43,9 +31,7 @@ FY_AVX512 inline void step16(const Vec16& c, float* p, const float* g, float* m,
 
 FY_AVX512 void kernel_avx512(const Scalars& s, float* __restrict p, const float* __restrict g, float* __restrict m,
                              float* __restrict v, int64_t n) {
-  const Vec16 c{_mm512_set1_ps(s.decay),    _mm512_set1_ps(s.beta1),         _mm512_set1_ps(s.one_m_b1),
-                _mm512_set1_ps(s.beta2),    _mm512_set1_ps(s.one_m_b2),      _mm512_set1_ps(s.neg_step_size),
-                _mm512_set1_ps(s.bc2_sqrt), _mm512_set1_ps(s.eps)};
+  const Vec16 c = vec16_of(s);
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     step16(c, p + i, g + i, m + i, v + i);

@@ -224,7 +224,7 @@ TEST(AdamW8bit, InstructionSetsAndPoolAgreeBitForBit) {
 // (each code and midpoint and their float neighbours, zeros, the smallest and
 // largest magnitudes, overshoot past 1, NaN, inf).
 TEST(AdamW8bit, VectorCodecMatchesTables) {
-  if (!fy::adamw_isa_supported(fy::AdamWIsa::Avx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW and DQ on this CPU";
   Rng rng(13);
   for (const Q8Map* m : {&fy::q8_map_signed(), &fy::q8_map_unsigned()}) {
     std::vector<float> xs = {0.f, -0.f, 1.f, -1.f, 1.0000001f, -1.0000001f, 1e-30f, -1e-30f, 2e-7f, 5e-8f,
@@ -252,6 +252,72 @@ TEST(AdamW8bit, VectorCodecMatchesTables) {
     fy::adamw_detail::q8_dequant_scalar(*m, all.data(), 0.37f, ds.data(), 256);
     fy::adamw_detail::q8_dequant_avx512(*m, all.data(), 0.37f, dv.data(), 256);
     EXPECT_EQ(0, std::memcmp(ds.data(), dv.data(), 256 * 4));
+  }
+}
+
+// The vector encoder rounds a computed fractional index and hands lanes
+// within Q8Map::enc_tol of a decision to the scalar encoder: densely around
+// every decision point (64 floats either side, both signs, also through a
+// scale, as the update quantises x * (1 / absmax)), across the decade
+// boundaries, and over every decade at random, it must decide as q8_encode.
+TEST(AdamW8bit, VectorEncoderNearEveryDecisionPoint) {
+  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW and DQ on this CPU";
+  Rng rng(17);
+  for (const Q8Map* m : {&fy::q8_map_signed(), &fy::q8_map_unsigned()}) {
+    ASSERT_GT(m->enc_tol, 0.f);
+    ASSERT_LT(m->enc_tol, 1e-3f);  // the scalar fallback stays rare
+    std::vector<float> xs;
+    auto around = [&](float v) {
+      float up = v, down = v;
+      for (int i = 0; i < 64; ++i) {
+        for (float x : {up, down}) {
+          xs.push_back(x);
+          xs.push_back(-x);
+        }
+        up = std::nextafter(up, 4.f);
+        down = std::nextafter(down, 0.f);
+      }
+    };
+    for (int j = 0; j + 1 < m->ncodes - m->zero; ++j) around(m->pos_mid[j]);
+    for (int e = 0; e <= 8; ++e) around(fy::kQ8Pow10[e]);
+    for (int e = -40; e <= 1; ++e) around(std::ldexp(1.f, e));  // the binades' edges
+    for (int i = 0; i < 200000; ++i) xs.push_back(float(std::pow(10.0, rng.uniform(-12, 0.1)) * (i % 2 ? -1 : 1)));
+    const size_t n = xs.size();
+    std::vector<uint8_t> qs(n), qv(n);
+    for (float inv : {1.f, 1.f / 0.37f, 3.0e4f}) {
+      std::vector<float> x = xs;
+      if (inv != 1.f)
+        for (float& v : x) v /= inv;  // near, not on, the points: x * inv rounds around them
+      fy::adamw_detail::q8_quant_scalar(*m, x.data(), inv, qs.data(), int64_t(n));
+      fy::adamw_detail::q8_quant_avx512(*m, x.data(), inv, qv.data(), int64_t(n));
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(int(qs[i]), int(qv[i])) << "x = " << x[i] << " inv = " << inv << " (signed map: " << m->is_signed
+                                          << ")";
+    }
+  }
+}
+
+// Every block size takes the fused AVX-512 loop (its 64- and 16-lane encoder
+// loops alike) and gives the scalar path's bits.
+TEST(AdamW8bit, FusedBlocksMatchScalarAtEveryBlockSize) {
+  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW and DQ on this CPU";
+  const fy::AdamWConfig cfg{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+  Rng rng(19);
+  for (int64_t block = 32; block <= 4096; block *= 2) {
+    const int64_t n = 3 * 4096 + 48;  // whole blocks and a ragged last one
+    std::vector<float> p0(n), g(n);
+    for (auto& x : p0) x = float(rng.uniform(-1, 1));
+    for (auto& x : g) x = float(rng.uniform(-1, 1) * std::pow(10.0, -rng.integer(0, 6)));
+    std::vector<float> pa = p0, pb = p0;
+    std::vector<uint8_t> ma = initial_state(fy::q8_map_signed(), n, block), va = initial_state(fy::q8_map_unsigned(), n, block);
+    std::vector<uint8_t> mb = ma, vb = va;
+    for (int64_t step = 1; step <= 4; ++step) {
+      fy::adamw8bit_step_isa(fy::AdamWIsa::Scalar, pa.data(), g.data(), ma.data(), va.data(), n, block, cfg, step);
+      fy::adamw8bit_step_isa(fy::AdamWIsa::Avx512, pb.data(), g.data(), mb.data(), vb.data(), n, block, cfg, step);
+    }
+    EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), size_t(n) * 4)) << "block " << block;
+    EXPECT_EQ(ma, mb) << "block " << block;
+    EXPECT_EQ(va, vb) << "block " << block;
   }
 }
 
