@@ -220,7 +220,7 @@ private:
         double end = onStream(Compute, ready, cost, out);
         if (out) {
           (phases.backward(&op) ? out->backwardS : out->forwardS) += cost;
-          out->kernelS[launch.getKernel().str()] += cost;
+          out->kernelS[launch.getKernel()] += cost;
         }
         for (Value v : launch.getOuts())
           ready_[rootBuffer(v)] = end;
@@ -350,8 +350,8 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   }
   // Where the kernels' time goes: the five costliest (ties by name).
   std::vector<std::pair<double, std::string>> kernels;
-  for (auto &[name, s] : p.kernelS)
-    kernels.push_back({-s, name});
+  for (auto &entry : p.kernelS)
+    kernels.push_back({-entry.getValue(), entry.getKey().str()});
   std::sort(kernels.begin(), kernels.end());
   os << "  costliest kernels:";
   for (size_t i = 0; i < kernels.size() && i < 5; ++i)

@@ -8,8 +8,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/ADT/StringMap.h"
+
 #include <array>
-#include <map>
 #include <string>
 
 namespace fuyou {
@@ -44,7 +45,7 @@ struct Prediction {
   double stepS = 0;                          // one steady-state step, wall
   std::array<double, NumStreams> busyS{};    // per stream, in that step
   double forwardS = 0, backwardS = 0;        // compute stream, by phase
-  std::map<std::string, double> kernelS;     // compute stream, by kernel name
+  llvm::StringMap<double> kernelS;           // compute stream, by kernel name
   int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena; host arena
 };
 
