@@ -45,6 +45,9 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     } else if (std::string err = fuyou::loadProfile(profile, prof_); !err.empty()) {
       return fail(err);
     }
+    if (!kernelTimes.empty())
+      if (std::string err = fuyou::loadKernelTimes(kernelTimes, prof_); !err.empty())
+        return fail(err);
     if (state != "auto" && state != "ssd" && state != "memory")
       return fail("state must be ssd, memory or auto, got '" + state + "'");
     if (state == "ssd" && !prof_.hasSsd())

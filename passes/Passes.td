@@ -111,7 +111,9 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     file; the target's built-in figures when empty), the optimizer's moments
     read and written through the SSD every step or not (`state`). A plan fits when the
     resident parameters plus the device arena are at most `gpu-mem` bytes and
-    the host arena at most `cpu-mem` (0: no bound).
+    the host arena at most `cpu-mem` (0: no bound). With `kernel-times` (a
+    trace a program of this target wrote with --trace), each launch of a
+    kernel and operand bytes found there costs its measured median time.
     search=greedy starts from keeping everything and, while the plan does not
     fit, takes the single change (one segment's policy, or streaming the
     parameters) that fits at the least predicted time, else the one that
@@ -129,6 +131,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"cpuMem", "cpu-mem", "int64_t", /*default=*/"0", "host budget for the host arena in bytes (0: none)">,
     Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda: which built-in figures">,
+    Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
+           "a program's --trace: its kernels' measured times replace the profile's rates for the same kernels and bytes">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
     Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">,
     Option<"state", "state", "std::string", /*default=*/"\"auto\"",

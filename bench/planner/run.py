@@ -14,7 +14,7 @@
      placement.
 
   bench/planner/run.py [--build build] [--work /tmp/fy_bench_planner] [--steps 12]
-                       [--warmup 3] [--out rows.json] [--no-trace]
+                       [--warmup 3] [--out rows.json] [--no-trace] [--no-kernel-times]
 
 The machine is calibrated once (fuyou-compile --calibrate --ssd) into
 WORK/profile.json, which every config plans with. Each config's --gpu-mem lies
@@ -29,6 +29,13 @@ some rates scaled (e.g. host copies x0.1), to show that the choice moves with
 the machine; they are not run (a run on this machine would measure this
 machine, not the modified one), so they report search quality only, with the
 calibrated profile's greedy choice at the same budget beside it.
+
+Unless --no-kernel-times, each measured config is then planned again at the
+same budget with --kernel-times from a trace of its keep-all program (kernel
+times measured on this machine instead of the profile's rates; the plan chosen
+swaps, streams or recomputes, which the trace did not), and that plan is run:
+its measured/predicted shows what is left of the model once the kernels are
+priced by measurement.
 
 Unless --no-trace, each measured config's chosen plan is run once more with
 --trace, and the compute kernels taking the most time per step are kept in
@@ -140,6 +147,30 @@ def top_kernels(trace, warmup, n=5):
     return {k: round(v / count / 1000, 3) for k, v in total.most_common(n)}
 
 
+def with_kernel_times(compiler, onnx, prof, budget, keep_exe, a, w, i):
+    """Plans again at the same budget with --kernel-times from a trace of the keep-all program (a different
+    placement from the one then run: swaps, streaming and recomputation are still the model's), and runs
+    the plan chosen."""
+    keep_trace = w(f"keep{i}_trace.trace.json")
+    m = measure(keep_exe, a, w, None, f"keep{i}_trace", trace=True)
+    if "error" in m:
+        return {"error": "traced keep-all run: " + m["error"]}
+    r, _ = run([compiler, onnx, "--emit=plan", "--profile", prof, "--state", "ssd", "--gpu-mem", str(budget),
+                "--kernel-times", keep_trace], check=False)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip()[-400:]}
+    out = {"plan": parse_plan(r.stdout)}
+    t = re.search(r"^kernel times: (\d+) of (\d+) launches", r.stdout, re.M)
+    out["launches_timed"], out["launches"] = int(t.group(1)), int(t.group(2))
+    exe = w(f"train{i}_kt")
+    run([compiler, onnx, "-o", exe, "--profile", prof, "--state", "ssd", "--gpu-mem", str(budget),
+         "--kernel-times", keep_trace])
+    out["run"] = measure(exe, a, w, budget, f"run{i}_kt")
+    if "measured_ms" in out["run"]:
+        out["measured_over_predicted"] = round(out["run"]["measured_ms"] / out["plan"]["predicted_ms"], 3)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -148,6 +179,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3, help="steps left out of the median")
     ap.add_argument("--out", help="write the full rows as JSON here")
     ap.add_argument("--no-trace", action="store_true", help="skip the traced run's kernel breakdown")
+    ap.add_argument("--no-kernel-times", action="store_true",
+                    help="skip planning again with --kernel-times from a trace of the keep-all program")
     a = ap.parse_args()
     t_start = time.monotonic()
     os.makedirs(a.work, exist_ok=True)
@@ -228,6 +261,8 @@ def main():
             if "measured_ms" in row["keep_all_run"]:
                 row["keep_all_measured_over_predicted"] = round(
                     row["keep_all_run"]["measured_ms"] / keep_plan["predicted_ms"], 3)
+            if not a.no_kernel_times:
+                row["kernel_times"] = with_kernel_times(compiler, onnx, prof, budget, kexe, a, w, i)
         rows.append(row)
         print(f"planner bench: {name} done ({time.monotonic() - t_start:.0f} s)", file=sys.stderr)
 
@@ -278,6 +313,17 @@ def main():
                 if run_.get("top_compute_kernels_ms"):
                     print("    top compute kernels, ms/step: " +
                           ", ".join(f"{k} {v:.2f}" for k, v in run_["top_compute_kernels_ms"].items()))
+    kt = [r for r in rows if "measured_over_predicted" in r.get("kernel_times", {})]
+    if kt:
+        print("with --kernel-times from a trace of the keep-all program (same budget):")
+        for r in kt:
+            k = r["kernel_times"]
+            print(f"  {r['config']:<16} {short(k['plan']):<13} predicted {k['plan']['predicted_ms']:7.2f} ms "
+                  f"({k['launches_timed']}/{k['launches']} launches timed), measured "
+                  f"{k['run']['measured_ms']:7.2f} ms: m/p {k['measured_over_predicted']:.2f}")
+        x = [r["kernel_times"]["measured_over_predicted"] for r in kt]
+        print(f"model with kernel times: measured/predicted within +-20% in {sum(abs(v - 1) <= 0.2 for v in x)}/"
+              f"{len(x)} (range {min(x):.2f}-{max(x):.2f}, geomean {statistics.geometric_mean(x):.2f})")
     print(f"total {time.monotonic() - t_start:.0f} s")
     if a.out:
         with open(a.out, "w") as fh:

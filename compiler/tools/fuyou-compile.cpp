@@ -32,6 +32,7 @@ struct Options {
   std::string activations, params;   // placement; empty: keep, or auto under a budget
   int64_t gpuMem = 0, cpuMem = 0;    // budgets the plan must fit (0: none)
   std::string profile;               // the planner's machine profile (empty: built-in)
+  std::string kernelTimes;           // a program's --trace whose kernel times the planner uses
   std::string planSearch = "greedy";
   std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
@@ -54,6 +55,8 @@ const char *kUsage =
     "                                          the resident weights and device arena; the host arena.\n"
     "                                          With either, placement not given is chosen by the planner\n"
     "                     [--profile FILE]     the planner's machine profile (default: built-in figures)\n"
+    "                     [--kernel-times TRACE]  kernel times measured by a program's --trace on this\n"
+    "                                          machine, used where they cover a launch (else the profile)\n"
     "                     [--plan-search greedy|exhaustive]  how the planner searches (default greedy)\n"
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
@@ -126,6 +129,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--gpu-mem") o.gpuMem = parseSize("gpu-mem", next());
     else if (a == "--cpu-mem") o.cpuMem = parseSize("cpu-mem", next());
     else if (a == "--profile") o.profile = next();
+    else if (a == "--kernel-times") o.kernelTimes = next();
     else if (a == "--plan-search") o.planSearch = next();
     else if (a == "--state") o.state = next();
     else if (a == "--calibrate") o.calibrate = true;
@@ -279,6 +283,7 @@ int main(int argc, char **argv) {
       choose.gpuMem = opts.gpuMem;
       choose.cpuMem = opts.cpuMem;
       choose.profile = opts.profile;
+      choose.kernelTimes = opts.kernelTimes;
       choose.target = opts.target;
       choose.search = opts.planSearch;
       choose.params = opts.params;
@@ -302,6 +307,9 @@ int main(int argc, char **argv) {
     fuyou::Profile profile = fuyou::builtinProfile(opts.target);
     if (!opts.profile.empty())
       if (std::string e = fuyou::loadProfile(opts.profile, profile); !e.empty())
+        die(e);
+    if (!opts.kernelTimes.empty())
+      if (std::string e = fuyou::loadKernelTimes(opts.kernelTimes, profile); !e.empty())
         die(e);
     if (opts.state == "ssd" && !profile.hasSsd())
       die("--state ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");

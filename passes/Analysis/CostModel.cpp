@@ -57,6 +57,65 @@ std::string loadProfile(const std::string &path, Profile &out) {
   return "";
 }
 
+std::string loadKernelTimes(const std::string &path, Profile &p) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return "cannot read kernel times '" + path + "': " + buf.getError().message();
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  if (!json) {
+    std::string err = llvm::toString(json.takeError());
+    return "kernel times '" + path + "' is not JSON: " + err;
+  }
+  auto *obj = json->getAsObject();
+  auto *events = obj ? obj->getArray("traceEvents") : nullptr;
+  if (!events)
+    return "kernel times '" + path + "' is not a trace (no traceEvents; write one with the program's --trace)";
+  // On a GPU the compute track has when kernels were queued; the gpu track
+  // has when they ran.
+  StringRef track = p.target == "cuda" ? "gpu" : "compute";
+  std::optional<int64_t> kernelTid, stepsTid;
+  for (const llvm::json::Value &v : *events) {
+    auto *e = v.getAsObject();
+    auto *args = e ? e->getObject("args") : nullptr;
+    if (!args || e->getString("ph") != "M")
+      continue;
+    if (args->getString("name") == track)
+      kernelTid = e->getInteger("tid");
+    else if (args->getString("name") == "steps")
+      stepsTid = e->getInteger("tid");
+  }
+  // The first step pays page faults and warm-up: it is left out.
+  double warm = -1;
+  for (const llvm::json::Value &v : *events)
+    if (auto *e = v.getAsObject(); e && stepsTid && e->getInteger("tid") == stepsTid && e->getString("ph") == "X") {
+      double end = e->getNumber("ts").value_or(0) + e->getNumber("dur").value_or(0);
+      warm = warm < 0 ? end : std::min(warm, end);
+    }
+  llvm::StringMap<llvm::DenseMap<int64_t, std::vector<double>>> samples;
+  for (const llvm::json::Value &v : *events) {
+    auto *e = v.getAsObject();
+    auto *args = e ? e->getObject("args") : nullptr;
+    if (!args || !kernelTid || e->getInteger("tid") != kernelTid || e->getString("ph") != "X")
+      continue;
+    std::optional<int64_t> bytes = args->getInteger("bytes");
+    std::optional<double> ts = e->getNumber("ts"), dur = e->getNumber("dur");
+    std::optional<StringRef> name = e->getString("name");
+    if (bytes && ts && dur && name && *ts >= warm)
+      samples[*name][*bytes].push_back(*dur * 1e-6);
+  }
+  if (samples.empty())
+    return "kernel times '" + path + "' has no kernel slices with bytes on its '" + track.str() +
+           "' track after the first step (trace a " + p.target + " program of this fuyou-compile for 2 steps or more)";
+  for (auto &kernel : samples)
+    for (auto &[bytes, times] : kernel.getValue()) {
+      std::sort(times.begin(), times.end());
+      size_t n = times.size();
+      p.kernelTimes[kernel.getKey()][bytes] = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+    }
+  p.kernelTimesSource = path;
+  return "";
+}
+
 Profile builtinProfile(const std::string &target) {
   Profile p;
   p.target = target;
@@ -161,8 +220,13 @@ private:
       bytes += bytesOf(v.getType());
     for (Value v : launch.getOuts())
       bytes += bytesOf(v.getType());
-    double t = bytes / p_.memBytes;
     StringRef kernel = launch.getKernel();
+    if (auto it = p_.kernelTimes.find(kernel); it != p_.kernelTimes.end())
+      if (auto t = it->getValue().find(bytes); t != it->getValue().end()) {
+        ++timed_;
+        return t->second;
+      }
+    double t = bytes / p_.memBytes;
     // Kernels whose exp/tanh bound them, by elements of their largest operand.
     {
       double elems = 0;
@@ -216,9 +280,12 @@ private:
         double ready = issue;
         for (Value v : launch.getIns())
           ready = std::max(ready, readyOf(v));
+        int64_t timedBefore = timed_;
         double cost = launchCost(launch);
         double end = onStream(Compute, ready, cost, out);
         if (out) {
+          ++out->launches;
+          out->launchesTimed += timed_ - timedBefore;
           (phases.backward(&op) ? out->backwardS : out->forwardS) += cost;
           out->kernelS[launch.getKernel()] += cost;
         }
@@ -277,6 +344,7 @@ private:
   ModuleOp module_;
   const Profile &p_;
   bool stateOnSsd_, cuda_ = false;
+  int64_t timed_ = 0;  // launches charged a measured time
   std::array<double, NumStreams> free_{};
   llvm::DenseMap<Value, double> ready_, tokens_;
   llvm::StringMap<double> updated_;  // group -> when its weights are next usable
@@ -298,6 +366,10 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   };
   os << "profile: " << profile.source << " (" << profile.target << ", " << profile.device << ")\n";
   os << "optimizer state: " << (stateOnSsd ? "on SSD (--ssd)" : "in host memory") << "\n";
+  Prediction p = predictStep(module, profile, stateOnSsd);
+  if (!profile.kernelTimesSource.empty())
+    os << "kernel times: " << p.launchesTimed << " of " << p.launches << " launches a step from "
+       << profile.kernelTimesSource << ", the rest from the profile's rates\n";
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.evaluated"))
     os << "planner: " << n.getInt() << " plans evaluated, chose activations " << str("fy.plan.activations")
        << ", parameters " << str("fy.plan.params") << "\n";
@@ -333,7 +405,6 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
       os << ", " << toSsd[i] << " B on to SSD";
     os << "\n";
   }
-  Prediction p = predictStep(module, profile, stateOnSsd);
   os << "parameters: " << (module->hasAttr("fysched.streamed_params") ? "streamed per phase" : "resident") << "\n";
   os << "device: " << p.deviceBytes << " B";
   if (gpuMem > 0)

@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <array>
@@ -26,6 +27,11 @@ struct Profile {
   // their exp/tanh (activation functions, softmax-like).
   double matmulN = 0, matmulN64Flops = 0, matmulN256Flops = 0;
   double transcendentalElems = 0, softmaxElems = 0;
+  // Seconds per launch measured in a program's --trace (loadKernelTimes),
+  // by kernel name and its operands' bytes; launches found here are charged
+  // these, the rest by the rates above.
+  llvm::StringMap<llvm::DenseMap<int64_t, double>> kernelTimes;
+  std::string kernelTimesSource;
   // The matmul rate for one product of `flops`: interpolated in log(flops)
   // between the measured sizes, clamped at the ends.
   double matmulRate(double flops) const;
@@ -34,6 +40,11 @@ struct Profile {
 
 // Reads a profile file; returns the error, or "" on success.
 std::string loadProfile(const std::string &path, Profile &out);
+// Adds to `p` the kernel times of a `--trace` file written by a program of
+// p's target: per (kernel, operand bytes), the median slice after the first
+// step, from the "compute" track (cpu) or the "gpu" track (cuda). Returns the
+// error, or "" on success.
+std::string loadKernelTimes(const std::string &tracePath, Profile &p);
 // Conservative figures for a target when no profile is given (a 2-core VM
 // for cpu, an H100 for cuda), so that plans are reproducible without one.
 Profile builtinProfile(const std::string &target);
@@ -46,6 +57,7 @@ struct Prediction {
   std::array<double, NumStreams> busyS{};    // per stream, in that step
   double forwardS = 0, backwardS = 0;        // compute stream, by phase
   llvm::StringMap<double> kernelS;           // compute stream, by kernel name
+  int64_t launches = 0, launchesTimed = 0;   // per step; timed: from the kernel times
   int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena; host arena
 };
 

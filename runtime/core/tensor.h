@@ -70,6 +70,13 @@ struct View {
   View reshaped(Shape s) const;
 };
 
+// Bytes of all of `views` (a kernel's operands, for its trace slice).
+inline int64_t nbytes_of(std::initializer_list<View> views) {
+  int64_t n = 0;
+  for (const View& v : views) n += int64_t(v.nbytes());
+  return n;
+}
+
 // Owning, zero-initialised, 64-byte aligned host tensor (tests, tools, and
 // programs that want a simple buffer). Move-only.
 class HostTensor {

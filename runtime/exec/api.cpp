@@ -12,8 +12,10 @@ std::unique_ptr<Device> make_device(Runtime&) { return nullptr; }
 
 namespace fy::rt {
 
-// A slice on the compute track for each kernel when the run is traced.
-#define FY_KERNEL_SPAN(rt, name) TraceSpan fy_span_((rt)->trace(), "compute", name)
+// A slice on the compute track for each kernel when the run is traced, with
+// its operands' bytes (counted only when tracing).
+#define FY_KERNEL_SPAN(rt, name, ...) \
+  TraceSpan fy_span_((rt)->trace(), "compute", name, -1, (rt)->trace() ? nbytes_of({__VA_ARGS__}) : -1)
 
 void declare_precision(Runtime*, const char* precision) {
   if (std::string(precision) != "fp32")
@@ -26,11 +28,11 @@ View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) { return rt
 // The device is host memory: a transfer is a copy.
 View alloc_host(Runtime* rt, Shape shape, DType dtype) { return rt->alloc(shape, dtype); }
 void copy_to_host(Runtime* rt, View device, View host) {
-  FY_KERNEL_SPAN(rt, "copy to host");
+  FY_KERNEL_SPAN(rt, "copy to host", device, host);
   cpu::copy(device, host);
 }
 void copy_to_device(Runtime* rt, View host, View device) {
-  FY_KERNEL_SPAN(rt, "copy to device");
+  FY_KERNEL_SPAN(rt, "copy to device", host, device);
   if (rt->ssd()) rt->ssd()->settle(host.data);
   cpu::copy(host, device);
 }

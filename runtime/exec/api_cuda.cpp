@@ -12,10 +12,10 @@ namespace {
 // through events around it, its run on the "gpu" track.
 class KernelSpan {
  public:
-  KernelSpan(Runtime* rt, const char* name) : host_(rt->trace(), "compute", name) {
+  KernelSpan(Runtime* rt, const char* name, int64_t bytes) : host_(rt->trace(), "compute", name, -1, bytes) {
     if (rt->trace()) {
       dev_ = &cuda::device_of(rt);
-      dev_->kernel_start(name);
+      dev_->kernel_start(name, bytes);
     }
   }
   ~KernelSpan() {
@@ -29,7 +29,7 @@ class KernelSpan {
   cuda::CudaDevice* dev_ = nullptr;
 };
 }  // namespace
-#define FY_KERNEL_SPAN(rt, name) KernelSpan fy_span_((rt), name)
+#define FY_KERNEL_SPAN(rt, name, ...) KernelSpan fy_span_((rt), name, (rt)->trace() ? nbytes_of({__VA_ARGS__}) : -1)
 
 using cuda::device_of;
 
@@ -49,11 +49,11 @@ View alloc_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) {
 View alloc_host(Runtime* rt, Shape shape, DType dtype) { return rt->alloc(shape, dtype); }
 void dealloc(Runtime* rt, View v) { device_of(rt).dealloc(v); }
 void copy_to_host(Runtime* rt, View device, View host) {
-  FY_KERNEL_SPAN(rt, "copy to host");
+  FY_KERNEL_SPAN(rt, "copy to host", device, host);
   device_of(rt).transfer(device, host, cudaMemcpyDeviceToHost);
 }
 void copy_to_device(Runtime* rt, View host, View device) {
-  FY_KERNEL_SPAN(rt, "copy to device");
+  FY_KERNEL_SPAN(rt, "copy to device", host, device);
   if (rt->ssd()) rt->ssd()->settle(host.data);
   device_of(rt).transfer(host, device, cudaMemcpyHostToDevice);
 }

@@ -186,7 +186,7 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
   ++steps_;
 }
 
-void CudaDevice::kernel_start(const char* name) {
+void CudaDevice::kernel_start(const char* name, int64_t bytes) {
   if (trace_used_ + 2 > trace_events_.size()) {
     cudaEvent_t e;
     for (int k = 0; k < 2; ++k) {
@@ -196,7 +196,7 @@ void CudaDevice::kernel_start(const char* name) {
   }
   FY_CUDA_CHECK(cudaEventRecord(trace_events_[trace_used_], compute_));
   // A kernel's end takes the next event (kernel_end); the base has none.
-  if (name) trace_kernels_.push_back({name, trace_used_, trace_used_ + 1});
+  if (name) trace_kernels_.push_back({name, bytes, trace_used_, trace_used_ + 1});
   ++trace_used_;
 }
 
@@ -212,7 +212,7 @@ void CudaDevice::flush_kernel_trace() {
     float t0 = 0, t1 = 0;
     FY_CUDA_CHECK(cudaEventElapsedTime(&t0, trace_events_[0], trace_events_[k.start]));
     FY_CUDA_CHECK(cudaEventElapsedTime(&t1, trace_events_[0], trace_events_[k.end]));
-    t->slice("gpu", k.name, trace_base_us_ + 1000.0 * t0, trace_base_us_ + 1000.0 * t1);
+    t->slice("gpu", k.name, trace_base_us_ + 1000.0 * t0, trace_base_us_ + 1000.0 * t1, k.bytes);
   }
   trace_kernels_.clear();
   trace_used_ = 0;

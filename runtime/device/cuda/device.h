@@ -62,7 +62,7 @@ class CudaDevice final : public Device {
   // --trace: each kernel's time on the GPU, from events around it on the
   // compute stream, written to the "gpu" track when the step is over.
   bool tracing() const { return rt_.trace() != nullptr; }
-  void kernel_start(const char* name);
+  void kernel_start(const char* name, int64_t bytes = -1);
   void kernel_end() noexcept;
 
  private:
@@ -95,6 +95,7 @@ class CudaDevice final : public Device {
   int64_t steps_ = 0;
   struct KernelTiming {
     const char* name;
+    int64_t bytes;      // its operands'
     size_t start, end;  // indices into trace_events_
   };
   std::vector<cudaEvent_t> trace_events_;  // reused step after step
