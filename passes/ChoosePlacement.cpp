@@ -64,8 +64,10 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     fuyou::StepPhases phases(body);
     segments_ = fuyou::findForwardSegments(module, body, phases).count;
     policies_ = {"keep", "host", "recompute"};
-    if (prof_.hasSsd())
-      policies_.push_back("ssd");  // predictable only with measured SSD rates
+    // Predictable only with measured SSD rates, and only for a program run
+    // with --ssd, which puts the moments there too.
+    if (prof_.hasSsd() && stateOnSsd_)
+      policies_.push_back("ssd");
     paramChoices_ = params == "auto" ? SmallVector<StringRef>{"keep", "stream"} : SmallVector<StringRef>{params};
 
     std::optional<Plan> best = search == "greedy" ? greedy(module) : exhaustive(module);

@@ -158,6 +158,15 @@ Options parse(int argc, char **argv) {
     die("--params auto needs --activations auto: the planner chooses both");
   if (o.state != "auto" && o.state != "ssd" && o.state != "memory")
     die("--state must be ssd, memory or auto, got '" + o.state + "'");
+  if (o.syncOptimizer) {
+    // Such a program cannot take --ssd, which activations on SSD and the
+    // state on SSD both need.
+    if (o.state == "ssd")
+      die("--state ssd needs the layer-group optimizer: a --sync-optimizer program keeps AdamW's state in memory");
+    o.state = "memory";
+    if (("," + o.activations + ",").find(",ssd,") != std::string::npos)
+      die("--activations ssd needs a program run with --ssd, which a --sync-optimizer program cannot take");
+  }
   if (o.planSearch != "greedy" && o.planSearch != "exhaustive")
     die("--plan-search must be greedy or exhaustive, got '" + o.planSearch + "'");
   if (o.precision.empty())

@@ -3,6 +3,7 @@
 // RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=HOST
 // RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json search=exhaustive" | FileCheck %s --check-prefix=EXH
 // RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json" --fy-place-activations=policy=auto --fy-stream-params=policy=auto --fy-insert-dealloc --fy-plan-memory | FileCheck %s --check-prefix=APPLIED
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json search=exhaustive state=memory" | FileCheck %s --check-prefix=NOSSD
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=1000 params=keep profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=700 cpu-mem=64 profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT2
 // RUN: not fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=NOPROF
@@ -23,6 +24,9 @@
 // HOST: fy.plan.activations = "host,keep", {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
 // Every combination (4 x 4 x 2) agrees, to the same predicted time.
 // EXH: fy.plan.activations = "host,keep", fy.plan.evaluated = 32 : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
+// With the moments in memory the program runs without --ssd, so no
+// activation can go to SSD: 3 x 3 x 2 plans.
+// NOSSD: fy.plan.activations = "host,keep", fy.plan.evaluated = 18 : i64
 
 // The chosen plan carried out: %a and %h (segment 0) go to host memory, the weights come in
 // per phase, and the planned total fits: 0 resident + 576 arena <= 700.
