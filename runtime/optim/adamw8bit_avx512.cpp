@@ -173,6 +173,9 @@ FY_Q8 float absmax_avx512(const float* x, int64_t n) {
 // Whole blocks (block a multiple of 16), each in two passes over registers
 // and L1: decode both moments, update, store p and the new moments to mt/vt
 // while taking their absmax; then encode both against the new absmax.
+// Elements ahead that the block loop prefetches.
+constexpr int64_t kAhead = 1024;
+
 FY_Q8 void q8_blocks_avx512(const Scalars& s, float* p, const float* g, uint8_t* mq, uint8_t* vq, float* am,
                             float* av, int64_t nblocks, int64_t block, float* mt, float* vt) {
   const Q8Map &ms = q8_map_signed(), &mu = q8_map_unsigned();
@@ -193,6 +196,14 @@ FY_Q8 void q8_blocks_avx512(const Scalars& s, float* p, const float* g, uint8_t*
       const int64_t j = i + 16 < block ? i + 16 : i;  // the last vector decodes itself again, unused
       mn = dm(mq + j);
       vn = dv(vq + j);
+      // The stream of p and g runs ahead of the arithmetic (a prefetch does
+      // not fault past the end); the codes are 4x smaller, one line in 4.
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(g + i + kAhead), _MM_HINT_T0);
+      if ((i & 63) == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(mq + i + kAhead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(vq + i + kAhead), _MM_HINT_T0);
+      }
       compute16_halves(c, _mm512_loadu_ps(p + i), _mm512_loadu_ps(g + i), mc, vc, po, mo, vo);
       _mm512_storeu_ps(p + i, po);
       // |v| for the encoder: the unsigned map encodes |x| anyway, and this
