@@ -9,6 +9,7 @@ step <= 1.15 x the largest median busy time.
 
   bench/overlap/placement.py [--build build] [--work /tmp/fy_bench_overlap]
                              [--steps 12] [--warmup 3] [--out rows.json]
+                             [--only MODEL:PLACEMENT]... [--run-flag=FLAG]...
 
 Two models: a compute-heavy one (the SSD carries the activations and the
 weights' state, the compute stream is the largest) and an I/O-heavy one
@@ -72,6 +73,10 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out")
+    ap.add_argument("--only", action="append", default=[],
+                    help="MODEL:PLACEMENT to run (repeatable; default: all)")
+    ap.add_argument("--run-flag", action="append", default=[],
+                    help="an extra flag for every training run, e.g. --run-flag=--ssd-queue-depth=4")
     a = ap.parse_args()
     fc = os.path.join(a.build, "bin", "fuyou-compile")
     w = lambda *p: os.path.join(a.work, *p)  # noqa: E731
@@ -79,6 +84,8 @@ def main():
     run([PY, os.path.join(ROOT, "examples", "prepare_data.py"), "--out", w("tokens.bin"), "--max-bytes", "200000"])
     rows = []
     for model, shape in MODELS.items():
+        if a.only and not any(o.split(":")[0] == model for o in a.only):
+            continue
         onnx = w(f"{model}.onnx")
         run([PY, os.path.join(ROOT, "examples", "export.py"), "--out", onnx] + shape.split())
         cflags, rflags = EXTRA[model]
@@ -87,12 +94,14 @@ def main():
         least = device_bytes(fc, onnx, cflags + ["--activations", "recompute", "--params", "stream"])
         budget = str((keep + least) // 2)
         for name, comp, rn in PLACEMENTS:
+            if a.only and f"{model}:{name}" not in a.only:
+                continue
             comp = [budget if x == "BUDGET" else x for x in comp]
             rn = [budget if x == "BUDGET" else x for x in rn]
             exe, trace = w(f"{model}-{name}"), w(f"{model}-{name}.trace.json")
             run([fc, onnx, "-o", exe] + cflags + comp)
             run([exe, "--data", w("tokens.bin"), "--steps", str(a.steps), "--log-every", "1000", "--ssd", w("ssd"),
-                 "--trace", trace] + rflags + rn)
+                 "--trace", trace] + rflags + rn + a.run_flag)
             s = trace_busy.summary(trace_busy.per_step(trace, a.warmup))
             s.update(model=model, placement=name, gpu_mem=int(budget) if name == "planned" else None)
             rows.append(s)

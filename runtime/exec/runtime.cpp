@@ -66,6 +66,7 @@ store::StoreOptions Runtime::store_options(const std::string& file_name, bool tr
   so.dirs = opts_.ssd_dirs;
   so.file_name = file_name;
   so.truncate = truncate;
+  so.queue_depth = unsigned(opts_.ssd_queue_depth);
   if (Trace* t = trace_.get()) {
     using TP = std::chrono::steady_clock::time_point;
     so.on_busy = [t](TP b, TP e, uint64_t rd, uint64_t wr) {

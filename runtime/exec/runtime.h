@@ -33,6 +33,7 @@ struct TrainOptions {
   std::string resume_dir;  // continue from this checkpoint
   int64_t save_every = 0;  // also checkpoint every K steps
   std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
+  int64_t ssd_queue_depth = 32;       // I/O operations each store keeps in flight
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run

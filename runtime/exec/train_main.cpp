@@ -44,6 +44,8 @@ const char kUsage[] =
     "  --save-every K       also checkpoint to --save DIR every K steps\n"
     "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
+    "  --ssd-queue-depth N  I/O operations each SSD store keeps in flight, 1..4096 (default 32;\n"
+    "                       fewer: an activation's read waits behind less of the state's I/O)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries\n"
     "  --optimizer-threads N  threads of the background CPU optimizer (default: every CPU)\n"
@@ -123,7 +125,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every",
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
-                                         "--adamw8bit-embedding"};
+                                         "--adamw8bit-embedding", "--ssd-queue-depth"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -158,6 +160,11 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
+    }
+    else if (flag == "--ssd-queue-depth") {
+      o->ssd_queue_depth = parse_int(flag, value);
+      if (o->ssd_queue_depth < 1 || o->ssd_queue_depth > 4096)
+        fail("flag '--ssd-queue-depth' must be from 1 to 4096, got " + value);
     }
     else if (flag == "--optimizer") {
       if (value != "adamw" && value != "adamw8bit")
