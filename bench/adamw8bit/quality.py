@@ -2,7 +2,7 @@
 """8-bit AdamW against fp32 AdamW on the example GPT (issue 6), in one run:
 
     /usr/bin/python3 bench/adamw8bit/quality.py [--build build] [--steps 2000] [--work DIR] [--lr 3e-3]
-        [--png bench/adamw8bit/loss.png] [--no-b64]
+        [--png bench/adamw8bit/loss.png] [--no-b64] [--seeds 1337,1,2]
 
 Exports the example GPT of `make demo`, compiles it once, trains it with
 --optimizer adamw and --optimizer adamw8bit (same seed, data and
@@ -10,6 +10,9 @@ hyper-parameters; 8-bit with blocks of 256 and of 64) with the state on SSD
 (--ssd), and prints the final losses,
 the store's bytes per parameter per step (its own counters) and the optimizer
 time per step; plots both loss curves to bench/adamw8bit/loss.png.
+With --seeds, repeats all of it per initialisation seed (one export and
+compile each) and adds the mean and sample std of the per-seed differences,
+since one run's spread exceeds the 1% criterion.
 """
 import argparse
 import json
@@ -18,6 +21,7 @@ import re
 import struct
 import subprocess
 import sys
+import time
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -102,6 +106,38 @@ def smooth(xs, k=50):
     return out
 
 
+def tail(r):
+    return sum(r["losses"][-100:]) / 100
+
+
+def train_seed(a, w, export_seed, train_seed, runs):
+    """Exports and compiles the model initialised with export_seed, then trains it once per optimizer."""
+    tag = f"s{export_seed}"
+    onnx_path = w(f"gpt2_{tag}.onnx")
+    sh([PY, os.path.join(ROOT, "examples/export.py"), "--model", "gpt2", "--out", onnx_path, "--batch", "8",
+        "--seq", "64", "--n-layer", "4", "--d-model", "128", "--n-head", "4", "--block-size", "64",
+        "--seed", str(export_seed)])
+    prog = w(f"train_{tag}")
+    sh([os.path.join(a.build, "bin/fuyou-compile"), onnx_path, "-o", prog])
+    res = {}
+    for opt, flags in runs.items():
+        ssd = w(f"ssd_{opt}_{tag}")
+        os.makedirs(ssd, exist_ok=True)
+        log = w(f"{opt}_{tag}.jsonl")
+        t0 = time.time()
+        r = sh([prog, "--data", w("stdlib.bin"), "--steps", str(a.steps), "--lr", a.lr, "--seed", str(train_seed),
+                "--log-json", log, "--log-every", "500", "--ssd", ssd] + flags)
+        losses = [json.loads(l)["loss"] for l in open(log)]
+        store = re.search(r"\(([0-9.]+) B/param/step\)", r.stderr)
+        per = re.search(r"optimizer ([0-9.]+) ms", r.stderr)
+        q8 = re.search(r"adamw8bit: .*", r.stderr)
+        res[opt] = dict(losses=losses, bpp=float(store.group(1)), opt_ms=float(per.group(1)),
+                        q8=q8.group(0) if q8 else "")
+        print(f"seed {export_seed} {opt}: {time.time() - t0:.0f} s, final loss {tail(res[opt]):.4f}",
+              file=sys.stderr, flush=True)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -110,43 +146,53 @@ def main():
     ap.add_argument("--lr", default="3e-3")
     ap.add_argument("--png", default=os.path.join(HERE, "loss.png"))
     ap.add_argument("--no-b64", action="store_true", help="skip the block-64 run")
+    ap.add_argument("--seeds", default=None,
+                    help="comma-separated initialisation seeds (export.py --seed, also the training --seed); "
+                         "default: one run with export seed 1337 and training seed 1, as before")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     w = lambda n: os.path.join(a.work, n)
     if not os.path.exists(w("stdlib.bin")):
         sh([PY, os.path.join(ROOT, "examples/prepare_data.py"), "--out", w("stdlib.bin")])
-    sh([PY, os.path.join(ROOT, "examples/export.py"), "--model", "gpt2", "--out", w("gpt2.onnx"), "--batch", "8",
-        "--seq", "64", "--n-layer", "4", "--d-model", "128", "--n-head", "4", "--block-size", "64"])
-    sh([os.path.join(a.build, "bin/fuyou-compile"), w("gpt2.onnx"), "-o", w("train")])
-    res = {}
+    # (export seed, training seed) pairs; the default reproduces the earlier single run.
+    seeds = [(int(x), int(x)) for x in a.seeds.split(",")] if a.seeds else [(1337, 1)]
     runs = {"adamw": ["--optimizer", "adamw"], "adamw8bit": ["--optimizer", "adamw8bit"],
             "adamw8bit-b64": ["--optimizer", "adamw8bit", "--adamw8bit-block", "64"]}
     if a.no_b64:
         del runs["adamw8bit-b64"]
-    for opt, flags in runs.items():
-        ssd = w("ssd_" + opt)
-        os.makedirs(ssd, exist_ok=True)
-        r = sh([w("train"), "--data", w("stdlib.bin"), "--steps", str(a.steps), "--lr", a.lr, "--seed", "1",
-                "--log-json", w(opt + ".jsonl"), "--log-every", "500", "--ssd", ssd] + flags)
-        losses = [json.loads(l)["loss"] for l in open(w(opt + ".jsonl"))]
-        store = re.search(r"\(([0-9.]+) B/param/step\)", r.stderr)
-        per = re.search(r"optimizer ([0-9.]+) ms", r.stderr)
-        q8 = re.search(r"adamw8bit: .*", r.stderr)
-        res[opt] = dict(losses=losses, bpp=float(store.group(1)), opt_ms=float(per.group(1)),
-                        q8=q8.group(0) if q8 else "")
-    f32 = res["adamw"]
-    tail = lambda r: sum(r["losses"][-100:]) / 100
-    png = a.png
+    t0 = time.time()
+    all_res = [(es, train_seed(a, w, es, ts, runs)) for es, ts in seeds]
+    wall = time.time() - t0
+
+    # Curves: first seed in full colour, further seeds in lighter shades of the same colour.
     colours = {"adamw": (200, 30, 30), "adamw8bit": (30, 60, 200), "adamw8bit-b64": (30, 160, 60)}
-    plot_png(png, [(k, smooth(r["losses"]), colours[k]) for k, r in res.items()])
-    print(f"steps {a.steps}, lr {a.lr}; {res['adamw8bit']['q8']}")
-    for k in [k for k in res if k != "adamw"]:
-        f8 = res[k]
-        print(f"{k}: final loss (mean of the last 100 steps) {tail(f8):.4f} vs adamw {tail(f32):.4f}: "
-              f"{100 * (tail(f8) - tail(f32)) / tail(f32):+.2f}% (goal within 1%); last step {f8['losses'][-1]:.4f} "
-              f"vs {f32['losses'][-1]:.4f}; store {f8['bpp']:.2f} vs {f32['bpp']:.2f} B/param/step "
-              f"({f8['bpp'] / f32['bpp']:.3f}x, goal <= 0.55x); optimizer {f8['opt_ms']:.2f} vs {f32['opt_ms']:.2f} ms/step")
-    print(f"plot: {png} (50-step moving average; red adamw, blue adamw8bit, green adamw8bit block 64)")
+    lighten = lambda c, k: tuple(round(v + (255 - v) * min(0.3 * k, 0.7)) for v in c)
+    plot_png(a.png, [(f"{k} {es}", smooth(r["losses"]), lighten(colours[k], i))
+                     for i, (es, res) in enumerate(all_res) for k, r in res.items()])
+
+    print(f"steps {a.steps}, lr {a.lr}, seeds {','.join(str(es) for es, _ in seeds)}; "
+          f"{all_res[0][1]['adamw8bit']['q8']}; wall {wall / 60:.1f} min")
+    for k in [k for k in runs if k != "adamw"]:
+        diffs = []
+        for es, res in all_res:
+            f32, f8 = res["adamw"], res[k]
+            d = 100 * (tail(f8) - tail(f32)) / tail(f32)
+            diffs.append(d)
+            print(f"seed {es} {k}: final loss (mean of the last 100 steps) {tail(f8):.4f} vs adamw {tail(f32):.4f}: "
+                  f"{d:+.2f}% (goal within 1%); last step {f8['losses'][-1]:.4f} vs {f32['losses'][-1]:.4f}; "
+                  f"store {f8['bpp']:.2f} vs {f32['bpp']:.2f} B/param/step ({f8['bpp'] / f32['bpp']:.3f}x, "
+                  f"goal <= 0.55x); optimizer {f8['opt_ms']:.2f} vs {f32['opt_ms']:.2f} ms/step")
+        if len(diffs) > 1:
+            n = len(diffs)
+            mean = sum(diffs) / n
+            sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
+            m32 = sum(tail(res["adamw"]) for _, res in all_res) / n
+            m8 = sum(tail(res[k]) for _, res in all_res) / n
+            print(f"{k} over {n} seeds: per-seed difference mean {mean:+.2f}%, sample std {sd:.2f}%, "
+                  f"standard error {sd / n ** 0.5:.2f}%; mean final loss {m8:.4f} vs adamw {m32:.4f}: "
+                  f"{100 * (m8 - m32) / m32:+.2f}%")
+    print(f"plot: {a.png} (50-step moving average; red adamw, blue adamw8bit, green adamw8bit block 64; "
+          f"lighter shades for later seeds)")
 
 
 if __name__ == "__main__":
