@@ -8,13 +8,14 @@
      greedy/exhaustive <= 1.05;
   2. model: the greedy plan compiled and run (same --gpu-mem at run time),
      its measured ms/step (the program's --log-json "ms", median of the steps
-     after the warm-up ones) against the predicted step; goal within +-20%.
+     after the warm-up ones, the fastest of --repeats runs) against the
+     predicted step; goal within +-20%.
      Each measured config also compiles and runs the keep-all plan (no budget)
      so a miss can be told apart: the cost model's compute figures, or the
      placement.
 
   bench/planner/run.py [--build build] [--work /tmp/fy_bench_planner] [--steps 12]
-                       [--warmup 3] [--out rows.json] [--no-trace] [--no-kernel-times]
+                       [--warmup 3] [--repeats 3] [--out rows.json] [--no-trace] [--no-kernel-times]
 
 The machine is calibrated once (fuyou-compile --calibrate --ssd) into
 WORK/profile.json, which every config plans with. Each config's --gpu-mem lies
@@ -107,6 +108,18 @@ def short(plan):
 
 
 def measure(exe, a, w, gpu_mem, tag, trace=False):
+    """The fastest of --repeats runs (median step of each): this VM alternates between two speeds
+    (the same program at 17 and 23 ms a step), and the fastest run is the machine undisturbed."""
+    runs = [measure_once(exe, a, w, gpu_mem, f"{tag}_r{k}", trace) for k in range(a.repeats)]
+    ok = [r for r in runs if "measured_ms" in r]
+    if not ok:
+        return runs[0]
+    best = min(ok, key=lambda r: r["measured_ms"])
+    best["repeats_ms"] = [round(r["measured_ms"], 3) for r in ok]
+    return best
+
+
+def measure_once(exe, a, w, gpu_mem, tag, trace=False):
     ssd = w("ssd")
     log = w(f"{tag}.jsonl")
     if os.path.exists(log):
@@ -122,6 +135,8 @@ def measure(exe, a, w, gpu_mem, tag, trace=False):
         return {"error": r.stderr.strip()[-400:]}
     ms = [json.loads(l)["ms"] for l in open(log)]
     out = {"measured_ms": statistics.median(ms[a.warmup:]), "step_ms": ms}
+    if trace:
+        out["trace"] = w(f"{tag}.trace.json")
     m = re.search(r"per step: ([0-9.]+) ms, compute ([0-9.]+) ms, optimizer ([0-9.]+) ms", r.stderr)
     if m:
         out["program"] = {"per_step_ms": float(m.group(1)), "compute_ms": float(m.group(2)),
@@ -151,10 +166,10 @@ def with_kernel_times(compiler, onnx, prof, budget, keep_exe, a, w, i):
     """Plans again at the same budget with --kernel-times from a trace of the keep-all program (a different
     placement from the one then run: swaps, streaming and recomputation are still the model's), and runs
     the plan chosen."""
-    keep_trace = w(f"keep{i}_trace.trace.json")
     m = measure(keep_exe, a, w, None, f"keep{i}_trace", trace=True)
     if "error" in m:
         return {"error": "traced keep-all run: " + m["error"]}
+    keep_trace = m["trace"]
     r, _ = run([compiler, onnx, "--emit=plan", "--profile", prof, "--state", "ssd", "--gpu-mem", str(budget),
                 "--kernel-times", keep_trace], check=False)
     if r.returncode != 0:
@@ -177,6 +192,7 @@ def main():
     ap.add_argument("--work", default="/tmp/fy_bench_planner")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=3, help="steps left out of the median")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each measurement; the fastest median is kept")
     ap.add_argument("--out", help="write the full rows as JSON here")
     ap.add_argument("--no-trace", action="store_true", help="skip the traced run's kernel breakdown")
     ap.add_argument("--no-kernel-times", action="store_true",
@@ -251,8 +267,9 @@ def main():
             if "measured_ms" in row["run"]:
                 row["measured_over_predicted"] = round(row["run"]["measured_ms"] / g["predicted_ms"], 3)
                 if not a.no_trace:
-                    measure(exe, a, w, budget, f"trace{i}", trace=True)
-                    row["run"]["top_compute_kernels_ms"] = top_kernels(w(f"trace{i}.trace.json"), a.warmup)
+                    t = measure(exe, a, w, budget, f"trace{i}", trace=True)
+                    if "trace" in t:
+                        row["run"]["top_compute_kernels_ms"] = top_kernels(t["trace"], a.warmup)
             else:
                 row["note"] = "run failed at --gpu-mem " + str(budget) + ": " + row["run"]["error"][-200:]
             kexe = w(f"train{i}_keep")
