@@ -145,6 +145,24 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     return out;
   }
 
+  // Every plan that changes one segment and the parameters' placement at
+  // once: streaming the weights may free just the room a faster policy for
+  // one segment needs, which no single change finds.
+  SmallVector<Plan> pairs(const Plan &p) const {
+    SmallVector<Plan> out;
+    for (StringRef par : paramChoices_)
+      if (par != p.params)
+        for (int64_t s = 0; s < segments_; ++s)
+          for (StringRef pol : policies_)
+            if (pol != p.acts[s]) {
+              Plan q = p;
+              q.params = par;
+              q.acts[s] = pol;
+              out.push_back(q);
+            }
+    return out;
+  }
+
   std::optional<Plan> greedy(ModuleOp module) {
     Plan cur;
     cur.acts.assign(segments_, "keep");
@@ -174,16 +192,22 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
         return noFit(module);
       cur = *pick;
     }
-    // Then faster while it still fits, one change at a time.
+    // Then faster while it still fits: one change at a time, or a segment
+    // and the parameters together when no single change helps.
     for (bool better = true; better;) {
       better = false;
       double bestTime = evaluate(module, cur).pred.stepS;
       Plan next = cur;
-      for (const Plan &q : neighbours(cur)) {
-        const Outcome &o = evaluate(module, q);
-        if (fits(o) && o.pred.stepS < bestTime * (1 - 1e-9))
-          next = q, bestTime = o.pred.stepS, better = true;
-      }
+      auto consider = [&](const SmallVector<Plan> &plans) {
+        for (const Plan &q : plans) {
+          const Outcome &o = evaluate(module, q);
+          if (fits(o) && o.pred.stepS < bestTime * (1 - 1e-9))
+            next = q, bestTime = o.pred.stepS, better = true;
+        }
+      };
+      consider(neighbours(cur));
+      if (!better)
+        consider(pairs(cur));
       cur = next;
     }
     return cur;

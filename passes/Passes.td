@@ -118,7 +118,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     fit, takes the single change (one segment's policy, or streaming the
     parameters) that fits at the least predicted time, else the one that
     frees the most memory per second it adds; then it moves one segment at a
-    time while that lowers the predicted time and still fits.
+    time (or, when no such move helps, one segment together with the
+    parameters' placement) while that lowers the predicted time and still fits.
     search=exhaustive tries every combination (for checking the greedy one).
     The choice is recorded on the module as `fy.plan.activations` and
     `fy.plan.params`, which fy-place-activations and fy-stream-params read
