@@ -58,15 +58,21 @@ void Runtime::set_ssd_arena(int64_t bytes) {
   if (opts_.ssd_dirs.empty())
     fail("this program keeps activations on SSD (fuyou-compile --activations ssd): give --ssd DIR");
   // Truncated: nothing in it outlives a step.
-  ssd_ = std::make_unique<SsdSpill>(store_options("fuyou.activations", true), bytes, trace_.get());
+  ssd_ = std::make_unique<SsdSpill>(store_options("fuyou.activations", true, true), bytes, trace_.get());
 }
 
-store::StoreOptions Runtime::store_options(const std::string& file_name, bool truncate) const {
+store::StoreOptions Runtime::store_options(const std::string& file_name, bool truncate, bool critical) const {
   store::StoreOptions so;
   so.dirs = opts_.ssd_dirs;
   so.file_name = file_name;
   so.truncate = truncate;
   so.queue_depth = unsigned(opts_.ssd_queue_depth);
+  if (opts_.ssd_read_priority) {
+    if (critical)
+      so.count_reads = activation_reads_;
+    else
+      so.yield_to = activation_reads_;
+  }
   if (Trace* t = trace_.get()) {
     using TP = std::chrono::steady_clock::time_point;
     so.on_busy = [t](TP b, TP e, uint64_t rd, uint64_t wr) {

@@ -3,6 +3,7 @@
 // for the program's temporaries.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,7 @@ struct TrainOptions {
   int64_t save_every = 0;  // also checkpoint every K steps
   std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
   int64_t ssd_queue_depth = 32;       // I/O operations each store keeps in flight
+  bool ssd_read_priority = true;      // activation reads pass the optimizer state's I/O
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run
@@ -146,7 +148,9 @@ class Runtime {
   SsdSpill* ssd() const { return ssd_.get(); }
   // Options for a store over --ssd's directories; when tracing, its busy
   // periods become slices of the trace's "ssd" track.
-  store::StoreOptions store_options(const std::string& file_name, bool truncate) const;
+  // `critical`: the activations' store, whose reads compute waits on; the
+  // others yield to its unfinished reads (unless --ssd-read-priority no).
+  store::StoreOptions store_options(const std::string& file_name, bool truncate, bool critical = false) const;
   // Only for buffers from alloc() or alloc_at(); fails on anything else or
   // on a second call.
   void dealloc(View v);
@@ -223,6 +227,8 @@ class Runtime {
   std::vector<void*> blocks_;                            // every malloc, for the destructor
   HostAlloc host_alloc_ = nullptr;  // null: aligned_alloc / free
   std::unique_ptr<SsdSpill> ssd_;
+  // Unfinished activation reads, which the optimizer state's store yields to.
+  std::shared_ptr<std::atomic<int>> activation_reads_ = std::make_shared<std::atomic<int>>(0);
   HostFree host_free_ = nullptr;
   Device* device_ = nullptr;
   PoolStats stats_;

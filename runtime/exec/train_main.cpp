@@ -46,6 +46,8 @@ const char kUsage[] =
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
     "  --ssd-queue-depth N  I/O operations each SSD store keeps in flight, 1..4096 (default 32;\n"
     "                       fewer: an activation's read waits behind less of the state's I/O)\n"
+    "  --ssd-read-priority yes|no  the optimizer state's I/O keeps 2 operations in flight while an\n"
+    "                       activation's read is unfinished (default yes)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries\n"
     "  --optimizer-threads N  threads of the background CPU optimizer (default: every CPU)\n"
@@ -125,7 +127,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every",
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
-                                         "--adamw8bit-embedding", "--ssd-queue-depth"};
+                                         "--adamw8bit-embedding", "--ssd-queue-depth",
+                                         "--ssd-read-priority"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -160,6 +163,10 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
+    }
+    else if (flag == "--ssd-read-priority") {
+      if (value != "yes" && value != "no") fail("flag '--ssd-read-priority' must be yes or no, got '" + value + "'");
+      o->ssd_read_priority = value == "yes";
     }
     else if (flag == "--ssd-queue-depth") {
       o->ssd_queue_depth = parse_int(flag, value);

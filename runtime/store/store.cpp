@@ -109,6 +109,7 @@ struct Core : std::enable_shared_from_this<Core> {
   unsigned inflight = 0;
   std::unordered_map<uint64_t, TicketState> tickets;
   size_t unfinished = 0;  // tickets with pending > 0
+  int reads_counted = 0;  // this store's part of *opt.count_reads
   uint64_t next_ticket = 1, next_seq = 0;
   std::vector<RegionState> regions;
   std::unordered_map<std::string, uint32_t> by_name;
@@ -176,6 +177,8 @@ Core::~Core() {
     }
     if (reaper.joinable()) reaper.join();
     io_uring_queue_exit(&ring);
+    // Reads a broken ring never finished must not hold other stores back.
+    if (opt.count_reads && reads_counted) opt.count_reads->fetch_sub(reads_counted);
   }
   // The ring may hold references to the files for a while after it is torn
   // down; unlock explicitly so that the store can be reopened at once.
@@ -193,6 +196,7 @@ void Core::open() {
   if (opt.block_bytes < kPageBytes || opt.block_bytes % kPageBytes || opt.block_bytes > (1u << 30))
     fail("fy::store: block size " + std::to_string(opt.block_bytes) +
          " must be a multiple of 4096 between 4096 and 1 GiB");
+  if (opt.yield_depth < 1) fail("fy::store: yield depth must be at least 1");
   if (opt.queue_depth < 1 || opt.queue_depth > 4096)
     fail("fy::store: queue depth " + std::to_string(opt.queue_depth) + " must be between 1 and 4096");
 
@@ -370,6 +374,10 @@ uint64_t Core::submit(const Region& r, char* host, uint64_t offset, uint64_t byt
     t.seq = ++next_seq;  // empty request: done at once
   } else {
     unfinished++;
+    if (!write && opt.count_reads) {
+      opt.count_reads->fetch_add(1);
+      reads_counted++;
+    }
     pump();
   }
   return id;
@@ -377,7 +385,10 @@ uint64_t Core::submit(const Region& r, char* host, uint64_t offset, uint64_t byt
 
 void Core::pump() {
   unsigned prepared = 0;
-  while (inflight < opt.queue_depth && (!rq.empty() || !wq.empty())) {
+  const unsigned depth = opt.yield_to && opt.yield_to->load(std::memory_order_relaxed) > 0
+                             ? std::min(opt.queue_depth, opt.yield_depth)
+                             : opt.queue_depth;
+  while (inflight < depth && (!rq.empty() || !wq.empty())) {
     std::deque<Chunk*>& q = rq.empty() ? wq : rq;
     Chunk* c = q.front();
     TicketState& t = tickets[c->ticket];
@@ -407,6 +418,7 @@ void Core::pump() {
     }
     if (files_registered) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data(sqe, c);
+    counters.peak_in_flight = std::max(counters.peak_in_flight, inflight + 1);
     if (inflight++ == 0 && !busy_open) {
       busy_open = true;
       busy_start = now_s();
@@ -451,6 +463,10 @@ void Core::chunk_failed(Chunk* c, TicketState& t, const std::string& what) {
 void Core::finish(TicketState& t) {
   t.seq = ++next_seq;
   unfinished--;
+  if (!t.write && opt.count_reads) {
+    opt.count_reads->fetch_sub(1);
+    reads_counted--;
+  }
   if (t.write && t.error.empty() && t.whole) {
     regions[t.region].invalid = false;
     regions[t.region].why.clear();

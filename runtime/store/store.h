@@ -53,6 +53,7 @@
 // given to read()/write() must stay valid until the ticket is waited for.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -79,6 +80,14 @@ struct StoreOptions {
   std::function<void(std::chrono::steady_clock::time_point begin, std::chrono::steady_clock::time_point end,
                      uint64_t bytes_read, uint64_t bytes_written)>
       on_busy;
+  // Priority between stores on one device, whose queue serves requests in
+  // the order they arrive: a store given `count_reads` keeps there how many
+  // of its reads are unfinished; a store given `yield_to` keeps at most
+  // `yield_depth` operations in flight while that count is above zero, so a
+  // read on the critical path waits behind little of its I/O.
+  std::shared_ptr<std::atomic<int>> count_reads;
+  std::shared_ptr<const std::atomic<int>> yield_to;
+  unsigned yield_depth = 2;
 };
 
 // A named byte range of the store. Cheap to copy; valid for its store's life.
@@ -100,6 +109,7 @@ struct StoreCounters {
   uint64_t read_ops = 0;       // completed io_uring operations, resubmissions included
   uint64_t write_ops = 0;
   double busy_seconds = 0;     // wall time with at least one operation in flight
+  unsigned peak_in_flight = 0; // most operations in flight at once
   double wait_seconds = 0;     // time callers spent blocked in wait()/wait_all()
 };
 

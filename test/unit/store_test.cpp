@@ -417,6 +417,46 @@ TEST_F(Store, QueuedReadsGoAheadOfQueuedWrites) {
   EXPECT_LE(rseq, wseq.front() + 3);
 }
 
+// Two stores on one device: while the critical one has a read unfinished,
+// the other keeps at most yield_depth operations in flight.
+TEST_F(Store, YieldsToAnotherStoresUnfinishedReads) {
+  TempDir d("yield");
+  auto reads = std::make_shared<std::atomic<int>>(0);
+  StoreOptions ca, ya;
+  ca.dirs = ya.dirs = {d.path};
+  ca.file_name = "critical.store";
+  ca.count_reads = reads;
+  ya.file_name = "yielding.store";
+  ya.block_bytes = 64 << 10;
+  ya.queue_depth = 32;
+  ya.yield_to = reads;
+  TensorStore critical(ca), yielding(ya);
+  Region cr = critical.allocate("act", 1 << 20), yr = yielding.allocate("state", 4 << 20);
+  AlignedBuffer cb = critical.buffer(1 << 20), yb = yielding.buffer(4 << 20);
+  fill(yb.data(), 4 << 20, 5);
+  critical.write_sync(cr, cb.data());
+  // No read pending: the 64 operations go out 32 at a time.
+  yielding.write_sync(yr, yb.data());
+  EXPECT_EQ(yielding.counters().peak_in_flight, 32u);
+  // A read pending (held in the count as the critical store holds it while
+  // its read is in flight): two at a time.
+  reads->store(1);
+  yielding.reset_counters();
+  yielding.write_sync(yr, yb.data());
+  EXPECT_LE(yielding.counters().peak_in_flight, ya.yield_depth);
+  reads->store(0);
+  // The critical store counts its reads until they finish, and only reads.
+  Ticket t = critical.read(cr, cb.data());
+  // Counted, or already finished (the count is read first: never both 0).
+  const int counted = reads->load();
+  EXPECT_GE(counted + int(critical.ready(t)), 1);
+  critical.wait(t);
+  Ticket w = critical.write(cr, cb.data());
+  EXPECT_EQ(reads->load(), 0);
+  critical.wait(w);
+  EXPECT_EQ(reads->load(), 0);
+}
+
 // ---- errors ----------------------------------------------------------------------
 
 TEST_F(Store, MissingDirectory) {
