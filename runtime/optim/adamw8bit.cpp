@@ -134,7 +134,6 @@ uint8_t q8_encode(const Q8Map& map, float x) {
   std::memcpy(&ax, &abs_bits, 4);
   int c = map.bucket[q8_bucket(abs_bits)];
   c += ax > map.pos_mid[c];  // the one decision point a bucket may hold
-  if (!map.is_signed && c == 0 && ax > 0.f) c = 1;
   return uint8_t(map.is_signed && (bits >> 31) ? map.zero - c : map.zero + c);
 }
 

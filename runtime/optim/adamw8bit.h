@@ -73,12 +73,7 @@ inline int q8_bucket(uint32_t abs_bits) {
 // tables hold these values, so the vector code can compute instead of look up).
 extern const float kQ8Pow10[16];     // float(10^-e), e = 0 .. 8
 float q8_decode_pos(int c, int B);
-// Index of the code nearest x (ties toward zero; NaN to the zero code),
-// except that the unsigned map (v) takes no x > 0 to 0: below its smallest
-// code it keeps that code. A second moment decoded as 0 would rebuild as
-// (1 - beta2) g^2, ~1000x too small, and the update m / (sqrt(v) + eps) would
-// spike (m / eps where g is near 0), step after step; a v too large only
-// damps that element's step.
+// Index of the code nearest x (ties toward zero; NaN to the zero code).
 uint8_t q8_encode(const Q8Map& map, float x);
 
 // Layout of one 8-bit moment: n code bytes padded to 64, then one fp32 absmax

@@ -62,7 +62,7 @@ struct Decoder {
 template <bool Signed, bool NonNeg = false>
 struct Encoder {
   __m512 thr_lo, thr_hi, a, c, one, half_tol, abs_mask;
-  __m512i dec_lo, dec_hi, min_bin, twice_zero, one_i;
+  __m512i dec_lo, dec_hi, min_bin, twice_zero;
   FY_Q8 explicit Encoder(const Q8Map& map)
       : thr_lo(_mm512_loadu_ps(map.enc_thr)),
         thr_hi(_mm512_loadu_ps(map.enc_thr + 16)),
@@ -74,8 +74,7 @@ struct Encoder {
         dec_lo(_mm512_loadu_si512(map.enc_decade)),
         dec_hi(_mm512_loadu_si512(map.enc_decade + 16)),
         min_bin(_mm512_set1_epi32(96)),
-        twice_zero(_mm512_set1_epi32(2 * map.zero)),
-        one_i(_mm512_set1_epi32(1)) {}
+        twice_zero(_mm512_set1_epi32(2 * map.zero)) {}
 
   // Code indices of x * inv (16 lanes); `amb` gets the lanes to redo exactly
   // (within enc_tol of a decision point, or NaN).
@@ -95,8 +94,6 @@ struct Encoder {
     amb = _mm512_cmp_ps_mask(r, half_tol, _CMP_NLT_UQ);
     // Negative x: the mirror image about the zero code.
     if (Signed) idx = _mm512_mask_sub_epi32(idx, _mm512_movepi32_mask(_mm512_castps_si512(prod)), twice_zero, idx);
-    // Unsigned: y > 0 keeps at least the smallest code (q8_encode); NaN compares false.
-    if (!Signed) idx = _mm512_mask_max_epi32(idx, _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_GT_OQ), idx, one_i);
     return idx;
   }
 };
