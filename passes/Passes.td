@@ -156,8 +156,10 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
         and into a fresh device buffer right before its first backward use,
         which then reads that copy (views made in forward are made again);
       ssd: the same, on through a host buffer to an `ssd` buffer and back
-        through another; the read back starts at the first backward use of
-        the value read from SSD before it, one ahead, to overlap compute;
+        through another; the read back starts `read-ahead` SSD values ahead:
+        at the first backward use of the value read from SSD that many
+        before it (the first ones at the first backward use of any value
+        moved out), so it overlaps compute and the reads between;
       recompute: before its first backward use, the forward launches that
         made it, and the unsaved buffers they read, run again into fresh
         buffers from the buffers that were kept, the parameters and the
@@ -172,7 +174,9 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep, host, ssd or recompute; or one of them per forward segment, comma-separated; or auto (fy.plan.activations)">
+           "keep, host, ssd or recompute; or one of them per forward segment, comma-separated; or auto (fy.plan.activations)">,
+    Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4",
+           "how many values read from SSD ahead of the one needed (at least 1)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

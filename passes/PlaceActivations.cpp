@@ -146,15 +146,22 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       Place p = placeOf(s.alloc.getResult());
       return p != Place::Host && p != Place::Ssd;
     });
-    // A read from SSD starts when the value before it is first needed, so it
-    // runs while that one's ops compute.
+    if (readAhead < 1) {
+      module.emitError("fy-place-activations: read-ahead must be at least 1, got ") << int64_t(readAhead);
+      return signalPassFailure();
+    }
+    // A read from SSD starts when the value read readAhead before it is
+    // first needed, so it runs while that many values' ops compute: one
+    // ahead leaves a small read's whole latency in the way.
     sortByFirstBackward(moved, after);
-    Operation *readAt = nullptr;
+    SmallVector<Operation *> ssdUses;  // first backward uses of the SSD values so far
     for (Saved &s : moved) {
       bool ssd = placeOf(s.alloc.getResult()) == Place::Ssd;
-      moveOut(s, after, ssd, readAt ? readAt : s.firstBackward);
+      Operation *readAt = int64_t(ssdUses.size()) >= readAhead ? ssdUses[ssdUses.size() - readAhead]
+                                                                 : moved.front().firstBackward;
+      moveOut(s, after, ssd, readAt);
       if (ssd)
-        readAt = s.firstBackward;
+        ssdUses.push_back(s.firstBackward);
     }
   }
 

@@ -1,7 +1,9 @@
 // RUN: fuyou-opt %s --fy-place-activations=policy=host | FileCheck %s
 // RUN: fuyou-opt %s --fy-place-activations | FileCheck %s --check-prefix=KEEP
 // RUN: not fuyou-opt %s --fy-place-activations=policy=disk 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: fuyou-opt %s --fy-place-activations=policy=ssd | FileCheck %s --check-prefix=SSD
+// RUN: fuyou-opt %s --fy-place-activations="policy=ssd read-ahead=1" | FileCheck %s --check-prefix=SSD
+// RUN: fuyou-opt %s --fy-place-activations=policy=ssd | FileCheck %s --check-prefix=AHEAD
+// RUN: not fuyou-opt %s --fy-place-activations="policy=ssd read-ahead=0" 2>&1 | FileCheck %s --check-prefix=AHEAD0
 // RUN: fuyou-opt %s --fy-place-activations=policy=recompute | FileCheck %s --check-prefix=RE
 // RUN: fuyou-opt %s --fy-place-activations=policy=keep,recompute | FileCheck %s --check-prefix=RE1
 // RUN: fuyou-opt %s --fy-place-activations=policy=recompute,host | FileCheck %s --check-prefix=RE0
@@ -41,9 +43,9 @@
 // CHECK-NEXT: fysched.launch "unary_grad_gelu" ins(%[[AI]], %[[HI]], %[[G1]] {{.*}} outs(%[[G0]]
 // CHECK-NEXT: return %[[L]]
 
-// policy=ssd: the same through host memory on to SSD and back; each host
-// buffer serves one transfer. Shown for %b, whose view is made again; the
-// read of %a, needed next, starts before %b's backward op runs.
+// policy=ssd read-ahead=1: the same through host memory on to SSD and back;
+// each host buffer serves one transfer. Shown for %b, whose view is made
+// again; the read of %a, needed next, starts before %b's backward op runs.
 // SSD-LABEL: func.func @train_step
 // SSD: %[[AS:.*]] = fysched.alloc : <ssd, tensor<4x8xf32>>
 // SSD: fysched.launch "reduce_sum" ins(%[[B:[0-9]+]]
@@ -65,6 +67,14 @@
 // SSD-NEXT: fysched.copy %[[AH]], %[[AI]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
 // SSD-NEXT: %[[HH:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
 // SSD-NEXT: fysched.copy %{{.*}}, %[[HH]] : <ssd, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+
+// The default reads 4 ahead: all three reads start before the first
+// backward op, the one that needs %b.
+// AHEAD-LABEL: func.func @train_step
+// AHEAD-COUNT-3: fysched.copy %{{.*}}, %{{.*}} : <ssd, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
+// AHEAD: fysched.launch "unary_grad_gelu"
+// AHEAD-NOT: <ssd, tensor<4x8xf32>>, <host
+// AHEAD0: fy-place-activations: read-ahead must be at least 1, got 0
 
 // KEEP-NOT: fysched.copy
 // BAD: fy-place-activations: a policy is keep, host, ssd or recompute, got 'disk'
