@@ -97,6 +97,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     PassManager pm(&getContext());
     fuyou::PlaceActivationsOptions place;
     place.policy = llvm::join(plan.acts, ",");
+    place.readAhead = readAhead;
     pm.addPass(fuyou::createPlaceActivations(place));
     fuyou::StreamParamsOptions stream;
     stream.policy = plan.params.str();

@@ -75,6 +75,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--only", action="append", default=[],
                     help="MODEL:PLACEMENT to run (repeatable; default: all)")
+    ap.add_argument("--compile-flag", action="append", default=[],
+                    help="an extra flag for every fuyou-compile, e.g. --compile-flag=--ssd-read-ahead=8")
     ap.add_argument("--run-flag", action="append", default=[],
                     help="an extra flag for every training run, e.g. --run-flag=--ssd-queue-depth=4")
     a = ap.parse_args()
@@ -99,7 +101,7 @@ def main():
             comp = [budget if x == "BUDGET" else x for x in comp]
             rn = [budget if x == "BUDGET" else x for x in rn]
             exe, trace = w(f"{model}-{name}"), w(f"{model}-{name}.trace.json")
-            run([fc, onnx, "-o", exe] + cflags + comp)
+            run([fc, onnx, "-o", exe] + cflags + comp + [f for x in a.compile_flag for f in x.split("=", 1)])
             run([exe, "--data", w("tokens.bin"), "--steps", str(a.steps), "--log-every", "1000", "--ssd", w("ssd"),
                  "--trace", trace] + rflags + rn + a.run_flag)
             s = trace_busy.summary(trace_busy.per_step(trace, a.warmup))

@@ -29,6 +29,7 @@ struct Options {
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
+  int64_t ssdReadAhead = 4;    // activations read from SSD ahead of need
   std::string activations, params;   // placement; empty: keep, or auto under a budget
   int64_t gpuMem = 0, cpuMem = 0;    // budgets the plan must fit (0: none)
   std::string profile;               // the planner's machine profile (empty: built-in)
@@ -65,6 +66,7 @@ const char *kUsage =
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
+    "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
     "                     [--activations keep|host|ssd|recompute|auto]  values saved for backward wait on\n"
     "                                          the device (default), in host memory, on SSD (the program\n"
     "                                          then needs --ssd), or are computed again\n"
@@ -126,6 +128,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--activations") o.activations = next();
     else if (a == "--params") o.params = next();
     else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
+    else if (a == "--ssd-read-ahead") o.ssdReadAhead = parseCount("ssd-read-ahead", next());
     else if (a == "--gpu-mem") o.gpuMem = parseSize("gpu-mem", next());
     else if (a == "--cpu-mem") o.cpuMem = parseSize("cpu-mem", next());
     else if (a == "--profile") o.profile = next();
@@ -293,6 +296,7 @@ int main(int argc, char **argv) {
       choose.cpuMem = opts.cpuMem;
       choose.profile = opts.profile;
       choose.kernelTimes = opts.kernelTimes;
+      choose.readAhead = opts.ssdReadAhead;
       choose.target = opts.target;
       choose.search = opts.planSearch;
       choose.params = opts.params;
@@ -301,6 +305,7 @@ int main(int argc, char **argv) {
     }
     fuyou::PlaceActivationsOptions place;
     place.policy = opts.activations;
+    place.readAhead = opts.ssdReadAhead;
     pm.addPass(fuyou::createPlaceActivations(place));
     fuyou::StreamParamsOptions stream;
     stream.policy = opts.params;
