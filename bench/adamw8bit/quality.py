@@ -126,7 +126,7 @@ def train_seed(a, w, export_seed, train_seed, runs):
         log = w(f"{opt}_{tag}.jsonl")
         t0 = time.time()
         r = sh([prog, "--data", w("stdlib.bin"), "--steps", str(a.steps), "--lr", a.lr, "--seed", str(train_seed),
-                "--log-json", log, "--log-every", "500", "--ssd", ssd] + flags)
+                "--log-json", log, "--log-every", "500", "--ssd", ssd] + flags + a.train_flag)
         losses = [json.loads(l)["loss"] for l in open(log)]
         store = re.search(r"\(([0-9.]+) B/param/step\)", r.stderr)
         per = re.search(r"optimizer ([0-9.]+) ms", r.stderr)
@@ -146,6 +146,8 @@ def main():
     ap.add_argument("--lr", default="3e-3")
     ap.add_argument("--png", default=os.path.join(HERE, "loss.png"))
     ap.add_argument("--no-b64", action="store_true", help="skip the block-64 run")
+    ap.add_argument("--train-flag", action="append", default=[],
+                    help="an extra flag for every training run, e.g. --train-flag=--clip-norm=1")
     ap.add_argument("--seeds", default=None,
                     help="comma-separated initialisation seeds (export.py --seed, also the training --seed); "
                          "default: one run with export seed 1337 and training seed 1, as before")
