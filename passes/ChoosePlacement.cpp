@@ -38,16 +38,10 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (profile.empty()) {
-      if (target != "cpu" && target != "cuda")
-        return fail("target must be cpu or cuda, got '" + target + "'");
-      prof_ = fuyou::builtinProfile(target);
-    } else if (std::string err = fuyou::loadProfile(profile, prof_); !err.empty()) {
+    if (profile.empty() && target != "cpu" && target != "cuda")
+      return fail("target must be cpu or cuda, got '" + target + "'");
+    if (std::string err = fuyou::loadPlanProfile(profile, target, kernelTimes, prof_); !err.empty())
       return fail(err);
-    }
-    if (!kernelTimes.empty())
-      if (std::string err = fuyou::loadKernelTimes(kernelTimes, prof_); !err.empty())
-        return fail(err);
     if (state != "auto" && state != "ssd" && state != "memory")
       return fail("state must be ssd, memory or auto, got '" + state + "'");
     if (state == "ssd" && !prof_.hasSsd())

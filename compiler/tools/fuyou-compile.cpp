@@ -318,13 +318,9 @@ int main(int argc, char **argv) {
 
   if (opts.emit != "fygraph") {
     // The plan against the budgets, before any file is written.
-    fuyou::Profile profile = fuyou::builtinProfile(opts.target);
-    if (!opts.profile.empty())
-      if (std::string e = fuyou::loadProfile(opts.profile, profile); !e.empty())
-        die(e);
-    if (!opts.kernelTimes.empty())
-      if (std::string e = fuyou::loadKernelTimes(opts.kernelTimes, profile); !e.empty())
-        die(e);
+    fuyou::Profile profile;
+    if (std::string e = fuyou::loadPlanProfile(opts.profile, opts.target, opts.kernelTimes, profile); !e.empty())
+      die(e);
     if (opts.state == "ssd" && !profile.hasSsd())
       die("--state ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");
     bool stateOnSsd = opts.state == "ssd" || (opts.state == "auto" && profile.hasSsd());

@@ -116,6 +116,15 @@ std::string loadKernelTimes(const std::string &path, Profile &p) {
   return "";
 }
 
+std::string loadPlanProfile(const std::string &profilePath, const std::string &target,
+                            const std::string &kernelTimesPath, Profile &out) {
+  out = builtinProfile(target);
+  if (!profilePath.empty())
+    if (std::string err = loadProfile(profilePath, out); !err.empty())
+      return err;
+  return kernelTimesPath.empty() ? "" : loadKernelTimes(kernelTimesPath, out);
+}
+
 Profile builtinProfile(const std::string &target) {
   Profile p;
   p.target = target;
@@ -214,7 +223,8 @@ public:
   }
 
 private:
-  double launchCost(fs::LaunchOp launch) {
+  // `timed`: set when the kernel times gave the cost.
+  double launchCost(fs::LaunchOp launch, bool &timed) {
     int64_t bytes = 0;
     for (Value v : launch.getIns())
       bytes += bytesOf(v.getType());
@@ -223,7 +233,7 @@ private:
     StringRef kernel = launch.getKernel();
     if (auto it = p_.kernelTimes.find(kernel); it != p_.kernelTimes.end())
       if (auto t = it->getValue().find(bytes); t != it->getValue().end()) {
-        ++timed_;
+        timed = true;
         return t->second;
       }
     double t = bytes / p_.memBytes;
@@ -280,12 +290,12 @@ private:
         double ready = issue;
         for (Value v : launch.getIns())
           ready = std::max(ready, readyOf(v));
-        int64_t timedBefore = timed_;
-        double cost = launchCost(launch);
+        bool timed = false;
+        double cost = launchCost(launch, timed);
         double end = onStream(Compute, ready, cost, out);
         if (out) {
           ++out->launches;
-          out->launchesTimed += timed_ - timedBefore;
+          out->launchesTimed += timed;
           (phases.backward(&op) ? out->backwardS : out->forwardS) += cost;
           out->kernelS[launch.getKernel()] += cost;
         }
@@ -344,7 +354,6 @@ private:
   ModuleOp module_;
   const Profile &p_;
   bool stateOnSsd_, cuda_ = false;
-  int64_t timed_ = 0;  // launches charged a measured time
   std::array<double, NumStreams> free_{};
   llvm::DenseMap<Value, double> ready_, tokens_;
   llvm::StringMap<double> updated_;  // group -> when its weights are next usable

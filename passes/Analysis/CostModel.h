@@ -45,6 +45,11 @@ std::string loadProfile(const std::string &path, Profile &out);
 // step, from the "compute" track (cpu) or the "gpu" track (cuda). Returns the
 // error, or "" on success.
 std::string loadKernelTimes(const std::string &tracePath, Profile &p);
+// The planner's profile: the file at `profilePath` (the target's built-in
+// figures when empty), with the kernel times of `kernelTimesPath` when not
+// empty. Returns the error, or "" on success.
+std::string loadPlanProfile(const std::string &profilePath, const std::string &target,
+                            const std::string &kernelTimesPath, Profile &out);
 // Conservative figures for a target when no profile is given (a 2-core VM
 // for cpu, an H100 for cuda), so that plans are reproducible without one.
 Profile builtinProfile(const std::string &target);
