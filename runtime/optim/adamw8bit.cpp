@@ -25,11 +25,32 @@ constexpr int64_t kMaxBlock = 4096;
 
 const float kQ8Pow10[16] = {1e0f, 1e-1f, 1e-2f, 1e-3f, 1e-4f, 1e-5f, 1e-6f, 1e-7f, 1e-8f};
 
+namespace {
+
+// Decade E = B - L's line: code(c) = fma(c, a, b) for c = 2^L .. 2^(L+1) - 1.
+// The slope puts 2^L codes evenly over (0.1, 1] x 10^-E; b is fitted so that
+// the decade's top code is exactly float(10^-E) (so the absmax element
+// decodes to itself), nudged by an ulp where one rounding misses it.
+struct Line {
+  float a, b;
+};
+Line decade_line(int L, int B) {
+  const float top = kQ8Pow10[B - L];
+  const double c_top = std::ldexp(1.0, L + 1) - 1;
+  Line l;
+  l.a = float(0.9 * double(top) / std::ldexp(1.0, L));
+  l.b = float(double(top) - c_top * double(l.a));  // c_top * a is exact in double
+  for (int i = 0; i < 4 && std::fma(float(c_top), l.a, l.b) != top; ++i)
+    l.b = std::nextafter(l.b, std::fma(float(c_top), l.a, l.b) < top ? 1.f : -1.f);
+  return l;
+}
+
+}  // namespace
+
 float q8_decode_pos(int c, int B) {
   if (c == 0) return 0.f;
-  const int L = 31 - __builtin_clz(unsigned(c));
-  const float x = float(c - (1 << L) + 1) * std::ldexp(1.f, -L);  // exact: (k+1) / 2^L
-  return kQ8Pow10[B - L] * (0.1f + 0.9f * x);
+  const Line l = decade_line(31 - __builtin_clz(unsigned(c)), B);
+  return std::fma(float(c), l.a, l.b);
 }
 
 namespace {
@@ -38,20 +59,20 @@ namespace {
 // decision point with the very float operations of the vector encoder.
 void build_vector_tables(Q8Map& m) {
   const int B = m.bits;
+  // Slot lzcnt(c) & 15: 31 - L for c > 0, 32 (slot 0: code 0) for c = 0.
   for (int L = 0; L <= B; ++L) {
-    m.dec_pow10[(127 + L) & 15] = kQ8Pow10[B - L];
-    m.dec_frac0[(127 + L) & 15] = std::ldexp(1.f, -L) - 1.f;
+    const Line l = decade_line(L, B);
+    m.dec_a[(31 - L) & 15] = l.a;
+    m.dec_b[(31 - L) & 15] = l.b;
   }
   // Decade E holds y in [10^-(E+1), 10^-E) as floats (E = B: everything
-  // below, E = 0: everything above). Its codes 2^L + k lie on the line of
-  // the float constants of q8_decode_pos, 10^-E (0.1 + 0.9 (k + 1) / 2^L), on
-  // which the code just below (the lower decade's top, 10^-(E+1)) is k = -1;
-  // decade B's codes are 0 and 10^-B.
+  // below, E = 0: everything above). Its codes 2^L + k lie on its decode
+  // line, inverted here: c = (y - b) / a, on which the lower decade's top
+  // (10^-(E+1)) is c = 2^L - 1; decade B's codes are 0 and 10^-B.
   for (int E = 0; E <= B; ++E) {
-    const double p = kQ8Pow10[E], lo = 0.1f, hi = 0.9f, two_l = std::ldexp(1.0, B - E);
-    const double a = E == B ? 1 / p : two_l / (p * hi), c = E == B ? 0 : two_l - 1 - lo * two_l / hi;
-    m.enc_a[E] = float(a);
-    m.enc_c[E] = float(c + m.zero);
+    const Line l = decade_line(B - E, B);
+    m.enc_a[E] = float(E == B ? 1 / double(kQ8Pow10[B]) : 1 / double(l.a));
+    m.enc_c[E] = float(E == B ? m.zero : m.zero - double(l.b) / double(l.a));
   }
   auto decade = [&](float y) {
     int E = 0;
@@ -64,12 +85,17 @@ void build_vector_tables(Q8Map& m) {
     const int E = m.enc_decade[s];
     m.enc_thr[s] = E > 0 && kQ8Pow10[E] < hi ? kQ8Pow10[E] : std::numeric_limits<float>::infinity();
   }
+  // [1, 2) is all the top code (x / absmax rounds up to 1 + 2^-23): a flat
+  // line there lets the vector encoder skip clamping y to 1.
+  m.enc_decade[31] = B + 1;
+  m.enc_a[B + 1] = 0.f;
+  m.enc_c[B + 1] = float(m.ncodes - 1);
   // The vector encoder's u, in the same float operations.
   auto u_of = [&](float y) {
     uint32_t bits;
     std::memcpy(&bits, &y, 4);
     const int s = int(std::max<uint32_t>(bits >> 23, 96) & 31);
-    const int E = m.enc_decade[s] - (y >= m.enc_thr[s]);
+    const int E = m.enc_decade[s] - (y > m.enc_thr[s]);
     return std::fma(y, m.enc_a[E], m.enc_c[E]);
   };
   // u must lie on the right side of decision point j's half, or within

@@ -38,9 +38,10 @@ struct Q8Map {
   float pos_mid[256];
   uint8_t bucket[kBuckets + 4];  // bytes keep it in L1; +4: a 4-byte gather at the end stays inside
   // The vector codec's tables (adamw8bit_avx512.cpp), small enough for
-  // registers. Decoding: the positive index c as a float has the biased
-  // exponent 127 + L, whose low four bits pick 10^-(B-L) and 2^-L - 1.
-  float dec_pow10[16], dec_frac0[16];
+  // registers. Decoding: the leading zero count of the positive index c
+  // (31 - L, or 32 for the code 0) modulo 16 picks its decade's line, and
+  // the code is fma(c, dec_a, dec_b) (both 0 in the code 0's slot).
+  float dec_a[16], dec_b[16];
   // Encoding: along decade E the codes lie on a line, so y = |x| maps to a
   // fractional index u = y * enc_a[E] + enc_c[E] (the zero code's index
   // included); between decades the lines meet at the decade's top code, so u
@@ -48,7 +49,9 @@ struct Q8Map {
   // half (enc_tol bounds the distance of every decision point's u from its
   // half, measured when the map is built). The decade of y is enc_decade of
   // its binade (exponent 2^-31 .. 2^0, smaller ones clamped to the first)
-  // less one if y >= enc_thr, the decade boundary inside the binade if any.
+  // less one if y > enc_thr, the decade boundary inside the binade if any
+  // (both lines give the boundary's code). The binade [1, 2) is the top code,
+  // a flat line E = B + 1.
   int32_t enc_decade[32];
   float enc_thr[32], enc_a[16], enc_c[16];
   float enc_tol;
@@ -68,9 +71,10 @@ inline int q8_bucket(uint32_t abs_bits) {
   return e * 256 + int((abs_bits >> 15) & 255);
 }
 // The non-negative code of positive index c (0 .. 2^(B+1) - 1): c = 2^L + k
-// with k < 2^L lies in decade E = B - L, at kQ8Pow10[E] * (0.1 + 0.9 *
-// (k + 1) / 2^L), evaluated in exactly these float operations (the maps'
-// tables hold these values, so the vector code can compute instead of look up).
+// with k < 2^L lies in decade E = B - L, at 10^-E (0.1 + 0.9 (k + 1) / 2^L)
+// to within an ulp: one fma along the decade's line, whose constant term is
+// fitted so that the top code 2^(L+1) - 1 is exactly kQ8Pow10[E]. The maps'
+// tables hold these values; the vector decoder computes the same fma.
 extern const float kQ8Pow10[16];     // float(10^-e), e = 0 .. 8
 float q8_decode_pos(int c, int B);
 // Index of the code nearest x (ties toward zero; NaN to the zero code).

@@ -1,7 +1,7 @@
-// AVX-512 (F, BW, DQ) codec and fused block loop for the 8-bit AdamW state,
+// AVX-512 (F, BW, DQ, CD) codec and fused block loop for the 8-bit AdamW state,
 // 16 lanes. Gathers cost about 40 cycles each on the machines we measured,
 // so nothing here looks up memory per lane: decoding computes a code from
-// its bit structure (q8_decode_pos), encoding computes the nearest code's
+// its decade's line (q8_decode_pos), encoding computes the nearest code's
 // index from the decade's line (Q8Map::enc_a, enc_c) with register-sized
 // tables, and the few lanes within rounding of a decision point go to the
 // scalar q8_encode. Same values and decisions as the scalar loops
@@ -18,57 +18,51 @@
 namespace fy {
 namespace adamw_detail {
 
-#define FY_Q8 __attribute__((target("avx512f,avx512bw,avx512dq")))
+#define FY_Q8 __attribute__((target("avx512f,avx512bw,avx512dq,avx512cd")))
 
 bool q8_avx512_supported() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq");
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
 }
 
 namespace {
 
 template <bool Signed>
 struct Decoder {
-  __m512 pow10, frac0, c01, c09, absmax;
+  __m512 a, b, absmax;
   __m512i zero;
-  FY_Q8 Decoder(const Q8Map& map, float a)
-      : pow10(_mm512_loadu_ps(map.dec_pow10)),
-        frac0(_mm512_loadu_ps(map.dec_frac0)),
-        c01(_mm512_set1_ps(0.1f)),
-        c09(_mm512_set1_ps(0.9f)),
-        absmax(_mm512_set1_ps(a)),
+  FY_Q8 Decoder(const Q8Map& map, float am)
+      : a(_mm512_loadu_ps(map.dec_a)),
+        b(_mm512_loadu_ps(map.dec_b)),
+        absmax(_mm512_set1_ps(am)),
         zero(_mm512_set1_epi32(map.zero)) {}
 
-  // map.code[q] * absmax for 16 codes. t = q - zero is +-c; float(t) has
-  // exponent 127 + L and mantissa c / 2^L, so x = (k + 1) / 2^L = c / 2^L
-  // + 2^-L - 1 exactly, then q8_decode_pos's operations, the sign, absmax.
+  // map.code[q] * absmax for 16 codes. t = q - zero is +-c; c's leading zero
+  // count picks its decade's line (the code 0's slot holds a zero line), one
+  // fma gives the code as q8_decode_pos does, then t's sign, then absmax.
   FY_Q8 __m512 operator()(const uint8_t* q) const {
-    __m512i t = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
-    if (Signed) t = _mm512_sub_epi32(t, zero);
-    const __m512 ft = _mm512_cvtepi32_ps(t);
-    const __m512i e = _mm512_srli_epi32(_mm512_castps_si512(ft), 23);  // the sign lands above the 4 index bits
-    const __m512 x = _mm512_add_ps(_mm512_getmant_ps(ft, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero),
-                                   _mm512_permutexvar_ps(e, frac0));
-    __m512 v = _mm512_mul_ps(_mm512_permutexvar_ps(e, pow10), _mm512_add_ps(c01, _mm512_mul_ps(c09, x)));
-    if (Signed)  // v ^ (ft & sign): the sign of t
-      v = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(v), _mm512_castps_si512(ft),
+    const __m512i q32 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+    const __m512i t = Signed ? _mm512_sub_epi32(q32, zero) : q32, c = Signed ? _mm512_abs_epi32(t) : t;
+    const __m512i lz = _mm512_lzcnt_epi32(c);
+    __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), _mm512_permutexvar_ps(lz, a), _mm512_permutexvar_ps(lz, b));
+    if (Signed)  // v ^ (t & sign)
+      v = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(v), t,
                                                          _mm512_set1_epi32(int(0x80000000u)), 0x78));
-    return _mm512_maskz_mul_ps(_mm512_test_epi32_mask(t, t), v, absmax);  // t = 0: the code 0
+    return _mm512_mul_ps(v, absmax);
   }
 };
 
 // NonNeg: the inputs are known to be >= 0 or NaN (no |x| to take).
 template <bool Signed, bool NonNeg = false>
 struct Encoder {
-  __m512 thr_lo, thr_hi, a, c, one, half_tol, abs_mask;
+  __m512 thr_lo, thr_hi, a, c, half_tol, abs_mask;
   __m512i dec_lo, dec_hi, min_bin, twice_zero;
   FY_Q8 explicit Encoder(const Q8Map& map)
       : thr_lo(_mm512_loadu_ps(map.enc_thr)),
         thr_hi(_mm512_loadu_ps(map.enc_thr + 16)),
         a(_mm512_loadu_ps(map.enc_a)),
         c(_mm512_loadu_ps(map.enc_c)),
-        one(_mm512_set1_ps(1.f)),
         half_tol(_mm512_set1_ps(0.5f - map.enc_tol)),
         abs_mask(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff))),
         dec_lo(_mm512_loadu_si512(map.enc_decade)),
@@ -76,17 +70,16 @@ struct Encoder {
         min_bin(_mm512_set1_epi32(96)),
         twice_zero(_mm512_set1_epi32(2 * map.zero)) {}
 
-  // Code indices of x * inv (16 lanes); `amb` gets the lanes to redo exactly
-  // (within enc_tol of a decision point, or NaN).
+  // Code indices of x * inv (16 lanes), where |x * inv| < 2 or is not
+  // finite (x / absmax is at most 1 + 2^-23); `amb` gets the lanes to redo
+  // exactly (within enc_tol of a decision point, or not finite: their u is NaN).
   FY_Q8 __m512i operator()(__m512 x, __m512 inv, __mmask16& amb) const {
     const __m512 prod = _mm512_mul_ps(x, inv);
-    // y = min(|prod|, 1) (every y >= 1 is the top code). vminps returns its
-    // second operand when either is NaN, so NaN stays NaN (vrangeps would not).
-    const __m512 y = _mm512_min_ps(one, NonNeg ? prod : _mm512_and_ps(prod, abs_mask));
+    const __m512 y = NonNeg ? prod : _mm512_and_ps(prod, abs_mask);
     // Binade slot: exponents 96 .. 127 (2^-31 .. 2^0); smaller ones are all decade B.
     const __m512i bin = _mm512_max_epi32(_mm512_srli_epi32(_mm512_castps_si512(y), 23), min_bin);
     __m512i dec = _mm512_permutex2var_epi32(dec_lo, bin, dec_hi);
-    const __mmask16 up = _mm512_cmp_ps_mask(y, _mm512_permutex2var_ps(thr_lo, bin, thr_hi), _CMP_GE_OQ);
+    const __mmask16 up = _mm512_cmp_ps_mask(y, _mm512_permutex2var_ps(thr_lo, bin, thr_hi), _CMP_GT_OQ);
     dec = _mm512_mask_sub_epi32(dec, up, dec, _mm512_set1_epi32(1));
     const __m512 u = _mm512_fmadd_ps(y, _mm512_permutexvar_ps(dec, a), _mm512_permutexvar_ps(dec, c));
     __m512i idx = _mm512_cvt_roundps_epi32(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -10,12 +10,13 @@
 namespace fy {
 namespace adamw_detail {
 
-// The AVX-512 loops below need F, BW and DQ (every AVX-512 CPU but Xeon Phi).
+// The AVX-512 loops below need F, BW, DQ and CD (every AVX-512 CPU but Xeon Phi).
 bool q8_avx512_supported();
 // out[i] = map.code[q[i]] * absmax
 void q8_dequant_scalar(const Q8Map& map, const uint8_t* q, float absmax, float* out, int64_t n);
 void q8_dequant_avx512(const Q8Map& map, const uint8_t* q, float absmax, float* out, int64_t n);
-// q[i] = nearest code of x[i] * inv; returns nothing (absmax is the caller's)
+// q[i] = nearest code of x[i] * inv; returns nothing (absmax is the caller's).
+// The vector loop needs |x[i] * inv| < 2 or not finite, as for inv = 1 / absmax.
 void q8_quant_scalar(const Q8Map& map, const float* x, float inv, uint8_t* q, int64_t n);
 void q8_quant_avx512(const Q8Map& map, const float* x, float inv, uint8_t* q, int64_t n);
 // max |x[i]| (exact in any order)

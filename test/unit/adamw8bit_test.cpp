@@ -224,7 +224,7 @@ TEST(AdamW8bit, InstructionSetsAndPoolAgreeBitForBit) {
 // (each code and midpoint and their float neighbours, zeros, the smallest and
 // largest magnitudes, overshoot past 1, NaN, inf).
 TEST(AdamW8bit, VectorCodecMatchesTables) {
-  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW and DQ on this CPU";
+  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW, DQ and CD on this CPU";
   Rng rng(13);
   for (const Q8Map* m : {&fy::q8_map_signed(), &fy::q8_map_unsigned()}) {
     std::vector<float> xs = {0.f, -0.f, 1.f, -1.f, 1.0000001f, -1.0000001f, 1e-30f, -1e-30f, 2e-7f, 5e-8f,
@@ -245,13 +245,16 @@ TEST(AdamW8bit, VectorCodecMatchesTables) {
     fy::adamw_detail::q8_quant_avx512(*m, xs.data(), 1.f, qv.data(), int64_t(xs.size()));
     for (size_t i = 0; i < xs.size(); ++i)
       ASSERT_EQ(int(qs[i]), int(qv[i])) << "x = " << xs[i] << " (signed map: " << m->is_signed << ")";
-    // Every code decodes to its table value, times an absmax.
+    // Every code decodes to its table value, times an absmax (an infinite
+    // one too: the code 0 then gives NaN on both paths).
     std::vector<uint8_t> all(256);
     for (int k = 0; k < 256; ++k) all[size_t(k)] = uint8_t(k < m->ncodes ? k : m->zero);
-    std::vector<float> ds(256), dv(256);
-    fy::adamw_detail::q8_dequant_scalar(*m, all.data(), 0.37f, ds.data(), 256);
-    fy::adamw_detail::q8_dequant_avx512(*m, all.data(), 0.37f, dv.data(), 256);
-    EXPECT_EQ(0, std::memcmp(ds.data(), dv.data(), 256 * 4));
+    for (float absmax : {0.37f, 1.f, __builtin_inff()}) {
+      std::vector<float> ds(256), dv(256);
+      fy::adamw_detail::q8_dequant_scalar(*m, all.data(), absmax, ds.data(), 256);
+      fy::adamw_detail::q8_dequant_avx512(*m, all.data(), absmax, dv.data(), 256);
+      EXPECT_EQ(0, std::memcmp(ds.data(), dv.data(), 256 * 4)) << "absmax " << absmax;
+    }
   }
 }
 
@@ -261,7 +264,7 @@ TEST(AdamW8bit, VectorCodecMatchesTables) {
 // scale, as the update quantises x * (1 / absmax)), across the decade
 // boundaries, and over every decade at random, it must decide as q8_encode.
 TEST(AdamW8bit, VectorEncoderNearEveryDecisionPoint) {
-  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW and DQ on this CPU";
+  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW, DQ and CD on this CPU";
   Rng rng(17);
   for (const Q8Map* m : {&fy::q8_map_signed(), &fy::q8_map_unsigned()}) {
     ASSERT_GT(m->enc_tol, 0.f);
@@ -280,7 +283,13 @@ TEST(AdamW8bit, VectorEncoderNearEveryDecisionPoint) {
     };
     for (int j = 0; j + 1 < m->ncodes - m->zero; ++j) around(m->pos_mid[j]);
     for (int e = 0; e <= 8; ++e) around(fy::kQ8Pow10[e]);
-    for (int e = -40; e <= 1; ++e) around(std::ldexp(1.f, e));  // the binades' edges
+    for (int e = -40; e <= 0; ++e) around(std::ldexp(1.f, e));  // the binades' edges
+    // The top binade up to its end: x / absmax stays below 2 (the vector
+    // encoder's domain).
+    for (float top = std::nextafter(2.f, 0.f); top > 1.99999f; top = std::nextafter(top, 0.f)) {
+      xs.push_back(top);
+      xs.push_back(-top);
+    }
     for (int i = 0; i < 200000; ++i) xs.push_back(float(std::pow(10.0, rng.uniform(-12, 0.1)) * (i % 2 ? -1 : 1)));
     const size_t n = xs.size();
     std::vector<uint8_t> qs(n), qv(n);
@@ -300,7 +309,7 @@ TEST(AdamW8bit, VectorEncoderNearEveryDecisionPoint) {
 // Every block size takes the fused AVX-512 loop (its 64- and 16-lane encoder
 // loops alike) and gives the scalar path's bits.
 TEST(AdamW8bit, FusedBlocksMatchScalarAtEveryBlockSize) {
-  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW and DQ on this CPU";
+  if (!fy::adamw_detail::q8_avx512_supported()) GTEST_SKIP() << "no AVX-512 F, BW, DQ and CD on this CPU";
   const fy::AdamWConfig cfg{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
   Rng rng(19);
   for (int64_t block = 32; block <= 4096; block *= 2) {
