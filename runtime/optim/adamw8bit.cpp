@@ -69,10 +69,11 @@ void build_vector_tables(Q8Map& m) {
   // below, E = 0: everything above). Its codes 2^L + k lie on its decode
   // line, inverted here: c = (y - b) / a, on which the lower decade's top
   // (10^-(E+1)) is c = 2^L - 1; decade B's codes are 0 and 10^-B.
+  double c_line[16] = {};
   for (int E = 0; E <= B; ++E) {
     const Line l = decade_line(B - E, B);
     m.enc_a[E] = float(E == B ? 1 / double(kQ8Pow10[B]) : 1 / double(l.a));
-    m.enc_c[E] = float(E == B ? m.zero : m.zero - double(l.b) / double(l.a));
+    c_line[E] = E == B ? m.zero : m.zero - double(l.b) / double(l.a);
   }
   auto decade = [&](float y) {
     int E = 0;
@@ -89,25 +90,34 @@ void build_vector_tables(Q8Map& m) {
   // line there lets the vector encoder skip clamping y to 1.
   m.enc_decade[31] = B + 1;
   m.enc_a[B + 1] = 0.f;
-  m.enc_c[B + 1] = float(m.ncodes - 1);
-  // The vector encoder's u, in the same float operations.
-  auto u_of = [&](float y) {
+  c_line[B + 1] = m.ncodes - 1;
+  // The vector encoder takes floor(w), w = y * enc_a + enc_c in float, where
+  // enc_c is the line's constant + 1/2 + enc_tol: the index boundary K = zero
+  // + j + 1 of decision point j then lies in the band [K, K + 2 enc_tol) of w,
+  // whose lanes go to the scalar encoder. The band widens until pos_mid[j]
+  // (code j) has w < K + 2 enc_tol and the next float (code j + 1) w >= K at
+  // every decision point; w grows with y, so that covers every y.
+  auto w_of = [&](float y) {
     uint32_t bits;
     std::memcpy(&bits, &y, 4);
     const int s = int(std::max<uint32_t>(bits >> 23, 96) & 31);
     const int E = m.enc_decade[s] - (y > m.enc_thr[s]);
-    return std::fma(y, m.enc_a[E], m.enc_c[E]);
+    return double(std::fma(y, m.enc_a[E], m.enc_c[E]));
   };
-  // u must lie on the right side of decision point j's half, or within
-  // enc_tol of it, for pos_mid[j] (code j) and the next float (code j + 1);
-  // u grows with y, so that covers every y.
-  double dev = 0;
-  for (int j = 0; j + 1 < m.ncodes - m.zero; ++j) {
-    const double half = m.zero + j + 0.5;
-    const float y0 = m.pos_mid[j], y1 = std::nextafter(y0, 2.f);
-    dev = std::max({dev, double(u_of(y0)) - half, half - double(u_of(y1))});
+  for (double tol = std::ldexp(1.0, -20);; tol *= 2) {
+    if (tol > 1e-3) fail("8-bit AdamW: the vector encoder's tables cannot separate the codes (a bug)");
+    for (int E = 0; E <= B + 1; ++E) m.enc_c[E] = float(c_line[E] + 0.5 + tol);
+    bool ok = true;
+    for (int j = 0; ok && j + 1 < m.ncodes - m.zero; ++j) {
+      const double K = m.zero + j + 1;
+      const float y0 = m.pos_mid[j], y1 = std::nextafter(y0, 2.f);
+      ok = w_of(y0) < K + 2 * tol && w_of(y1) >= K;
+    }
+    if (ok) {
+      m.enc_tol = float(tol);
+      return;
+    }
   }
-  m.enc_tol = float(dev * 1.5 + std::ldexp(1.0, -20));
 }
 
 Q8Map build(bool is_signed) {

@@ -42,12 +42,12 @@ struct Q8Map {
   // (31 - L, or 32 for the code 0) modulo 16 picks its decade's line, and
   // the code is fma(c, dec_a, dec_b) (both 0 in the code 0's slot).
   float dec_a[16], dec_b[16];
-  // Encoding: along decade E the codes lie on a line, so y = |x| maps to a
-  // fractional index u = y * enc_a[E] + enc_c[E] (the zero code's index
-  // included); between decades the lines meet at the decade's top code, so u
-  // is the index of the nearest code wherever it is not within enc_tol of a
-  // half (enc_tol bounds the distance of every decision point's u from its
-  // half, measured when the map is built). The decade of y is enc_decade of
+  // Encoding: along decade E the codes lie on a line, so y = |x| maps to
+  // w = y * enc_a[E] + enc_c[E], the fractional index (the zero code's
+  // included) plus 1/2 + enc_tol; between decades the lines meet at the
+  // decade's top code. floor(w) is the nearest code's index wherever w's
+  // fraction is at least 2 enc_tol, a band that holds every decision point's
+  // w (measured when the map is built). The decade of y is enc_decade of
   // its binade (exponent 2^-31 .. 2^0, smaller ones clamped to the first)
   // less one if y > enc_thr, the decade boundary inside the binade if any
   // (both lines give the boundary's code). The binade [1, 2) is the top code,

@@ -54,14 +54,14 @@ struct Decoder {
 // NonNeg: the inputs are known to be >= 0 or NaN (no |x| to take).
 template <bool Signed, bool NonNeg = false>
 struct Encoder {
-  __m512 thr_lo, thr_hi, a, c, half_tol, abs_mask;
+  __m512 thr_lo, thr_hi, a, c, band, abs_mask;
   __m512i dec_lo, dec_hi, min_bin, twice_zero;
   FY_Q8 explicit Encoder(const Q8Map& map)
       : thr_lo(_mm512_loadu_ps(map.enc_thr)),
         thr_hi(_mm512_loadu_ps(map.enc_thr + 16)),
         a(_mm512_loadu_ps(map.enc_a)),
         c(_mm512_loadu_ps(map.enc_c)),
-        half_tol(_mm512_set1_ps(0.5f - map.enc_tol)),
+        band(_mm512_set1_ps(2 * map.enc_tol)),
         abs_mask(_mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff))),
         dec_lo(_mm512_loadu_si512(map.enc_decade)),
         dec_hi(_mm512_loadu_si512(map.enc_decade + 16)),
@@ -70,7 +70,7 @@ struct Encoder {
 
   // Code indices of x * inv (16 lanes), where |x * inv| < 2 or is not
   // finite (x / absmax is at most 1 + 2^-23); `amb` gets the lanes to redo
-  // exactly (within enc_tol of a decision point, or not finite: their u is NaN).
+  // exactly (w in a decision point's band, or x not finite: their w is NaN).
   FY_Q8 __m512i operator()(__m512 x, __m512 inv, __mmask16& amb) const {
     const __m512 prod = _mm512_mul_ps(x, inv);
     const __m512 y = NonNeg ? prod : _mm512_and_ps(prod, abs_mask);
@@ -79,10 +79,10 @@ struct Encoder {
     __m512i dec = _mm512_permutex2var_epi32(dec_lo, bin, dec_hi);
     const __mmask16 up = _mm512_cmp_ps_mask(y, _mm512_permutex2var_ps(thr_lo, bin, thr_hi), _CMP_GT_OQ);
     dec = _mm512_mask_sub_epi32(dec, up, dec, _mm512_set1_epi32(1));
-    const __m512 u = _mm512_fmadd_ps(y, _mm512_permutexvar_ps(dec, a), _mm512_permutexvar_ps(dec, c));
-    __m512i idx = _mm512_cvt_roundps_epi32(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 r = _mm512_and_ps(_mm512_reduce_ps(u, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), abs_mask);
-    amb = _mm512_cmp_ps_mask(r, half_tol, _CMP_NLT_UQ);
+    const __m512 w = _mm512_fmadd_ps(y, _mm512_permutexvar_ps(dec, a), _mm512_permutexvar_ps(dec, c));
+    __m512i idx = _mm512_cvt_roundps_epi32(w, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    // w - floor(w), exact; below the band or NaN: redo.
+    amb = _mm512_cmp_ps_mask(_mm512_reduce_ps(w, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), band, _CMP_NGE_UQ);
     // Negative x: the mirror image about the zero code.
     if (Signed) idx = _mm512_mask_sub_epi32(idx, _mm512_movepi32_mask(_mm512_castps_si512(prod)), twice_zero, idx);
     return idx;
