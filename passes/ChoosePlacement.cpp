@@ -95,6 +95,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     pm.addPass(fuyou::createPlaceActivations(place));
     fuyou::StreamParamsOptions stream;
     stream.policy = plan.params.str();
+    stream.ahead = paramPrefetch;
     pm.addPass(fuyou::createStreamParams(stream));
     pm.addPass(fuyou::createInsertDealloc());
     pm.addPass(fuyou::createPlanMemory());

@@ -133,6 +133,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda: which built-in figures">,
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4", "fy-place-activations' read-ahead for the plans it tries">,
+    Option<"paramPrefetch", "param-prefetch", "int64_t", /*default=*/"0", "fy-stream-params' ahead for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
            "a program's --trace: its kernels' measured times replace the profile's rates for the same kernels and bytes">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
@@ -194,10 +195,17 @@ def StreamParams : Pass<"fy-stream-params", "mlir::ModuleOp"> {
     is marked fysched.streamed_params and the program declares it, so no
     resident copy is made. policy=keep (the default) changes nothing. Run
     before fy-insert-dealloc.
+
+    The copy is issued `ahead` launches before the phase's first use, so it
+    runs while they compute (0: right before the use). A backward copy does
+    not move before the parameter's last forward use, so one phase's buffer
+    is dead before the next one's is filled.
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep (resident on the device), stream (copied in per phase), or auto (fy.plan.params)">
+           "keep (resident on the device), stream (copied in per phase), or auto (fy.plan.params)">,
+    Option<"ahead", "ahead", "int64_t", /*default=*/"0",
+           "launches before a phase's first use that a parameter's copy is issued">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

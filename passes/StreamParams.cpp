@@ -1,8 +1,8 @@
 // fy-stream-params: where the parameters' working copies live. policy=keep
 // leaves every parameter resident on the device for the whole run;
 // policy=stream keeps none there: each is copied from its host master into
-// a device buffer right before its first forward use and again right before
-// its first backward use, and that buffer ends after the phase's last use
+// a device buffer `ahead` launches before its first forward use and again
+// before its first backward use, and that buffer ends after the phase's last use
 // (fy-insert-dealloc), so the device holds only the weights of the ops at
 // hand. The copies are the masters' bits: results do not change.
 #include "passes/Analysis/StepPhases.h"
@@ -40,6 +40,10 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
       module.emitError("fy-stream-params: policy must be keep or stream, got '") << chosen << "'";
       return signalPassFailure();
     }
+    if (ahead < 0) {
+      module.emitError("fy-stream-params: ahead must be at least 0, got ") << int64_t(ahead);
+      return signalPassFailure();
+    }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step || chosen == "keep")
       return;
@@ -52,13 +56,16 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
       if (cast<fs::BufferType>(gp.getType()).getSpace() == "device")
         params.push_back(gp);
     for (fs::GetParamOp gp : params) {
-      // The first user of each phase, views' users included.
-      Operation *firstFwd = nullptr, *firstBwd = nullptr;
+      // The first user of each phase and forward's last, views' users included.
+      Operation *firstFwd = nullptr, *firstBwd = nullptr, *lastFwd = nullptr;
       std::function<void(Value)> scan = [&](Value v) {
         for (Operation *user : v.getUsers()) {
-          Operation *&first = phases.backward(user) ? firstBwd : firstFwd;
+          bool bwd = phases.backward(user);
+          Operation *&first = bwd ? firstBwd : firstFwd;
           if (!first || phases.position(user) < phases.position(first))
             first = user;
+          if (!bwd && (!lastFwd || phases.position(user) > phases.position(lastFwd)))
+            lastFwd = user;
           if (auto view = dyn_cast<fs::ViewOp>(user))
             scan(view.getResult());
         }
@@ -68,6 +75,15 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
       auto hostType = fs::BufferType::get(type.getContext(), "host", type.getTensorType());
       OpBuilder b(gp);
       Value master = b.create<fs::GetParamOp>(gp.getLoc(), hostType, gp.getNameAttr());
+      // `ahead` launches before `use`, but after `floor`.
+      auto issueAt = [&](Operation *use, Operation *floor) {
+        Operation *at = use;
+        for (int64_t n = 0; n < ahead && at->getPrevNode() && at->getPrevNode() != floor;) {
+          at = at->getPrevNode();
+          n += isa<fs::LaunchOp>(at);
+        }
+        return at;
+      };
       auto fetch = [&](Operation *before) {
         b.setInsertionPoint(before);
         Value d = b.create<fs::AllocOp>(gp.getLoc(), type, /*offset=*/IntegerAttr());
@@ -75,9 +91,9 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
         return d;
       };
       if (firstBwd)  // views backward reads are made again after the copy
-        phases.rebaseBackward(gp.getResult(), fetch(firstBwd), b);
+        phases.rebaseBackward(gp.getResult(), fetch(issueAt(firstBwd, lastFwd ? lastFwd : master.getDefiningOp())), b);
       if (firstFwd)
-        gp.getResult().replaceAllUsesWith(fetch(firstFwd));
+        gp.getResult().replaceAllUsesWith(fetch(issueAt(firstFwd, master.getDefiningOp())));
       gp.erase();
     }
   }

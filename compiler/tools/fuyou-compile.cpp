@@ -30,6 +30,7 @@ struct Options {
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
   int64_t ssdReadAhead = 4;    // activations read from SSD ahead of need
+  int64_t paramPrefetch = 0;   // launches ahead that a streamed weight's copy is issued
   std::string activations, params;   // placement; empty: keep, or auto under a budget
   int64_t gpuMem = 0, cpuMem = 0;    // budgets the plan must fit (0: none)
   std::string profile;               // the planner's machine profile (empty: built-in)
@@ -67,6 +68,8 @@ const char *kUsage =
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
+    "                     [--param-prefetch N] copy a streamed weight to the device N launches before\n"
+    "                                          its first use in each phase (default 0)\n"
     "                     [--activations keep|host|ssd|recompute|auto]  values saved for backward wait on\n"
     "                                          the device (default), in host memory, on SSD (the program\n"
     "                                          then needs --ssd), or are computed again\n"
@@ -129,6 +132,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--params") o.params = next();
     else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
     else if (a == "--ssd-read-ahead") o.ssdReadAhead = parseCount("ssd-read-ahead", next());
+    else if (a == "--param-prefetch") o.paramPrefetch = parseCount("param-prefetch", next(), 0);
     else if (a == "--gpu-mem") o.gpuMem = parseSize("gpu-mem", next());
     else if (a == "--cpu-mem") o.cpuMem = parseSize("cpu-mem", next());
     else if (a == "--profile") o.profile = next();
@@ -297,6 +301,7 @@ int main(int argc, char **argv) {
       choose.profile = opts.profile;
       choose.kernelTimes = opts.kernelTimes;
       choose.readAhead = opts.ssdReadAhead;
+      choose.paramPrefetch = opts.paramPrefetch;
       choose.target = opts.target;
       choose.search = opts.planSearch;
       choose.params = opts.params;
@@ -309,6 +314,7 @@ int main(int argc, char **argv) {
     pm.addPass(fuyou::createPlaceActivations(place));
     fuyou::StreamParamsOptions stream;
     stream.policy = opts.params;
+    stream.ahead = opts.paramPrefetch;
     pm.addPass(fuyou::createStreamParams(stream));
     pm.addPass(fuyou::createInsertDealloc());
     pm.addPass(fuyou::createPlanMemory());

@@ -1,6 +1,9 @@
 // RUN: fuyou-opt %s --fy-stream-params=policy=stream | FileCheck %s
 // RUN: fuyou-opt %s --fy-stream-params | FileCheck %s --check-prefix=KEEP
 // RUN: not fuyou-opt %s --fy-stream-params=policy=ssd 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fuyou-opt %s --fy-stream-params="policy=stream ahead=1" | FileCheck %s --check-prefix=AHEAD
+// RUN: fuyou-opt %s --fy-stream-params="policy=stream ahead=5" | FileCheck %s --check-prefix=FLOOR
+// RUN: not fuyou-opt %s --fy-stream-params="policy=stream ahead=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 
 // @w is read in forward (directly and through %wv, a view made in forward)
 // and in backward (after the loss is written), through %wv again: it is
@@ -29,6 +32,45 @@
 // CHECK-NEXT: fysched.launch "mul" ins(%[[T]], %[[WV2]]
 // CHECK-NOT: fysched.copy
 // CHECK: return %[[L]]
+
+// ahead=1: each copy is issued one launch earlier: @b's before the matmul,
+// @w's backward one before reduce_sum (its views again right after it);
+// @w's forward copy has no launch before its use and goes first.
+// AHEAD-LABEL: func.func @train_step
+// AHEAD-NEXT: %[[MW:.*]] = fysched.get_param @w : <host, tensor<8x8xf32>>
+// AHEAD-NEXT: %[[W1:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// AHEAD-NEXT: fysched.copy %[[MW]], %[[W1]]
+// AHEAD-NEXT: %[[MB:.*]] = fysched.get_param @b : <host, tensor<8xf32>>
+// AHEAD-NEXT: %[[T:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// AHEAD-NEXT: %[[B1:.*]] = fysched.alloc : <device, tensor<8xf32>>
+// AHEAD-NEXT: fysched.copy %[[MB]], %[[B1]]
+// AHEAD-NEXT: fysched.launch "matmul" ins(%{{.*}}, %[[W1]]
+// AHEAD-NEXT: %[[WV:.*]] = fysched.view %[[W1]]
+// AHEAD-NEXT: %[[U:.*]] = fysched.alloc
+// AHEAD-NEXT: fysched.launch "add" ins(%[[T]], %[[WV]], %[[B1]]
+// AHEAD-NEXT: %[[L:.*]] = fysched.alloc : <device, tensor<f32>>
+// AHEAD-NEXT: %[[W2:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// AHEAD-NEXT: fysched.copy %[[MW]], %[[W2]]
+// AHEAD-NEXT: %[[WV2:.*]] = fysched.view %[[W2]]
+// AHEAD-NEXT: fysched.launch "reduce_sum" ins(%[[U]]
+// AHEAD-NEXT: %[[G:.*]] = fysched.alloc
+// AHEAD-NEXT: fysched.launch "mul" ins(%[[T]], %[[WV2]]
+
+// ahead=5, more launches than there are: forward copies go right after their
+// masters; @w's backward copy stops after its last forward use (the add
+// reads it through %wv), so the two device copies of @w never overlap.
+// FLOOR-LABEL: func.func @train_step
+// FLOOR-NEXT: %[[MW:.*]] = fysched.get_param @w
+// FLOOR-NEXT: fysched.alloc
+// FLOOR-NEXT: fysched.copy %[[MW]]
+// FLOOR-NEXT: %[[MB:.*]] = fysched.get_param @b
+// FLOOR-NEXT: fysched.alloc
+// FLOOR-NEXT: fysched.copy %[[MB]]
+// FLOOR: fysched.launch "add"
+// FLOOR-NEXT: %[[W2:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// FLOOR-NEXT: fysched.copy %[[MW]], %[[W2]]
+
+// NEG: fy-stream-params: ahead must be at least 0, got -1
 
 // KEEP-NOT: fysched.copy
 // KEEP-NOT: <host
