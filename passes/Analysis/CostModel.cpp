@@ -15,16 +15,27 @@ namespace fs = fuyou::fysched;
 
 namespace fuyou {
 
-std::string loadProfile(const std::string &path, Profile &out) {
+namespace {
+
+// Parses the JSON file at path into `out`; else the error, naming it as `what`.
+std::string readJson(const std::string &path, const std::string &what, llvm::json::Value &out) {
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf)
-    return "cannot read profile '" + path + "': " + buf.getError().message();
+    return "cannot read " + what + " '" + path + "': " + buf.getError().message();
   auto json = llvm::json::parse((*buf)->getBuffer());
-  if (!json) {
-    std::string err = llvm::toString(json.takeError());
-    return "profile '" + path + "' is not JSON: " + err;
-  }
-  auto *obj = json->getAsObject();
+  if (!json)
+    return what + " '" + path + "' is not JSON: " + llvm::toString(json.takeError());
+  out = std::move(*json);
+  return "";
+}
+
+} // namespace
+
+std::string loadProfile(const std::string &path, Profile &out) {
+  llvm::json::Value json(nullptr);
+  if (std::string e = readJson(path, "profile", json); !e.empty())
+    return e;
+  auto *obj = json.getAsObject();
   if (!obj || obj->getString("format") != "fuyou-profile-1")
     return "profile '" + path + "' is not a fuyou-profile-1 file (make one with fuyou-compile --calibrate)";
   Profile p;
@@ -58,15 +69,10 @@ std::string loadProfile(const std::string &path, Profile &out) {
 }
 
 std::string loadKernelTimes(const std::string &path, Profile &p) {
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  if (!buf)
-    return "cannot read kernel times '" + path + "': " + buf.getError().message();
-  auto json = llvm::json::parse((*buf)->getBuffer());
-  if (!json) {
-    std::string err = llvm::toString(json.takeError());
-    return "kernel times '" + path + "' is not JSON: " + err;
-  }
-  auto *obj = json->getAsObject();
+  llvm::json::Value json(nullptr);
+  if (std::string e = readJson(path, "kernel times", json); !e.empty())
+    return e;
+  auto *obj = json.getAsObject();
   auto *events = obj ? obj->getArray("traceEvents") : nullptr;
   if (!events)
     return "kernel times '" + path + "' is not a trace (no traceEvents; write one with the program's --trace)";
