@@ -67,9 +67,9 @@ if [[ " $STAGES " == *" speed "* ]]; then
   program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
     && row "$(python3 "$ROOT/bench/gpu/run.py" speed "$d" "$d/train" 2>&1 | tail -3)"
   # The same model placed otherwise: activations recomputed, in host memory,
-  # and the planner's choice under --gpu-mem (bench/gpu/prepare.sh).
+  # the planner's choice under --gpu-mem, weights streamed (bench/gpu/prepare.sh).
   v=()
-  for x in gpt124r gpt124h gpt124p; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" && v+=("$G/$x/train"); done
+  for x in gpt124r gpt124h gpt124h0 gpt124p gpt124s gpt124s4; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" && v+=("$G/$x/train"); done
   python3 "$ROOT/bench/gpu/run.py" variants "$d/train.weights.safetensors" "$d/train" "${v[@]}" 2>&1 | tee "$OUT/variants.txt"
   while read -r l; do row "$l"; done < <(grep '^variant' "$OUT/variants.txt")
 fi

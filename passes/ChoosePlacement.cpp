@@ -89,16 +89,13 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       return it->second;
     OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
     PassManager pm(&getContext());
-    fuyou::PlaceActivationsOptions place;
-    place.policy = llvm::join(plan.acts, ",");
+    fuyou::PlacementOptions place;
+    place.activations = llvm::join(plan.acts, ",");
+    place.params = plan.params.str();
     place.readAhead = readAhead;
-    pm.addPass(fuyou::createPlaceActivations(place));
-    fuyou::StreamParamsOptions stream;
-    stream.policy = plan.params.str();
-    stream.ahead = paramPrefetch;
-    pm.addPass(fuyou::createStreamParams(stream));
-    pm.addPass(fuyou::createInsertDealloc());
-    pm.addPass(fuyou::createPlanMemory());
+    place.paramPrefetch = paramPrefetch;
+    place.copyWindow = copyWindow;
+    fuyou::addPlacementPasses(pm, place);
     Outcome o;
     {
       ScopedDiagnosticHandler quiet(&getContext(), [](Diagnostic &) { return success(); });

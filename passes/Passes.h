@@ -18,6 +18,15 @@ namespace fuyou {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+// The passes that carry out a placement, in order: fy-place-activations,
+// fy-stream-params, fy-insert-dealloc, fy-async-copies, fy-plan-memory.
+// fuyou-compile runs them once; fy-choose-placement on each plan it tries.
+struct PlacementOptions {
+  std::string activations = "keep", params = "keep";
+  int64_t readAhead = 4, paramPrefetch = 0, copyWindow = 4;
+};
+void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o);
+
 } // namespace fuyou
 
 #endif

@@ -134,6 +134,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda: which built-in figures">,
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4", "fy-place-activations' read-ahead for the plans it tries">,
     Option<"paramPrefetch", "param-prefetch", "int64_t", /*default=*/"0", "fy-stream-params' ahead for the plans it tries">,
+    Option<"copyWindow", "copy-window", "int64_t", /*default=*/"4", "fy-async-copies' window for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
            "a program's --trace: its kernels' measured times replace the profile's rates for the same kernels and bytes">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
@@ -206,6 +207,28 @@ def StreamParams : Pass<"fy-stream-params", "mlir::ModuleOp"> {
            "keep (resident on the device), stream (copied in per phase), or auto (fy.plan.params)">,
     Option<"ahead", "ahead", "int64_t", /*default=*/"0",
            "launches before a phase's first use that a parameter's copy is issued">
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
+def AsyncCopies : Pass<"fy-async-copies", "mlir::ModuleOp"> {
+  let summary = "Copies between host and device run on copy streams while kernels go on";
+  let description = [{
+    Each fysched.copy of @train_step between host and device gets a token,
+    and a fysched.wait on it goes where the program next needs the copy
+    done: before the first op after it that touches its target, writes its
+    source (an update of the parameter whose master it reads included), or
+    returns, but at most `window` launches later, so that a copy whose
+    target is needed only much later (an activation waiting for backward)
+    holds its source for a bounded time. Deallocations of the source before
+    that point move after the wait; fy-plan-memory counts both buffers as
+    used up to it, so no other buffer is placed over them while the copy
+    runs. Values do not change, only when the ops after a copy may start.
+    Run after fy-insert-dealloc, before fy-plan-memory.
+  }];
+  let options = [
+    Option<"window", "window", "int64_t", /*default=*/"4",
+           "launches that may run while a copy is in flight before the program waits for it (0: wait right after it)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

@@ -136,7 +136,8 @@ def torch_eager(cfg, B, T, steps=30):
 
 
 def ours_run(exe, steps, extra=(), log="speed.log"):
-    path = os.path.join(OUT, os.path.basename(exe) + ".jsonl")
+    name = os.path.basename(os.path.dirname(exe)) + "_" + os.path.basename(exe)
+    path = os.path.join(OUT, name + ".jsonl")
     r = sh([exe, "--data", TOKENS, "--steps", str(steps), "--log-json", path, "--log-every", "1000"] + list(extra),
            log=log)
     if r.returncode != 0:
@@ -177,10 +178,13 @@ def variants(weights_path, *exes):
         if ms is None or not need:
             print(f"variant {os.path.basename(os.path.dirname(exe))}: FAIL: {(err or r.stderr).strip()[-300:]}")
             return False
-        rows.append((os.path.basename(os.path.dirname(exe)), ms, float(need.group(1))))
-    for name, ms, need in rows:
+        name = os.path.basename(os.path.dirname(exe))
+        losses = [x["loss"] for x in read_log(os.path.join(OUT, name + "_" + os.path.basename(exe) + ".jsonl"))]
+        rows.append((name, ms, float(need.group(1)), losses))
+    for name, ms, need, losses in rows:
+        same = "bit-identical" if losses == rows[0][3] else f"DIFFER ({losses[:3]} vs {rows[0][3][:3]})"
         print(f"variant {name}: {ms:.1f} ms/step ({ms / rows[0][1]:.3f}x), needs {need:.0f} MiB "
-              f"({need / rows[0][2]:.3f}x)")
+              f"({need / rows[0][2]:.3f}x), {len(losses)} losses {same}")
     return True
 
 

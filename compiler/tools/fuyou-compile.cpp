@@ -31,6 +31,7 @@ struct Options {
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
   int64_t ssdReadAhead = 4;    // activations read from SSD ahead of need
   int64_t paramPrefetch = 0;   // launches ahead that a streamed weight's copy is issued
+  int64_t copyWindow = 4;      // launches that may run while a host<->device copy is in flight
   std::string activations, params;   // placement; empty: keep, or auto under a budget
   int64_t gpuMem = 0, cpuMem = 0;    // budgets the plan must fit (0: none)
   std::string profile;               // the planner's machine profile (empty: built-in)
@@ -70,6 +71,8 @@ const char *kUsage =
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
     "                     [--param-prefetch N] copy a streamed weight to the device N launches before\n"
     "                                          its first use in each phase (default 0)\n"
+    "                     [--copy-window N]    kernels may run N launches past a copy between host and\n"
+    "                                          device before the program waits for it (default 4)\n"
     "                     [--activations keep|host|ssd|recompute|auto]  values saved for backward wait on\n"
     "                                          the device (default), in host memory, on SSD (the program\n"
     "                                          then needs --ssd), or are computed again\n"
@@ -133,6 +136,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
     else if (a == "--ssd-read-ahead") o.ssdReadAhead = parseCount("ssd-read-ahead", next());
     else if (a == "--param-prefetch") o.paramPrefetch = parseCount("param-prefetch", next(), 0);
+    else if (a == "--copy-window") o.copyWindow = parseCount("copy-window", next(), 0);
     else if (a == "--gpu-mem") o.gpuMem = parseSize("gpu-mem", next());
     else if (a == "--cpu-mem") o.cpuMem = parseSize("cpu-mem", next());
     else if (a == "--profile") o.profile = next();
@@ -302,22 +306,20 @@ int main(int argc, char **argv) {
       choose.kernelTimes = opts.kernelTimes;
       choose.readAhead = opts.ssdReadAhead;
       choose.paramPrefetch = opts.paramPrefetch;
+      choose.copyWindow = opts.copyWindow;
       choose.target = opts.target;
       choose.search = opts.planSearch;
       choose.params = opts.params;
       choose.state = opts.state;
       pm.addPass(fuyou::createChoosePlacement(choose));
     }
-    fuyou::PlaceActivationsOptions place;
-    place.policy = opts.activations;
+    fuyou::PlacementOptions place;
+    place.activations = opts.activations;
+    place.params = opts.params;
     place.readAhead = opts.ssdReadAhead;
-    pm.addPass(fuyou::createPlaceActivations(place));
-    fuyou::StreamParamsOptions stream;
-    stream.policy = opts.params;
-    stream.ahead = opts.paramPrefetch;
-    pm.addPass(fuyou::createStreamParams(stream));
-    pm.addPass(fuyou::createInsertDealloc());
-    pm.addPass(fuyou::createPlanMemory());
+    place.paramPrefetch = opts.paramPrefetch;
+    place.copyWindow = opts.copyWindow;
+    fuyou::addPlacementPasses(pm, place);
   }
   if (failed(pm.run(*module)))
     die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));

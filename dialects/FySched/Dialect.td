@@ -45,7 +45,7 @@ def FySched_BufferType : TypeDef<FySched_Dialect, "Buffer"> {
 
 def FySched_TokenType : TypeDef<FySched_Dialect, "Token"> {
   let mnemonic = "token";
-  let summary = "The completion of an optimizer-pipeline op, named by the ops that depend on it";
+  let summary = "The completion of an asynchronous op (an optimizer-pipeline op, a copy), named by the ops that depend on it";
 }
 
 #endif

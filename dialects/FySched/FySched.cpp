@@ -77,6 +77,14 @@ LogicalResult CopyOp::verify() {
   auto s = cast<BufferType>(getSource().getType()), t = cast<BufferType>(getTarget().getType());
   if (s.getNumElements() != t.getNumElements() || s.getElementType() != t.getElementType())
     return emitOpError("source and target differ in element count or type");
+  if (getToken()) {
+    bool hd = (s.getSpace() == "host" && t.getSpace() == "device") || (s.getSpace() == "device" && t.getSpace() == "host");
+    if (!hd)
+      return emitOpError("only a copy between host and device runs asynchronously, not ")
+             << s.getSpace() << " to " << t.getSpace();
+    if (!getToken().hasOneUse() || !isa<WaitOp>(*getToken().getUsers().begin()))
+      return emitOpError("an asynchronous copy's token has one use, a fysched.wait");
+  }
   return success();
 }
 

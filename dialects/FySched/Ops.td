@@ -69,9 +69,35 @@ def FySched_LaunchOp : FySched_Op<"launch", [AttrSizedOperandSegments]> {
 
 def FySched_CopyOp : FySched_Op<"copy"> {
   let summary = "Copies one buffer into another of the same element count";
+  let description = [{
+    Without a result the copy is done before the next op starts. With a
+    token (fy-async-copies; host to device or device to host only) it runs
+    on its direction's copy stream once every op before it is done, while
+    the ops after it go on: fysched.wait on the token is where the program
+    needs it done, before anything reads or frees the target or writes or
+    frees the source.
+  }];
   let arguments = (ins FySched_Buffer:$source, FySched_Buffer:$target);
-  let assemblyFormat = "$source `,` $target attr-dict `:` type($source) `,` type($target)";
+  let results = (outs Optional<FySched_TokenType>:$token);
+  let assemblyFormat = [{
+    $source `,` $target attr-dict `:` type($source) `,` type($target) (`->` type($token)^)?
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$source, "::mlir::Value":$target), [{
+      build($_builder, $_state, ::mlir::Type(), source, target);
+    }]>
+  ];
   let hasVerifier = 1;
+}
+
+def FySched_WaitOp : FySched_Op<"wait"> {
+  let summary = "The ops after this one run after the copy that made the token";
+  let description = [{
+    On a GPU the compute stream waits for the copy stream's event; the
+    program's thread does not block.
+  }];
+  let arguments = (ins FySched_TokenType:$token);
+  let assemblyFormat = "$token attr-dict";
 }
 
 def FySched_CpuAdamWOp : FySched_Op<"cpu_adamw"> {

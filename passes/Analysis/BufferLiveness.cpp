@@ -44,6 +44,9 @@ BufferLiveness::BufferLiveness(Block &block) {
           continue;  // the end of a lifetime is not a use
         if (isa<fs::GradOffloadOp>(top))
           top = landed.lookup(top);
+        // An asynchronous copy uses both buffers until the wait for it.
+        if (auto copy = dyn_cast<fs::CopyOp>(top); copy && copy.getToken())
+          top = *copy.getToken().getUsers().begin();
         if (position_[top] > iv.end) {
           iv.end = position_[top];
           iv.last = top;

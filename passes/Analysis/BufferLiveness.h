@@ -2,7 +2,8 @@
 // and fysched.constant, from its definition to the last use of the buffer or
 // of any view of it. A gradient handed to grad_offload is used until the next
 // grad_offload (or the end of the block): its copy off the device may run
-// that long. Used by fy-insert-dealloc and printed by
+// that long; the buffers of an asynchronous copy are used until the wait
+// for it. Used by fy-insert-dealloc and fy-plan-memory, printed by
 // test-print-buffer-liveness.
 #ifndef FUYOU_PASSES_ANALYSIS_BUFFERLIVENESS_H
 #define FUYOU_PASSES_ANALYSIS_BUFFERLIVENESS_H

@@ -330,6 +330,8 @@ private:
         double bytes = momentBytes_.lookup(write.getGroup());
         if (stateOnSsd_)
           onStream(Ssd, std::max(issue, tokens_.lookup(write.getUpdate())), bytes / p_.ssdWriteBytes, out);
+      } else if (auto wait = dyn_cast<fs::WaitOp>(op)) {
+        free_[Compute] = std::max(free_[Compute], tokens_.lookup(wait.getToken()));
       } else if (auto wait = dyn_cast<fs::GroupWaitOp>(op)) {
         free_[Compute] = std::max(free_[Compute], updated_.lookup(wait.getGroup()));
       } else if (auto adamw = dyn_cast<fs::CpuAdamWOp>(op)) {
@@ -349,13 +351,20 @@ private:
     else if (from == "ssd")
       end = onStream(Ssd, ready, std::ceil(bytes / 4096) * 4096 / p_.ssdReadBytes, out);
     else if (from == "device" && to == "host")
-      end = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out);
+      end = onStream(copyStream(copy, ToHost), ready, bytes / p_.d2hBytes, out);
     else if (from == "host" && to == "device")
-      end = onStream(cuda_ ? ToDevice : Compute, ready, bytes / p_.h2dBytes, out);
+      end = onStream(copyStream(copy, ToDevice), ready, bytes / p_.h2dBytes, out);
     else
       end = onStream(Compute, ready, 2 * bytes / p_.memBytes + p_.launchS, out);
     ready_[rootBuffer(copy.getTarget())] = end;
+    if (copy.getToken())
+      tokens_[copy.getToken()] = end;
   }
+
+  // A started copy runs on its direction's stream on a GPU, while the
+  // kernels after it run; the CPU target does every copy as it comes, as
+  // does a GPU a copy without a token (on the compute stream).
+  Stream copyStream(fs::CopyOp copy, Stream s) const { return cuda_ && copy.getToken() ? s : Compute; }
 
   ModuleOp module_;
   const Profile &p_;

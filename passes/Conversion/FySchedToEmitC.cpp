@@ -260,7 +260,22 @@ struct CopyLowering : OpConversionPattern<fs::CopyOp> {
                    : from == "ssd"   ? "copy_from_ssd"
                    : to == "host"    ? "copy_to_host"
                                      : "copy_to_device";
+    // An asynchronous one starts, and its token is the runtime's ticket.
+    if (op.getToken()) {
+      auto c = call(rw, op, (fn + "_start").str(), {rw.getI64Type()}, {a.getSource(), a.getTarget()}, {});
+      rw.replaceOp(op, c.getResults());
+      return success();
+    }
     call(rw, op, fn, {}, {a.getSource(), a.getTarget()}, {});
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
+struct WaitLowering : OpConversionPattern<fs::WaitOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(fs::WaitOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    call(rw, op, "copy_wait", {}, {a.getToken()}, {});
     rw.eraseOp(op);
     return success();
   }
@@ -420,7 +435,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     target.addIllegalDialect<fs::FySchedDialect, func::FuncDialect>();
     RewritePatternSet patterns(ctx);
     patterns.add<AllocLowering, DeallocLowering, ViewLowering, ConstantLowering, LaunchLowering,
-                 CopyLowering, FuncLowering, ReturnLowering>(tc, ctx);
+                 CopyLowering, WaitLowering, FuncLowering, ReturnLowering>(tc, ctx);
     patterns.add<ParamLowering, AdamWLowering>(tc, ctx, index);
     patterns.add<GroupWaitLowering>(tc, ctx, groupIds);
     patterns.add<GroupPipelineLowering<fs::GradOffloadOp>>(tc, ctx, groupIds, "grad_offload");

@@ -1,6 +1,7 @@
 #include "exec/api.h"
 
 #include <cstring>
+#include <unordered_map>
 
 #include "kernels/cpu/kernels.h"
 #include "trace/trace.h"
@@ -36,6 +37,45 @@ void copy_to_device(Runtime* rt, View host, View device) {
   if (rt->ssd()) rt->ssd()->settle(host.data);
   cpu::copy(host, device);
 }
+
+// Started copies run at once: the kernels on the CPU use every core, so a
+// copy thread would only take time from them. With the option defer_copies
+// they run at their copy_wait instead, the latest the program allows: a wait
+// placed after a read of the target, or after a write of the source, then
+// changes the results (tests run placements so).
+namespace {
+struct Started {
+  View from, to;
+  bool to_device;
+};
+std::unordered_map<int64_t, Started>& started() {
+  static std::unordered_map<int64_t, Started> m;
+  return m;
+}
+int64_t start_copy(Runtime* rt, View from, View to, bool to_device) {
+  static int64_t next = 0;
+  if (!rt->options().defer_copies) {
+    (to_device ? copy_to_device : copy_to_host)(rt, from, to);
+    return -1;
+  }
+  if (from.nbytes() != to.nbytes())
+    fail("copy: " + from.shape.str() + " and " + to.shape.str() + " differ in size");
+  started()[next] = {from, to, to_device};
+  return next++;
+}
+}  // namespace
+
+int64_t copy_to_host_start(Runtime* rt, View device, View host) { return start_copy(rt, device, host, false); }
+int64_t copy_to_device_start(Runtime* rt, View host, View device) { return start_copy(rt, host, device, true); }
+void copy_wait(Runtime* rt, int64_t ticket) {
+  if (ticket < 0) return;
+  auto it = started().find(ticket);
+  if (it == started().end()) fail("copy_wait: no copy started with ticket " + std::to_string(ticket));
+  Started c = it->second;
+  started().erase(it);
+  (c.to_device ? copy_to_device : copy_to_host)(rt, c.from, c.to);
+}
+
 void dealloc(Runtime* rt, View v) { rt->dealloc(v); }
 
 namespace {

@@ -80,6 +80,12 @@ void copy(Runtime* rt, View x, View y);
 // Copies between the device and host memory, in program order.
 void copy_to_host(Runtime* rt, View device, View host);
 void copy_to_device(Runtime* rt, View host, View device);
+// The same, started (fysched.copy with a token): the calls after it go on
+// while it runs, and copy_wait(ticket) is where later work waits for it (on
+// a GPU the compute stream waits; the calling thread does not block).
+int64_t copy_to_host_start(Runtime* rt, View device, View host);
+int64_t copy_to_device_start(Runtime* rt, View host, View device);
+void copy_wait(Runtime* rt, int64_t ticket);
 // A buffer of the SSD arena, and transfers between it and host-arena
 // buffers. Both only start the I/O: the host buffer is settled before it is
 // copied to the device or deallocated (exec/ssd_spill.h).

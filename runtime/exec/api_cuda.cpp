@@ -57,6 +57,16 @@ void copy_to_device(Runtime* rt, View host, View device) {
   if (rt->ssd()) rt->ssd()->settle(host.data);
   device_of(rt).transfer(host, device, cudaMemcpyHostToDevice);
 }
+int64_t copy_to_host_start(Runtime* rt, View device, View host) {
+  TraceSpan span(rt->trace(), "compute", "start copy to host", -1, int64_t(host.nbytes()));
+  return device_of(rt).copy_start(device, host, cudaMemcpyDeviceToHost);
+}
+int64_t copy_to_device_start(Runtime* rt, View host, View device) {
+  TraceSpan span(rt->trace(), "compute", "start copy to device", -1, int64_t(host.nbytes()));
+  if (rt->ssd()) rt->ssd()->settle(host.data);
+  return device_of(rt).copy_start(host, device, cudaMemcpyHostToDevice);
+}
+void copy_wait(Runtime* rt, int64_t ticket) { device_of(rt).copy_wait(ticket); }
 
 View constant_splat(Runtime* rt, int64_t offset, Shape shape, DType dtype, double value) {
   View v = offset < 0 ? device_of(rt).alloc(shape, dtype) : device_of(rt).alloc_at(offset, shape, dtype);

@@ -20,12 +20,14 @@ View alloc_ssd_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) {
 void copy_to_ssd(Runtime* rt, View host, View ssd) {
   TraceSpan span(rt->trace(), "compute", "copy to ssd", -1, int64_t(host.nbytes()));
   // The device's copy into `host` must have landed before the write reads it.
-  if (Device* d = rt->device()) d->finish_host_transfers();
+  if (Device* d = rt->device()) d->settle_host(host.data, host.nbytes());
   spill(rt).write(host, ssd);
 }
 
 void copy_from_ssd(Runtime* rt, View ssd, View host) {
   TraceSpan span(rt->trace(), "compute", "copy from ssd", -1, int64_t(host.nbytes()));
+  // A copy to the device may still read a buffer that was here before.
+  if (Device* d = rt->device()) d->settle_host(host.data, host.nbytes());
   spill(rt).read(ssd, host);
 }
 

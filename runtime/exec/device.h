@@ -31,8 +31,12 @@ class Device {
   // The device's temporaries (the memory plan is checked against these).
   virtual const Runtime::PoolStats& pool_stats() const = 0;
   // Waits until the transfers the device queued into host memory have
-  // landed, so the CPU may read it (before host buffers go on to SSD).
+  // landed, so the CPU may read it.
   virtual void finish_host_transfers() {}
+  // Waits until no transfer the device queued reads or writes host memory
+  // in [data, data + bytes): before the CPU reads it (a host buffer goes on
+  // to SSD) or writes it (a read from SSD lands where a buffer was).
+  virtual void settle_host(const void* /*data*/, size_t /*bytes*/) {}
   // A line for the end of the run (what the device did), or "".
   virtual std::string summary() const { return ""; }
 };

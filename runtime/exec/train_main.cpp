@@ -340,6 +340,7 @@ void check_budgets(Runtime& rt, const Device* device, const TrainOptions& o) {
 int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   TrainOptions o;
   if (!parse_args(argc, argv, &o)) return 0;
+  if (const char* e = std::getenv("FY_DEFER_COPIES")) o.defer_copies = std::string(e) == "1";
   // Open the log first: a bad path fails before minutes of loading, and a
   // rerun never leaves the previous run's log looking like this one's.
   JsonLog log(o.log_json);

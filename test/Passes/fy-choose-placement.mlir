@@ -1,9 +1,10 @@
 // RUN: fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=FREE
 // RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=1000 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=STREAM
-// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=HOST
-// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json search=exhaustive" | FileCheck %s --check-prefix=EXH
-// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json" --fy-place-activations=policy=auto --fy-stream-params=policy=auto --fy-insert-dealloc --fy-plan-memory | FileCheck %s --check-prefix=APPLIED
-// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json search=exhaustive state=memory" | FileCheck %s --check-prefix=NOSSD
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 copy-window=0 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=HOST
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 copy-window=0 profile=%S/Inputs/profile-cpu.json search=exhaustive" | FileCheck %s --check-prefix=EXH
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 copy-window=0 profile=%S/Inputs/profile-cpu.json" --fy-place-activations=policy=auto --fy-stream-params=policy=auto --fy-insert-dealloc --fy-plan-memory | FileCheck %s --check-prefix=APPLIED
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 copy-window=0 profile=%S/Inputs/profile-cpu.json search=exhaustive state=memory" | FileCheck %s --check-prefix=NOSSD
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=INFLIGHT
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=1000 params=keep profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=700 cpu-mem=64 profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT2
 // RUN: not fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=NOPROF
@@ -20,14 +21,21 @@
 // 1,000 bytes: streaming the weights fits; it is the cheapest single change.
 // STREAM: fy.plan.activations = "keep,keep", {{.*}}fy.plan.params = "stream"
 
-// 700 bytes: weights streamed and the first segment's activation waits in
-// host memory (cheaper than recomputing its matmul; ssd is slower still).
+// 700 bytes, with each copy between host and device waited for right after
+// it (copy-window=0): weights streamed and the first segment's activation
+// waits in host memory (cheaper than recomputing its matmul; ssd is slower
+// still).
 // HOST: fy.plan.activations = "host,keep", {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
 // Every combination (4 x 4 x 2) agrees, to the same predicted time.
 // EXH: fy.plan.activations = "host,keep", fy.plan.evaluated = 32 : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
 // With the moments in memory the program runs without --ssd, so no
 // activation can go to SSD: 3 x 3 x 2 plans.
 // NOSSD: fy.plan.activations = "host,keep", fy.plan.evaluated = 18 : i64
+
+// With the default window (4 launches), a copy to the host holds its source
+// on the device while it runs: host,keep then needs 704 bytes, and the
+// plan that fits 700 sends the first segment's activation on to SSD.
+// INFLIGHT: fy.plan.activations = "ssd,host", {{.*}}fy.plan.params = "stream"
 
 // The chosen plan carried out: %a and %h (segment 0) go to host memory, the weights come in
 // per phase, and the planned total fits: 0 resident + 576 arena <= 700.

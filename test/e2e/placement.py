@@ -18,7 +18,9 @@ no choice changes a bit of the results.
     (fy-choose-placement): it must mix policies.
 
 Each run's losses and trained weights are bit-identical to the run that keeps
-everything on the device, and that program is refused under the same budget.
+everything on the device, also when each copy between host and device is done
+at its wait (FY_DEFER_COPIES=1), and that program is refused under the same
+budget.
 On the CPU target "device memory" is the arena of the memory plan (plus the
 resident parameters); --gpu-mem is checked at start-up, and the arena
 refuses any placement outside the plan as the program runs.
@@ -96,25 +98,30 @@ def case(a, tokens, name, shape, flags, held):
     if "ssd" in " ".join(flags):
         os.makedirs(w("ssd"), exist_ok=True)
         ssd = ["--ssd", w("ssd")]
-    r = subprocess.run(common(a, tokens, w("train_placed")) + ssd + ["--gpu-mem", str(gpu_mem), "--log-json",
-                                                                   w("placed.jsonl"), "--save", w("ckpt_placed")],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        fail(f"{name}: the placed run under --gpu-mem {gpu_mem} exited {r.returncode}: {r.stderr[-2000:]}")
+    # Again with every copy between host and device done at its wait, the
+    # latest the program allows (FY_DEFER_COPIES): a wait misplaced by
+    # fy-async-copies then shows as different bits.
+    for tag, env in (("placed", {}), ("deferred", {"FY_DEFER_COPIES": "1"})):
+        r = subprocess.run(common(a, tokens, w("train_placed")) + ssd +
+                           ["--gpu-mem", str(gpu_mem), "--log-json", w(f"{tag}.jsonl"), "--save", w(f"ckpt_{tag}")],
+                           capture_output=True, text=True, env=dict(os.environ, **env))
+        if r.returncode != 0:
+            fail(f"{name}: the {tag} run under --gpu-mem {gpu_mem} exited {r.returncode}: {r.stderr[-2000:]}")
     r = subprocess.run(common(a, tokens, resident_program) + ["--gpu-mem", str(gpu_mem)], capture_output=True,
                        text=True)
     if r.returncode == 0 or "--gpu-mem" not in r.stderr or "too small" not in r.stderr:
         fail(f"{name}: the device-resident program was not refused under --gpu-mem {gpu_mem}: {r.stderr[-500:]}")
 
-    lp = losses(w("placed.jsonl"))
-    if len(lr) != a.steps or lr != lp:
-        fail(f"{name}: losses differ: resident {lr}, placed {lp}")
-    if weights(resident_ckpt) != weights(w("ckpt_placed")):
-        fail(f"{name}: the trained weights differ")
+    for tag in ("placed", "deferred"):
+        lp = losses(w(f"{tag}.jsonl"))
+        if len(lr) != a.steps or lr != lp:
+            fail(f"{name}: losses differ: resident {lr}, {tag} {lp}")
+        if weights(resident_ckpt) != weights(w(f"ckpt_{tag}")):
+            fail(f"{name}: the trained weights of the {tag} run differ")
     ratios = ", ".join(f"{label} {b / gpu_mem:.1f}x" for label, b in held.items()) or "nothing held"
     return (f"{name} ({' '.join(flags)}): {ratios} --gpu-mem {gpu_mem} B; device arena "
             f"{resident['arena_bytes']} B resident, {placed['arena_bytes']} B placed; {a.steps} losses and "
-            f"the weights bit-identical")
+            f"the weights bit-identical, copies deferred to their waits too")
 
 
 def main():

@@ -456,6 +456,32 @@ TEST(ExecRuntime, ConstantsAndViews) {
   EXPECT_EQ(rt.pool_stats().live_buffers, 0);
 }
 
+// Started copies on the CPU target: done at once, or at their wait when
+// deferred (so a test run sees a read before the wait as stale data).
+TEST(ExecRuntime, StartedCopiesRunAtOnceOrAtTheirWait) {
+  for (bool defer : {false, true}) {
+    fy::Runtime rt;
+    fy::TrainOptions o;
+    o.defer_copies = defer;
+    rt.set_options(o);
+    View src = fy::rt::constant_f32(&rt, Shape{3}, {1.0f, 2.0f, 3.0f});
+    View up = fy::rt::constant_splat(&rt, Shape{3}, DType::F32, 0.0);
+    View down = fy::rt::constant_splat(&rt, Shape{3}, DType::F32, 0.0);
+    int64_t t1 = fy::rt::copy_to_device_start(&rt, src, up);
+    int64_t t2 = fy::rt::copy_to_host_start(&rt, src, down);
+    EXPECT_EQ(up.as<float>()[2], defer ? 0.0f : 3.0f);
+    src.as<float>()[2] = 7.0f;  // a write before the wait: the deferred copies see it
+    fy::rt::copy_wait(&rt, t2);
+    EXPECT_EQ(down.as<float>()[2], defer ? 7.0f : 3.0f);
+    EXPECT_EQ(up.as<float>()[2], defer ? 0.0f : 3.0f);
+    fy::rt::copy_wait(&rt, t1);
+    EXPECT_EQ(up.as<float>()[2], defer ? 7.0f : 3.0f);
+    if (defer)
+      EXPECT_NE(error_of([&] { fy::rt::copy_wait(&rt, t1); }).find("no copy started with ticket"), std::string::npos);
+    for (View v : {src, up, down}) fy::rt::dealloc(&rt, v);
+  }
+}
+
 // The memory plan's arena: buffers at the offsets the program names, reused
 // across lifetimes, every misplacement refused with one line.
 TEST(ExecRuntime, ArenaPlacesAndChecksThePlan) {

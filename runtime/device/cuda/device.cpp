@@ -64,6 +64,8 @@ CudaDevice::CudaDevice(Runtime& rt) : rt_(rt) {
   FY_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   FY_CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   FY_CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));
+  FY_CUDA_CHECK(cudaStreamCreateWithFlags(&to_device_, cudaStreamNonBlocking));
+  FY_CUDA_CHECK(cudaStreamCreateWithFlags(&to_host_, cudaStreamNonBlocking));
   set_stream(compute_);
   rt_.set_host_allocator(host_alloc, host_free);
 }
@@ -79,6 +81,12 @@ CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(compute_);
   cudaStreamSynchronize(upload_);
   cudaStreamSynchronize(download_);
+  cudaStreamSynchronize(to_device_);
+  cudaStreamSynchronize(to_host_);
+  for (const Started& c : copies_) {
+    cudaEventDestroy(c.issued);
+    cudaEventDestroy(c.done);
+  }
   for (cudaEvent_t e : group_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : landed_events_) cudaEventDestroy(e);
   if (grads_ready_) cudaEventDestroy(grads_ready_);
@@ -91,6 +99,8 @@ CudaDevice::~CudaDevice() {
   cudaStreamDestroy(compute_);
   cudaStreamDestroy(upload_);
   cudaStreamDestroy(download_);
+  cudaStreamDestroy(to_device_);
+  cudaStreamDestroy(to_host_);
 }
 
 void CudaDevice::reserve(size_t bytes, const char* what) {
@@ -182,11 +192,12 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
   if (last_offload_ >= 0) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(last_offload_)], 0));
   FY_CUDA_CHECK(cudaMemcpyAsync(loss.data, loss_, sizeof(float), cudaMemcpyDeviceToHost, compute_));
   synchronize();
+  end_copies();
   if (tracing()) flush_kernel_trace();
   ++steps_;
 }
 
-void CudaDevice::kernel_start(const char* name, int64_t bytes) {
+size_t CudaDevice::trace_event(cudaStream_t s) {
   if (trace_used_ + 2 > trace_events_.size()) {
     cudaEvent_t e;
     for (int k = 0; k < 2; ++k) {
@@ -194,10 +205,14 @@ void CudaDevice::kernel_start(const char* name, int64_t bytes) {
       trace_events_.push_back(e);
     }
   }
-  FY_CUDA_CHECK(cudaEventRecord(trace_events_[trace_used_], compute_));
+  FY_CUDA_CHECK(cudaEventRecord(trace_events_[trace_used_], s));
+  return trace_used_++;
+}
+
+void CudaDevice::kernel_start(const char* name, int64_t bytes) {
+  size_t at = trace_event(compute_);
   // A kernel's end takes the next event (kernel_end); the base has none.
-  if (name) trace_kernels_.push_back({name, bytes, trace_used_, trace_used_ + 1});
-  ++trace_used_;
+  if (name) trace_kernels_.push_back({name, bytes, at, at + 1, "gpu"});
 }
 
 void CudaDevice::kernel_end() noexcept {
@@ -212,7 +227,7 @@ void CudaDevice::flush_kernel_trace() {
     float t0 = 0, t1 = 0;
     FY_CUDA_CHECK(cudaEventElapsedTime(&t0, trace_events_[0], trace_events_[k.start]));
     FY_CUDA_CHECK(cudaEventElapsedTime(&t1, trace_events_[0], trace_events_[k.end]));
-    t->slice("gpu", k.name, trace_base_us_ + 1000.0 * t0, trace_base_us_ + 1000.0 * t1, k.bytes);
+    t->slice(k.track, k.name, trace_base_us_ + 1000.0 * t0, trace_base_us_ + 1000.0 * t1, k.bytes);
   }
   trace_kernels_.clear();
   trace_used_ = 0;
@@ -281,7 +296,8 @@ void CudaDevice::dealloc(View v) {
   auto it = live_.find(v.data);
   if (it == live_.end()) {
     // Not the device's: the Runtime's host buffers, which it checks itself.
-    // Only copies on the compute stream touch them, so reuse is ordered too.
+    // Copies that use them are queued before this (a started copy's wait
+    // comes before its buffers' deallocs), so reuse is ordered too.
     rt_.dealloc(v);
     return;
   }
@@ -296,9 +312,68 @@ void CudaDevice::transfer(View src, View dst, cudaMemcpyKind kind) {
   if (src.nbytes() != dst.nbytes())
     fail("copy: " + src.shape.str() + " and " + dst.shape.str() + " differ in size");
   if (src.nbytes()) FY_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, compute_));
+  queued_transfers_ = true;
 }
 
-void CudaDevice::finish_host_transfers() { FY_CUDA_CHECK(cudaStreamSynchronize(compute_)); }
+int64_t CudaDevice::copy_start(View src, View dst, cudaMemcpyKind kind) {
+  if (src.nbytes() != dst.nbytes())
+    fail("copy: " + src.shape.str() + " and " + dst.shape.str() + " differ in size");
+  if (copies_used_ == copies_.size()) {
+    Started c{};
+    FY_CUDA_CHECK(cudaEventCreateWithFlags(&c.issued, cudaEventDisableTiming));
+    FY_CUDA_CHECK(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
+    copies_.push_back(c);
+  }
+  const bool up = kind == cudaMemcpyHostToDevice;
+  cudaStream_t s = up ? to_device_ : to_host_;
+  Started& c = copies_[copies_used_];
+  // After the kernels queued so far: they wrote the source, or last used
+  // the memory the target now takes.
+  FY_CUDA_CHECK(cudaEventRecord(c.issued, compute_));
+  FY_CUDA_CHECK(cudaStreamWaitEvent(s, c.issued, 0));
+  size_t mark = tracing() ? trace_event(s) : 0;
+  if (src.nbytes()) FY_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, s));
+  if (tracing())
+    trace_kernels_.push_back({up ? "copy to device" : "copy to host", int64_t(src.nbytes()), mark, trace_event(s),
+                              "gpu copies"});
+  FY_CUDA_CHECK(cudaEventRecord(c.done, s));
+  c.host = static_cast<const char*>(up ? src.data : dst.data);
+  c.bytes = src.nbytes();
+  return int64_t(copies_used_++);
+}
+
+void CudaDevice::copy_wait(int64_t ticket) {
+  if (ticket < 0 || size_t(ticket) >= copies_used_)
+    fail("copy_wait: no copy started with ticket " + std::to_string(ticket) + " in this step");
+  FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, copies_[size_t(ticket)].done, 0));
+}
+
+void CudaDevice::end_copies() {
+  // The step's synchronize waited for the kernels, and they for every copy.
+  copies_used_ = 0;
+  queued_transfers_ = false;
+}
+
+void CudaDevice::finish_host_transfers() {
+  FY_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  FY_CUDA_CHECK(cudaStreamSynchronize(to_host_));
+  FY_CUDA_CHECK(cudaStreamSynchronize(to_device_));
+}
+
+void CudaDevice::settle_host(const void* data, size_t bytes) {
+  if (queued_transfers_) {
+    FY_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    queued_transfers_ = false;
+  }
+  const char* lo = static_cast<const char*>(data);
+  for (size_t i = 0; i < copies_used_; ++i) {
+    Started& c = copies_[i];
+    if (c.host && c.host < lo + bytes && lo < c.host + c.bytes) {
+      FY_CUDA_CHECK(cudaEventSynchronize(c.done));
+      c.host = nullptr;
+    }
+  }
+}
 
 View CudaDevice::upload_temp(int64_t offset, Shape shape, DType dtype, const void* host) {
   View v = offset < 0 ? alloc(shape, dtype) : alloc_at(offset, shape, dtype);

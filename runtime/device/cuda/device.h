@@ -1,8 +1,9 @@
 // The CUDA target's device: one GPU, one compute stream on which every
-// kernel and the program's copies run in program order, a download stream
-// that takes each layer group's gradients to the optimizer's host slots, and
-// an upload stream on which the background optimizer sends updated
-// parameters back.
+// kernel runs in program order, a copy stream each way for the program's
+// started copies (activations, streamed weights), a download stream that
+// takes each layer group's gradients to the optimizer's host slots, and an
+// upload stream on which the background optimizer sends updated parameters
+// back.
 //
 // Memory: the fp32 master weights, AdamW's moments (or their SSD staging) and
 // the gradient slots stay in host memory, page-locked; the device holds a
@@ -47,7 +48,12 @@ class CudaDevice final : public Device {
   // Activations to and from host memory (page-locked), on the compute
   // stream in program order.
   void transfer(View src, View dst, cudaMemcpyKind kind);
+  // The same on the copy stream of its direction, after every kernel queued
+  // so far; copy_wait(ticket) makes the kernels queued after it wait.
+  int64_t copy_start(View src, View dst, cudaMemcpyKind kind);
+  void copy_wait(int64_t ticket);
   void finish_host_transfers() override;
+  void settle_host(const void* data, size_t bytes) override;
   // Host data to a fresh temporary (constants): from the pool when offset
   // is negative, else at that place in the arena.
   View upload_temp(int64_t offset, Shape shape, DType dtype, const void* host);
@@ -60,12 +66,15 @@ class CudaDevice final : public Device {
   void group_wait(int64_t group);
 
   // --trace: each kernel's time on the GPU, from events around it on the
-  // compute stream, written to the "gpu" track when the step is over.
+  // compute stream, written to the "gpu" track when the step is over (the
+  // started copies to "gpu copies").
   bool tracing() const { return rt_.trace() != nullptr; }
   void kernel_start(const char* name, int64_t bytes = -1);
   void kernel_end() noexcept;
 
  private:
+  size_t trace_event(cudaStream_t s);  // records the next trace event on `s`
+  void end_copies();                    // after the step's synchronize
   void upload_group(int64_t group);  // on the optimizer's thread
   void flush_kernel_trace();         // after the step's synchronize
   void reserve(size_t bytes, const char* what);
@@ -75,6 +84,17 @@ class CudaDevice final : public Device {
   std::string name_;
   // Kernels; parameters up (the optimizer's thread); gradients down.
   cudaStream_t compute_ = nullptr, upload_ = nullptr, download_ = nullptr;
+  cudaStream_t to_device_ = nullptr, to_host_ = nullptr;  // started copies
+  // Started copies of this step, by ticket: the kernels before it done (on
+  // the compute stream), the copy done (on its stream).
+  struct Started {
+    cudaEvent_t issued, done;
+    const char* host;  // the host memory it reads or writes, until settled
+    size_t bytes;
+  };
+  std::vector<Started> copies_;
+  size_t copies_used_ = 0;
+  bool queued_transfers_ = false;  // transfer() since the last synchronize
   std::vector<void*> params_;               // device copies, by parameter index
   std::vector<cudaEvent_t> group_events_;   // uploads done, by group
   std::vector<cudaEvent_t> landed_events_;  // gradient copies done, by group
@@ -97,6 +117,7 @@ class CudaDevice final : public Device {
     const char* name;
     int64_t bytes;      // its operands'
     size_t start, end;  // indices into trace_events_
+    const char* track;
   };
   std::vector<cudaEvent_t> trace_events_;  // reused step after step
   size_t trace_used_ = 0;

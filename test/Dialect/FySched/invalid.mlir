@@ -70,6 +70,23 @@ func.func @copy_type(%a: !fysched.buffer<device, tensor<4xf32>>, %b: !fysched.bu
 
 // -----
 
+func.func @copy_async_ssd(%a: !fysched.buffer<host, tensor<4xf32>>, %b: !fysched.buffer<ssd, tensor<4xf32>>) {
+  // expected-error @+1 {{only a copy between host and device runs asynchronously, not host to ssd}}
+  %t = fysched.copy %a, %b : !fysched.buffer<host, tensor<4xf32>>, !fysched.buffer<ssd, tensor<4xf32>> -> !fysched.token
+  fysched.wait %t
+  return
+}
+
+// -----
+
+func.func @copy_async_unwaited(%a: !fysched.buffer<host, tensor<4xf32>>, %b: !fysched.buffer<device, tensor<4xf32>>) {
+  // expected-error @+1 {{an asynchronous copy's token has one use, a fysched.wait}}
+  %t = fysched.copy %a, %b : !fysched.buffer<host, tensor<4xf32>>, !fysched.buffer<device, tensor<4xf32>> -> !fysched.token
+  return
+}
+
+// -----
+
 func.func @constant_shape() {
   // expected-error @+1 {{value type differs from the buffer's tensor type}}
   %c = fysched.constant dense<1.0> : tensor<4xf32> : !fysched.buffer<device, tensor<2x2xf32>>

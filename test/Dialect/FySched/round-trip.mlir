@@ -25,6 +25,15 @@ func.func @train_step(%in: !fysched.buffer<device, tensor<2x4xf32>>) -> !fysched
   %h = fysched.alloc : !fysched.buffer<host, tensor<16xf32>>
   // CHECK: fysched.copy %[[V]], %[[H]] : <device, tensor<16xf32>>, <host, tensor<16xf32>>
   fysched.copy %v, %h : !fysched.buffer<device, tensor<16xf32>>, !fysched.buffer<host, tensor<16xf32>>
+  // An asynchronous copy and the wait for it.
+  // CHECK: %[[D:.*]] = fysched.alloc : <device, tensor<16xf32>>
+  %d = fysched.alloc : !fysched.buffer<device, tensor<16xf32>>
+  // CHECK: %[[T:.*]] = fysched.copy %[[H]], %[[D]] : <host, tensor<16xf32>>, <device, tensor<16xf32>> -> !fysched.token
+  %t = fysched.copy %h, %d : !fysched.buffer<host, tensor<16xf32>>, !fysched.buffer<device, tensor<16xf32>> -> !fysched.token
+  // CHECK: fysched.wait %[[T]]
+  fysched.wait %t
+  // CHECK: fysched.dealloc %[[D]] : <device, tensor<16xf32>>
+  fysched.dealloc %d : !fysched.buffer<device, tensor<16xf32>>
   // CHECK: %[[S:.*]] = fysched.alloc : <ssd, tensor<4x4xf32>>
   %s = fysched.alloc : !fysched.buffer<ssd, tensor<4x4xf32>>
   // Copies need equal element counts, not equal shapes.

@@ -1,0 +1,115 @@
+// fy-async-copies: a copy between host and device no longer holds up the
+// kernels after it. It gets a token, and the program waits for it only where
+// it next needs it done: before an op touches the target, writes the source
+// or frees either, and no more than `window` launches later (0: right
+// after it, so it only overlaps the host's work). A source freed before
+// that point stays allocated until the wait (the copy still reads it).
+#include "passes/Analysis/StepPhases.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace fuyou {
+#define GEN_PASS_DEF_ASYNCCOPIES
+#include "passes/Passes.h.inc"
+} // namespace fuyou
+
+using namespace mlir;
+namespace fs = fuyou::fysched;
+
+namespace {
+
+// `root` and every view of it: the values that name its storage.
+llvm::SmallPtrSet<Value, 8> storageOf(Value root) {
+  llvm::SmallPtrSet<Value, 8> names{root};
+  SmallVector<Value> work{root};
+  while (!work.empty())
+    for (Operation *user : work.pop_back_val().getUsers())
+      if (auto view = dyn_cast<fs::ViewOp>(user); view && names.insert(view.getResult()).second)
+        work.push_back(view.getResult());
+  return names;
+}
+
+bool hostDevice(fs::CopyOp copy) {
+  StringRef from = cast<fs::BufferType>(copy.getSource().getType()).getSpace();
+  StringRef to = cast<fs::BufferType>(copy.getTarget().getType()).getSpace();
+  return (from == "host" && to == "device") || (from == "device" && to == "host");
+}
+
+struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
+  using AsyncCopiesBase::AsyncCopiesBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (window < 0) {
+      module.emitError("fy-async-copies: window must be at least 0, got ") << int64_t(window);
+      return signalPassFailure();
+    }
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return;
+    for (auto group : module.getOps<fs::GroupOp>())
+      for (Attribute p : group.getParams())
+        groupOf_[cast<FlatSymbolRefAttr>(p).getValue()] = group.getSymName();
+    SmallVector<fs::CopyOp> copies;
+    for (auto copy : step.getBody().front().getOps<fs::CopyOp>())
+      if (!copy.getToken() && hostDevice(copy))
+        copies.push_back(copy);
+    for (fs::CopyOp copy : copies)
+      makeAsync(copy);
+  }
+
+  void makeAsync(fs::CopyOp copy) {
+    Value source = fuyou::rootBuffer(copy.getSource());
+    auto src = storageOf(source), dst = storageOf(fuyou::rootBuffer(copy.getTarget()));
+    // A host master read by the copy changes when its parameter is updated.
+    auto master = source.getDefiningOp<fs::GetParamOp>();
+    auto updates = [&](Operation *op) {
+      if (!master)
+        return false;
+      if (auto adamw = dyn_cast<fs::CpuAdamWOp>(op))
+        return adamw.getParam() == master.getName();
+      if (auto off = dyn_cast<fs::GradOffloadOp>(op))
+        return groupOf_.lookup(master.getName()) == off.getGroup();
+      return false;
+    };
+    auto writes = [&](Operation *op) {
+      if (auto launch = dyn_cast<fs::LaunchOp>(op))
+        return llvm::any_of(launch.getOuts(), [&](Value v) { return src.contains(v); });
+      if (auto other = dyn_cast<fs::CopyOp>(op))
+        return src.contains(other.getTarget());
+      return updates(op);
+    };
+    auto touches = [&](Operation *op) {
+      return !isa<fs::ViewOp>(op) && llvm::any_of(op->getOperands(), [&](Value v) { return dst.contains(v); });
+    };
+
+    SmallVector<Operation *> frees;  // of the source, before the wait
+    Operation *at = copy->getNextNode();
+    for (int64_t launches = 0; window > 0; at = at->getNextNode()) {
+      auto dealloc = dyn_cast<fs::DeallocOp>(at);
+      if (dealloc && src.contains(dealloc.getBuffer()) && !dst.contains(dealloc.getBuffer())) {
+        frees.push_back(at);
+        continue;
+      }
+      if (at->hasTrait<OpTrait::IsTerminator>() || touches(at) || writes(at))
+        break;
+      if (isa<fs::LaunchOp>(at) && ++launches > window)
+        break;
+    }
+
+    OpBuilder b(copy);
+    auto async = b.create<fs::CopyOp>(copy.getLoc(), fs::TokenType::get(b.getContext()), copy.getSource(),
+                                      copy.getTarget());
+    copy.erase();
+    b.setInsertionPoint(at);
+    b.create<fs::WaitOp>(async.getLoc(), async.getToken());
+    for (Operation *f : frees)
+      f->moveBefore(at);
+  }
+
+  llvm::StringMap<StringRef> groupOf_;  // parameter -> its layer group
+};
+
+} // namespace
