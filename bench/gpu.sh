@@ -69,7 +69,7 @@ if [[ " $STAGES " == *" speed "* ]]; then
   # The same model placed otherwise: activations recomputed, in host memory,
   # the planner's choice under --gpu-mem, weights streamed (bench/gpu/prepare.sh).
   v=()
-  for x in gpt124r gpt124h gpt124h0 gpt124p gpt124s gpt124s4; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" && v+=("$G/$x/train"); done
+  for x in ${VARIANTS:-gpt124r gpt124h0 gpt124h1 gpt124h gpt124ha8 gpt124p gpt124s gpt124s4 gpt124s16}; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" && v+=("$G/$x/train"); done
   python3 "$ROOT/bench/gpu/run.py" variants "$d/train.weights.safetensors" "$d/train" "${v[@]}" 2>&1 | tee "$OUT/variants.txt"
   while read -r l; do row "$l"; done < <(grep '^variant' "$OUT/variants.txt")
 fi

@@ -1,9 +1,9 @@
 // fy-async-copies: a copy between host and device no longer holds up the
 // kernels after it. It gets a token, and the program waits for it only where
 // it next needs it done: before an op touches the target, writes the source
-// or frees either, and no more than `window` launches later (0: right
-// after it, so it only overlaps the host's work). A source freed before
-// that point stays allocated until the wait (the copy still reads it).
+// or frees either. A source freed before that point stays allocated until
+// the wait (the copy still reads it), at most `window` launches (0: the wait
+// comes right after the copy, which then overlaps only the host's work).
 #include "passes/Analysis/StepPhases.h"
 #include "passes/Passes.h"
 
@@ -85,17 +85,21 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
       return !isa<fs::ViewOp>(op) && llvm::any_of(op->getOperands(), [&](Value v) { return dst.contains(v); });
     };
 
+    // The window bounds only how long a freed source is held: a copy from a
+    // buffer that lives on (a master) waits at its first conflict.
     SmallVector<Operation *> frees;  // of the source, before the wait
     Operation *at = copy->getNextNode();
     for (int64_t launches = 0; window > 0; at = at->getNextNode()) {
       auto dealloc = dyn_cast<fs::DeallocOp>(at);
       if (dealloc && src.contains(dealloc.getBuffer()) && !dst.contains(dealloc.getBuffer())) {
+        if (launches >= window)
+          break;
         frees.push_back(at);
         continue;
       }
       if (at->hasTrait<OpTrait::IsTerminator>() || touches(at) || writes(at))
         break;
-      if (isa<fs::LaunchOp>(at) && ++launches > window)
+      if (isa<fs::LaunchOp>(at) && ++launches > window && !frees.empty())
         break;
     }
 

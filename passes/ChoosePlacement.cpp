@@ -94,6 +94,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     place.params = plan.params.str();
     place.readAhead = readAhead;
     place.paramPrefetch = paramPrefetch;
+    place.activationPrefetch = activationPrefetch;
     place.copyWindow = copyWindow;
     fuyou::addPlacementPasses(pm, place);
     Outcome o;

@@ -135,6 +135,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4", "fy-place-activations' read-ahead for the plans it tries">,
     Option<"paramPrefetch", "param-prefetch", "int64_t", /*default=*/"0", "fy-stream-params' ahead for the plans it tries">,
     Option<"copyWindow", "copy-window", "int64_t", /*default=*/"4", "fy-async-copies' window for the plans it tries">,
+    Option<"activationPrefetch", "activation-prefetch", "int64_t", /*default=*/"0",
+           "fy-place-activations' ahead for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
            "a program's --trace: its kernels' measured times replace the profile's rates for the same kernels and bytes">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
@@ -156,8 +158,10 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
     separated list with one per segment in forward order:
       keep: the activation stays on the device;
       host: it is copied to a host buffer right after its last forward use
-        and into a fresh device buffer right before its first backward use,
-        which then reads that copy (views made in forward are made again);
+        and into a fresh device buffer `ahead` launches before its first
+        backward use (no earlier than backward's start or the copies back
+        placed before it), which then reads that copy (views made in
+        forward are made again);
       ssd: the same, on through a host buffer to an `ssd` buffer and back
         through another; the read back starts `read-ahead` SSD values ahead:
         at the first backward use of the value read from SSD that many
@@ -179,7 +183,9 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
            "keep, host, ssd or recompute; or one of them per forward segment, comma-separated; or auto (fy.plan.activations)">,
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4",
-           "how many values read from SSD ahead of the one needed (at least 1)">
+           "how many values read from SSD ahead of the one needed (at least 1)">,
+    Option<"ahead", "ahead", "int64_t", /*default=*/"0",
+           "launches before its first backward use that an activation's copy back to the device is issued">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
@@ -198,9 +204,12 @@ def StreamParams : Pass<"fy-stream-params", "mlir::ModuleOp"> {
     before fy-insert-dealloc.
 
     The copy is issued `ahead` launches before the phase's first use, so it
-    runs while they compute (0: right before the use). A backward copy does
-    not move before the parameter's last forward use, so one phase's buffer
-    is dead before the next one's is filled.
+    runs while they compute (0: right before the use), and the master is
+    read where the first copy is issued. A forward copy does not move before
+    the group_wait of the parameter's group (the master is final only once
+    the step before's update is done); a backward copy does not move before
+    the parameter's last forward use, so one phase's buffer is dead before
+    the next one's is filled.
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
@@ -216,15 +225,18 @@ def AsyncCopies : Pass<"fy-async-copies", "mlir::ModuleOp"> {
   let description = [{
     Each fysched.copy of @train_step between host and device gets a token,
     and a fysched.wait on it goes where the program next needs the copy
-    done: before the first op after it that touches its target, writes its
-    source (an update of the parameter whose master it reads included), or
-    returns, but at most `window` launches later, so that a copy whose
-    target is needed only much later (an activation waiting for backward)
-    holds its source for a bounded time. Deallocations of the source before
-    that point move after the wait; fy-plan-memory counts both buffers as
-    used up to it, so no other buffer is placed over them while the copy
-    runs. Values do not change, only when the ops after a copy may start.
-    Run after fy-insert-dealloc, before fy-plan-memory.
+    done: before the first op after it that touches its target, writes or
+    frees its source (an update of the parameter whose master it reads
+    included), or returns. A deallocation of the source on the way moves
+    after the wait, which then comes at most `window` launches after the
+    copy, so that a copy whose target is needed only much later (an
+    activation waiting for backward) holds its source for a bounded time;
+    a copy from a buffer that lives on (a weight's master) waits at its
+    first conflict however far. window=0 puts every wait right after its
+    copy. fy-plan-memory counts both buffers as used up to the wait, so no
+    other buffer is placed over them while the copy runs. Values do not
+    change, only when the ops after a copy may start. Run after
+    fy-insert-dealloc, before fy-plan-memory.
   }];
   let options = [
     Option<"window", "window", "int64_t", /*default=*/"4",

@@ -10,6 +10,7 @@ void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o) {
   PlaceActivationsOptions place;
   place.policy = o.activations;
   place.readAhead = o.readAhead;
+  place.ahead = o.activationPrefetch;
   pm.addPass(createPlaceActivations(place));
   StreamParamsOptions stream;
   stream.policy = o.params;

@@ -150,6 +150,10 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       module.emitError("fy-place-activations: read-ahead must be at least 1, got ") << int64_t(readAhead);
       return signalPassFailure();
     }
+    if (ahead < 0) {
+      module.emitError("fy-place-activations: ahead must be at least 0, got ") << int64_t(ahead);
+      return signalPassFailure();
+    }
     // A read from SSD starts when the value read readAhead before it is
     // first needed, so it runs while that many values' ops compute: one
     // ahead leaves a small read's whole latency in the way.
@@ -239,7 +243,8 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     }
   }
 
-  // Out after the last forward use, back in before the first backward one;
+  // Out after the last forward use, back in `ahead` launches before the
+  // first backward one (within backward, after the copies placed before);
   // to SSD and back through host buffers, the read from SSD at `readAt`.
   void moveOut(Saved &s, const fuyou::StepPhases &phases, bool ssd, Operation *readAt) {
     auto type = cast<fs::BufferType>(s.alloc.getType());
@@ -258,8 +263,14 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       b.setInsertionPoint(readAt);
       away = copyTo(away, in("host"));
     }
+    // Ops made here (the copies back placed before) are not in `phases`.
+    Operation *issue = fuyou::issuePoint(s.firstBackward, ahead,
+                                        [&](Operation *op) { return !phases.contains(op) || !phases.backward(op); });
+    b.setInsertionPoint(issue);
+    Value back = copyTo(away, type);
+    // Views backward reads are made again at the first use, not the copy.
     b.setInsertionPoint(s.firstBackward);
-    phases.rebaseBackward(s.alloc.getResult(), copyTo(away, type), b);
+    phases.rebaseBackward(s.alloc.getResult(), back, b);
   }
 
   // Where a forward buffer waits.

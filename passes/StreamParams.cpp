@@ -55,6 +55,13 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
     for (auto gp : body.getOps<fs::GetParamOp>())
       if (cast<fs::BufferType>(gp.getType()).getSpace() == "device")
         params.push_back(gp);
+    // A master is final for the step after its group's group_wait (the
+    // background update of the step before): no forward copy goes above it.
+    llvm::StringMap<Operation *> settledAt;
+    for (auto wait : body.getOps<fs::GroupWaitOp>())
+      if (auto group = module.lookupSymbol<fs::GroupOp>(wait.getGroupAttr()))
+        for (Attribute p : group.getParams())
+          settledAt[cast<FlatSymbolRefAttr>(p).getValue()] = wait;
     for (fs::GetParamOp gp : params) {
       // The first user of each phase and forward's last, views' users included.
       Operation *firstFwd = nullptr, *firstBwd = nullptr, *lastFwd = nullptr;
@@ -74,26 +81,30 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
       auto type = cast<fs::BufferType>(gp.getType());
       auto hostType = fs::BufferType::get(type.getContext(), "host", type.getTensorType());
       OpBuilder b(gp);
-      Value master = b.create<fs::GetParamOp>(gp.getLoc(), hostType, gp.getNameAttr());
-      // `ahead` launches before `use`, but after `floor`.
+      // `ahead` launches before `use`, but after `floor` (none: the step's start).
       auto issueAt = [&](Operation *use, Operation *floor) {
-        Operation *at = use;
-        for (int64_t n = 0; n < ahead && at->getPrevNode() && at->getPrevNode() != floor;) {
-          at = at->getPrevNode();
-          n += isa<fs::LaunchOp>(at);
-        }
-        return at;
+        return fuyou::issuePoint(use, ahead, [&](Operation *op) { return op == floor; });
       };
+      if (!firstFwd && !firstBwd) {
+        gp.erase();
+        continue;
+      }
+      Operation *settled = settledAt.lookup(gp.getName());
+      Operation *fwdAt = firstFwd ? issueAt(firstFwd, settled) : nullptr;
+      Operation *bwdAt = firstBwd ? issueAt(firstBwd, lastFwd ? lastFwd : settled) : nullptr;
+      // The master is read where the first copy is issued.
+      b.setInsertionPoint(fwdAt ? fwdAt : bwdAt);
+      Value master = b.create<fs::GetParamOp>(gp.getLoc(), hostType, gp.getNameAttr());
       auto fetch = [&](Operation *before) {
         b.setInsertionPoint(before);
         Value d = b.create<fs::AllocOp>(gp.getLoc(), type, /*offset=*/IntegerAttr());
         b.create<fs::CopyOp>(gp.getLoc(), master, d);
         return d;
       };
-      if (firstBwd)  // views backward reads are made again after the copy
-        phases.rebaseBackward(gp.getResult(), fetch(issueAt(firstBwd, lastFwd ? lastFwd : master.getDefiningOp())), b);
-      if (firstFwd)
-        gp.getResult().replaceAllUsesWith(fetch(issueAt(firstFwd, master.getDefiningOp())));
+      if (bwdAt)  // views backward reads are made again after the copy
+        phases.rebaseBackward(gp.getResult(), fetch(bwdAt), b);
+      if (fwdAt)
+        gp.getResult().replaceAllUsesWith(fetch(fwdAt));
       gp.erase();
     }
   }

@@ -6,9 +6,10 @@
 #   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16 and
 #                         fp32 the generated C++ and weights of the CUDA target
 #   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
-#   .gpu/gpt124{r,h,h0,p}/ the same with activations recomputed, in host memory (each
-#                         copy waited for at once: h0), or as the planner chooses under --gpu-mem 8G
-#   .gpu/gpt124{s,s4}/    the same with its weights streamed, copied 0 or 4 launches ahead
+#   .gpu/gpt124{r,h,h0,h1,ha8,p}/ the same with activations recomputed, in host memory (each
+#                         copy waited for at once: h0, after a launch: h1; copied back 8
+#                         launches ahead: ha8), or as the planner chooses under --gpu-mem 8G
+#   .gpu/gpt124{s,s4,s16}/ the same with its weights streamed, copied 0, 4 or 16 launches ahead
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
 #   .gpu/gpt350s/         the same with its parameters streamed (--params stream)
 # Usage: bench/gpu/prepare.sh [BUILD_DIR]   (default build/)
@@ -35,7 +36,8 @@ for m in gpt2 llama; do
   # Placement variants that must match train_bf16 bit for bit: activations saved
   # for backward waiting in pinned host memory, or on SSD through it, or computed
   # again in backward; parameters streamed per phase.
-  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_host" --target cuda --precision bf16 --activations host 2>/dev/null
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_host" --target cuda --precision bf16 --activations host \
+    --activation-prefetch 2 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_stream" --target cuda --precision bf16 --params stream \
     --param-prefetch 2 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_ssd" --target cuda --precision bf16 --activations ssd 2>/dev/null
@@ -61,9 +63,12 @@ big gpt124 8 1024 12 12 768
 big gpt124r 8 1024 12 12 768 --activations recompute  # what recomputing costs on the GPU
 big gpt124h 8 1024 12 12 768 --activations host       # and swapping to host memory
 big gpt124h0 8 1024 12 12 768 --activations host --copy-window 0  # each copy waited for at once
+big gpt124h1 8 1024 12 12 768 --activations host --copy-window 1  # ... or after one launch
+big gpt124ha8 8 1024 12 12 768 --activations host --activation-prefetch 8  # copies back 8 launches ahead
 big gpt124p 8 1024 12 12 768 --gpu-mem 8G --state memory  # the planner's choice (built-in H100 figures)
 big gpt124s 8 1024 12 12 768 --params stream          # weights copied in per phase, right before use
 big gpt124s4 8 1024 12 12 768 --params stream --param-prefetch 4  # ... 4 launches ahead
+big gpt124s16 8 1024 12 12 768 --params stream --param-prefetch 16  # ... 16
 big gpt350 1 128 24 16 1024
 big gpt350s 1 128 24 16 1024 --params stream  # no resident weights: copied in per phase
 du -sh "$OUT"

@@ -32,6 +32,7 @@ struct Options {
   int64_t ssdReadAhead = 4;    // activations read from SSD ahead of need
   int64_t paramPrefetch = 0;   // launches ahead that a streamed weight's copy is issued
   int64_t copyWindow = 4;      // launches that may run while a host<->device copy is in flight
+  int64_t activationPrefetch = 0;  // launches ahead that an activation's copy back to the device is issued
   std::string activations, params;   // placement; empty: keep, or auto under a budget
   int64_t gpuMem = 0, cpuMem = 0;    // budgets the plan must fit (0: none)
   std::string profile;               // the planner's machine profile (empty: built-in)
@@ -71,6 +72,8 @@ const char *kUsage =
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
     "                     [--param-prefetch N] copy a streamed weight to the device N launches before\n"
     "                                          its first use in each phase (default 0)\n"
+    "                     [--activation-prefetch N] copy an activation back to the device N launches\n"
+    "                                          before its first backward use (default 0)\n"
     "                     [--copy-window N]    kernels may run N launches past a copy between host and\n"
     "                                          device before the program waits for it (default 4)\n"
     "                     [--activations keep|host|ssd|recompute|auto]  values saved for backward wait on\n"
@@ -137,6 +140,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--ssd-read-ahead") o.ssdReadAhead = parseCount("ssd-read-ahead", next());
     else if (a == "--param-prefetch") o.paramPrefetch = parseCount("param-prefetch", next(), 0);
     else if (a == "--copy-window") o.copyWindow = parseCount("copy-window", next(), 0);
+    else if (a == "--activation-prefetch") o.activationPrefetch = parseCount("activation-prefetch", next(), 0);
     else if (a == "--gpu-mem") o.gpuMem = parseSize("gpu-mem", next());
     else if (a == "--cpu-mem") o.cpuMem = parseSize("cpu-mem", next());
     else if (a == "--profile") o.profile = next();
@@ -307,6 +311,7 @@ int main(int argc, char **argv) {
       choose.readAhead = opts.ssdReadAhead;
       choose.paramPrefetch = opts.paramPrefetch;
       choose.copyWindow = opts.copyWindow;
+      choose.activationPrefetch = opts.activationPrefetch;
       choose.target = opts.target;
       choose.search = opts.planSearch;
       choose.params = opts.params;
@@ -319,6 +324,7 @@ int main(int argc, char **argv) {
     place.readAhead = opts.ssdReadAhead;
     place.paramPrefetch = opts.paramPrefetch;
     place.copyWindow = opts.copyWindow;
+    place.activationPrefetch = opts.activationPrefetch;
     fuyou::addPlacementPasses(pm, place);
   }
   if (failed(pm.run(*module)))

@@ -18,6 +18,15 @@ Value rootBuffer(Value v) {
   return v;
 }
 
+Operation *issuePoint(Operation *use, int64_t launches, function_ref<bool(Operation *)> barrier) {
+  Operation *at = use;
+  for (int64_t n = 0; n < launches && at->getPrevNode() && !barrier(at->getPrevNode());) {
+    at = at->getPrevNode();
+    n += isa<fs::LaunchOp>(at);
+  }
+  return at;
+}
+
 StepPhases::StepPhases(Block &body) {
   auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret && ret.getNumOperands() ? rootBuffer(ret.getOperand(0)) : Value();

@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstdint>
 
@@ -18,6 +19,12 @@ namespace fuyou {
 
 // The buffer a value is, or is a view of.
 mlir::Value rootBuffer(mlir::Value v);
+
+// Where a copy for `use` goes to be issued `launches` launches before it:
+// the op it goes before, walking back over the ops between, never past an
+// op for which `barrier` holds.
+mlir::Operation *issuePoint(mlir::Operation *use, int64_t launches,
+                            llvm::function_ref<bool(mlir::Operation *)> barrier);
 
 class StepPhases {
 public:

@@ -8,6 +8,8 @@
 // RUN: fuyou-opt %s --fy-place-activations=policy=keep,recompute | FileCheck %s --check-prefix=RE1
 // RUN: fuyou-opt %s --fy-place-activations=policy=recompute,host | FileCheck %s --check-prefix=RE0
 // RUN: not fuyou-opt %s --fy-place-activations=policy=keep,keep,host 2>&1 | FileCheck %s --check-prefix=COUNT
+// RUN: fuyou-opt %s --fy-place-activations="policy=host ahead=1" | FileCheck %s --check-prefix=PRE
+// RUN: not fuyou-opt %s --fy-place-activations="policy=host ahead=-1" 2>&1 | FileCheck %s --check-prefix=PRENEG
 
 
 // policy=host: each of %a, %h and %b goes to host memory after its last
@@ -75,6 +77,27 @@
 // AHEAD: fysched.launch "unary_grad_gelu"
 // AHEAD-NOT: <ssd, tensor<4x8xf32>>, <host
 // AHEAD0: fy-place-activations: read-ahead must be at least 1, got 0
+
+// ahead=1: each copy back is issued one launch before its first backward
+// use, but not before backward starts or the copies back placed before it:
+// %b's has no launch to pass (it goes right after %b's copy out, the first
+// op of backward), %a's and %h's pass the first unary_grad_gelu; the views
+// backward reads are still made at the first use.
+// PRE: fysched.launch "reduce_sum"
+// PRE-NEXT: %[[BO:.*]] = fysched.alloc : <host, tensor<4x8xf32>>
+// PRE-NEXT: fysched.copy %[[B:.*]], %[[BO]]
+// PRE-NEXT: %[[BI:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// PRE-NEXT: fysched.copy %[[BO]], %[[BI]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
+// PRE-NEXT: %[[G1:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// PRE-NEXT: %[[BV2:.*]] = fysched.view %[[BI]]
+// PRE-NEXT: %[[AI:.*]] = fysched.alloc
+// PRE-NEXT: fysched.copy %{{.*}}, %[[AI]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
+// PRE-NEXT: %[[HI:.*]] = fysched.alloc
+// PRE-NEXT: fysched.copy %{{.*}}, %[[HI]] : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
+// PRE-NEXT: fysched.launch "unary_grad_gelu" ins(%[[BI]], %[[BV2]] {{.*}} outs(%[[G1]]
+// PRE-NEXT: %[[G0:.*]] = fysched.alloc
+// PRE-NEXT: fysched.launch "unary_grad_gelu" ins(%[[AI]], %[[HI]], %[[G1]]
+// PRENEG: fy-place-activations: ahead must be at least 0, got -1
 
 // KEEP-NOT: fysched.copy
 // BAD: fy-place-activations: a policy is keep, host, ssd or recompute, got 'disk'
