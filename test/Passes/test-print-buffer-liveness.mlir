@@ -42,3 +42,20 @@ func.func @offloads(%x: !fysched.buffer<device, tensor<4xf32>>) {
   %u1 = fysched.group_adamw @g1 after(%o1)
   return
 }
+
+// -----
+
+// Both buffers of an asynchronous copy are used until the wait for it.
+func.func @async_copy(%x: !fysched.buffer<device, tensor<4xf32>>, %y: !fysched.buffer<device, tensor<4xf32>>) {
+  // expected-remark @+1 {{16 bytes live [0, 5]}}
+  %a = fysched.alloc : <device, tensor<4xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%a : !fysched.buffer<device, tensor<4xf32>>)
+  // expected-remark @+1 {{16 bytes live [2, 5]}}
+  %h = fysched.alloc : <host, tensor<4xf32>>
+  %t = fysched.copy %a, %h : !fysched.buffer<device, tensor<4xf32>>, !fysched.buffer<host, tensor<4xf32>> -> !fysched.token
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%y : !fysched.buffer<device, tensor<4xf32>>)
+  fysched.wait %t
+  fysched.dealloc %a : !fysched.buffer<device, tensor<4xf32>>
+  fysched.dealloc %h : !fysched.buffer<host, tensor<4xf32>>
+  return
+}
