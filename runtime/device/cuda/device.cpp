@@ -83,10 +83,8 @@ CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(download_);
   cudaStreamSynchronize(to_device_);
   cudaStreamSynchronize(to_host_);
-  for (const Started& c : copies_) {
-    cudaEventDestroy(c.issued);
-    cudaEventDestroy(c.done);
-  }
+  for (const Started& c : copies_) cudaEventDestroy(c.done);
+  if (copy_issued_) cudaEventDestroy(copy_issued_);
   for (cudaEvent_t e : group_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : landed_events_) cudaEventDestroy(e);
   if (grads_ready_) cudaEventDestroy(grads_ready_);
@@ -318,9 +316,9 @@ void CudaDevice::transfer(View src, View dst, cudaMemcpyKind kind) {
 int64_t CudaDevice::copy_start(View src, View dst, cudaMemcpyKind kind) {
   if (src.nbytes() != dst.nbytes())
     fail("copy: " + src.shape.str() + " and " + dst.shape.str() + " differ in size");
+  if (!copy_issued_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&copy_issued_, cudaEventDisableTiming));
   if (copies_used_ == copies_.size()) {
     Started c{};
-    FY_CUDA_CHECK(cudaEventCreateWithFlags(&c.issued, cudaEventDisableTiming));
     FY_CUDA_CHECK(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
     copies_.push_back(c);
   }
@@ -328,9 +326,10 @@ int64_t CudaDevice::copy_start(View src, View dst, cudaMemcpyKind kind) {
   cudaStream_t s = up ? to_device_ : to_host_;
   Started& c = copies_[copies_used_];
   // After the kernels queued so far: they wrote the source, or last used
-  // the memory the target now takes.
-  FY_CUDA_CHECK(cudaEventRecord(c.issued, compute_));
-  FY_CUDA_CHECK(cudaStreamWaitEvent(s, c.issued, 0));
+  // the memory the target now takes. (The wait takes the event as recorded
+  // now, so one event serves every copy.)
+  FY_CUDA_CHECK(cudaEventRecord(copy_issued_, compute_));
+  FY_CUDA_CHECK(cudaStreamWaitEvent(s, copy_issued_, 0));
   size_t mark = tracing() ? trace_event(s) : 0;
   if (src.nbytes()) FY_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), kind, s));
   if (tracing())

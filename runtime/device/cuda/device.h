@@ -85,10 +85,9 @@ class CudaDevice final : public Device {
   // Kernels; parameters up (the optimizer's thread); gradients down.
   cudaStream_t compute_ = nullptr, upload_ = nullptr, download_ = nullptr;
   cudaStream_t to_device_ = nullptr, to_host_ = nullptr;  // started copies
-  // Started copies of this step, by ticket: the kernels before it done (on
-  // the compute stream), the copy done (on its stream).
+  // Started copies of this step, by ticket: the copy done (on its stream).
   struct Started {
-    cudaEvent_t issued, done;
+    cudaEvent_t done;
     const char* host;  // the host memory it reads or writes, until settled
     size_t bytes;
   };
@@ -99,6 +98,7 @@ class CudaDevice final : public Device {
   std::vector<cudaEvent_t> group_events_;   // uploads done, by group
   std::vector<cudaEvent_t> landed_events_;  // gradient copies done, by group
   cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
+  cudaEvent_t copy_issued_ = nullptr;       // the kernels before a started copy done
   int64_t last_offload_ = -1;               // group whose copy later kernels must wait for
   std::unordered_map<size_t, std::vector<void*>> free_;  // pool: capacity -> buffers
   std::unordered_map<void*, size_t> live_;               // pool: buffer -> capacity
