@@ -18,9 +18,14 @@ namespace fy::rt {
 #define FY_KERNEL_SPAN(rt, name, ...) \
   TraceSpan fy_span_((rt)->trace(), "compute", name, -1, (rt)->trace() ? nbytes_of({__VA_ARGS__}) : -1)
 
+// Everything in fp32; at bf16 or fp16 the matrix products round their
+// operands first, as the CUDA target's tensor cores do.
 void declare_precision(Runtime*, const char* precision) {
-  if (std::string(precision) != "fp32")
-    fail(std::string("the program asks for precision '") + precision + "'; the CPU target computes in fp32");
+  std::string p = precision;
+  if (p == "fp32") cpu::set_matmul_operands(cpu::MatmulOperands::FP32);
+  else if (p == "bf16") cpu::set_matmul_operands(cpu::MatmulOperands::BF16);
+  else if (p == "fp16") cpu::set_matmul_operands(cpu::MatmulOperands::FP16);
+  else fail("the program asks for precision '" + p + "', which the CPU target does not have (fp32, bf16, fp16)");
 }
 
 View param(Runtime* rt, int64_t index) { return rt->param(index).value; }

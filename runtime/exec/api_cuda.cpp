@@ -36,9 +36,10 @@ using cuda::device_of;
 void declare_precision(Runtime*, const char* precision) {
   std::string p = precision;
   if (p == "bf16") cuda::set_matmul_precision(cuda::MatmulPrecision::BF16);
+  else if (p == "fp16") cuda::set_matmul_precision(cuda::MatmulPrecision::FP16);
   else if (p == "tf32") cuda::set_matmul_precision(cuda::MatmulPrecision::TF32);
   else if (p == "fp32") cuda::set_matmul_precision(cuda::MatmulPrecision::FP32);
-  else fail("the program asks for precision '" + p + "', which the CUDA runtime does not have (bf16, tf32, fp32)");
+  else fail("the program asks for precision '" + p + "', which the CUDA runtime does not have (bf16, fp16, tf32, fp32)");
 }
 
 View param(Runtime* rt, int64_t index) { return device_of(rt).param(index); }

@@ -389,7 +389,7 @@ class CudaKernels : public ::testing::Test {
 // ---- context ----------------------------------------------------------------------
 
 TEST_F(CudaKernels, ContextStreamAndPrecision) {
-  for (MatmulPrecision p : {MatmulPrecision::BF16, MatmulPrecision::TF32, MatmulPrecision::FP32}) {
+  for (MatmulPrecision p : {MatmulPrecision::BF16, MatmulPrecision::FP16, MatmulPrecision::TF32, MatmulPrecision::FP32}) {
     gpu::set_matmul_precision(p);
     EXPECT_EQ(gpu::matmul_precision(), p);
   }
@@ -582,13 +582,22 @@ Shape matmul_shape(const Shape& a, const Shape& b, bool ta, bool tb) {
   return cat(bshape(sub(a, 0, ra - 2), sub(b, 0, rb - 2)), Shape{M, N});
 }
 
+// `ref`: what the CPU reference does to the operands first.
 void check_matmul(Shape as, Shape bs, bool ta, bool tb, Rng& rng, MatmulPrecision p = MatmulPrecision::FP32,
-                  double tol = kTol) {
+                  double tol = kTol, cpu::MatmulOperands ref = cpu::MatmulOperands::FP32) {
   HostTensor a = rand_f32(as, rng), b = rand_f32(bs, rng);
-  const char* pn = p == MatmulPrecision::FP32 ? "FP32" : p == MatmulPrecision::TF32 ? "TF32" : "BF16";
-  check_op(std::string("matmul ") + pn + " " + as.str() + (ta ? "^T" : "") + " x " + bs.str() + (tb ? "^T" : ""),
+  const char* pn = p == MatmulPrecision::FP32   ? "FP32"
+                   : p == MatmulPrecision::TF32 ? "TF32"
+                   : p == MatmulPrecision::FP16 ? "FP16"
+                                                : "BF16";
+  check_op(std::string("matmul ") + pn + " " + as.str() + (ta ? "^T" : "") + " x " + bs.str() + (tb ? "^T" : "") +
+               (ref != cpu::MatmulOperands::FP32 ? " (CPU reference rounds its operands too)" : ""),
            {a, b}, {out(matmul_shape(as, bs, ta, tb), F32, tol)},
-           [ta, tb](auto& in, auto& o) { cpu::matmul(in[0], in[1], o[0], ta, tb); },
+           [ta, tb, ref](auto& in, auto& o) {
+             cpu::set_matmul_operands(ref);
+             cpu::matmul(in[0], in[1], o[0], ta, tb);
+             cpu::set_matmul_operands(cpu::MatmulOperands::FP32);
+           },
            [ta, tb, p](auto& in, auto& o) {
              gpu::set_matmul_precision(p);
              gpu::matmul(in[0], in[1], o[0], ta, tb);
@@ -643,6 +652,23 @@ TEST_F(CudaKernels, MatmulBF16) {
   check_matmul({3, 1, 40, 24}, {1, 5, 24, 16}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
   // Operands past the bf16 scratch (128 MB of copies): fp32 operands, FAST_16BF.
   check_matmul({16384, 4100}, {4100, 48}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
+}
+
+TEST_F(CudaKernels, MatmulFP16) {
+  check_matmul({64, 96}, {96, 80}, false, false, rng, MatmulPrecision::FP16, kTolBF16);
+  check_matmul({2, 3, 17, 33}, {2, 3, 29, 17}, true, true, rng, MatmulPrecision::FP16, kTolBF16);
+  check_matmul({8, 128, 768}, {768, 2304}, false, false, rng, MatmulPrecision::FP16, kTolBF16);
+  check_matmul({3, 1, 40, 24}, {1, 5, 24, 16}, false, false, rng, MatmulPrecision::FP16, kTolBF16);
+  // Against the CPU target's --precision fp16 / bf16, which rounds the same
+  // operands the same way: only the order of the fp32 sums differs.
+  for (auto [p, r] : {std::pair{MatmulPrecision::FP16, cpu::MatmulOperands::FP16},
+                      std::pair{MatmulPrecision::BF16, cpu::MatmulOperands::BF16}}) {
+    check_matmul({64, 96}, {96, 80}, false, false, rng, p, kTol, r);
+    check_matmul({2, 12, 128, 128}, {2, 12, 128, 64}, false, false, rng, p, kTol, r);
+    check_matmul({1024, 768}, {1024, 2304}, true, false, rng, p, kTol, r);
+  }
+  // Operands past the scratch: fp32 operands, FAST_16F.
+  check_matmul({16384, 4100}, {4100, 48}, false, false, rng, MatmulPrecision::FP16, kTolBF16);
 }
 
 TEST_F(CudaKernels, MatmulTF32) {

@@ -278,6 +278,50 @@ TEST(Matmul, BatchedBroadcastTransposed) {
   EXPECT_THROW(k::matmul(a, b, c, false, false), fy::Error);
 }
 
+// Values worked out by hand from the formats (fp16: 10 mantissa bits,
+// largest 65504, subnormal step 2^-24; bf16: 7 mantissa bits).
+TEST(Matmul, OperandRoundingKnownValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(k::round_to_fp16(1.0f), 1.0f);
+  EXPECT_EQ(k::round_to_fp16(1.0f + 0x1p-11f), 1.0f);            // tie: to the even mantissa
+  EXPECT_EQ(k::round_to_fp16(1.0f + 0x3p-11f), 1.0f + 0x1p-9f);  // tie: up to the even one
+  EXPECT_EQ(k::round_to_fp16(0.1f), 0.0999755859375f);
+  EXPECT_EQ(k::round_to_fp16(65504.f), 65504.f);
+  EXPECT_EQ(k::round_to_fp16(65519.f), 65504.f);
+  EXPECT_EQ(k::round_to_fp16(65520.f), inf);
+  EXPECT_EQ(k::round_to_fp16(-7e4f), -inf);
+  EXPECT_EQ(k::round_to_fp16(0x1p-24f), 0x1p-24f);   // smallest subnormal
+  EXPECT_EQ(k::round_to_fp16(0x1p-25f), 0.0f);       // tie: to zero (even)
+  EXPECT_EQ(k::round_to_fp16(0x3p-25f), 0x1p-23f);   // tie: to 2 * 2^-24
+  EXPECT_EQ(k::round_to_fp16(0x1.ffcp-15f), 0x1p-14f);  // 1023.5 steps: tie, up into the normals
+  EXPECT_EQ(k::round_to_fp16(-1e-9f), -0.0f);
+  EXPECT_TRUE(std::signbit(k::round_to_fp16(-1e-9f)));
+  EXPECT_TRUE(std::isnan(k::round_to_fp16(std::nanf(""))));
+  EXPECT_EQ(k::round_to_bf16(1.0f + 0x1p-8f), 1.0f);
+  EXPECT_EQ(k::round_to_bf16(1.0f + 0x3p-8f), 1.0f + 0x1p-6f);
+  EXPECT_EQ(k::round_to_bf16(0.1f), 0.10009765625f);
+  EXPECT_EQ(k::round_to_bf16(70000.f), 70144.f);
+  EXPECT_EQ(k::round_to_bf16(std::numeric_limits<float>::max()), inf);
+  EXPECT_TRUE(std::isnan(k::round_to_bf16(std::nanf(""))));
+
+  // matmul rounds both operands, then sums in fp32.
+  HostTensor a = make_tensor({1, 2}, DType::F32, {1.0 + 0x1p-11, 3.0}), b = make_tensor({2, 1}, DType::F32, {1.0, 1.0});
+  HostTensor big = make_tensor({1, 1}, DType::F32, {65520.0}), one = make_tensor({1, 1}, DType::F32, {1.0});
+  HostTensor c({1, 1}, DType::F32);
+  auto product = [&](k::MatmulOperands p, HostTensor& x, HostTensor& y) {
+    k::set_matmul_operands(p);
+    k::matmul(x, y, c, false, false);
+    k::set_matmul_operands(k::MatmulOperands::FP32);
+    return c.as<float>()[0];
+  };
+  EXPECT_EQ(product(k::MatmulOperands::FP32, a, b), 4.0f + 0x1p-11f);
+  EXPECT_EQ(product(k::MatmulOperands::FP16, a, b), 4.0f);
+  EXPECT_EQ(product(k::MatmulOperands::BF16, a, b), 4.0f);
+  EXPECT_EQ(product(k::MatmulOperands::FP32, big, one), 65520.0f);
+  EXPECT_EQ(product(k::MatmulOperands::FP16, big, one), inf);
+  EXPECT_EQ(product(k::MatmulOperands::BF16, big, one), 65536.0f);
+}
+
 TEST(Transpose, Permutations) {
   Rng rng(6);
   struct Case {

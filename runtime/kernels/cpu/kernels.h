@@ -40,6 +40,16 @@ void broadcast_to(View x, View y);
 // numpy matmul, ranks >= 2, leading batch dims broadcast. trans_a / trans_b
 // transpose the last two dims of a / b. c is overwritten.
 void matmul(View a, View b, View c, bool trans_a, bool trans_b);
+// What F32 matmul does to its operands first: nothing (FP32), or round them
+// to nearest, ties to even, to bf16 or fp16 values (fp16: past 65504 to
+// inf), then multiply with fp32 accumulation. The arithmetic of the CUDA
+// target's tensor cores at --precision bf16|fp16, for running those
+// numerics (fp16's overflows included) without a GPU. Process-wide.
+enum class MatmulOperands { FP32, BF16, FP16 };
+void set_matmul_operands(MatmulOperands p);
+MatmulOperands matmul_operands();
+float round_to_bf16(float x);
+float round_to_fp16(float x);
 
 // ---- data movement (any dtype) -------------------------------------------------
 // y.shape[i] == x.shape[perm[i]].

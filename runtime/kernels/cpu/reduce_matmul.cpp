@@ -2,6 +2,9 @@
 // matmul on top of OpenBLAS.
 #include <cblas.h>
 
+#include <atomic>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/detail.h"
@@ -58,6 +61,58 @@ void reduce_to(View x, View y, bool mean) {
 }
 
 namespace {
+std::atomic<MatmulOperands> g_operands{MatmulOperands::FP32};
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+float float_of(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+}  // namespace
+
+void set_matmul_operands(MatmulOperands p) { g_operands.store(p); }
+MatmulOperands matmul_operands() { return g_operands.load(); }
+
+float round_to_bf16(float x) {
+  const uint32_t u = bits_of(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;  // NaN stays NaN
+  // Drop the low 16 bits, to nearest, ties to even; a carry into the
+  // exponent is the next binade (or inf past bf16's largest value).
+  return float_of((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
+float round_to_fp16(float x) {
+  const uint32_t u = bits_of(x), sign = u & 0x80000000u, a = u ^ sign;
+  if (a >= 0x7f800000u) return x;                             // inf, NaN
+  if (a >= 0x477ff000u) return float_of(sign | 0x7f800000u);  // >= 65520: rounds past 65504
+  if (a >= 0x38800000u)                                       // normal in fp16 (>= 2^-14): 10 mantissa bits
+    return float_of(sign | ((a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u));
+  // Subnormal in fp16: a multiple of 2^-24. Scaling by 2^24 is exact, and
+  // nearbyint rounds ties to even in the default rounding mode.
+  const float q = std::nearbyint(float_of(a) * 16777216.0f) * (1.0f / 16777216.0f);
+  return float_of(sign | bits_of(q));
+}
+
+namespace {
+// Rounded copies of matmul's operands (per thread: kernels may run on more than one).
+const float* rounded(const float* x, int64_t n, MatmulOperands p, std::vector<float>& buf) {
+  buf.resize(size_t(n));
+  float* y = buf.data();
+  if (p == MatmulOperands::BF16) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) y[i] = round_to_bf16(x[i]);
+  } else {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) y[i] = round_to_fp16(x[i]);
+  }
+  return y;
+}
+
 inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               1.0f, A, int(ta ? M : K), B, int(tb ? K : N), 0.0f, C, int(N));
@@ -91,6 +146,14 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
     const T* pa = a.as<T>();
     const T* pb = b.as<T>();
     T* pc = c.as<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      const MatmulOperands p = matmul_operands();
+      if (p != MatmulOperands::FP32) {
+        thread_local std::vector<float> ra, rb;
+        pa = rounded(pa, a.numel(), p, ra);
+        pb = rounded(pb, b.numel(), p, rb);
+      }
+    }
     const int64_t nbatch = c.numel() / (M * N);
     if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
       // x @ W with a shared W: stack a's batches into one tall GEMM.

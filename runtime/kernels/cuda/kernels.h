@@ -28,12 +28,13 @@ void* stream();
 // Precision of matrix products on F32 data. FP32: exact fp32 (no tensor
 // cores). BF16: the tensor cores take inputs rounded to bf16 and accumulate
 // in fp32 (cuBLAS's 32F_FAST_16BF), as PyTorch's bf16 autocast does for its
-// matmuls. TF32 likewise with tf32 inputs.
-enum class MatmulPrecision { FP32, TF32, BF16 };
+// matmuls. FP16 likewise with fp16 inputs (past 65504: inf; what dynamic
+// loss scaling is for). TF32 likewise with tf32 inputs.
+enum class MatmulPrecision { FP32, TF32, BF16, FP16 };
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
 // Device memory matmul takes per stream beyond its operands at precision p:
-// cuBLASLt's workspace and, for BF16, the operands' bf16 copies.
+// cuBLASLt's workspace and, for BF16 and FP16, the operands' 16-bit copies.
 size_t matmul_scratch_bytes(MatmulPrecision p);
 
 // Blocks until every queued kernel on the current stream is done; fails

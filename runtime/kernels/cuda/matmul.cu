@@ -9,18 +9,21 @@
 // shape / strides / alignment / precision, so steady-state calls only
 // look up the plan and launch.
 //
-// BF16: both operands are rounded to bf16 copies in a fixed scratch buffer
-// and multiplied on the tensor cores with fp32 accumulation and output, as
-// autocast does; a product whose operands do not fit the scratch keeps fp32
-// operands with cuBLAS's COMPUTE_32F_FAST_16BF (slower: TF32-like rates).
+// BF16 (FP16): both operands are rounded to bf16 (fp16) copies in a fixed
+// scratch buffer and multiplied on the tensor cores with fp32 accumulation
+// and output, as autocast does; a product whose operands do not fit the
+// scratch keeps fp32 operands with cuBLAS's COMPUTE_32F_FAST_16BF (_16F),
+// slower: TF32-like rates.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "kernels/cuda/common.cuh"
@@ -52,11 +55,12 @@ using namespace detail;
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-constexpr size_t kConvertBytes = size_t(128) << 20;  // bf16 copies of both operands
+constexpr size_t kConvertBytes = size_t(128) << 20;  // 16-bit copies of both operands
 
 // How a plan multiplies: the precision's compute type on fp32 operands, or
-// bf16 operands (BF16 when they fit the scratch).
-enum class Mode : int64_t { FP32, TF32, BF16Fast, BF16Operands };
+// 16-bit operands (BF16 / FP16 when they fit the scratch).
+enum class Mode : int64_t { FP32, TF32, BF16Fast, BF16Operands, FP16Fast, FP16Operands };
+bool operands16(Mode m) { return m == Mode::BF16Operands || m == Mode::FP16Operands; }
 
 // m, n, k, batch, stride_a, stride_b, stride_c, trans_a, trans_b, precision,
 // align_a, align_b, align_c (strides in elements, alignments in bytes).
@@ -111,6 +115,8 @@ cublasComputeType_t compute_type(Mode m) {
     case Mode::TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
     case Mode::BF16Fast: return CUBLAS_COMPUTE_32F_FAST_16BF;
     case Mode::BF16Operands: return CUBLAS_COMPUTE_32F;
+    case Mode::FP16Fast: return CUBLAS_COMPUTE_32F_FAST_16F;
+    case Mode::FP16Operands: return CUBLAS_COMPUTE_32F;
   }
   return CUBLAS_COMPUTE_32F;
 }
@@ -147,7 +153,9 @@ const Plan& plan_for(const Key& k) {
   const int64_t M = k[0], N = k[1], K = k[2], batch = k[3];
   const bool ta = k[7] != 0, tb = k[8] != 0;
   const Mode mode = Mode(k[9]);
-  const cudaDataType_t in = mode == Mode::BF16Operands ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t in = mode == Mode::BF16Operands   ? CUDA_R_16BF
+                           : mode == Mode::FP16Operands ? CUDA_R_16F
+                                                        : CUDA_R_32F;
   Plan p;
   FY_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute_type(mode), CUDA_R_32F));
   const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -179,7 +187,7 @@ const Plan& plan_for(const Key& k) {
       cublasLtMatmulAlgoGetHeuristic(ctx.handle, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    if (mode == Mode::BF16Operands) {
+    if (operands16(mode)) {
       // Remembered as none (op null): the caller keeps fp32 operands instead.
       for (cublasLtMatrixLayout_t l : {p.la, p.lb, p.lc}) cublasLtMatrixLayoutDestroy(l);
       cublasLtMatmulDescDestroy(p.op);
@@ -194,8 +202,8 @@ const Plan& plan_for(const Key& k) {
 
 // One (strided-batched) GEMM: `batch` products of a [M,K] (or [K,M]) and
 // b [K,N] (or [N,K]) into c [M,N]; strides in elements. T: float, or
-// __nv_bfloat16 in Mode::BF16Operands, where it returns false (nothing
-// launched) when cuBLASLt has no algorithm for the operands.
+// __nv_bfloat16 / __half with 16-bit operands, where it returns false
+// (nothing launched) when cuBLASLt has no algorithm for the operands.
 template <class T>
 bool gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t batch,
           int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s) {
@@ -211,33 +219,40 @@ bool gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, boo
   return true;
 }
 
-// Round-to-nearest bf16 copy; with vec, four elements per thread and step
-// (x 16-byte aligned).
-__global__ void to_bf16(const float* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n, bool vec) {
+// Round-to-nearest 16-bit copies (fp16: past 65504 to inf).
+__device__ __nv_bfloat162 pair_to(float a, float b, __nv_bfloat162*) { return __floats2bfloat162_rn(a, b); }
+__device__ __half2 pair_to(float a, float b, __half2*) { return __floats2half2_rn(a, b); }
+__device__ __nv_bfloat16 one_to(float a, __nv_bfloat16*) { return __float2bfloat16_rn(a); }
+__device__ __half one_to(float a, __half*) { return __float2half_rn(a); }
+
+// With vec, four elements per thread and step (x 16-byte aligned).
+template <class H, class H2>
+__global__ void to_16bit(const float* __restrict__ x, H* __restrict__ y, int64_t n, bool vec) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t n4 = vec ? n / 4 : 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += stride) {
     const float4 v = reinterpret_cast<const float4*>(x)[i];
-    __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(y + 4 * i);
-    o[0] = __floats2bfloat162_rn(v.x, v.y);
-    o[1] = __floats2bfloat162_rn(v.z, v.w);
+    H2* o = reinterpret_cast<H2*>(y + 4 * i);
+    o[0] = pair_to(v.x, v.y, o);
+    o[1] = pair_to(v.z, v.w, o);
   }
   for (int64_t i = 4 * n4 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    y[i] = __float2bfloat16_rn(x[i]);
+    y[i] = one_to(x[i], y);
 }
 
-void launch_to_bf16(const float* x, __nv_bfloat16* y, int64_t n, cudaStream_t s) {
+template <class H, class H2>
+void launch_to_16bit(const float* x, H* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int64_t blocks = std::min<int64_t>(((vec ? n / 4 : n) + 255) / 256 + 1, 4096);
-  to_bf16<<<unsigned(blocks), 256, 0, s>>>(x, y, n, vec);
-  FY_CUDA_LAUNCHED("matmul (bf16 operands)");
+  to_16bit<H, H2><<<unsigned(blocks), 256, 0, s>>>(x, y, n, vec);
+  FY_CUDA_LAUNCHED("matmul (16-bit operands)");
 }
 
 }  // namespace
 
 size_t matmul_scratch_bytes(MatmulPrecision p) {
-  return kWorkspaceBytes + (p == MatmulPrecision::BF16 ? kConvertBytes : 0);
+  return kWorkspaceBytes + (p == MatmulPrecision::BF16 || p == MatmulPrecision::FP16 ? kConvertBytes : 0);
 }
 
 void matmul(View a, View b, View c, bool ta, bool tb) {
@@ -302,16 +317,27 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
     }
     return true;
   };
-  if (prec == MatmulPrecision::BF16 && a16 + b16 <= kConvertBytes) {
+  auto run16 = [&](auto* tag, auto* tag2, Mode mode) {
+    using H = std::remove_pointer_t<decltype(tag)>;
+    using H2 = std::remove_pointer_t<decltype(tag2)>;
     auto* scratch = static_cast<char*>(per_stream(lt().convert, s, kConvertBytes));
-    auto* A = reinterpret_cast<__nv_bfloat16*>(scratch);
-    auto* B = reinterpret_cast<__nv_bfloat16*>(scratch + a16);
-    launch_to_bf16(pa, A, a.numel(), s);
-    launch_to_bf16(pb, B, b.numel(), s);
-    if (run(static_cast<const __nv_bfloat16*>(A), static_cast<const __nv_bfloat16*>(B), Mode::BF16Operands)) return;
+    auto* A = reinterpret_cast<H*>(scratch);
+    auto* B = reinterpret_cast<H*>(scratch + a16);
+    launch_to_16bit<H, H2>(pa, A, a.numel(), s);
+    launch_to_16bit<H, H2>(pb, B, b.numel(), s);
+    return run(static_cast<const H*>(A), static_cast<const H*>(B), mode);
+  };
+  if (a16 + b16 <= kConvertBytes) {
+    if (prec == MatmulPrecision::BF16 &&
+        run16(static_cast<__nv_bfloat16*>(nullptr), static_cast<__nv_bfloat162*>(nullptr), Mode::BF16Operands))
+      return;
+    if (prec == MatmulPrecision::FP16 &&
+        run16(static_cast<__half*>(nullptr), static_cast<__half2*>(nullptr), Mode::FP16Operands))
+      return;
   }
-  const Mode mode = prec == MatmulPrecision::FP32 ? Mode::FP32
+  const Mode mode = prec == MatmulPrecision::FP32   ? Mode::FP32
                     : prec == MatmulPrecision::TF32 ? Mode::TF32
+                    : prec == MatmulPrecision::FP16 ? Mode::FP16Fast
                                                     : Mode::BF16Fast;
   run(pa, pb, mode);
 }
