@@ -51,6 +51,9 @@ void declare_streamed_params(Runtime* rt);
 // The arithmetic the program was compiled for: "fp32" (every target), "bf16"
 // or "tf32" (matrix products on the CUDA target's tensor cores).
 void declare_precision(Runtime* rt, const char* precision);
+// The program's backward starts from loss_scale() instead of 1 (fuyou-compile
+// --loss-scale dynamic): the run scales, checks and unscales its gradients.
+void declare_loss_scaling(Runtime* rt);
 // The optimizer the program was compiled for: "adamw" or "adamw8bit" (the
 // executable's --optimizer overrides it).
 void declare_optimizer(Runtime* rt, const char* name);
@@ -170,6 +173,11 @@ void softmax_cross_entropy_grad(Runtime* rt, View dloss, View log_prob, View lab
 // number and this op's seed.
 void dropout(Runtime* rt, View x, View y, View mask, double ratio, int64_t seed);
 void dropout_grad(Runtime* rt, View dy, View mask, View dx, double ratio);
+
+// ---- loss scaling ----
+// Fills the scalar `seed` with the loss's gradient for this step's backward:
+// the current loss scale (after the previous step's verdict).
+void loss_scale(Runtime* rt, View seed);
 
 // ---- optimiser ----
 // AdamW on parameter `index` with its gradient, at the current step.

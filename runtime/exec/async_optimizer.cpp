@@ -5,6 +5,7 @@
 #include <functional>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "exec/runtime.h"
 #include "optim/adamw.h"
@@ -97,7 +98,7 @@ void AsyncOptimizer::make_slots() {
 
 namespace {
 const char* op_name(int op) {
-  static const char* names[] = {"grad_offload", "state_read", "group_adamw", "state_write"};
+  static const char* names[] = {"grad_offload", "state_read", "group_adamw", "state_write", "gradient check"};
   return names[op];
 }
 }  // namespace
@@ -153,21 +154,15 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
       std::memcpy(grad(g, i), grads[i].data, grads[i].nbytes());
   }
   if (copy_fence_) g.landed = copy_fence_(group);
-  if (g.landed && (clip_norm_ > 0 || rt_.recording_grads())) {
+  if (g.landed && rt_.recording_grads()) {
     g.landed();  // read here, on the host, right away
     g.landed = nullptr;
   }
-  for (size_t i = 0; i < count; ++i) {
-    rt_.record_grad(g.params[i], View{grad(g, i), grads[i].shape, DType::F32});
-    if (clip_norm_ > 0) {
-      // torch takes the norm of each gradient in fp32, then the norm of those.
-      const float* x = grad(g, i);
-      double acc = 0;
-      for (int64_t k = 0; k < grads[i].numel(); ++k) acc += double(x[k]) * double(x[k]);
-      float n = float(std::sqrt(acc));
-      g.sq_norms[i] = double(n) * double(n);
-    }
-  }
+  // Recorded as the optimizer will see them: unscaled (the scale cannot
+  // change before this step's verdict).
+  const float unscale = scaler_ ? scaler_->inv_scale() : 1.f;
+  for (size_t i = 0; i < count; ++i)
+    rt_.record_grad(g.params[i], View{grad(g, i), grads[i].shape, DType::F32}, unscale);
   std::lock_guard<std::mutex> lock(mu_);
   return new_token(Op::Offload, group, 0);
 }
@@ -206,24 +201,29 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
     fail("group_adamw of group " + std::to_string(group) + " needs the group's grad_offload of this step");
   for (size_t i = 0; i < count; ++i) tokens_.erase(deps[i]);
   item.seq = ++g.updates;
-  g.step = rt_.step();
+  // AdamW's step count: skipped steps do not advance it (a held update's
+  // is settled by its verdict).
+  g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
   g.pending = true;
-  if (clip_norm_ > 0) {
+  if (holds()) {
     g.held = true;
     held_.push_back(item);
+    awaiting_ = true;
+    queue_.push_back(Item{Op::Check, group, item.seq});
   } else {
     queue_.push_back(item);
   }
   if (++started_ == groups_.size()) {
     started_ = 0;
-    release_updates();
+    all_in_ = true;
+    if (!holds() || checked_ == groups_.size()) release_updates();
   }
   work_cv_.notify_one();
   return new_token(Op::Update, group, item.seq);
 }
 
 void AsyncOptimizer::release_updates() {
-  if (clip_norm_ <= 0) {
+  if (!holds()) {
     // Backward is done: the updates still queued are next needed by the next
     // forward, first layer first (groups are declared in backward order), so
     // they take their slots in the queue in that order.
@@ -237,22 +237,81 @@ void AsyncOptimizer::release_updates() {
       if (it.op == Op::Update) it = updates[k++];
     return;
   }
-  // Clipping: every gradient of the step is in. The global norm, then the
-  // updates in forward order.
+  // Every gradient of the step is in and checked: the verdict, the global
+  // norm, then the updates in forward order.
+  all_in_ = false;
+  checked_ = 0;
+  awaiting_ = false;
   double total = 0;
   for (const Group& other : groups_)
     for (double sq : other.sq_norms) total += sq;
-  float norm = float(std::sqrt(total));
+  float unscale = 1.f;
+  if (scaler_) {
+    verdict_.scale = scaler_->scale();
+    unscale = scaler_->inv_scale();
+    // A finite float squared is finite in double, so the sum is finite
+    // exactly when every gradient element is.
+    verdict_.skipped = !scaler_->update(std::isfinite(total));
+    verdict_.next = scaler_->scale();
+  }
+  done_cv_.notify_all();
+  if (verdict_.skipped && scaler_) {
+    // Nothing changes: the moments stay as they are, and the parameters'
+    // values (no on_updated); a write-back finds nothing dirty.
+    for (const Item& it : held_) {
+      Group& other = groups_[size_t(it.group)];
+      other.held = other.pending = false;
+      free_slots_.push_back(other.slot);
+      other.slot = -1;
+      other.updates_done = it.seq;
+    }
+    held_.clear();
+    last_norm_ = std::numeric_limits<double>::quiet_NaN();
+    return;
+  }
+  // torch takes the norm of the unscaled gradients; the scale is a power of
+  // two, so this is the same number.
+  float norm = float(std::sqrt(total)) * unscale;
   last_norm_ = norm;
-  float coef = float(clip_norm_) / (norm + 1e-6f);
+  float coef = clip_norm_ > 0 ? float(clip_norm_) / (norm + 1e-6f) : 1.f;
   std::stable_sort(held_.begin(), held_.end(), [](const Item& a, const Item& b) { return a.group > b.group; });
   for (const Item& it : held_) {
     Group& other = groups_[size_t(it.group)];
     other.held = false;
+    other.unscale = unscale;
     other.scale = coef < 1.f ? coef : 1.f;
     queue_.push_back(it);
   }
   held_.clear();
+}
+
+AsyncOptimizer::Verdict AsyncOptimizer::wait_verdict() {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return !awaiting_ || error_; });
+  if (error_) std::rethrow_exception(error_);
+  return verdict_;
+}
+
+void AsyncOptimizer::restore_loss_scaler(float scale, int64_t growth_tracker, int64_t skipped) {
+  if (!scaler_) fail("restore_loss_scaler: the run has no loss scaling");
+  std::lock_guard<std::mutex> lock(mu_);
+  scaler_->restore(scale, growth_tracker, skipped);
+  verdict_ = Verdict{false, scale, scale};
+}
+
+void AsyncOptimizer::check_norms(Group& g) {
+  // torch takes the norm of each gradient in fp32, then the norm of those.
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    const float* x = grad(g, i);
+    const int64_t n = rt_.param(g.params[i]).value.numel();
+    double acc[4] = {0, 0, 0, 0};  // four chains: the loop is latency-bound otherwise
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4)
+      for (int j = 0; j < 4; ++j) acc[j] += double(x[k + j]) * double(x[k + j]);
+    for (; k < n; ++k) acc[0] += double(x[k]) * double(x[k]);
+    float norm = float(std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3])));
+    g.sq_norms[i] = double(norm) * double(norm);
+  }
 }
 
 void AsyncOptimizer::write(int64_t group, int64_t update) {
@@ -321,6 +380,9 @@ void AsyncOptimizer::quiesce() noexcept {
     if (g.held) drop(g);
   tokens_.clear();
   started_ = 0;
+  all_in_ = awaiting_ = false;
+  checked_ = 0;
+  done_cv_.notify_all();
   // What is left is the item the worker is running.
   done_cv_.wait(lock, [&] { return !running_; });
 }
@@ -352,6 +414,9 @@ int AsyncOptimizer::runnable() const {
         break;
       case Op::Read:
         if (first < 0 && can_stage(it.group)) first = int(i);
+        break;
+      case Op::Check:
+        if (first < 0) first = int(i);
         break;
       case Op::Offload:
         break;
@@ -388,18 +453,16 @@ void AsyncOptimizer::run(const Item& item) {
       read_out_of_core(item.group);
     } else if (item.op == Op::Write) {
       write_out_of_core(item.group);
+    } else if (item.op == Op::Check) {
+      idle = await_landed(g, item.group);
+      TraceSpan span(rt_.trace(), "cpu optimizer", "gradient norms, group ", item.group, int64_t(g.grad_elems * 4));
+      check_norms(g);
     } else {
-      if (g.landed) {
-        TraceSpan span(rt_.trace(), "cpu optimizer", "gradients landed wait, group ", item.group);
-        std::function<void()> landed = std::move(g.landed);
-        g.landed = nullptr;
-        auto w0 = Clock::now();
-        landed();
-        idle = std::chrono::duration<double>(Clock::now() - w0).count();
-      }
-      if (g.scale != 1.f) {
+      idle = await_landed(g, item.group);
+      if (g.unscale != 1.f || g.scale != 1.f) {
+        // As torch: unscale, then the clipping coefficient.
         float* x = grad(g, 0);
-        for (size_t k = 0; k < g.grad_elems; ++k) x[k] *= g.scale;
+        for (size_t k = 0; k < g.grad_elems; ++k) x[k] = x[k] * g.unscale * g.scale;
       }
       if (store_)
         update_out_of_core(item.group);
@@ -415,12 +478,24 @@ void AsyncOptimizer::run(const Item& item) {
   busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count() - idle;
   if (item.op == Op::Read) {
     g.reads_done = item.seq;
+  } else if (item.op == Op::Check) {
+    if (++checked_ == groups_.size() && all_in_) release_updates();
   } else if (item.op == Op::Update) {
     free_slots_.push_back(g.slot);
     g.slot = -1;
     g.pending = false;
     g.updates_done = item.seq;
   }
+}
+
+double AsyncOptimizer::await_landed(Group& g, int64_t group) {
+  if (!g.landed) return 0;
+  TraceSpan span(rt_.trace(), "cpu optimizer", "gradients landed wait, group ", group);
+  std::function<void()> landed = std::move(g.landed);
+  g.landed = nullptr;
+  auto t0 = Clock::now();
+  landed();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void AsyncOptimizer::update_in_memory(Group& g) {

@@ -18,6 +18,7 @@
 
 #include "core/tensor.h"
 #include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 #include "store/store.h"
 
 namespace fy {
@@ -91,6 +92,28 @@ class AsyncOptimizer {
   void set_clip_norm(double max_norm) { clip_norm_ = max_norm; }
   double last_grad_norm() const { return last_norm_; }
 
+  // Dynamic loss scaling (fp16 programs): updates are held the same way, the
+  // worker checks each group's gradients as they land, and once the step's
+  // last group is in, a gradient with an inf or NaN skips the whole step's
+  // update (LossScaler). Otherwise the gradients are unscaled first.
+  void set_loss_scaling(const LossScaleConfig& c) {
+    scaler_ = std::make_unique<LossScaler>(c);
+    verdict_ = Verdict{false, c.init, c.init};
+  }
+  bool loss_scaling() const { return scaler_ != nullptr; }
+  struct Verdict {
+    bool skipped = false;  // the step's gradients held an inf or NaN
+    float scale = 1.f;     // the scale the step's backward ran at
+    float next = 1.f;      // the scale from the next step on
+  };
+  // Blocks until the last step whose updates were issued has its verdict.
+  Verdict wait_verdict();
+  // The scale for the backward about to start (after the last verdict).
+  float loss_scale() { return wait_verdict().next; }
+  // Checkpoints (after wait_all): the scaler's whole state.
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
+  void restore_loss_scaler(float scale, int64_t growth_tracker, int64_t skipped);
+
   // Out of core (--ssd): AdamW's moments live in the store, one region each,
   // and only the staging buffers' worth of groups (2 to 8) sit in host
   // memory, filled where the program's state_read ops say.
@@ -120,7 +143,8 @@ class AsyncOptimizer {
   double wait_seconds() const { return wait_seconds_; }  // time callers blocked in wait
 
  private:
-  enum class Op { Offload, Read, Update, Write };
+  // Check: the norms of a held group's gradients, once they have landed.
+  enum class Op { Offload, Read, Update, Write, Check };
   // A queued op of the pipeline; offloads run on the caller's thread.
   struct Item {
     Op op;
@@ -142,6 +166,7 @@ class AsyncOptimizer {
     std::function<void()> landed;           // blocks until the slot's copies are in (if still running)
     std::vector<double> sq_norms;  // per parameter, of this step's gradients
     int64_t step = 0;
+    float unscale = 1.f;           // 1 / loss scale, applied first
     float scale = 1.f;             // clipping coefficient applied before AdamW
     bool pending = false;          // its update is queued, held or running
     bool held = false;             // started, waiting for the global norm
@@ -171,6 +196,10 @@ class AsyncOptimizer {
   // names something else. The caller retires it once the op is accepted.
   Token peek_token(int64_t token, int64_t group, const char* who) const;
   void release_updates();  // the step's last update is in: order or unhold them
+  bool holds() const { return clip_norm_ > 0 || scaler_; }
+  void check_norms(Group& g);
+  // Blocks until the group's gradients are in its slot; returns the seconds waited.
+  double await_landed(Group& g, int64_t group);
   void update_in_memory(Group& g);
   // Queues parameter `param`'s AdamW on the pool, in its moments' format.
   void submit(int64_t param, const float* g, void* m, void* v, int64_t step);
@@ -200,6 +229,11 @@ class AsyncOptimizer {
   bool stop_ = false;
   double clip_norm_ = 0;
   double last_norm_ = 0;
+  std::unique_ptr<LossScaler> scaler_;
+  Verdict verdict_;
+  bool awaiting_ = false;  // updates are held for a verdict not yet made
+  bool all_in_ = false;    // and the step's last group has started
+  size_t checked_ = 0;     // held groups whose norms are in
   double busy_seconds_ = 0;
   double wait_seconds_ = 0;
   // Host slots for gradients that left the device, each as big as the

@@ -124,7 +124,15 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
   write_safetensors(dir + "/model.safetensors", params);
   std::ostringstream m;
   m << "{\"format\": \"" << kFormat << "\", \"step\": " << step << ", \"model\": \"" << model_fingerprint(rt)
-    << "\", \"state\": \"" << name << "\"}\n";
+    << "\", \"state\": \"" << name << "\"";
+  if (rt.loss_scaling() && rt.has_async_optimizer())
+    if (const LossScaler* ls = const_cast<Runtime&>(rt).async_optimizer().loss_scaler()) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, ", \"loss_scale\": %.9g, \"loss_scale_growth_tracker\": %lld, \"skipped_steps\": %lld",
+                    double(ls->scale()), (long long)ls->growth_tracker(), (long long)ls->skipped());
+      m << buf;
+    }
+  m << "}\n";
   write_file_atomic(dir + "/manifest.json", m.str());
   // Older states are garbage once the manifest moved on.
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
@@ -150,6 +158,18 @@ int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
   if (model != model_fingerprint(rt))
     fail("--resume: checkpoint '" + dir + "' was written by another model (fingerprint " + model +
          ", this program's is " + model_fingerprint(rt) + ")");
+
+  // The loss scaler goes on where it was (a checkpoint without one: from its start).
+  std::string scale_text, tracker_text, skipped_text;
+  if (rt.loss_scaling() && json_field(text, "loss_scale", &scale_text) &&
+      json_field(text, "loss_scale_growth_tracker", &tracker_text) && json_field(text, "skipped_steps", &skipped_text)) {
+    char *e1 = nullptr, *e2 = nullptr, *e3 = nullptr;
+    double scale = std::strtod(scale_text.c_str(), &e1);
+    long long tracker = std::strtoll(tracker_text.c_str(), &e2, 10), skipped = std::strtoll(skipped_text.c_str(), &e3, 10);
+    if (*e1 || *e2 || *e3 || !(scale > 0) || tracker < 0 || skipped < 0 || skipped > step)
+      fail("--resume: checkpoint manifest '" + path + "' has a bad loss scaler state");
+    rt.async_optimizer().restore_loss_scaler(float(scale), tracker, skipped);
+  }
 
   std::string state_path = dir + "/" + state;
   // Streamed into place, one tensor at a time: moments on SSD go through one

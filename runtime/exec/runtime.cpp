@@ -267,12 +267,16 @@ void Runtime::adamw(int64_t index, View grad) {
   adamw_at(index, grad.as<float>(), step_);
 }
 
-void Runtime::record_grad(int64_t index, View grad) {
+void Runtime::record_grad(int64_t index, View grad, float factor) {
   if (!record_grads_ || step_ != 1) return;
   Param& p = params_[size_t(index)];
   if (p.recorded_grad.data) fail("cpu_adamw: parameter '" + p.name + "' updated twice in step 1");
   p.recorded_grad = alloc_pinned(p.value.shape, DType::F32);
   std::memcpy(p.recorded_grad.data, grad.data, grad.nbytes());
+  if (factor != 1.f) {
+    float* x = p.recorded_grad.as<float>();
+    for (int64_t i = 0; i < p.value.numel(); ++i) x[i] *= factor;
+  }
 }
 
 void Runtime::adamw_at(int64_t index, const float* grad, int64_t step) {

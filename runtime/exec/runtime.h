@@ -42,6 +42,7 @@ struct TrainOptions {
   int64_t gpu_mem = 0;     // budget for the device arena (on the CPU target, the arena that stands for it)
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults
+  LossScaleConfig loss_scale;  // for programs that scale their loss (fp16)
   // "adamw" or "adamw8bit" (block-wise 8-bit moments); "": the program's choice.
   std::string optimizer;
   int64_t adamw8bit_block = 256;       // elements per absmax
@@ -113,6 +114,10 @@ class Runtime {
   int64_t state_bytes_total() const;
   const std::string& optimizer_name() const { return optimizer_; }
   int64_t param_bytes() const;  // in the allocator's 64-byte granules
+  // The program starts backward from the loss scale (declare_loss_scaling):
+  // its updates go through dynamic loss scaling.
+  void set_loss_scaling() { loss_scaling_ = true; }
+  bool loss_scaling() const { return loss_scaling_; }
   // Streamed parameters (declare_streamed_params): no resident device copies.
   void set_streamed_params() { streamed_params_ = true; }
   bool streamed_params() const { return streamed_params_; }
@@ -182,8 +187,8 @@ class Runtime {
   // only that parameter and its moments, so the background optimizer may
   // call it while the program runs.
   void adamw_at(int64_t index, const float* grad, int64_t step);
-  // Keeps a copy of a step-1 gradient when recording (no-op otherwise).
-  void record_grad(int64_t index, View grad);
+  // Keeps a copy of a step-1 gradient, times `factor`, when recording (no-op otherwise).
+  void record_grad(int64_t index, View grad, float factor = 1.f);
   void set_record_grads(bool on) { record_grads_ = on; }
   // Whether record_grad() keeps this step's gradients (it reads them at once).
   bool recording_grads() const { return record_grads_ && step_ == 1; }
@@ -216,6 +221,7 @@ class Runtime {
   int64_t vocab_ = 0;
   int64_t planned_temp_bytes_ = -1;
   bool streamed_params_ = false;
+  bool loss_scaling_ = false;
   int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
   Arena arena_, host_arena_;  // their memory is allocated at their first placement
   void* host_arena_raw_ = nullptr;  // what the host allocator returned; host_arena_ starts at its first page

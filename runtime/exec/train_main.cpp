@@ -41,6 +41,9 @@ const char kUsage[] =
     "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
     "  --dump-grads FILE    write the step-1 gradients to FILE (safetensors)\n"
     "  --clip-norm X        scale gradients so their global L2 norm is at most X\n"
+    "  --loss-scale-init X  first loss scale of a program compiled with --loss-scale dynamic\n"
+    "                       (default 65536); halved on a step with inf/NaN gradients, which is skipped\n"
+    "  --loss-scale-growth-interval N  doubled after N finite steps in a row (default 2000)\n"
     "  --save-every K       also checkpoint to --save DIR every K steps\n"
     "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
@@ -128,7 +131,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
-                                         "--ssd-read-priority"};
+                                         "--ssd-read-priority", "--loss-scale-init",
+                                         "--loss-scale-growth-interval"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -191,6 +195,14 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--save-every") {
       o->save_every = parse_int(flag, value);
       if (o->save_every <= 0) fail("flag '--save-every' must be positive, got " + value);
+    } else if (flag == "--loss-scale-init") {
+      double v = parse_double(flag, value);
+      if (!(v > 0) || v > 3.0e38) fail("flag '--loss-scale-init' must be > 0 and a finite float, got " + value);
+      o->loss_scale.init = float(v);
+    } else if (flag == "--loss-scale-growth-interval") {
+      o->loss_scale.growth_interval = parse_int(flag, value);
+      if (o->loss_scale.growth_interval <= 0)
+        fail("flag '--loss-scale-growth-interval' must be positive, got " + value);
     } else if (flag == "--clip-norm") {
       o->clip_norm = parse_double(flag, value);
       if (!(o->clip_norm > 0)) fail("flag '--clip-norm' must be > 0, got " + value);
@@ -384,6 +396,11 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       fail("--clip-norm needs the layer-group optimizer; this program was compiled with --sync-optimizer");
     rt.async_optimizer().set_clip_norm(o.clip_norm);
   }
+  if (rt.loss_scaling()) {
+    if (!rt.has_async_optimizer())
+      fail("loss scaling needs the layer-group optimizer; this program was compiled with --sync-optimizer");
+    rt.async_optimizer().set_loss_scaling(o.loss_scale);
+  }
 
   check_budgets(rt, device.get(), o);
 
@@ -426,15 +443,28 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     total_ms += ms;
     const double tps = ms > 0 ? double(B * T) / (ms / 1000.0) : 0.0;
-    std::string extra;
-    if (o.clip_norm > 0)
-      extra = ", \"grad_norm\": " + json_number(rt.async_optimizer().last_grad_norm(), "%.9g");
+    std::string extra, note;
+    if (rt.loss_scaling()) {
+      // The step's verdict: its gradients are all checked by now or soon.
+      AsyncOptimizer::Verdict v = rt.async_optimizer().wait_verdict();
+      extra = ", \"loss_scale\": " + json_number(v.scale, "%.9g") + ", \"skipped\": " + (v.skipped ? "true" : "false");
+      if (v.skipped) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "  skipped: inf/NaN gradients at loss scale %g, now %g", double(v.scale),
+                      double(v.next));
+        note = buf;
+      }
+    }
+    if (o.clip_norm > 0) {
+      rt.async_optimizer().wait_verdict();  // the norm comes with the verdict
+      extra += ", \"grad_norm\": " + json_number(rt.async_optimizer().last_grad_norm(), "%.9g");
+    }
     log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
              ", \"tokens_per_s\": " + json_number(tps, "%.1f") + ", \"ms\": " + json_number(ms, "%.4f") + extra +
              "}\n");
-    if ((s + 1) % o.log_every == 0 || s + 1 == o.steps)
-      std::fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f ms  %.0f tok/s\n", (long long)(s + 1),
-                   (long long)o.steps, L, ms, tps);
+    if ((s + 1) % o.log_every == 0 || s + 1 == o.steps || !note.empty())
+      std::fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f ms  %.0f tok/s%s\n", (long long)(s + 1),
+                   (long long)o.steps, L, ms, tps, note.c_str());
 
     if (s == 0 && !o.dump_grads.empty()) {
       write_safetensors(o.dump_grads, grad_entries(rt));

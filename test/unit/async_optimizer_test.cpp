@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -235,3 +236,79 @@ TEST(AsyncOptimizer, FrozenParameterRefused) {
 }
 
 }  // namespace
+
+namespace fy_loss_scale {
+
+// torch.cuda.amp.GradScaler's update rule, worked by hand: halve and reset
+// on inf/NaN, double after `growth_interval` finite steps, never to inf.
+TEST(LossScaler, BackoffAndGrowth) {
+  fy::LossScaler s(fy::LossScaleConfig{1024.f, 2.f, 0.5f, 2});
+  EXPECT_EQ(s.scale(), 1024.f);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 1024.f);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 2048.f);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_FALSE(s.update(false));  // the run of finite steps starts again
+  EXPECT_EQ(s.scale(), 1024.f);
+  EXPECT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale(), 1024.f);
+  EXPECT_EQ(s.skipped(), 1);
+  EXPECT_EQ(s.growth_tracker(), 1);
+  fy::LossScaler top(fy::LossScaleConfig{0x1p127f, 2.f, 0.5f, 1});
+  EXPECT_TRUE(top.update(true));
+  EXPECT_EQ(top.scale(), 0x1p127f);  // 2^128 is not a float
+}
+
+// Gradients scaled by the loss scale, one step with an inf in one group:
+// every update of that step is skipped (both groups, though only one saw the
+// inf), later steps count AdamW's steps without it, and the result is the
+// bits of an unscaled inline AdamW that never saw the skipped step.
+TEST(AsyncOptimizer, LossScalingSkipsTheWholeStepOnInf) {
+  fy::Runtime inline_rt, async_rt;
+  declare(inline_rt, 3);
+  declare(async_rt, 3);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  int64_t g0 = opt.declare_group({1}), g1 = opt.declare_group({0});
+  opt.set_loss_scaling(fy::LossScaleConfig{1024.f, 2.f, 0.5f, 2});
+  std::mt19937 gen(5);
+  const float want_scale[] = {1024.f, 1024.f, 2048.f, 1024.f, 1024.f};
+  int64_t adam_step = 0;
+  for (int64_t step = 1; step <= 5; ++step) {
+    async_rt.set_step(step);
+    const float scale = opt.loss_scale();
+    EXPECT_EQ(scale, want_scale[step - 1]) << "step " << step;
+    std::vector<std::vector<float>> grads;
+    for (int64_t i = 0; i < 2; ++i) grads.push_back(random_grad(inline_rt.param(i).value.numel(), gen));
+    const bool overflow = step == 3;
+    if (!overflow) {
+      inline_rt.set_step(++adam_step);
+      for (int64_t i = 0; i < 2; ++i) {
+        fy::View g = inline_rt.param(i).value;
+        g.data = grads[size_t(i)].data();
+        inline_rt.adamw(i, g);
+      }
+    }
+    for (auto& g : grads)
+      for (float& x : g) x *= scale;  // a power of two: exact
+    if (overflow) grads[0][4] = std::numeric_limits<float>::infinity();
+    for (int64_t group : {g0, g1}) {
+      const int64_t p = group == g0 ? 1 : 0;
+      fy::View g = async_rt.param(p).value;
+      g.data = grads[size_t(p)].data();
+      opt.wait(group);
+      opt.start(group, &g, 1);
+    }
+    fy::AsyncOptimizer::Verdict v = opt.wait_verdict();
+    EXPECT_EQ(v.skipped, overflow) << "step " << step;
+    EXPECT_EQ(v.scale, scale);
+  }
+  opt.wait_all();
+  EXPECT_EQ(opt.loss_scaler()->skipped(), 1);
+  for (int64_t i = 0; i < 2; ++i) {
+    const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+    EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << async_rt.param(i).name;
+  }
+}
+
+}  // namespace fy_loss_scale
