@@ -18,6 +18,8 @@ namespace fg = fuyou::fygraph;
 namespace {
 
 struct Autodiff : fuyou::impl::AutodiffBase<Autodiff> {
+  using AutodiffBase::AutodiffBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>("forward");
@@ -66,9 +68,12 @@ struct Autodiff : fuyou::impl::AutodiffBase<Autodiff> {
       if (!fresh)
         it->second = b.create<fg::AddOp>(g.getLoc(), g.getType(), it->second, g);
     };
-    auto one = RankedTensorType::get({}, b.getF32Type());
-    grads[loss] = b.create<fg::ConstantOp>(loss.getLoc(),
-                                           DenseElementsAttr::get(one, ArrayRef<float>(1.f)));
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    if (lossScale)
+      grads[loss] = b.create<fg::LossScaleOp>(loss.getLoc(), scalar);
+    else
+      grads[loss] = b.create<fg::ConstantOp>(loss.getLoc(),
+                                             DenseElementsAttr::get(scalar, ArrayRef<float>(1.f)));
 
     for (Operation *op : llvm::reverse(ops)) {
       SmallVector<Value> dResults;

@@ -21,8 +21,13 @@ def Autodiff : Pass<"fy-autodiff", "mlir::ModuleOp"> {
     rules, one per op. The result `@train_step` returns the loss and then the
     gradient of each trainable parameter, named by `fygraph.grads`. A
     parameter read twice (a tied embedding and head) accumulates both
-    gradients; frozen parameters get none.
+    gradients; frozen parameters get none. With `loss-scale`, backward starts
+    from `fygraph.loss_scale` (the run's dynamic loss scale) instead of 1.
   }];
+  let options = [
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "start backward from the run's loss scale (fygraph.loss_scale)">,
+  ];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }
 

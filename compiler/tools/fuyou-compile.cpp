@@ -24,6 +24,7 @@ namespace {
 
 struct Options {
   std::string model, out, target = "cpu", emit, precision, optimizer = "adamw";
+  std::string lossScale;       // dynamic or none (default: dynamic at fp16)
   int64_t batch = 0, seq = 0;
   std::vector<std::string> freeze;
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
@@ -50,8 +51,11 @@ struct Options {
 
 const char *kUsage =
     "usage: fuyou-compile MODEL.onnx -o OUT [--target cpu|cuda] [--batch B] [--seq T]\n"
-    "                     [--precision bf16|tf32|fp32]  matrix products on CUDA (default bf16;\n"
-    "                                          the CPU target is fp32)\n"
+    "                     [--precision bf16|fp16|tf32|fp32]  matrix products' operands (default bf16\n"
+    "                                          on CUDA, fp32 on the CPU target, which rounds its operands\n"
+    "                                          to bf16 or fp16 the way the tensor cores do; tf32: CUDA)\n"
+    "                     [--loss-scale dynamic|none]  start backward from a dynamic loss scale, skipping\n"
+    "                                          steps whose gradients overflow (default: dynamic at fp16)\n"
     "                     [--optimizer adamw|adamw8bit]  AdamW with fp32 or block-wise 8-bit moments\n"
     "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp|plan]  plan: the placement\n"
     "                                          decisions, memory and predicted step, stream by stream\n"
@@ -127,6 +131,7 @@ Options parse(int argc, char **argv) {
     } else if (a == "-o") o.out = next();
     else if (a == "--target") o.target = next();
     else if (a == "--precision") o.precision = next();
+    else if (a == "--loss-scale") o.lossScale = next();
     else if (a == "--optimizer") o.optimizer = next();
     else if (a == "--batch") o.batch = parseCount("batch", next());
     else if (a == "--seq") o.seq = parseCount("seq", next());
@@ -186,8 +191,15 @@ Options parse(int argc, char **argv) {
     die("--plan-search must be greedy or exhaustive, got '" + o.planSearch + "'");
   if (o.precision.empty())
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
-  if (o.target == "cpu" && o.precision != "fp32")
-    die("--precision '" + o.precision + "' needs --target cuda (the CPU target computes in fp32)");
+  if (o.target == "cpu" && o.precision == "tf32")
+    die("--precision tf32 needs --target cuda (the CPU target has fp32, bf16 and fp16)");
+  if (o.lossScale.empty())
+    o.lossScale = o.precision == "fp16" ? "dynamic" : "none";
+  if (o.lossScale != "dynamic" && o.lossScale != "none")
+    die("--loss-scale must be dynamic or none, got '" + o.lossScale + "'");
+  if (o.lossScale == "dynamic" && o.syncOptimizer)
+    die("--loss-scale dynamic needs the layer-group optimizer: a --sync-optimizer program updates during "
+        "backward, before a later gradient can overflow");
   for (size_t at = 0, end; at <= o.activations.size(); at = end + 1) {
     end = std::min(o.activations.find(',', at), o.activations.size());
     std::string p = o.activations.substr(at, end - at);
@@ -199,8 +211,8 @@ Options parse(int argc, char **argv) {
     die("--params must be keep, stream or auto, got '" + o.params + "'");
   if (o.optimizer != "adamw" && o.optimizer != "adamw8bit")
     die("--optimizer must be adamw or adamw8bit, got '" + o.optimizer + "'");
-  if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "tf32")
-    die("--precision must be bf16, tf32 or fp32, got '" + o.precision + "'");
+  if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp16" && o.precision != "tf32")
+    die("--precision must be bf16, fp16, tf32 or fp32, got '" + o.precision + "'");
   if (o.emit.empty() && !fuyou::target::haveTarget(o.target))
     die("--target cuda: this fuyou-compile was built without CUDA (no nvcc found when it was built)");
   if (!o.emit.empty() && o.emit != "fygraph" && o.emit != "fysched" && o.emit != "cpp" && o.emit != "plan")
@@ -280,12 +292,16 @@ int main(int argc, char **argv) {
   // The arithmetic the program declares (fy::rt::declare_precision).
   (*module)->setAttr("fy.precision", mlir::StringAttr::get(&ctx, opts.precision));
   (*module)->setAttr("fy.optimizer", mlir::StringAttr::get(&ctx, opts.optimizer));
+  if (opts.lossScale == "dynamic")
+    (*module)->setAttr("fy.loss_scale", mlir::StringAttr::get(&ctx, opts.lossScale));
 
   mlir::PassManager pm(&ctx);
   pm.addPass(fuyou::createRecompose());
   pm.addPass(mlir::createCanonicalizerPass());
   if (opts.emit != "fygraph") {
-    pm.addPass(fuyou::createAutodiff());
+    fuyou::AutodiffOptions autodiff;
+    autodiff.lossScale = opts.lossScale == "dynamic";
+    pm.addPass(fuyou::createAutodiff(autodiff));
     pm.addPass(fuyou::createInsertAdamW());
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());

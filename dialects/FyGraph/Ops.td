@@ -47,6 +47,18 @@ def FyGraph_ConstantOp : FyGraph_Op<"constant",
   let hasFolder = 1;
 }
 
+def FyGraph_LossScaleOp : FyGraph_Op<"loss_scale", [Pure]> {
+  let summary = "The run's loss scale for this step: where backward starts";
+  let description = [{
+    The gradient of the loss that backward starts from under dynamic loss
+    scaling (fy-autodiff loss-scale=true): a scalar the run sets each step
+    (fy::rt::loss_scale), so fp16 products of small gradients neither
+    underflow nor, once the scale has backed off, overflow.
+  }];
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

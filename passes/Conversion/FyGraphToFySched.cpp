@@ -121,6 +121,7 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
   named(fg::ExpandOp::getOperationName(), "broadcast_to");
   named(fg::ReduceToOp::getOperationName(), "reduce_sum");
   named(fg::SoftmaxCrossEntropyLossOp::getOperationName(), "softmax_cross_entropy");
+  named(fg::LossScaleOp::getOperationName(), "loss_scale");
 
   with(fg::GeluOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
     s.kernel = cast<fg::GeluOp>(op).getApproximate() == "tanh" ? "gelu_tanh" : "gelu";

@@ -405,6 +405,10 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
         b.create<emitc::CallOpaqueOp>(
             module.getLoc(), TypeRange{}, fn, ValueRange{rt},
             b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, "\"" + v.getValue().str() + "\"")}), ArrayAttr());
+    // Backward starts from the run's loss scale.
+    if (module->hasAttr("fy.loss_scale"))
+      b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_loss_scaling", ValueRange{rt},
+                                    ArrayAttr(), ArrayAttr());
     // Groups updated in the background, in declaration order (ids 0, 1, ...).
     llvm::StringMap<int64_t> groupIds;
     bool async = false;

@@ -1,6 +1,8 @@
 // RUN: fuyou-opt %s -split-input-file --fy-autodiff -verify-diagnostics | FileCheck %s
 // A concat over a negative axis (kept apart: it crashed the pass).
 // RUN: fuyou-opt %S/Inputs/fy-autodiff-concat-negative-axis.mlir --fy-autodiff | FileCheck %S/Inputs/fy-autodiff-concat-negative-axis.mlir
+// Backward from the run's loss scale (kept apart: a pass option).
+// RUN: fuyou-opt %S/Inputs/fy-autodiff-loss-scale.mlir --fy-autodiff=loss-scale=true | FileCheck %S/Inputs/fy-autodiff-loss-scale.mlir
 
 // @forward becomes @train_step returning the loss and then one gradient per
 // trainable parameter; the loss's seed is 1 and a full reduce_sum broadcasts

@@ -39,6 +39,13 @@ def main():
     ap.add_argument("--clip-norm", default=None)
     ap.add_argument("--bitwise-vs-ssd", action="store_true",
                     help="also train with AdamW's state on SSD (--ssd, two striped dirs): same bits")
+    ap.add_argument("--bitwise-vs-loss-scale", action="store_true",
+                    help="also build with --loss-scale dynamic (fp32, the scale growing every 3 steps): "
+                         "scaling by powers of two changes no bit")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"],
+                    help="compile at this precision; the oracle rounds its matmul operands the same way")
+    ap.add_argument("--loss-scale-init", default=None,
+                    help="first loss scale (fp16); steps skipped must be the oracle's, step for step")
     ap.add_argument("--bitwise-vs-sync", action="store_true",
                     help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
     a = ap.parse_args()
@@ -61,18 +68,21 @@ def main():
     freeze = []
     for f in a.freeze:
         freeze += ["--freeze", f]
-    run([a.compiler, w("model.onnx"), "-o", w("train")] + freeze)
+    run([a.compiler, w("model.onnx"), "-o", w("train"), "--precision", a.precision] + freeze)
 
     # The same hyper-parameters on both sides, spelled out (torch's defaults).
     hp = ["--lr", "1e-3", "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8",
           "--weight-decay", "0.01"]
     if a.clip_norm:
         hp += ["--clip-norm", a.clip_norm]
+    scaling = []
+    if a.loss_scale_init:
+        scaling = ["--loss-scale-init", a.loss_scale_init]
     for f in (w("ours.jsonl"), w("ours_grads.safetensors")):
         if os.path.exists(f):
             os.remove(f)
     run([w("train"), "--data", data, "--steps", str(a.steps), "--log-json", w("ours.jsonl"),
-         "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5", "--save", w("ckpt")] + hp)
+         "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5", "--save", w("ckpt")] + hp + scaling)
     def same_bits(binary, tag, what, extra=()):
         """Trains again with `binary` and `extra` flags: losses and weights must match bit for bit."""
         run([binary, "--data", data, "--steps", str(a.steps), "--log-json", w(tag + ".jsonl"),
@@ -86,6 +96,10 @@ def main():
             sys.exit(f"e2e: FAIL: weights trained with {what} differ")
         print(f"e2e: {what}: bit-identical over {a.steps} steps")
 
+    if a.bitwise_vs_loss_scale:
+        run([a.compiler, w("model.onnx"), "-o", w("train_scaled"), "--loss-scale", "dynamic"] + freeze)
+        same_bits(w("train_scaled"), "scaled", "dynamic loss scaling",
+                  ["--loss-scale-init", "1024", "--loss-scale-growth-interval", "3"])
     if a.bitwise_vs_sync:
         run([a.compiler, w("model.onnx"), "-o", w("train_sync"), "--sync-optimizer"] + freeze)
         same_bits(w("train_sync"), "sync", "the synchronous optimizer")
@@ -94,13 +108,26 @@ def main():
         for d in dirs:
             os.makedirs(d, exist_ok=True)
         same_bits(w("train"), "ssd", "AdamW's state on SSD", ["--ssd", ",".join(dirs)])
-    run([PY, os.path.join(HERE, "oracle.py"), "--onnx", w("model.onnx"), "--data", data,
-         "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
-         "--out-losses", w("ref.jsonl"), "--out-grads", w("ref_grads.safetensors")]
-        + hp + freeze)
-    run([PY, os.path.join(HERE, "compare.py"), "--ours", w("ours.jsonl"), "--ref", w("ref.jsonl"),
-         "--ours-grads", w("ours_grads.safetensors"), "--ref-grads", w("ref_grads.safetensors"),
-         "--rtol", str(a.rtol)])
+    oracle = [PY, os.path.join(HERE, "oracle.py"), "--onnx", w("model.onnx"), "--data", data,
+              "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
+              "--out-losses", w("ref.jsonl"), "--out-grads", w("ref_grads.safetensors")] + hp + freeze
+    if a.precision != "fp32":
+        oracle += ["--operands", a.precision]
+    if a.loss_scale_init:
+        oracle += ["--loss-scale-init", a.loss_scale_init]
+    run(oracle)
+    compare = [PY, os.path.join(HERE, "compare.py"), "--ours", w("ours.jsonl"), "--ref", w("ref.jsonl"),
+               "--rtol", str(a.rtol)]
+    if a.loss_scale_init:
+        # Step 1 overflows on purpose: its gradients are inf on both sides.
+        ours = [json.loads(l)["skipped"] for l in open(w("ours.jsonl"))]
+        ref = [json.loads(l)["skipped"] for l in open(w("ref.jsonl"))]
+        if ours != ref or not any(ours) or all(ours):
+            sys.exit(f"e2e: FAIL: skipped steps differ or show nothing: ours {ours}, torch {ref}")
+        print(f"e2e: the same {sum(ours)} steps skipped as torch's: {[i + 1 for i, x in enumerate(ours) if x]}")
+    else:
+        compare += ["--ours-grads", w("ours_grads.safetensors"), "--ref-grads", w("ref_grads.safetensors")]
+    run(compare)
     print("e2e: PASS")
 
 

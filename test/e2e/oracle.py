@@ -116,6 +116,33 @@ def load_initializers(model, onnx_path):
     return params, frozen_meta
 
 
+def round_matmul_operands(dtype):
+    """Every matrix product from here on rounds both operands to `dtype`
+    (to nearest even; fp16 overflows to inf) and sums in fp32, in forward and
+    in the products of its backward, as the compiled program's matmuls do."""
+    r = lambda x: x.to(dtype).to(torch.float32)
+
+    class RoundedMatmul(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return torch.matmul(r(a), r(b))
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            ga = torch.matmul(r(g), r(b).transpose(-1, -2)).sum_to_size(a.shape)
+            gb = torch.matmul(r(a).transpose(-1, -2), r(g)).sum_to_size(b.shape)
+            return ga, gb
+
+    def linear(x, w, bias=None):
+        y = RoundedMatmul.apply(x, w.t())
+        return y + bias if bias is not None else y
+
+    torch.nn.functional.linear = linear
+    torch.Tensor.__matmul__ = lambda a, b: RoundedMatmul.apply(a, b)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--onnx", required=True)
@@ -139,6 +166,12 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu", help="torch device (cuda: the CUDA target's oracle)")
     ap.add_argument("--autocast", default=None, choices=["bf16"],
                     help="train under torch.autocast with this dtype (the CUDA target's bf16 oracle)")
+    ap.add_argument("--operands", default=None, choices=["fp16", "bf16"],
+                    help="round every matrix product's operands to this format first, forward and backward "
+                         "(fuyou-compile --precision fp16|bf16 on the CPU target)")
+    ap.add_argument("--loss-scale-init", type=float, default=0.0,
+                    help="dynamic loss scaling from this scale (torch.cuda.amp.GradScaler's rule, by hand)")
+    ap.add_argument("--loss-scale-growth-interval", type=int, default=2000)
     a = ap.parse_args(argv)
 
     if a.batch < 1 or a.seq < 1 or a.steps < 0:
@@ -176,10 +209,14 @@ def main(argv=None):
     if not trainable:
         die("no trainable parameters left")
 
+    if a.operands:
+        round_matmul_operands(torch.float16 if a.operands == "fp16" else torch.bfloat16)
+
     data = Batches(load_tokens(a.data), a.batch, a.seq)
     opt = torch.optim.AdamW([p for _, p in trainable], lr=a.lr, betas=(a.beta1, a.beta2),
                             eps=a.eps, weight_decay=a.weight_decay, foreach=False)
 
+    scale, good = a.loss_scale_init, 0
     tmp = a.out_losses + ".tmp"
     with open(tmp, "w") as log:
         for s in range(a.steps):
@@ -190,14 +227,33 @@ def main(argv=None):
                     loss = model(idx, tgt)
             else:
                 loss = model(idx, tgt)
-            loss.backward()
+            record = {"step": s + 1, "loss": float(loss.item())}
+            if scale:
+                # Backward from the scale (a power of two: exact), then the step's verdict.
+                (loss * torch.tensor(scale, dtype=torch.float32)).backward()
+                finite = all(bool(torch.isfinite(p.grad).all()) for _, p in trainable if p.grad is not None)
+                record.update(loss_scale=scale, skipped=not finite)
+                if not finite:
+                    scale, good = float(np.float32(scale * 0.5)), 0
+                    log.write(json.dumps(record) + "\n")
+                    continue
+                inv = float(np.float32(1.0 / scale))
+                for _, p in trainable:
+                    if p.grad is not None:
+                        p.grad.mul_(inv)
+                good += 1
+                if good == a.loss_scale_growth_interval:
+                    grown = np.float32(scale * 2.0)
+                    scale, good = (float(grown) if np.isfinite(grown) else scale), 0
+            else:
+                loss.backward()
             if s == 0 and a.out_grads:
                 grads = {n: p.grad.detach().cpu().numpy().astype(np.float32) for n, p in trainable}
                 safetensors_io.save(a.out_grads, grads, {"producer": "fuyou oracle.py", "step": 1})
             if a.clip_norm > 0:
                 torch.nn.utils.clip_grad_norm_([p for _, p in trainable], a.clip_norm)
             opt.step()
-            log.write(json.dumps({"step": s + 1, "loss": float(loss.item())}) + "\n")
+            log.write(json.dumps(record) + "\n")
     os.replace(tmp, a.out_losses)
     if a.out_params:
         safetensors_io.save(a.out_params, {n: p.detach().cpu().numpy() for n, p in params},

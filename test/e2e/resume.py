@@ -38,6 +38,9 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--ssd", action="store_true", help="keep AdamW's state on SSD in the killed runs")
+    ap.add_argument("--fp16", action="store_true",
+                    help="compile at fp16 and start the loss scale high, growing every 4 steps: the runs "
+                         "skip steps and change scale, which a resumed run must carry on from")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     w = lambda n: os.path.join(a.work, n)
@@ -47,12 +50,19 @@ def main():
                     "--max-bytes", "100000"], check=True, stdout=subprocess.DEVNULL)
     subprocess.run([PY, os.path.join(ROOT, "examples/export.py"), "--model", "gpt2", "--out",
                     w("model.onnx"), "--batch", "4", "--seq", "32"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([a.compiler, w("model.onnx"), "-o", w("train")], check=True)
+    subprocess.run([a.compiler, w("model.onnx"), "-o", w("train")] + (["--precision", "fp16"] if a.fp16 else []),
+                   check=True)
     base = [w("train"), "--data", w("tokens.bin"), "--steps", str(a.steps), "--log-every", "1000"]
+    if a.fp16:
+        base += ["--loss-scale-init", str(2 ** 26), "--loss-scale-growth-interval", "4"]
 
     t0 = time.time()
     subprocess.run(base + ["--log-json", w("full.jsonl")], check=True)
     full = losses(w("full.jsonl"))
+    if a.fp16:
+        skips = [json.loads(l)["skipped"] for l in open(w("full.jsonl"))]
+        if skips.count(True) < 2 or skips[-10:].count(True) == 0:
+            sys.exit(f"resume: FAIL: the fp16 run should skip steps early and again late: {skips}")
     run_seconds = time.time() - t0
 
     ck = w("ckpt")

@@ -141,3 +141,11 @@ func.func @frozen_update(%g: tensor<4xf32>) {
 
 // expected-error @+1 {{type must be a statically shaped tensor}}
 fygraph.param @w : tensor<?xf32>
+
+// -----
+
+func.func @loss_scale_not_scalar() -> tensor<2xf32> {
+  // expected-error @+1 {{result #0 must be 0D tensor of 32-bit float values}}
+  %s = fygraph.loss_scale : tensor<2xf32>
+  return %s : tensor<2xf32>
+}

@@ -80,3 +80,12 @@ func.func @forward(%idx: tensor<2x4xi64>, %tgt: tensor<2x4xi64>) -> tensor<f32> 
   // CHECK: return %[[LOSS]]
   return %loss : tensor<f32>
 }
+
+// The run's loss scale, where backward starts under dynamic loss scaling.
+// CHECK-LABEL: func.func @seed
+func.func @seed() -> tensor<f32> {
+  // CHECK: %[[S:.*]] = fygraph.loss_scale : tensor<f32>
+  %s = fygraph.loss_scale : tensor<f32>
+  // CHECK: return %[[S]]
+  return %s : tensor<f32>
+}
