@@ -57,7 +57,7 @@ fi
 
 if [[ " $STAGES " == *" e2e "* ]]; then
   for m in gpt2 llama; do
-    for p in bf16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build failed"; done
+    for p in bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build failed"; done
     row "$(python3 "$ROOT/bench/gpu/run.py" e2e $m "$G/$m" 2>&1 | tail -3)"
   done
 fi

@@ -3,7 +3,7 @@
 # Debian packages, into .gpu/ (ignored by git, carried to the GPU machine):
 #   .gpu/debs/            OpenBLAS, liburing, GoogleTest .debs (unpacked there, not installed)
 #   .gpu/tokens.bin       training data (Python stdlib source bytes)
-#   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16 and
+#   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16, fp16 and
 #                         fp32 the generated C++ and weights of the CUDA target
 #   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
 #   .gpu/gpt124{r,h,h0,h1,ha8,p}/ the same with activations recomputed, in host memory (each
@@ -28,7 +28,7 @@ $PY "$ROOT/examples/prepare_data.py" --out "$OUT/tokens.bin" --max-bytes 4000000
 for m in gpt2 llama; do
   mkdir -p "$OUT/$m"
   $PY "$ROOT/examples/export.py" --model $m --out "$OUT/$m/model.onnx" --batch 4 --seq 32 >/dev/null
-  for p in bf16 fp32; do
+  for p in bf16 fp16 fp32; do
     # Builds the executable here too (the CUDA link is checked); only its C++ and weights travel.
     $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_$p" --target cuda --precision $p 2>/dev/null
     rm -f "$OUT/$m/train_$p"
