@@ -46,6 +46,8 @@ def main():
                     help="compile at this precision; the oracle rounds its matmul operands the same way")
     ap.add_argument("--loss-scale-init", default=None,
                     help="first loss scale (fp16); steps skipped must be the oracle's, step for step")
+    ap.add_argument("--bitwise-vs-placed", action="store_true",
+                    help="also build with activations recomputed and weights streamed: same bits")
     ap.add_argument("--bitwise-vs-sync", action="store_true",
                     help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
     a = ap.parse_args()
@@ -100,6 +102,10 @@ def main():
         run([a.compiler, w("model.onnx"), "-o", w("train_scaled"), "--loss-scale", "dynamic"] + freeze)
         same_bits(w("train_scaled"), "scaled", "dynamic loss scaling",
                   ["--loss-scale-init", "1024", "--loss-scale-growth-interval", "3"])
+    if a.bitwise_vs_placed:
+        run([a.compiler, w("model.onnx"), "-o", w("train_placed"), "--precision", a.precision,
+             "--activations", "recompute", "--params", "stream"] + freeze)
+        same_bits(w("train_placed"), "placed", "activations recomputed and weights streamed", scaling)
     if a.bitwise_vs_sync:
         run([a.compiler, w("model.onnx"), "-o", w("train_sync"), "--sync-optimizer"] + freeze)
         same_bits(w("train_sync"), "sync", "the synchronous optimizer")
