@@ -255,15 +255,13 @@ void AsyncOptimizer::release_updates() {
     verdict_.next = scaler_->scale();
   }
   done_cv_.notify_all();
-  if (verdict_.skipped && scaler_) {
+  if (verdict_.skipped) {
     // Nothing changes: the moments stay as they are, and the parameters'
     // values (no on_updated); a write-back finds nothing dirty.
     for (const Item& it : held_) {
       Group& other = groups_[size_t(it.group)];
-      other.held = other.pending = false;
-      free_slots_.push_back(other.slot);
-      other.slot = -1;
-      other.updates_done = it.seq;
+      other.held = false;
+      finish_update(other, it.seq);
     }
     held_.clear();
     last_norm_ = std::numeric_limits<double>::quiet_NaN();
@@ -481,11 +479,15 @@ void AsyncOptimizer::run(const Item& item) {
   } else if (item.op == Op::Check) {
     if (++checked_ == groups_.size() && all_in_) release_updates();
   } else if (item.op == Op::Update) {
-    free_slots_.push_back(g.slot);
-    g.slot = -1;
-    g.pending = false;
-    g.updates_done = item.seq;
+    finish_update(g, item.seq);
   }
+}
+
+void AsyncOptimizer::finish_update(Group& g, int64_t seq) {
+  free_slots_.push_back(g.slot);
+  g.slot = -1;
+  g.pending = false;
+  g.updates_done = seq;
 }
 
 double AsyncOptimizer::await_landed(Group& g, int64_t group) {

@@ -100,7 +100,6 @@ class AsyncOptimizer {
     scaler_ = std::make_unique<LossScaler>(c);
     verdict_ = Verdict{false, c.init, c.init};
   }
-  bool loss_scaling() const { return scaler_ != nullptr; }
   struct Verdict {
     bool skipped = false;  // the step's gradients held an inf or NaN
     float scale = 1.f;     // the scale the step's backward ran at
@@ -196,6 +195,8 @@ class AsyncOptimizer {
   // names something else. The caller retires it once the op is accepted.
   Token peek_token(int64_t token, int64_t group, const char* who) const;
   void release_updates();  // the step's last update is in: order or unhold them
+  // A group's update of sequence `seq` is over (run, or skipped): its slot is free (under mu_).
+  void finish_update(Group& g, int64_t seq);
   bool holds() const { return clip_norm_ > 0 || scaler_; }
   void check_norms(Group& g);
   // Blocks until the group's gradients are in its slot; returns the seconds waited.
