@@ -10,6 +10,8 @@
 #                         copy waited for at once: h0, after a launch: h1; copied back 8
 #                         launches ahead: ha8), or as the planner chooses under --gpu-mem 8G
 #   .gpu/gpt124{s,s4,s16}/ the same with its weights streamed, copied 0, 4 or 16 launches ahead
+#   .gpu/gpt124f/         the same at --precision fp16 (dynamic loss scaling)
+#   .gpu/planner/         bench/gpu/planner.py's configs: greedy and keep-all programs, plans
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
 #   .gpu/gpt350s/         the same with its parameters streamed (--params stream)
 # Usage: bench/gpu/prepare.sh [BUILD_DIR]   (default build/)
@@ -60,6 +62,7 @@ big() {  # name batch seq layers heads d [fuyou-compile flags...]
   rm -rf "$tmp"
 }
 big gpt124 8 1024 12 12 768
+big gpt124f 8 1024 12 12 768 --precision fp16          # fp16 operands, dynamic loss scaling
 big gpt124r 8 1024 12 12 768 --activations recompute  # what recomputing costs on the GPU
 big gpt124h 8 1024 12 12 768 --activations host       # and swapping to host memory
 big gpt124h0 8 1024 12 12 768 --activations host --copy-window 0  # each copy waited for at once
@@ -71,4 +74,7 @@ big gpt124s4 8 1024 12 12 768 --params stream --param-prefetch 4  # ... 4 launch
 big gpt124s16 8 1024 12 12 768 --params stream --param-prefetch 16  # ... 16
 big gpt350 1 128 24 16 1024
 big gpt350s 1 128 24 16 1024 --params stream  # no resident weights: copied in per phase
+# The planner's configs, planned with the H100 profile (bench/gpu/planner.py).
+$PY "$ROOT/bench/gpu/planner.py" prepare "${PLANNER_PROFILE:-$ROOT/bench/gpu/results/profile_h100_2026-11-22.json}" \
+  "$OUT/planner"
 du -sh "$OUT"

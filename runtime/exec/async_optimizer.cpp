@@ -299,17 +299,42 @@ void AsyncOptimizer::restore_loss_scaler(float scale, int64_t growth_tracker, in
 
 void AsyncOptimizer::check_norms(Group& g) {
   // torch takes the norm of each gradient in fp32, then the norm of those.
+  // Each chunk's sum of squares goes in its own place and the places are added
+  // in order, so the norm does not depend on the pool's thread count.
+  constexpr int64_t C = AdamWPool::kChunk;
+  std::vector<std::vector<double>> parts(g.params.size());
+  std::vector<AdamWPool::Handle> jobs;
   for (size_t i = 0; i < g.params.size(); ++i) {
     const float* x = grad(g, i);
     const int64_t n = rt_.param(g.params[i]).value.numel();
-    double acc[4] = {0, 0, 0, 0};  // four chains: the loop is latency-bound otherwise
-    int64_t k = 0;
-    for (; k + 4 <= n; k += 4)
-      for (int j = 0; j < 4; ++j) acc[j] += double(x[k + j]) * double(x[k + j]);
-    for (; k < n; ++k) acc[0] += double(x[k]) * double(x[k]);
-    float norm = float(std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3])));
+    std::vector<double>& part = parts[i];
+    part.assign(size_t((n + C - 1) / C), 0.0);
+    jobs.push_back(pool_->for_chunks(n, [x, &part](int64_t lo, int64_t len) {
+      double acc[4] = {0, 0, 0, 0};  // four chains: the loop is latency-bound otherwise
+      const float* y = x + lo;
+      int64_t k = 0;
+      for (; k + 4 <= len; k += 4)
+        for (int j = 0; j < 4; ++j) acc[j] += double(y[k + j]) * double(y[k + j]);
+      for (; k < len; ++k) acc[0] += double(y[k]) * double(y[k]);
+      part[size_t(lo / C)] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }));
+  }
+  for (const AdamWPool::Handle& h : jobs) pool_->wait(h);
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    double sum = 0;
+    for (double p : parts[i]) sum += p;
+    float norm = float(std::sqrt(sum));
     g.sq_norms[i] = double(norm) * double(norm);
   }
+}
+
+void AsyncOptimizer::unscale(Group& g) {
+  // As torch: unscale, then the clipping coefficient (two roundings).
+  float* x = grad(g, 0);
+  const float a = g.unscale, b = g.scale;
+  pool_->wait(pool_->for_chunks(int64_t(g.grad_elems), [x, a, b](int64_t lo, int64_t len) {
+    for (int64_t k = lo; k < lo + len; ++k) x[k] = x[k] * a * b;
+  }));
 }
 
 void AsyncOptimizer::write(int64_t group, int64_t update) {
@@ -457,11 +482,7 @@ void AsyncOptimizer::run(const Item& item) {
       check_norms(g);
     } else {
       idle = await_landed(g, item.group);
-      if (g.unscale != 1.f || g.scale != 1.f) {
-        // As torch: unscale, then the clipping coefficient.
-        float* x = grad(g, 0);
-        for (size_t k = 0; k < g.grad_elems; ++k) x[k] = x[k] * g.unscale * g.scale;
-      }
+      if (g.unscale != 1.f || g.scale != 1.f) unscale(g);
       if (store_)
         update_out_of_core(item.group);
       else

@@ -121,6 +121,7 @@ struct AdamWPool::Handle::Job {
   float* m;
   float* v;
   int64_t block = 0;  // 8-bit moments (m, v point at their states) when > 0
+  std::function<void(int64_t, int64_t)> body;  // a for_chunks pass instead of an update
   int64_t n, nchunks;
   std::atomic<int64_t> next{0};       // next chunk to claim
   std::atomic<int64_t> remaining{0};  // chunks not yet finished
@@ -156,7 +157,9 @@ void AdamWPool::worker_loop() {
       const int64_t c = job->next.fetch_add(1, std::memory_order_relaxed);
       if (c >= job->nchunks) break;
       const int64_t lo = c * kChunk, len = std::min(kChunk, job->n - lo);
-      if (job->block > 0)
+      if (job->body)
+        job->body(lo, len);
+      else if (job->block > 0)
         ad::q8_range(isa_, job->s, job->p, job->g, reinterpret_cast<uint8_t*>(job->m),
                      reinterpret_cast<uint8_t*>(job->v), job->n, lo, len, job->block);
       else
@@ -200,6 +203,16 @@ AdamWPool::Handle AdamWPool::submit_8bit(float* p, const float* g, void* m_state
   j.s = make_scalars(cfg, step);
   j.p = p, j.g = g, j.m = static_cast<float*>(m_state), j.v = static_cast<float*>(v_state), j.n = n;
   j.block = block;
+  enqueue(h);
+  return h;
+}
+
+AdamWPool::Handle AdamWPool::for_chunks(int64_t n, std::function<void(int64_t, int64_t)> body) {
+  if (n < 0) fail("fy::AdamWPool::for_chunks: negative length " + std::to_string(n));
+  Handle h;
+  h.job_ = std::make_shared<Handle::Job>();
+  h.job_->body = std::move(body);
+  h.job_->n = n;
   enqueue(h);
   return h;
 }

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -46,7 +47,8 @@ int available_cpus();
 
 // A persistent pool of worker threads (std::thread, not OpenMP, so that it can
 // run beside compute threads without sharing their team) that runs AdamW
-// updates. Each update is cut into contiguous chunks of kChunk elements that
+// updates, and the passes over gradients that come with them (for_chunks).
+// Each update is cut into contiguous chunks of kChunk elements that
 // the workers claim in order, so each worker streams through memory and a
 // slow worker only delays the chunks it holds. Updates submitted together run
 // in submission order (a worker starts on the next one when the previous one
@@ -87,6 +89,11 @@ class AdamWPool {
   // block) each; chunks split on block boundaries.
   Handle submit_8bit(float* p, const float* g, void* m_state, void* v_state, int64_t n, int64_t block,
                      const AdamWConfig& cfg, int64_t step);
+  // Queues body(lo, len) for every chunk [lo, lo + len) of [0, n), chunks of
+  // kChunk elements, in the same queue as the updates. Chunk boundaries do not
+  // depend on the thread count, so a body writing one result per chunk gives
+  // the same results with any number of threads. body must not throw.
+  Handle for_chunks(int64_t n, std::function<void(int64_t lo, int64_t len)> body);
   // Blocks until the update is complete (immediately for an empty handle).
   void wait(const Handle& h);
   // Whether the update is complete, without blocking.

@@ -4,6 +4,7 @@
 // bit.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -257,6 +258,25 @@ TEST(AdamWPool, DestructorFinishesSubmittedWork) {
     pool.submit(got.p.data(), got.g.data(), got.m.data(), got.v.data(), n, cfg, 1);
   }
   EXPECT_TRUE(got.same_bits(ref));
+}
+
+TEST(AdamWPool, ForChunksVisitsEachElementOnceInFixedChunks) {
+  const int64_t C = fy::AdamWPool::kChunk, n = 5 * C + 123;
+  std::vector<int64_t> lens;
+  for (int threads : {1, 3}) {
+    fy::AdamWPool pool(threads);
+    std::vector<int> visits(size_t(n), 0);
+    std::vector<int64_t> got(6, -1);  // each chunk's length, by its start
+    pool.wait(pool.for_chunks(n, [&](int64_t lo, int64_t len) {
+      EXPECT_EQ(lo % C, 0);
+      got[size_t(lo / C)] = len;
+      for (int64_t k = lo; k < lo + len; ++k) ++visits[size_t(k)];
+    }));
+    EXPECT_EQ(std::count(visits.begin(), visits.end(), 1), n) << threads << " threads";
+    EXPECT_EQ(got, (std::vector<int64_t>{C, C, C, C, C, 123})) << threads << " threads";
+    auto h = pool.for_chunks(0, [](int64_t, int64_t) { ADD_FAILURE() << "a chunk of nothing"; });
+    EXPECT_TRUE(pool.done(h));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The placement planner on the GPU (issue 4): planned here, measured there.
+
+  prepare PROFILE OUTDIR   (development machine: needs fuyou-compile)
+      For each config: export the model, find the feasible --gpu-mem range
+      (least = the planner's "least device memory found", keep = the keep-all
+      plan's device bytes), set the budget inside it, plan with --plan-search
+      greedy and exhaustive (both --target cuda --state memory --profile
+      PROFILE), and write the greedy plan's C++ (train.cpp) and the keep-all
+      program's (keep.cpp) with config.json (budget, plans, predictions).
+  run DIR                  (GPU machine, after bench/gpu.sh built the programs)
+      For each config: the greedy program under its --gpu-mem and the keep-all
+      one, 12 steps each (median after 3), losses compared (placement must not
+      change them), then a traced run of the greedy program whose per-track
+      busy times give the overlap ratio (step / busiest stream).
+
+Goals (issue 4): greedy/exhaustive predicted <= 1.05; measured/predicted within
++-20%; step <= 1.15 x the busiest stream.
+"""
+import importlib.util
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# name, model, export flags, budget fraction of the feasible range. Three or
+# four layers keep the exhaustive search (4^(layers+3) x 2 plans) to minutes.
+CONFIGS = [
+    ("gpt2-L4-d1024-B8", "gpt2", "--n-layer 4 --d-model 1024 --n-head 16 --batch 8 --seq 1024", 0.5),
+    ("gpt2-L3-d1536-B4", "gpt2", "--n-layer 3 --d-model 1536 --n-head 16 --batch 4 --seq 1024", 0.3),
+    ("gpt2-L4-d768-B16", "gpt2", "--n-layer 4 --d-model 768 --n-head 12 --batch 16 --seq 512", 0.6),
+    ("llama-L4-d1024-B8", "llama", "--n-layer 4 --d-model 1024 --n-head 16 --batch 8 --seq 1024", 0.5),
+    ("llama-L3-d2048-B4", "llama", "--n-layer 3 --d-model 2048 --n-head 16 --batch 4 --seq 512", 0.4),
+]
+
+
+def run(cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        sys.exit(f"planner: {' '.join(cmd)} failed:\n{r.stderr[-1500:]}")
+    return r
+
+
+def prepare(profile, out):
+    bench = load("planner_bench", os.path.join(ROOT, "bench", "planner", "run.py"))
+    fc = os.path.join(ROOT, "build", "bin", "fuyou-compile")
+    for name, model, shape, frac in CONFIGS:
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        onnx = os.path.join(d, "model.onnx")
+        run([PY, os.path.join(ROOT, "examples", "export.py"), "--model", model, "--out", onnx, "--vocab", "50304",
+             "--block-size", "1024"] + shape.split())
+        base = [fc, onnx, "--target", "cuda", "--state", "memory", "--profile", profile]
+        keep = bench.parse_plan(run(base + ["--emit=plan"]).stdout)
+        r = run(base + ["--emit=plan", "--gpu-mem", "1"], check=False)
+        m = re.search(r"the least device memory found: (\d+) bytes", r.stderr)
+        if not m:
+            sys.exit(f"planner: {name}: no least-memory figure in: {r.stderr[-500:]}")
+        least = int(m.group(1))
+        budget = -(-int(least + frac * (keep["device_bytes"] - least)) // 2**20) * 2**20
+        cfg = {"config": name, "model": model, "shape": shape, "profile": os.path.basename(profile),
+               "least_device_bytes": least, "keep": keep, "budget_frac": frac, "gpu_mem": budget}
+        for search in ("greedy", "exhaustive"):
+            cfg[search] = bench.parse_plan(
+                run(base + ["--emit=plan", "--gpu-mem", str(budget), "--plan-search", search]).stdout)
+            cfg[search]["short"] = bench.short(cfg[search])
+        cfg["greedy_over_exhaustive"] = round(cfg["greedy"]["predicted_ms"] / cfg["exhaustive"]["predicted_ms"], 4)
+        with open(os.path.join(d, "train.cpp"), "w") as f:
+            f.write(run(base + ["--emit=cpp", "--gpu-mem", str(budget)]).stdout)
+        with open(os.path.join(d, "keep.cpp"), "w") as f:
+            f.write(run(base + ["--emit=cpp"]).stdout)
+        os.replace(onnx + ".json", os.path.join(d, "model.json"))
+        os.remove(onnx)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+        print(f"{name}: --gpu-mem {budget / 2**20:.0f} MiB ({budget / keep['device_bytes']:.2f} of keep-all); "
+              f"greedy {cfg['greedy']['short']} {cfg['greedy']['predicted_ms']:.2f} ms "
+              f"({cfg['greedy']['plans_evaluated']} plans), exhaustive {cfg['exhaustive']['short']} "
+              f"{cfg['exhaustive']['predicted_ms']:.2f} ms ({cfg['exhaustive']['plans_evaluated']} plans): "
+              f"{cfg['greedy_over_exhaustive']:.3f}")
+
+
+def measure(exe, tokens, steps, extra, log):
+    if os.path.exists(log):
+        os.remove(log)
+    r = run([exe, "--data", tokens, "--steps", str(steps), "--log-every", "1000", "--log-json", log] + extra,
+            check=False)
+    if r.returncode != 0:
+        return None, None, r.stderr.strip()[-400:]
+    rows = [json.loads(line) for line in open(log)]
+    return statistics.median(x["ms"] for x in rows[3:]), [x["loss"] for x in rows], r.stderr
+
+
+def run_all(top):
+    busy = load("trace_busy", os.path.join(ROOT, "bench", "overlap", "trace_busy.py"))
+    gpurun = os.path.join(HERE, "run.py")
+    out = os.environ.get("OUT", "/tmp")
+    tokens = os.path.join(ROOT, ".gpu", "tokens.bin")
+    ssd = "/tmp/fy_planner_ssd"
+    os.makedirs(ssd, exist_ok=True)
+    results = []
+    for name in sorted(os.listdir(top)):
+        d = os.path.join(top, name)
+        cfg = json.load(open(os.path.join(d, "config.json")))
+        w = os.path.join(d, "train.weights.safetensors")
+        run(["python3", gpurun, "weights", os.path.join(d, "model.json"), w])
+        if not os.path.exists(os.path.join(d, "keep.weights.safetensors")):
+            os.symlink(w, os.path.join(d, "keep.weights.safetensors"))
+        common = ["--ssd", ssd]
+        ms, losses, err = measure(os.path.join(d, "train"), tokens, 12, common + ["--gpu-mem", str(cfg["gpu_mem"])],
+                                  os.path.join(out, f"planner_{name}.jsonl"))
+        kms, klosses, kerr = measure(os.path.join(d, "keep"), tokens, 12, common,
+                                     os.path.join(out, f"planner_{name}_keep.jsonl"))
+        if ms is None or kms is None:
+            print(f"planner {name}: FAIL: {err if ms is None else kerr}")
+            continue
+        trace = os.path.join(out, f"planner_{name}.trace.json")
+        tms, _, _ = measure(os.path.join(d, "train"), tokens, 6,
+                            common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", trace],
+                            os.path.join(out, f"planner_{name}_traced.jsonl"))
+        s = busy.summary(busy.per_step(trace, 2)) if tms is not None else None
+        g = cfg["greedy"]
+        row = {"config": name, "plan": g["short"], "gpu_mem_mib": cfg["gpu_mem"] / 2**20,
+               "greedy_over_exhaustive": cfg["greedy_over_exhaustive"], "predicted_ms": g["predicted_ms"],
+               "measured_ms": ms, "measured_over_predicted": ms / g["predicted_ms"],
+               "keep_predicted_ms": cfg["keep"]["predicted_ms"], "keep_measured_ms": kms,
+               "keep_measured_over_predicted": kms / cfg["keep"]["predicted_ms"],
+               "losses_bit_identical_to_keep": losses == klosses, "overlap": s}
+        results.append(row)
+        ov = (f"traced step {s['step_ms']:.1f} ms, busiest {s['largest']} {s['busy_ms'][s['largest']]:.1f} ms "
+              f"-> {s['ratio']:.3f}") if s else "no trace"
+        print(f"planner {name}: {g['short']} under {row['gpu_mem_mib']:.0f} MiB, greedy/exh "
+              f"{row['greedy_over_exhaustive']:.3f}; predicted {g['predicted_ms']:.1f} ms, measured {ms:.1f} "
+              f"-> {row['measured_over_predicted']:.3f}; keep-all {cfg['keep']['predicted_ms']:.1f} / {kms:.1f} "
+              f"-> {row['keep_measured_over_predicted']:.3f}; losses {'bit-identical' if row['losses_bit_identical_to_keep'] else 'DIFFER'}; {ov}")
+        if s:
+            print(f"planner {name}: busy " + ", ".join(f"{k} {v:.1f}" for k, v in s["busy_ms"].items()))
+    with open(os.path.join(out, "planner.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    mp = [r["measured_over_predicted"] for r in results]
+    ov = [r["overlap"]["ratio"] for r in results if r["overlap"]]
+    print(f"planner: measured/predicted within +-20% in {sum(abs(x - 1) <= 0.2 for x in mp)}/{len(mp)}; "
+          f"greedy within 5% of exhaustive in {sum(r['greedy_over_exhaustive'] <= 1.05 for r in results)}/"
+          f"{len(results)}; step <= 1.15 x busiest stream in {sum(x <= 1.15 for x in ov)}/{len(ov)}")
+    return len(results) == len(os.listdir(top))
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    ok = prepare(*args) or True if cmd == "prepare" else run_all(*args)
+    sys.exit(0 if ok else 1)
