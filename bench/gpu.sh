@@ -5,13 +5,13 @@
 # OpenBLAS, liburing and GoogleTest come unpacked from .gpu/debs), runs the
 # tests, the e2e oracle, the speed comparison and the out-of-core run, and
 # prints a table. Run from the repository root: bench/gpu.sh [STAGES]
-# where STAGES is any of "test e2e speed ooc" (default: all).
+# where STAGES is any of "test e2e speed ooc planner" (default: all).
 set -uo pipefail
 ROOT=$(pwd)
 G=$ROOT/.gpu
 DEPS=/tmp/fydeps
 BUILD=/tmp/fybuild
-STAGES=${*:-test e2e speed ooc}
+STAGES=${*:-test e2e speed ooc planner}
 OUT=${OUT:-/tmp/fyout}
 mkdir -p "$OUT"
 export OUT PYTHONUNBUFFERED=1
@@ -80,6 +80,17 @@ if [[ " $STAGES " == *" ooc "* ]]; then
     program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
       && row "$(python3 "$ROOT/bench/gpu/run.py" ooc "$d" "$d/train" /tmp/fyssd_$m 2>&1 | tail -3)"
   done
+fi
+
+if [[ " $STAGES " == *" planner "* ]]; then
+  # The planner's choices under --gpu-mem, planned on the development machine
+  # (bench/gpu/planner.py prepare), against the keep-all programs.
+  for d in "$G"/planner/*/; do
+    program "$d/train.cpp" "$d/train" & program "$d/keep.cpp" "$d/keep" &
+  done
+  wait
+  python3 "$ROOT/bench/gpu/planner.py" run "$G/planner" 2>&1 | tee "$OUT/planner.txt"
+  while read -r l; do row "$l"; done < <(grep '^planner' "$OUT/planner.txt" | grep -v ': busy ')
 fi
 
 echo

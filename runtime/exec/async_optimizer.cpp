@@ -154,9 +154,9 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
       std::memcpy(grad(g, i), grads[i].data, grads[i].nbytes());
   }
   if (copy_fence_) g.landed = copy_fence_(group);
-  if (g.landed && rt_.recording_grads()) {
-    g.landed();  // read here, on the host, right away
-    g.landed = nullptr;
+  if (g.landed.wait && rt_.recording_grads()) {
+    g.landed.wait();  // read here, on the host, right away
+    g.landed = {};
   }
   // Recorded as the optimizer will see them: unscaled (the scale cannot
   // change before this step's verdict).
@@ -164,6 +164,7 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
   for (size_t i = 0; i < count; ++i)
     rt_.record_grad(g.params[i], View{grad(g, i), grads[i].shape, DType::F32}, unscale);
   std::lock_guard<std::mutex> lock(mu_);
+  g.offloaded = ++offloads_;
   return new_token(Op::Offload, group, 0);
 }
 
@@ -385,12 +386,12 @@ void AsyncOptimizer::quiesce() noexcept {
     g.pending = g.held = false;
     // The slot is reused only once its copies are in (noexcept: an error
     // here is the device's, reported by its own teardown).
-    if (g.landed) {
+    if (g.landed.wait) {
       try {
-        g.landed();
+        g.landed.wait();
       } catch (...) {
       }
-      g.landed = nullptr;
+      g.landed = {};
     }
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
@@ -445,7 +446,25 @@ int AsyncOptimizer::runnable() const {
         break;
     }
   }
-  return first;
+  if (first < 0 || queue_[size_t(first)].op != Op::Update || landed(queue_[size_t(first)])) return first;
+  // After backward the updates are queued in the next forward's order, which
+  // is the reverse of the order their gradients land in: rather than wait on
+  // the first, update the first that has landed, or else wait on the one
+  // that lands first.
+  int earliest = first;
+  for (size_t i = size_t(first) + 1; i < queue_.size(); ++i) {
+    const Item& it = queue_[i];
+    if (it.op != Op::Update || groups_[size_t(it.group)].reads_done < it.after_read) continue;
+    if (landed(it)) return int(i);
+    if (groups_[size_t(it.group)].offloaded < groups_[size_t(queue_[size_t(earliest)].group)].offloaded)
+      earliest = int(i);
+  }
+  return earliest;
+}
+
+bool AsyncOptimizer::landed(const Item& it) const {
+  const Landing& l = groups_[size_t(it.group)].landed;
+  return !l.wait || !l.ready || l.ready();
 }
 
 void AsyncOptimizer::worker() {
@@ -512,10 +531,10 @@ void AsyncOptimizer::finish_update(Group& g, int64_t seq) {
 }
 
 double AsyncOptimizer::await_landed(Group& g, int64_t group) {
-  if (!g.landed) return 0;
+  if (!g.landed.wait) return 0;
   TraceSpan span(rt_.trace(), "cpu optimizer", "gradients landed wait, group ", group);
-  std::function<void()> landed = std::move(g.landed);
-  g.landed = nullptr;
+  std::function<void()> landed = std::move(g.landed.wait);
+  g.landed = {};
   auto t0 = Clock::now();
   landed();
   return std::chrono::duration<double>(Clock::now() - t0).count();

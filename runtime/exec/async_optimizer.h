@@ -37,13 +37,20 @@ class AsyncOptimizer {
   int64_t num_groups() const { return int64_t(groups_.size()); }
   const std::vector<int64_t>& group_params(int64_t group) const { return groups_[size_t(group)].params; }
 
+  // A group's gradient copies in flight: wait() blocks until they have
+  // landed; ready() says whether they have, without blocking.
+  struct Landing {
+    std::function<void()> wait;
+    std::function<bool()> ready;
+  };
   // How a gradient leaves the device for its host slot (default: memcpy, the
   // CPU target's gradients are host memory). Returns once dst holds it,
   // unless a fence is set too: then it may only issue the copy, and once a
-  // group's copies are issued, fence(group) returns what blocks until they
-  // have landed. The optimizer calls that before it reads the slot.
+  // group's copies are issued, fence(group) returns their Landing. The
+  // optimizer waits on that before it reads the slot, and while one group's
+  // copies are still on their way it updates another whose have landed.
   void set_gradient_copy(std::function<void(const View& src, float* dst)> f,
-                         std::function<std::function<void()>(int64_t group)> fence = {}) {
+                         std::function<Landing(int64_t group)> fence = {}) {
     copy_out_ = std::move(f);
     copy_fence_ = std::move(fence);
   }
@@ -162,7 +169,8 @@ class AsyncOptimizer {
     std::vector<size_t> grad_offsets;       // where each gradient sits in a slot
     size_t grad_elems = 0;
     int slot = -1;                          // the host slot holding its gradients
-    std::function<void()> landed;           // blocks until the slot's copies are in (if still running)
+    Landing landed;                         // the slot's copies, while they may be running
+    int64_t offloaded = 0;                  // when its copies were issued (grad_offload count)
     std::vector<double> sq_norms;  // per parameter, of this step's gradients
     int64_t step = 0;
     float unscale = 1.f;           // 1 / loss scale, applied first
@@ -187,7 +195,10 @@ class AsyncOptimizer {
   };
   void worker();
   // The first queued item whose dependencies are met (under mu_); -1 if none.
+  // An update whose gradients are still copying gives way to a later one
+  // whose have landed, or else to the one whose copies land first.
   int runnable() const;
+  bool landed(const Item& it) const;  // its group's gradients are in the slot
   void run(const Item& item);
   bool can_stage(int64_t group) const;
   int64_t new_token(Op op, int64_t group, int64_t seq);
@@ -253,7 +264,8 @@ class AsyncOptimizer {
   size_t staging_bytes_ = 0;
   uint64_t clock_ = 0;
   std::function<void(const View&, float*)> copy_out_;
-  std::function<std::function<void()>(int64_t)> copy_fence_;
+  std::function<Landing(int64_t)> copy_fence_;
+  int64_t offloads_ = 0;  // grad_offload calls so far: copies land in this order
   std::function<void(int64_t)> on_updated_;
   std::thread thread_;
 };

@@ -5,12 +5,15 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "exec/runtime.h"
@@ -85,14 +88,16 @@ TEST(AsyncOptimizer, UpdateWaitsForGradientCopiesToLand) {
         const float* p = src.as<float>();
         in_flight.emplace_back(std::vector<float>(p, p + src.numel()), dst);
       },
-      [&](int64_t) -> std::function<void()> {
+      [&](int64_t) {
         auto copies = std::move(in_flight);
         in_flight.clear();
-        return [copies = std::move(copies), &landed] {
-          usleep(20000);
-          for (const auto& [data, dst] : copies) std::memcpy(dst, data.data(), data.size() * sizeof(float));
-          ++landed;
-        };
+        return fy::AsyncOptimizer::Landing{[copies = std::move(copies), &landed] {
+                                             usleep(20000);
+                                             for (const auto& [data, dst] : copies)
+                                               std::memcpy(dst, data.data(), data.size() * sizeof(float));
+                                             ++landed;
+                                           },
+                                           [] { return false; }};
       });
   std::mt19937 gen(13);
   for (int64_t step = 1; step <= 4; ++step) {
@@ -143,6 +148,61 @@ void declare_four(fy::Runtime& rt) {
     rt.declare_param("p" + std::to_string(i), fy::Shape{sizes[i]}, fy::DType::F32, true);
     fy::View v = rt.param(i).value;
     for (int64_t k = 0; k < v.numel(); ++k) v.as<float>()[k] = nd(gen);
+  }
+}
+
+// After backward the updates wait in the next forward's order (the group
+// declared last first), while their gradients land in backward order. Here
+// three groups' copies land 40 ms apart, or all at once: the worker must
+// update each as it lands rather than wait on the last to land, and among
+// landed ones keep the forward's order.
+TEST(AsyncOptimizer, UpdatesGroupsAsTheirGradientsLand) {
+  for (bool at_once : {false, true}) {
+    fy::Runtime rt;
+    declare_four(rt);
+    rt.set_step(1);
+    fy::AsyncOptimizer& opt = rt.async_optimizer();
+    for (int64_t p = 0; p < 3; ++p) opt.declare_group({p});
+    std::mutex mu;
+    std::condition_variable cv;
+    int landed = 0;  // groups whose copies are in, in the order issued
+    std::vector<int64_t> order;
+    opt.set_gradient_copy(
+        [](const fy::View& src, float* dst) { std::memcpy(dst, src.data, size_t(src.nbytes())); },
+        [&](int64_t group) {
+          return fy::AsyncOptimizer::Landing{[&, group] {
+                                               std::unique_lock<std::mutex> lock(mu);
+                                               cv.wait(lock, [&] { return landed > group; });
+                                             },
+                                             [&, group] {
+                                               std::lock_guard<std::mutex> lock(mu);
+                                               return landed > group;
+                                             }};
+        });
+    opt.set_on_updated([&](int64_t group) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(group);
+    });
+    std::mt19937 gen(3);
+    std::vector<std::vector<float>> grads;
+    for (int64_t p = 0; p < 3; ++p) {
+      grads.push_back(random_grad(rt.param(p).value.numel(), gen));
+      fy::View g{grads.back().data(), rt.param(p).value.shape, fy::DType::F32};
+      opt.start(p, &g, 1);
+    }
+    std::thread copies([&] {
+      for (int k = 1; k <= 3; ++k) {
+        usleep(40000);
+        std::lock_guard<std::mutex> lock(mu);
+        landed = at_once ? 3 : k;
+        cv.notify_all();
+        if (at_once) break;
+      }
+    });
+    opt.wait_all();
+    copies.join();
+    EXPECT_EQ(order, (at_once ? std::vector<int64_t>{0, 2, 1} : std::vector<int64_t>{0, 1, 2}))
+        << (at_once ? "landing at once" : "landing one by one");
   }
 }
 

@@ -153,10 +153,12 @@ void CudaDevice::prepare() {
             FY_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, download_));
             copy_out_bytes_ += int64_t(src.nbytes());
           },
-          [this](int64_t group) -> std::function<void()> {
+          [this](int64_t group) {
             cudaEvent_t e = landed_events_[size_t(group)];
             FY_CUDA_CHECK(cudaEventRecord(e, download_));
-            return [e] { FY_CUDA_CHECK(cudaEventSynchronize(e)); };
+            // ready() says "landed" on an error too: the wait that follows reports it.
+            return AsyncOptimizer::Landing{[e] { FY_CUDA_CHECK(cudaEventSynchronize(e)); },
+                                           [e] { return cudaEventQuery(e) != cudaErrorNotReady; }};
           });
       opt.set_on_updated([this](int64_t g) { upload_group(g); });
     }
