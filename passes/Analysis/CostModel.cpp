@@ -266,11 +266,13 @@ private:
         if (auto b = dyn_cast<BoolAttr>(args[0]))
           transA = b.getValue();
       int64_t k = a.getDimSize(a.getRank() - (transA ? 2 : 1));
-      // Batched products run slice by slice: the rate is a slice's.
+      // The CPU runs a batched product slice by slice, so the rate is a
+      // slice's; the GPU runs it as one strided-batched GEMM, at the rate of
+      // a product of all its flops.
       double flops = 2.0 * double(out.getNumElements()) * double(k);
       double slice = 2.0 * double(k) * double(out.getDimSize(out.getRank() - 1)) *
                      double(out.getRank() > 1 ? out.getDimSize(out.getRank() - 2) : 1);
-      t = std::max(t, flops / p_.matmulRate(slice));
+      t = std::max(t, flops / p_.matmulRate(p_.target == "cuda" ? flops : slice));
     }
     return t + p_.launchS;
   }

@@ -10,6 +10,8 @@
 // RUN: not fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=NOPROF
 // RUN: not fuyou-opt %s --fy-choose-placement=search=random 2>&1 | FileCheck %s --check-prefix=BADSEARCH
 // RUN: not fuyou-opt %s --fy-place-activations=policy=auto 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cpu.json state=memory" | FileCheck %s --check-prefix=BATCHCPU
+// RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cuda.json state=memory" | FileCheck %s --check-prefix=BATCHGPU
 
 // The two-segment step of fy-place-activations.mlir: parameters 512 bytes,
 // and under keep-all a 1,088-byte device total with the arena.
@@ -43,6 +45,13 @@
 // APPLIED: func.func @train_step({{.*}}) {{.*}}fysched.arena_bytes = 576 : i64
 // APPLIED: fysched.copy {{.*}} : <device, tensor<4x8xf32>>, <host, tensor<4x8xf32>>
 // APPLIED-NOT: <host, tensor<4x8xf32>>, <ssd
+
+// A batched product of 64 slices of 64^3 (Inputs/batched-matmul.mlir), with
+// 64^3 products at 1e9 flop/s and 256^3 at 1e10: the CPU runs it slice by
+// slice (64 x 2^19 flops at 1e9: 33.55 ms), the GPU as one launch of 2^25
+// flops (at the 256^3 rate: 3.355 ms); 1 us launch on top.
+// BATCHCPU: fy.plan.predicted_step_s = 0.0335554320
+// BATCHGPU: fy.plan.predicted_step_s = 0.00335644320
 
 // NOFIT: fy-choose-placement: no placement fits --gpu-mem 1000 (the least device memory found: 1088 bytes)
 // NOFIT2: fy-choose-placement: no placement fits --gpu-mem 700 (the least device memory found: 576 bytes) and --cpu-mem 64 (the least host arena found: 0 bytes)
