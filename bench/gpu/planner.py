@@ -110,8 +110,6 @@ def run_all(top):
     gpurun = os.path.join(HERE, "run.py")
     out = os.environ.get("OUT", "/tmp")
     tokens = os.path.join(ROOT, ".gpu", "tokens.bin")
-    ssd = "/tmp/fy_planner_ssd"
-    os.makedirs(ssd, exist_ok=True)
     results = []
     for name in sorted(os.listdir(top)):
         d = os.path.join(top, name)
@@ -120,7 +118,7 @@ def run_all(top):
         run(["python3", gpurun, "weights", os.path.join(d, "model.json"), w])
         if not os.path.exists(os.path.join(d, "keep.weights.safetensors")):
             os.symlink(w, os.path.join(d, "keep.weights.safetensors"))
-        common = ["--ssd", ssd]
+        common = []  # --state memory: the moments stay in host memory, no --ssd
         ms, losses, err = measure(os.path.join(d, "train"), tokens, 12, common + ["--gpu-mem", str(cfg["gpu_mem"])],
                                   os.path.join(out, f"planner_{name}.jsonl"))
         kms, klosses, kerr = measure(os.path.join(d, "keep"), tokens, 12, common,

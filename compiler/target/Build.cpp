@@ -2,6 +2,7 @@
 
 #include "compiler/target/Config.h"
 #include "io/safetensors.h"
+#include "kernels/cuda/scratch.h"
 
 #include <cstdio>
 #include <cstring>
@@ -48,6 +49,13 @@ static std::string selfDir() {
 
 bool haveTarget(const std::string &target) {
   return target == "cpu" || (target == "cuda" && std::strlen(FUYOU_RT_CUDA_LIBRARY) > 0);
+}
+
+int64_t reservedDeviceBytes(const std::string &target, const std::string &precision) {
+  if (target != "cuda")
+    return 0;
+  bool sixteenBit = precision == "bf16" || precision == "fp16";
+  return int64_t(fy::cuda::kMatmulWorkspaceBytes + (sixteenBit ? fy::cuda::kMatmulConvertBytes : 0));
 }
 
 std::string buildExecutable(const std::string &cppPath, const std::string &out,

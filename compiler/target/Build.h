@@ -6,6 +6,7 @@
 
 #include "compiler/importer/OnnxModel.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ std::string writeWeights(const onnx_in::Model &model, const std::vector<std::str
 // Whether this compiler can build programs for `target` ("cpu", "cuda": the
 // CUDA runtime exists only where nvcc was found at build time).
 bool haveTarget(const std::string &target);
+
+// Device bytes the target's runtime takes outside the plan's arena at this
+// --precision (CUDA: the matrix products' scratch); counted against --gpu-mem.
+int64_t reservedDeviceBytes(const std::string &target, const std::string &precision);
 
 // Compiles `cppPath` and links it with the target's runtime library
 // (libfuyou_rt, libfuyou_rt_cuda) into `out`; the runtime is found beside the

@@ -291,6 +291,8 @@ int main(int argc, char **argv) {
 
   // The arithmetic the program declares (fy::rt::declare_precision).
   (*module)->setAttr("fy.precision", mlir::StringAttr::get(&ctx, opts.precision));
+  if (int64_t reserved = fuyou::target::reservedDeviceBytes(opts.target, opts.precision))
+    (*module)->setAttr("fysched.reserved_device_bytes", mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), reserved));
   (*module)->setAttr("fy.optimizer", mlir::StringAttr::get(&ctx, opts.optimizer));
   if (opts.lossScale == "dynamic")
     (*module)->setAttr("fy.loss_scale", mlir::StringAttr::get(&ctx, opts.lossScale));
@@ -361,7 +363,7 @@ int main(int argc, char **argv) {
     fuyou::Prediction p = fuyou::predictStep(*module, profile, stateOnSsd);
     if (opts.gpuMem > 0 && p.deviceBytes > opts.gpuMem)
       die("--gpu-mem " + std::to_string(opts.gpuMem) + " bytes is too small for this placement: it needs " +
-          std::to_string(p.deviceBytes) + " (parameters and the device arena; see --emit=plan)");
+          std::to_string(p.deviceBytes) + " (parameters, the device arena and the runtime's scratch; see --emit=plan)");
     if (opts.cpuMem > 0 && p.hostBytes > opts.cpuMem)
       die("--cpu-mem " + std::to_string(opts.cpuMem) + " bytes is too small for this placement: its host arena is " +
           std::to_string(p.hostBytes) + " bytes (see --emit=plan)");

@@ -222,8 +222,10 @@ public:
       auto a = step->getAttrOfType<IntegerAttr>(name);
       return a ? a.getInt() : int64_t(0);
     };
+    // The runtime's own scratch (fysched.reserved_device_bytes) counts too.
+    auto reserved = module_->getAttrOfType<IntegerAttr>("fysched.reserved_device_bytes");
     out.deviceBytes = (module_->hasAttr("fysched.streamed_params") ? 0 : attr("fysched.param_bytes")) +
-                      attr("fysched.arena_bytes");
+                      attr("fysched.arena_bytes") + (reserved ? reserved.getInt() : 0);
     out.hostBytes = attr("fysched.host_arena_bytes");
     return out;
   }
@@ -433,6 +435,8 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   }
   os << "parameters: " << (module->hasAttr("fysched.streamed_params") ? "streamed per phase" : "resident") << "\n";
   os << "device: " << p.deviceBytes << " B";
+  if (auto reserved = module->getAttrOfType<IntegerAttr>("fysched.reserved_device_bytes"))
+    os << " (" << reserved.getInt() << " B of it the runtime's scratch)";
   if (gpuMem > 0)
     os << " of --gpu-mem " << gpuMem << (p.deviceBytes <= gpuMem ? " (fits)" : " (OVER)");
   os << "\nhost arena: " << p.hostBytes << " B";

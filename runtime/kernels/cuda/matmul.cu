@@ -14,6 +14,8 @@
 // and output, as autocast does; a product whose operands do not fit the
 // scratch keeps fp32 operands with cuBLAS's COMPUTE_32F_FAST_16BF (_16F),
 // slower: TF32-like rates.
+#include "kernels/cuda/scratch.h"
+
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -54,8 +56,8 @@ using namespace detail;
 
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-constexpr size_t kConvertBytes = size_t(128) << 20;  // 16-bit copies of both operands
+constexpr size_t kWorkspaceBytes = kMatmulWorkspaceBytes;
+constexpr size_t kConvertBytes = kMatmulConvertBytes;  // 16-bit copies of both operands
 
 // How a plan multiplies: the precision's compute type on fp32 operands, or
 // 16-bit operands (BF16 / FP16 when they fit the scratch).
