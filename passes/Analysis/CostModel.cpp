@@ -328,8 +328,10 @@ private:
         StringRef g = update.getGroup();
         double end = onStream(Optimizer, ready, groupParams_.lookup(g) / p_.adamwParams, out);
         tokens_[update.getToken()] = end;
-        // On a GPU the updated weights go back up before the next use.
-        updated_[g] = cuda_ ? onStream(ToDevice, end, groupParams_.lookup(g) * 4.0 / p_.h2dBytes, out) : end;
+        // On a GPU the updated weights go back up before the next use, unless
+        // they are streamed: then the program's own copies bring them.
+        bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
+        updated_[g] = upload ? onStream(ToDevice, end, groupParams_.lookup(g) * 4.0 / p_.h2dBytes, out) : end;
       } else if (auto write = dyn_cast<fs::StateWriteOp>(op)) {
         double bytes = momentBytes_.lookup(write.getGroup());
         if (stateOnSsd_)
