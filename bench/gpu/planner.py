@@ -14,6 +14,12 @@
       change them), then a traced run of the greedy program whose per-track
       busy times give the overlap ratio (step / busiest stream).
 
+  kernel-times PREPDIR RESULTS PROFILE   (development machine, after run)
+      RESULTS is the run's $OUT (planner.json and each greedy program's
+      trace): each measured plan, and the keep-all one, predicted again with
+      --kernel-times from that trace (kernels priced at their measured times,
+      the rest of the model unchanged), against the measured steps.
+
 Goals (issue 4): greedy/exhaustive predicted <= 1.05; measured/predicted within
 +-20%; step <= 1.15 x the busiest stream.
 """
@@ -157,7 +163,36 @@ def run_all(top):
     return len(results) == len(os.listdir(top))
 
 
+def kernel_times(prep, results, profile):
+    fc = os.path.join(ROOT, "build", "bin", "fuyou-compile")
+    measured = {r["config"]: r for r in json.load(open(os.path.join(results, "planner.json")))}
+    ratios = []
+    for name, model, shape, _ in CONFIGS:
+        if name not in measured:
+            continue
+        cfg = json.load(open(os.path.join(prep, name, "config.json")))
+        onnx = os.path.join("/tmp", f"fy_planner_{name}.onnx")
+        if not os.path.exists(onnx):
+            run([PY, os.path.join(ROOT, "examples", "export.py"), "--model", model, "--out", onnx, "--vocab", "50304",
+                 "--block-size", "1024"] + shape.split())
+        base = [fc, onnx, "--target", "cuda", "--state", "memory", "--profile", profile, "--emit=plan",
+                "--kernel-times", os.path.join(results, f"planner_{name}.trace.json")]
+        g = cfg["greedy"]
+        pred = {}
+        for tag, extra in (("plan", ["--activations", ",".join(g["activations"]), "--params", g["params"]]),
+                           ("keep", [])):
+            pred[tag] = float(re.search(r"predicted step: ([0-9.]+) ms", run(base + extra).stdout).group(1))
+        m = measured[name]
+        r, k = m["measured_ms"] / pred["plan"], m["keep_measured_ms"] / pred["keep"]
+        ratios.append(r)
+        print(f"kernel times {name}: {g['short']} predicted {pred['plan']:.1f} ms, measured {m['measured_ms']:.1f} "
+              f"-> {r:.3f}; keep-all {pred['keep']:.1f} / {m['keep_measured_ms']:.1f} -> {k:.3f}")
+    print(f"kernel times: measured/predicted within +-20% in {sum(abs(x - 1) <= 0.2 for x in ratios)}/{len(ratios)}")
+    return True
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    ok = prepare(*args) or True if cmd == "prepare" else run_all(*args)
+    ok = {"prepare": lambda: prepare(*args) or True, "run": lambda: run_all(*args),
+          "kernel-times": lambda: kernel_times(*args)}[cmd]()
     sys.exit(0 if ok else 1)
