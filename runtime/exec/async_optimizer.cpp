@@ -542,11 +542,12 @@ double AsyncOptimizer::await_landed(Group& g, int64_t group) {
 
 void AsyncOptimizer::update_in_memory(Group& g) {
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", -1, int64_t(g.grad_elems * 16));
+  std::vector<Piece> pieces;
   for (size_t i = 0; i < g.params.size(); ++i) {
     const auto& p = rt_.param(g.params[i]);
-    submit(g.params[i], grad(g, i), p.m.data, p.v.data, g.step);
+    submit(g.params[i], grad(g, i), p.m.data, p.v.data, g.step, pieces);
   }
-  pool_->wait_all();
+  finish_pieces(pieces);
 }
 
 void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
@@ -607,9 +608,10 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
   }
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group ", group, int64_t(g.grad_elems * 16));
   char* base = static_cast<char*>(cur.buffer.data());
+  std::vector<Piece> pieces;
   for (size_t i = 0; i < g.params.size(); ++i)
-    submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step);
-  pool_->wait_all();
+    submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step, pieces);
+  finish_pieces(pieces);
   cur.dirty = true;
   cur.last_use = ++clock_;
 }
@@ -631,13 +633,30 @@ void AsyncOptimizer::write_out_of_core(int64_t group) {
   cur->last_use = ++clock_;
 }
 
-void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int64_t step) {
+void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int64_t step,
+                            std::vector<Piece>& pieces) {
   const Runtime::Param& p = rt_.param(param);
-  if (p.q8_block)
-    pool_->submit_8bit(p.value.as<float>(), g, m, v, p.value.numel(), p.q8_block, rt_.options().adamw, step);
-  else
-    pool_->submit(p.value.as<float>(), g, static_cast<float*>(m), static_cast<float*>(v), p.value.numel(),
-                  rt_.options().adamw, step);
+  const int64_t n = p.value.numel();
+  if (p.q8_block) {
+    pieces.push_back({pool_->submit_8bit(p.value.as<float>(), g, m, v, n, p.q8_block, rt_.options().adamw, step),
+                      param, 0, n});
+    return;
+  }
+  // Elementwise, so the pieces give the whole update's bits.
+  float* w = p.value.as<float>();
+  float *mf = static_cast<float*>(m), *vf = static_cast<float*>(v);
+  for (int64_t lo = 0; lo < n; lo += kPiece) {
+    const int64_t len = std::min(kPiece, n - lo);
+    pieces.push_back({pool_->submit(w + lo, g + lo, mf + lo, vf + lo, len, rt_.options().adamw, step), param, lo, len});
+  }
+}
+
+void AsyncOptimizer::finish_pieces(std::vector<Piece>& pieces) {
+  for (const Piece& piece : pieces) {
+    pool_->wait(piece.job);
+    if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);
+  }
+  pieces.clear();
 }
 
 void AsyncOptimizer::read_state(int64_t param, void* m, void* v) {

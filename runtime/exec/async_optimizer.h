@@ -58,6 +58,17 @@ class AsyncOptimizer {
   // lets anyone read the group's parameters: a device queues the upload of
   // the new values here.
   void set_on_updated(std::function<void(int64_t group)> f) { on_updated_ = std::move(f); }
+  // Called on the optimizer's thread as each piece [lo, lo + n) of parameter
+  // `param` is updated, in order, before the group's on_updated: a device
+  // copies the piece up while the next one is computed, so the upload of a
+  // big group (the embedding, first needed by the next step) trails its
+  // update by one piece, not by the whole group.
+  void set_on_piece_updated(std::function<void(int64_t param, int64_t lo, int64_t n)> f) {
+    on_piece_updated_ = std::move(f);
+  }
+  // fp32 updates go to the pool in pieces of this many elements (16 MiB of
+  // each array), 8-bit ones whole.
+  static constexpr int64_t kPiece = 64 * AdamWPool::kChunk;
 
   // A group's update is the program's pipeline of four ops (fysched
   // grad_offload, state_read, group_adamw, state_write). Each returns a
@@ -215,8 +226,15 @@ class AsyncOptimizer {
   // Blocks until the group's gradients are in its slot; returns the seconds waited.
   double await_landed(Group& g, int64_t group);
   void update_in_memory(Group& g);
+  // A queued piece of a parameter's update.
+  struct Piece {
+    AdamWPool::Handle job;
+    int64_t param, lo, n;
+  };
   // Queues parameter `param`'s AdamW on the pool, in its moments' format.
-  void submit(int64_t param, const float* g, void* m, void* v, int64_t step);
+  void submit(int64_t param, const float* g, void* m, void* v, int64_t step, std::vector<Piece>& pieces);
+  // Waits for each piece in turn, reporting it to on_piece_updated.
+  void finish_pieces(std::vector<Piece>& pieces);
   void read_out_of_core(int64_t group);
   void update_out_of_core(int64_t group);
   void write_out_of_core(int64_t group);
@@ -267,6 +285,7 @@ class AsyncOptimizer {
   std::function<Landing(int64_t)> copy_fence_;
   int64_t offloads_ = 0;  // grad_offload calls so far: copies land in this order
   std::function<void(int64_t)> on_updated_;
+  std::function<void(int64_t, int64_t, int64_t)> on_piece_updated_;
   std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -203,6 +204,47 @@ TEST(AsyncOptimizer, UpdatesGroupsAsTheirGradientsLand) {
     copies.join();
     EXPECT_EQ(order, (at_once ? std::vector<int64_t>{0, 2, 1} : std::vector<int64_t>{0, 1, 2}))
         << (at_once ? "landing at once" : "landing one by one");
+  }
+}
+
+// A big parameter's update is reported piece by piece, in order, each piece
+// once, before the group's on_updated; together they are the whole update.
+TEST(AsyncOptimizer, UpdatePiecesCoverEachParameterInOrder) {
+  const int64_t P = fy::AsyncOptimizer::kPiece, big = 2 * P + 7;
+  fy::Runtime inline_rt, async_rt;
+  for (fy::Runtime* rt : {&inline_rt, &async_rt}) {
+    rt->declare_param("big", fy::Shape{big}, fy::DType::F32, true);
+    rt->declare_param("small", fy::Shape{5}, fy::DType::F32, true);
+    for (int64_t i = 0; i < 2; ++i) {
+      fy::View v = rt->param(i).value;
+      for (int64_t k = 0; k < v.numel(); ++k) v.as<float>()[k] = float(k % 97) * 0.01f - 0.3f;
+    }
+    rt->set_step(1);
+  }
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  int64_t group = opt.declare_group({0, 1});
+  std::vector<std::array<int64_t, 3>> pieces;
+  int64_t pieces_at_done = -1;
+  opt.set_on_piece_updated([&](int64_t param, int64_t lo, int64_t n) { pieces.push_back({param, lo, n}); });
+  opt.set_on_updated([&](int64_t) { pieces_at_done = int64_t(pieces.size()); });
+  std::mt19937 gen(17);
+  std::vector<std::vector<float>> grads;
+  std::vector<fy::View> views;
+  for (int64_t i = 0; i < 2; ++i) grads.push_back(random_grad(inline_rt.param(i).value.numel(), gen));
+  for (int64_t i = 0; i < 2; ++i) {
+    fy::View g = inline_rt.param(i).value;
+    g.data = grads[size_t(i)].data();
+    inline_rt.adamw(i, g);
+    views.push_back(g);
+  }
+  opt.start(group, views.data(), views.size());
+  opt.wait_all();
+  const std::vector<std::array<int64_t, 3>> want = {{0, 0, P}, {0, P, P}, {0, 2 * P, 7}, {1, 0, 5}};
+  EXPECT_EQ(pieces, want);
+  EXPECT_EQ(pieces_at_done, 4);
+  for (int64_t i = 0; i < 2; ++i) {
+    const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+    EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i;
   }
 }
 

@@ -160,6 +160,15 @@ void CudaDevice::prepare() {
             return AsyncOptimizer::Landing{[e] { FY_CUDA_CHECK(cudaEventSynchronize(e)); },
                                            [e] { return cudaEventQuery(e) != cudaErrorNotReady; }};
           });
+      // Each piece of an update goes up as soon as it is done (streamed
+      // parameters have no working copies: the program copies the masters).
+      opt.set_on_piece_updated([this](int64_t param, int64_t lo, int64_t n) {
+        if (rt_.streamed_params()) return;
+        const float* master = rt_.param(param).value.as<float>();
+        FY_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(params_[size_t(param)]) + lo, master + lo,
+                                      size_t(n) * sizeof(float), cudaMemcpyHostToDevice, upload_));
+        upload_bytes_ += n * int64_t(sizeof(float));
+      });
       opt.set_on_updated([this](int64_t g) { upload_group(g); });
     }
     prepared_ = true;
@@ -421,13 +430,7 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
 }
 
 void CudaDevice::upload_group(int64_t group) {
-  // Streamed parameters have no working copies: the program copies the masters itself.
-  if (!rt_.streamed_params())
-    for (int64_t i : rt_.async_optimizer().group_params(group)) {
-      const View& v = rt_.param(i).value;
-      FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, upload_));
-      upload_bytes_ += int64_t(v.nbytes());
-    }
+  // The group's pieces are queued on the upload stream already.
   FY_CUDA_CHECK(cudaEventRecord(group_events_[size_t(group)], upload_));
 }
 
