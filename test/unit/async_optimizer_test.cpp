@@ -41,6 +41,21 @@ std::vector<float> random_grad(int64_t n, std::mt19937& gen) {
   return g;
 }
 
+// Random gradients for parameters 0 and 1 of `rt` (kept in `grads`), applied
+// there by the inline AdamW; returns views of them for the background one.
+std::vector<fy::View> inline_step(fy::Runtime& rt, std::vector<std::vector<float>>& grads, std::mt19937& gen) {
+  grads.clear();
+  for (int64_t i = 0; i < 2; ++i) grads.push_back(random_grad(rt.param(i).value.numel(), gen));
+  std::vector<fy::View> views;
+  for (int64_t i = 0; i < 2; ++i) {
+    fy::View g = rt.param(i).value;
+    g.data = grads[size_t(i)].data();
+    rt.adamw(i, g);
+    views.push_back(g);
+  }
+  return views;
+}
+
 TEST(AsyncOptimizer, BitIdenticalToInline) {
   fy::Runtime inline_rt, async_rt;
   declare(inline_rt, 7);
@@ -51,14 +66,7 @@ TEST(AsyncOptimizer, BitIdenticalToInline) {
     inline_rt.set_step(step);
     async_rt.set_step(step);
     std::vector<std::vector<float>> grads;
-    for (int64_t i = 0; i < 2; ++i) grads.push_back(random_grad(inline_rt.param(i).value.numel(), gen));
-    std::vector<fy::View> views;
-    for (int64_t i = 0; i < 2; ++i) {
-      fy::View g = inline_rt.param(i).value;
-      g.data = grads[size_t(i)].data();
-      inline_rt.adamw(i, g);
-      views.push_back(g);
-    }
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
     async_rt.async_optimizer().wait(group);
     async_rt.async_optimizer().start(group, views.data(), views.size());
     // The gradients were copied: scribbling on them now changes nothing.
@@ -105,14 +113,7 @@ TEST(AsyncOptimizer, UpdateWaitsForGradientCopiesToLand) {
     inline_rt.set_step(step);
     async_rt.set_step(step);
     std::vector<std::vector<float>> grads;
-    std::vector<fy::View> views;
-    for (int64_t i = 0; i < 2; ++i) grads.push_back(random_grad(inline_rt.param(i).value.numel(), gen));
-    for (int64_t i = 0; i < 2; ++i) {
-      fy::View g = inline_rt.param(i).value;
-      g.data = grads[size_t(i)].data();
-      inline_rt.adamw(i, g);
-      views.push_back(g);
-    }
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
     opt.wait(group);
     opt.start(group, views.data(), views.size());
   }
@@ -229,14 +230,7 @@ TEST(AsyncOptimizer, UpdatePiecesCoverEachParameterInOrder) {
   opt.set_on_updated([&](int64_t) { pieces_at_done = int64_t(pieces.size()); });
   std::mt19937 gen(17);
   std::vector<std::vector<float>> grads;
-  std::vector<fy::View> views;
-  for (int64_t i = 0; i < 2; ++i) grads.push_back(random_grad(inline_rt.param(i).value.numel(), gen));
-  for (int64_t i = 0; i < 2; ++i) {
-    fy::View g = inline_rt.param(i).value;
-    g.data = grads[size_t(i)].data();
-    inline_rt.adamw(i, g);
-    views.push_back(g);
-  }
+  std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
   opt.start(group, views.data(), views.size());
   opt.wait_all();
   const std::vector<std::array<int64_t, 3>> want = {{0, 0, P}, {0, P, P}, {0, 2 * P, 7}, {1, 0, 5}};
