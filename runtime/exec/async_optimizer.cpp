@@ -305,6 +305,14 @@ void AsyncOptimizer::check_norms(Group& g) {
   constexpr int64_t C = AdamWPool::kChunk;
   std::vector<std::vector<double>> parts(g.params.size());
   std::vector<AdamWPool::Handle> jobs;
+  // The jobs write into `parts`: they must be over before it goes, error or not.
+  struct WaitAll {
+    AdamWPool& pool;
+    std::vector<AdamWPool::Handle>& jobs;
+    ~WaitAll() {
+      for (const AdamWPool::Handle& h : jobs) pool.wait(h);
+    }
+  } wait_all{*pool_, jobs};
   for (size_t i = 0; i < g.params.size(); ++i) {
     const float* x = grad(g, i);
     const int64_t n = rt_.param(g.params[i]).value.numel();
@@ -321,6 +329,7 @@ void AsyncOptimizer::check_norms(Group& g) {
     }));
   }
   for (const AdamWPool::Handle& h : jobs) pool_->wait(h);
+  jobs.clear();
   for (size_t i = 0; i < g.params.size(); ++i) {
     double sum = 0;
     for (double p : parts[i]) sum += p;
@@ -542,12 +551,10 @@ double AsyncOptimizer::await_landed(Group& g, int64_t group) {
 
 void AsyncOptimizer::update_in_memory(Group& g) {
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", -1, int64_t(g.grad_elems * 16));
-  std::vector<Piece> pieces;
-  for (size_t i = 0; i < g.params.size(); ++i) {
+  update_pieces(g, [&](size_t i, std::vector<Piece>& pieces) {
     const auto& p = rt_.param(g.params[i]);
     submit(g.params[i], grad(g, i), p.m.data, p.v.data, g.step, pieces);
-  }
-  finish_pieces(pieces);
+  });
 }
 
 void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
@@ -608,10 +615,9 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
   }
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group ", group, int64_t(g.grad_elems * 16));
   char* base = static_cast<char*>(cur.buffer.data());
-  std::vector<Piece> pieces;
-  for (size_t i = 0; i < g.params.size(); ++i)
+  update_pieces(g, [&](size_t i, std::vector<Piece>& pieces) {
     submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step, pieces);
-  finish_pieces(pieces);
+  });
   cur.dirty = true;
   cur.last_use = ++clock_;
 }
@@ -651,12 +657,19 @@ void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int
   }
 }
 
-void AsyncOptimizer::finish_pieces(std::vector<Piece>& pieces) {
-  for (const Piece& piece : pieces) {
-    pool_->wait(piece.job);
-    if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);
+void AsyncOptimizer::update_pieces(Group& g, const std::function<void(size_t, std::vector<Piece>&)>& submit_param) {
+  std::vector<Piece> pieces;
+  try {
+    for (size_t i = 0; i < g.params.size(); ++i) submit_param(i, pieces);
+    for (const Piece& piece : pieces) {
+      pool_->wait(piece.job);
+      if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);
+    }
+  } catch (...) {
+    // The pool must be done with the slot's gradients before it is freed.
+    for (const Piece& piece : pieces) pool_->wait(piece.job);
+    throw;
   }
-  pieces.clear();
 }
 
 void AsyncOptimizer::read_state(int64_t param, void* m, void* v) {

@@ -54,9 +54,9 @@ class AsyncOptimizer {
     copy_out_ = std::move(f);
     copy_fence_ = std::move(fence);
   }
-  // Called on the optimizer's thread after a group's update, before wait()
-  // lets anyone read the group's parameters: a device queues the upload of
-  // the new values here.
+  // Called on the optimizer's thread after a group's update (after its
+  // pieces, below), before wait() lets anyone read the group's parameters:
+  // a device marks the end of the group's uploads here.
   void set_on_updated(std::function<void(int64_t group)> f) { on_updated_ = std::move(f); }
   // Called on the optimizer's thread as each piece [lo, lo + n) of parameter
   // `param` is updated, in order, before the group's on_updated: a device
@@ -75,7 +75,8 @@ class AsyncOptimizer {
   // token naming its completion, which later ops of the same group take as
   // their dependencies. A background worker runs the queued ones in the
   // order they were issued, as far as their dependencies and the staging
-  // buffers allow.
+  // buffers allow, except that an update whose gradients are still on their
+  // way gives way to one whose have landed (runnable()).
   //
   // Copies the group's gradients (one per parameter, in declaration order)
   // to a host slot owned here, so the caller may free them at once; waits
@@ -233,8 +234,9 @@ class AsyncOptimizer {
   };
   // Queues parameter `param`'s AdamW on the pool, in its moments' format.
   void submit(int64_t param, const float* g, void* m, void* v, int64_t step, std::vector<Piece>& pieces);
-  // Waits for each piece in turn, reporting it to on_piece_updated.
-  void finish_pieces(std::vector<Piece>& pieces);
+  // Queues each of the group's parameters (submit_param(i, pieces)), then
+  // waits for each piece in turn, reporting it to on_piece_updated.
+  void update_pieces(Group& g, const std::function<void(size_t, std::vector<Piece>&)>& submit_param);
   void read_out_of_core(int64_t group);
   void update_out_of_core(int64_t group);
   void write_out_of_core(int64_t group);
@@ -275,7 +277,8 @@ class AsyncOptimizer {
   std::vector<int> free_slots_;
   size_t slot_elems_ = 0;
   size_t wanted_slots_ = 0;
-  std::unique_ptr<AdamWPool> pool_;  // the update itself, on every core it may use
+  // The updates, gradient norms and unscaling, on every core it may use.
+  std::unique_ptr<AdamWPool> pool_;
   std::unique_ptr<store::TensorStore> store_;
   std::vector<Staging> staging_;  // allocated at the first update
   size_t staging_count_ = 4;      // reads can run staging_count_ - 1 groups ahead

@@ -94,11 +94,12 @@ class AdamWPool {
   // depend on the thread count, so a body writing one result per chunk gives
   // the same results with any number of threads. body must not throw.
   Handle for_chunks(int64_t n, std::function<void(int64_t lo, int64_t len)> body);
-  // Blocks until the update is complete (immediately for an empty handle).
+  // Blocks until the job (an update or a for_chunks pass) is complete
+  // (immediately for an empty handle).
   void wait(const Handle& h);
-  // Whether the update is complete, without blocking.
+  // Whether the job is complete, without blocking.
   bool done(const Handle& h) const;
-  // Blocks until every update submitted so far is complete.
+  // Blocks until every job submitted so far is complete.
   void wait_all();
 
   // submit + wait. An update of at most kChunk elements runs on the calling

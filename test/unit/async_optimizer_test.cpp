@@ -226,7 +226,14 @@ TEST(AsyncOptimizer, UpdatePiecesCoverEachParameterInOrder) {
   int64_t group = opt.declare_group({0, 1});
   std::vector<std::array<int64_t, 3>> pieces;
   int64_t pieces_at_done = -1;
-  opt.set_on_piece_updated([&](int64_t param, int64_t lo, int64_t n) { pieces.push_back({param, lo, n}); });
+  // Each piece is final when reported: its values are the inline update's already.
+  int64_t early = 0;
+  opt.set_on_piece_updated([&](int64_t param, int64_t lo, int64_t n) {
+    pieces.push_back({param, lo, n});
+    const float* a = inline_rt.param(param).value.as<float>() + lo;
+    const float* b = async_rt.param(param).value.as<float>() + lo;
+    early += std::memcmp(a, b, size_t(n) * sizeof(float)) != 0;
+  });
   opt.set_on_updated([&](int64_t) { pieces_at_done = int64_t(pieces.size()); });
   std::mt19937 gen(17);
   std::vector<std::vector<float>> grads;
@@ -236,6 +243,7 @@ TEST(AsyncOptimizer, UpdatePiecesCoverEachParameterInOrder) {
   const std::vector<std::array<int64_t, 3>> want = {{0, 0, P}, {0, P, P}, {0, 2 * P, 7}, {1, 0, 5}};
   EXPECT_EQ(pieces, want);
   EXPECT_EQ(pieces_at_done, 4);
+  EXPECT_EQ(early, 0) << "pieces reported before their update was done";
   for (int64_t i = 0; i < 2; ++i) {
     const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
     EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i;

@@ -76,6 +76,7 @@ CudaDevice::~CudaDevice() {
   if (rt_.has_async_optimizer()) {
     rt_.async_optimizer().quiesce();
     rt_.async_optimizer().set_on_updated(nullptr);
+    rt_.async_optimizer().set_on_piece_updated(nullptr);
     rt_.async_optimizer().set_gradient_copy(nullptr);
   }
   cudaStreamSynchronize(compute_);

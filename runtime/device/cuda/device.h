@@ -75,7 +75,9 @@ class CudaDevice final : public Device {
  private:
   size_t trace_event(cudaStream_t s);  // records the next trace event on `s`
   void end_copies();                    // after the step's synchronize
-  void upload_group(int64_t group);  // on the optimizer's thread
+  // On the optimizer's thread, after the group's pieces were queued on the
+  // upload stream: records the event group_wait makes the compute stream wait on.
+  void upload_group(int64_t group);
   void flush_kernel_trace();         // after the step's synchronize
   void reserve(size_t bytes, const char* what);
   void trim();  // frees every cached temporary
