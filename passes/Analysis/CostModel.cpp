@@ -326,12 +326,22 @@ private:
         for (Value d : update.getDeps())
           ready = std::max(ready, tokens_.lookup(d));
         StringRef g = update.getGroup();
-        double end = onStream(Optimizer, ready, groupParams_.lookup(g) / p_.adamwParams, out);
+        double params = groupParams_.lookup(g), dur = params / p_.adamwParams;
+        double end = onStream(Optimizer, ready, dur, out);
         tokens_[update.getToken()] = end;
         // On a GPU the updated weights go back up before the next use, unless
-        // they are streamed: then the program's own copies bring them.
+        // they are streamed: then the program's own copies bring them. The
+        // runtime uploads each piece (AsyncOptimizer::kPiece, 4 Mi elements)
+        // as it is done, so the upload starts after the first piece and ends
+        // a piece's copy after the update, if the link keeps up.
         bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
-        updated_[g] = upload ? onStream(ToDevice, end, groupParams_.lookup(g) * 4.0 / p_.h2dBytes, out) : end;
+        if (upload) {
+          double piece = std::min(params, double(int64_t(4) << 20)), copy = params * 4.0 / p_.h2dBytes;
+          double start = std::max(end - dur + dur * piece / params, end + piece * 4.0 / p_.h2dBytes - copy);
+          updated_[g] = onStream(ToDevice, start, copy, out);
+        } else {
+          updated_[g] = end;
+        }
       } else if (auto write = dyn_cast<fs::StateWriteOp>(op)) {
         double bytes = momentBytes_.lookup(write.getGroup());
         if (stateOnSsd_)

@@ -63,7 +63,7 @@ struct Prediction {
   double forwardS = 0, backwardS = 0;        // compute stream, by phase
   llvm::StringMap<double> kernelS;           // compute stream, by kernel name
   int64_t launches = 0, launchesTimed = 0;   // per step; timed: from the kernel times
-  int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena; host arena
+  int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena + runtime scratch; host arena
 };
 
 // Predicts a module after fy-plan-memory. `stateOnSsd`: AdamW's moments move
