@@ -3,6 +3,7 @@
 #include "dialects/FySched/FySchedOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -79,7 +80,7 @@ std::string loadKernelTimes(const std::string &path, Profile &p) {
   // On a GPU the compute track has when kernels were queued; the gpu track
   // has when they ran.
   StringRef track = p.target == "cuda" ? "gpu" : "compute";
-  std::optional<int64_t> kernelTid, stepsTid;
+  std::optional<int64_t> kernelTid, stepsTid, optimizerTid;
   for (const llvm::json::Value &v : *events) {
     auto *e = v.getAsObject();
     auto *args = e ? e->getObject("args") : nullptr;
@@ -89,6 +90,8 @@ std::string loadKernelTimes(const std::string &path, Profile &p) {
       kernelTid = e->getInteger("tid");
     else if (args->getString("name") == "steps")
       stepsTid = e->getInteger("tid");
+    else if (args->getString("name") == "cpu optimizer")
+      optimizerTid = e->getInteger("tid");
   }
   // The first step pays page faults and warm-up: it is left out.
   double warm = -1;
@@ -98,16 +101,23 @@ std::string loadKernelTimes(const std::string &path, Profile &p) {
       warm = warm < 0 ? end : std::min(warm, end);
     }
   llvm::StringMap<llvm::DenseMap<int64_t, std::vector<double>>> samples;
+  double adamwParams = 0, adamwSeconds = 0;  // the layer-group updates' slices: 16 bytes a parameter
   for (const llvm::json::Value &v : *events) {
     auto *e = v.getAsObject();
     auto *args = e ? e->getObject("args") : nullptr;
-    if (!args || !kernelTid || e->getInteger("tid") != kernelTid || e->getString("ph") != "X")
+    if (!args || e->getString("ph") != "X")
       continue;
-    std::optional<int64_t> bytes = args->getInteger("bytes");
+    std::optional<int64_t> bytes = args->getInteger("bytes"), tid = e->getInteger("tid");
     std::optional<double> ts = e->getNumber("ts"), dur = e->getNumber("dur");
     std::optional<StringRef> name = e->getString("name");
-    if (bytes && ts && dur && name && *ts >= warm)
+    if (!bytes || !ts || !dur || !name || *ts < warm)
+      continue;
+    if (kernelTid && tid == kernelTid) {
       samples[*name][*bytes].push_back(*dur * 1e-6);
+    } else if (optimizerTid && tid == optimizerTid && (*name == "adamw" || name->starts_with("adamw, group"))) {
+      adamwParams += double(*bytes) / 16;
+      adamwSeconds += *dur * 1e-6;
+    }
   }
   if (samples.empty())
     return "kernel times '" + path + "' has no kernel slices with bytes on its '" + track.str() +
@@ -119,6 +129,10 @@ std::string loadKernelTimes(const std::string &path, Profile &p) {
       p.kernelTimes[kernel.getKey()][bytes] = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
     }
   p.kernelTimesSource = path;
+  if (adamwParams > 0 && adamwSeconds > 0) {
+    p.adamwParams = adamwParams / adamwSeconds;
+    p.adamwFromTrace = true;
+  }
   return "";
 }
 
@@ -410,6 +424,9 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   if (!profile.kernelTimesSource.empty())
     os << "kernel times: " << p.launchesTimed << " of " << p.launches << " launches a step from "
        << profile.kernelTimesSource << ", the rest from the profile's rates\n";
+  if (profile.adamwFromTrace)
+    os << "AdamW: " << llvm::formatv("{0:e3}", profile.adamwParams) << " params/s from " << profile.kernelTimesSource
+       << "\n";
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.evaluated"))
     os << "planner: " << n.getInt() << " plans evaluated, chose activations " << str("fy.plan.activations")
        << ", parameters " << str("fy.plan.params") << "\n";

@@ -32,6 +32,9 @@ struct Profile {
   // these, the rest by the rates above.
   llvm::StringMap<llvm::DenseMap<int64_t, double>> kernelTimes;
   std::string kernelTimesSource;
+  // adamwParams came from the same trace's "cpu optimizer" adamw slices (the
+  // rate inside a running program, with the copies' traffic beside it).
+  bool adamwFromTrace = false;
   // The matmul rate for one product of `flops`: interpolated in log(flops)
   // between the measured sizes, clamped at the ends.
   double matmulRate(double flops) const;
