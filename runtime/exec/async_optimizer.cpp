@@ -338,15 +338,6 @@ void AsyncOptimizer::check_norms(Group& g) {
   }
 }
 
-void AsyncOptimizer::unscale(Group& g) {
-  // As torch: unscale, then the clipping coefficient (two roundings).
-  float* x = grad(g, 0);
-  const float a = g.unscale, b = g.scale;
-  pool_->wait(pool_->for_chunks(int64_t(g.grad_elems), [x, a, b](int64_t lo, int64_t len) {
-    for (int64_t k = lo; k < lo + len; ++k) x[k] = x[k] * a * b;
-  }));
-}
-
 void AsyncOptimizer::write(int64_t group, int64_t update) {
   if (group < 0 || group >= num_groups()) fail("state_write: no group " + std::to_string(group));
   std::lock_guard<std::mutex> lock(mu_);
@@ -510,7 +501,6 @@ void AsyncOptimizer::run(const Item& item) {
       check_norms(g);
     } else {
       idle = await_landed(g, item.group);
-      if (g.unscale != 1.f || g.scale != 1.f) unscale(g);
       if (store_)
         update_out_of_core(item.group);
       else
@@ -553,7 +543,7 @@ void AsyncOptimizer::update_in_memory(Group& g) {
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", -1, int64_t(g.grad_elems * 16));
   update_pieces(g, [&](size_t i, std::vector<Piece>& pieces) {
     const auto& p = rt_.param(g.params[i]);
-    submit(g.params[i], grad(g, i), p.m.data, p.v.data, g.step, pieces);
+    submit(g.params[i], grad(g, i), p.m.data, p.v.data, g.step, g.unscale, g.scale, pieces);
   });
 }
 
@@ -616,7 +606,8 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group ", group, int64_t(g.grad_elems * 16));
   char* base = static_cast<char*>(cur.buffer.data());
   update_pieces(g, [&](size_t i, std::vector<Piece>& pieces) {
-    submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step, pieces);
+    submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step, g.unscale, g.scale,
+           pieces);
   });
   cur.dirty = true;
   cur.last_use = ++clock_;
@@ -639,13 +630,16 @@ void AsyncOptimizer::write_out_of_core(int64_t group) {
   cur->last_use = ++clock_;
 }
 
-void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int64_t step,
-                            std::vector<Piece>& pieces) {
+void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int64_t step, float unscale,
+                            float coef, std::vector<Piece>& pieces) {
   const Runtime::Param& p = rt_.param(param);
   const int64_t n = p.value.numel();
+  // As torch: unscale, then the clipping coefficient, inside the update's pass.
+  AdamWConfig cfg = rt_.options().adamw;
+  cfg.grad_unscale = unscale;
+  cfg.grad_coef = coef;
   if (p.q8_block) {
-    pieces.push_back({pool_->submit_8bit(p.value.as<float>(), g, m, v, n, p.q8_block, rt_.options().adamw, step),
-                      param, 0, n});
+    pieces.push_back({pool_->submit_8bit(p.value.as<float>(), g, m, v, n, p.q8_block, cfg, step), param, 0, n});
     return;
   }
   // Elementwise, so the pieces give the whole update's bits.
@@ -653,7 +647,7 @@ void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int
   float *mf = static_cast<float*>(m), *vf = static_cast<float*>(v);
   for (int64_t lo = 0; lo < n; lo += kPiece) {
     const int64_t len = std::min(kPiece, n - lo);
-    pieces.push_back({pool_->submit(w + lo, g + lo, mf + lo, vf + lo, len, rt_.options().adamw, step), param, lo, len});
+    pieces.push_back({pool_->submit(w + lo, g + lo, mf + lo, vf + lo, len, cfg, step), param, lo, len});
   }
 }
 

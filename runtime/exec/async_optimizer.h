@@ -221,9 +221,8 @@ class AsyncOptimizer {
   // A group's update of sequence `seq` is over (run, or skipped): its slot is free (under mu_).
   void finish_update(Group& g, int64_t seq);
   bool holds() const { return clip_norm_ > 0 || scaler_; }
-  // Both run on the pool: one thread took 4 ms per 28 MB of gradients on an H100 host.
+  // On the pool: one thread took 4 ms per 28 MB of gradients on an H100 host.
   void check_norms(Group& g);
-  void unscale(Group& g);  // the gradients times unscale, then times scale
   // Blocks until the group's gradients are in its slot; returns the seconds waited.
   double await_landed(Group& g, int64_t group);
   void update_in_memory(Group& g);
@@ -232,8 +231,10 @@ class AsyncOptimizer {
     AdamWPool::Handle job;
     int64_t param, lo, n;
   };
-  // Queues parameter `param`'s AdamW on the pool, in its moments' format.
-  void submit(int64_t param, const float* g, void* m, void* v, int64_t step, std::vector<Piece>& pieces);
+  // Queues parameter `param`'s AdamW on the pool, in its moments' format,
+  // its gradient times unscale, then times coef.
+  void submit(int64_t param, const float* g, void* m, void* v, int64_t step, float unscale, float coef,
+              std::vector<Piece>& pieces);
   // Queues each of the group's parameters (submit_param(i, pieces)), then
   // waits for each piece in turn, reporting it to on_piece_updated.
   void update_pieces(Group& g, const std::function<void(size_t, std::vector<Piece>&)>& submit_param);

@@ -31,7 +31,8 @@ ad::Scalars ad::make_scalars(const AdamWConfig& cfg, int64_t step) {
   const double bc1 = 1.0 - std::pow(b1, double(step));
   const double bc2 = 1.0 - std::pow(b2, double(step));
   return ad::Scalars{float(1.0 - lr * wd), float(b1),          float(1.0 - b1),       float(b2),
-                     float(1.0 - b2),      float(-(lr / bc1)), float(std::sqrt(bc2)), cfg.eps};
+                     float(1.0 - b2),      float(-(lr / bc1)), float(std::sqrt(bc2)), cfg.eps,
+                     cfg.grad_unscale,     cfg.grad_coef};
 }
 
 ad::Kernel ad::kernel_of(AdamWIsa isa) {

@@ -25,6 +25,11 @@ struct AdamWConfig {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 1e-2f;
+  // The gradient is first multiplied by these, in this order, each product
+  // rounded: torch's GradScaler.unscale_ (1 / loss scale), then
+  // clip_grad_norm_'s coefficient. At 1 they change no bit.
+  float grad_unscale = 1.f;
+  float grad_coef = 1.f;
 };
 
 // One step over n parameters, in place on p, m (exp_avg), v (exp_avg_sq),

@@ -17,11 +17,11 @@ namespace adamw_detail {
 namespace {
 
 struct Vec8 {
-  __m256 decay, beta1, one_m_b1, beta2, one_m_b2, nss, bc2_sqrt, eps;
+  __m256 decay, beta1, one_m_b1, beta2, one_m_b2, nss, bc2_sqrt, eps, unscale, coef;
 };
 
 FY_AVX2 inline void step8(const Vec8& c, float* p, const float* g, float* m, float* v) {
-  const __m256 gi = _mm256_loadu_ps(g);
+  const __m256 gi = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(g), c.unscale), c.coef);
   const __m256 pd = _mm256_mul_ps(_mm256_loadu_ps(p), c.decay);
   const __m256 mi = _mm256_fmadd_ps(gi, c.one_m_b1, _mm256_mul_ps(_mm256_loadu_ps(m), c.beta1));
   const __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(c.one_m_b2, gi), gi, _mm256_mul_ps(_mm256_loadu_ps(v), c.beta2));
@@ -37,7 +37,8 @@ FY_AVX2 void kernel_avx2(const Scalars& s, float* __restrict p, const float* __r
                          float* __restrict v, int64_t n) {
   const Vec8 c{_mm256_set1_ps(s.decay),    _mm256_set1_ps(s.beta1),         _mm256_set1_ps(s.one_m_b1),
                _mm256_set1_ps(s.beta2),    _mm256_set1_ps(s.one_m_b2),      _mm256_set1_ps(s.neg_step_size),
-               _mm256_set1_ps(s.bc2_sqrt), _mm256_set1_ps(s.eps)};
+               _mm256_set1_ps(s.bc2_sqrt), _mm256_set1_ps(s.eps),           _mm256_set1_ps(s.unscale),
+               _mm256_set1_ps(s.coef)};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     step8(c, p + i, g + i, m + i, v + i);
@@ -45,7 +46,7 @@ FY_AVX2 void kernel_avx2(const Scalars& s, float* __restrict p, const float* __r
   }
   for (; i + 8 <= n; i += 8) step8(c, p + i, g + i, m + i, v + i);
   for (; i < n; ++i) {  // scalar SSE/FMA instructions: same rounding as the lanes above
-    const float gi = g[i];
+    const float gi = (g[i] * s.unscale) * s.coef;
     const float pd = p[i] * s.decay;
     const float mi = __builtin_fmaf(gi, s.one_m_b1, m[i] * s.beta1);
     const float vi = __builtin_fmaf(s.one_m_b2 * gi, gi, v[i] * s.beta2);

@@ -13,17 +13,19 @@ namespace fy {
 namespace adamw_detail {
 
 struct Vec16 {
-  __m512 decay, beta1, one_m_b1, beta2, one_m_b2, nss, bc2_sqrt, eps;
+  __m512 decay, beta1, one_m_b1, beta2, one_m_b2, nss, bc2_sqrt, eps, unscale, coef;
 };
 
 __attribute__((target("avx512f"))) inline Vec16 vec16_of(const Scalars& s) {
   return Vec16{_mm512_set1_ps(s.decay),    _mm512_set1_ps(s.beta1),         _mm512_set1_ps(s.one_m_b1),
                _mm512_set1_ps(s.beta2),    _mm512_set1_ps(s.one_m_b2),      _mm512_set1_ps(s.neg_step_size),
-               _mm512_set1_ps(s.bc2_sqrt), _mm512_set1_ps(s.eps)};
+               _mm512_set1_ps(s.bc2_sqrt), _mm512_set1_ps(s.eps),           _mm512_set1_ps(s.unscale),
+               _mm512_set1_ps(s.coef)};
 }
 
-__attribute__((target("avx512f"))) inline void compute16(const Vec16& c, __m512 pin, __m512 gi, __m512 min,
+__attribute__((target("avx512f"))) inline void compute16(const Vec16& c, __m512 pin, __m512 graw, __m512 min,
                                                           __m512 vin, __m512& pout, __m512& mout, __m512& vout) {
+  const __m512 gi = _mm512_mul_ps(_mm512_mul_ps(graw, c.unscale), c.coef);
   const __m512 pd = _mm512_mul_ps(pin, c.decay);
   mout = _mm512_fmadd_ps(gi, c.one_m_b1, _mm512_mul_ps(min, c.beta1));
   vout = _mm512_fmadd_ps(_mm512_mul_ps(c.one_m_b2, gi), gi, _mm512_mul_ps(vin, c.beta2));
@@ -37,9 +39,10 @@ __attribute__((target("avx512f"))) inline void compute16(const Vec16& c, __m512 
 // lanes next to 64 independent multiplies took 53 cycles in 512 bits, 44 on
 // halves, 30 and 34 alone), which the 8-bit loop, busy with its codec,
 // feels; the fp32 loop waits on memory either way.
-__attribute__((target("avx512f,avx512dq"))) inline void compute16_halves(const Vec16& c, __m512 pin, __m512 gi,
+__attribute__((target("avx512f,avx512dq"))) inline void compute16_halves(const Vec16& c, __m512 pin, __m512 graw,
                                                                          __m512 min, __m512 vin, __m512& pout,
                                                                          __m512& mout, __m512& vout) {
+  const __m512 gi = _mm512_mul_ps(_mm512_mul_ps(graw, c.unscale), c.coef);
   const __m512 pd = _mm512_mul_ps(pin, c.decay);
   mout = _mm512_fmadd_ps(gi, c.one_m_b1, _mm512_mul_ps(min, c.beta1));
   vout = _mm512_fmadd_ps(_mm512_mul_ps(c.one_m_b2, gi), gi, _mm512_mul_ps(vin, c.beta2));

@@ -4,6 +4,7 @@
 // arithmetic, which it would otherwise be free to contract).
 //
 // Per element, every kernel computes exactly (f32, IEEE round-to-nearest):
+//   g  = (g * unscale) * coef                        GradScaler.unscale_, clip coefficient
 //   p' = p * decay                                   param.mul_(1 - lr*wd)
 //   m' = fma(g, one_m_b1, m * beta1)                 exp_avg.mul_(b1).add_(g, alpha=1-b1)
 //   v' = fma(one_m_b2 * g, g, v * beta2)             exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2)
@@ -23,7 +24,7 @@ namespace fy {
 namespace adamw_detail {
 
 struct Scalars {
-  float decay, beta1, one_m_b1, beta2, one_m_b2, neg_step_size, bc2_sqrt, eps;
+  float decay, beta1, one_m_b1, beta2, one_m_b2, neg_step_size, bc2_sqrt, eps, unscale, coef;
 };
 
 using Kernel = void (*)(const Scalars& s, float* p, const float* g, float* m, float* v, int64_t n);

@@ -11,7 +11,7 @@ namespace adamw_detail {
 void kernel_scalar(const Scalars& s, float* __restrict p, const float* __restrict g, float* __restrict m,
                    float* __restrict v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
+    const float gi = (g[i] * s.unscale) * s.coef;
     const float pd = p[i] * s.decay;
     const float mi = std::fma(gi, s.one_m_b1, m[i] * s.beta1);
     const float vi = std::fma(s.one_m_b2 * gi, gi, v[i] * s.beta2);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "optim/adamw.h"
+#include "optim/adamw8bit.h"
 #include "test_util.h"
 
 namespace fyt {
@@ -182,6 +183,36 @@ TEST(AdamW, InstructionSetsAreBitIdentical) {
               << " eps=" << cfg.eps;
       }
     }
+  }
+}
+
+// The gradient multipliers (loss-scale unscaling, the clipping coefficient)
+// are the update of the gradient multiplied beforehand, (g * a) * b, in every
+// instruction set, for fp32 and 8-bit moments; at 1 they change nothing.
+TEST(AdamW, GradientMultipliersAreThePremultipliedGradient) {
+  const int64_t n = 4099, block = 256;
+  const float a = 1.f / 65536, b = 0.37f;
+  for (auto isa : supported_isas()) {
+    State scaled(n, 21), ref = scaled;
+    for (size_t i = 0; i < ref.g.size(); ++i) ref.g[i] = (ref.g[i] * a) * b;
+    fy::AdamWConfig cfg{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f}, plain = cfg;
+    cfg.grad_unscale = a;
+    cfg.grad_coef = b;
+    std::vector<uint8_t> ms(fy::q8_state_bytes(n, block)), vs = ms, mr = ms, vr = ms;
+    std::vector<float> p8 = scaled.p, r8 = scaled.p;
+    for (int64_t step : {1, 2, 3}) {
+      fy::adamw_step_isa(isa, scaled.p.data(), scaled.g.data(), scaled.m.data(), scaled.v.data(), n, cfg, step);
+      fy::adamw_step_isa(isa, ref.p.data(), ref.g.data(), ref.m.data(), ref.v.data(), n, plain, step);
+      fy::adamw8bit_step_isa(isa, p8.data(), scaled.g.data(), ms.data(), vs.data(), n, block, cfg, step);
+      fy::adamw8bit_step_isa(isa, r8.data(), ref.g.data(), mr.data(), vr.data(), n, block, plain, step);
+    }
+    EXPECT_EQ(0, std::memcmp(scaled.g.data(), State(n, 21).g.data(), scaled.g.size() * sizeof(float)))
+        << "the gradient is read, not changed";
+    scaled.g = ref.g;
+    EXPECT_TRUE(scaled.same_bits(ref)) << fy::adamw_isa_name(isa);
+    EXPECT_EQ(0, std::memcmp(p8.data(), r8.data(), p8.size() * sizeof(float))) << fy::adamw_isa_name(isa) << " 8-bit";
+    EXPECT_EQ(ms, mr) << fy::adamw_isa_name(isa) << " 8-bit";
+    EXPECT_EQ(vs, vr) << fy::adamw_isa_name(isa) << " 8-bit";
   }
 }
 
