@@ -130,6 +130,15 @@ LogicalResult geluRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableA
   return success();
 }
 
+// dx = dy * gelu'(x + b); the bias's gradient sums it over the other dims.
+LogicalResult biasGeluRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
+  auto g = cast<fg::BiasGeluOp>(op);
+  dx[0] = b.create<fg::BiasGeluGradOp>(op->getLoc(), dy[0].getType(), g.getInput(), g.getBias(), g.getResult(),
+                                       dy[0], g.getApproximate());
+  dx[1] = reduceTo(b, dx[0], g.getBias());
+  return success();
+}
+
 LogicalResult matmulRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
   auto mm = cast<fg::MatMulOp>(op);
   Value a = mm.getLhs(), c = mm.getRhs(), g = dy[0];
@@ -351,6 +360,7 @@ const llvm::StringMap<fuyou::GradientRule> &registry() {
       {fg::SigmoidOp::getOperationName(), unaryRule<kSigmoid>},
       {fg::SiluOp::getOperationName(), unaryRule<kSilu>},
       {fg::GeluOp::getOperationName(), geluRule},
+      {fg::BiasGeluOp::getOperationName(), biasGeluRule},
       {fg::MatMulOp::getOperationName(), matmulRule},
       {fg::TransposeOp::getOperationName(), transposeRule},
       {fg::ReshapeOp::getOperationName(), reshapeRule},

@@ -136,6 +136,27 @@ struct FormGelu : OpRewritePattern<fg::MulOp> {
   }
 };
 
+// gelu(x + b), b a bias along x's last dim, only read by the gelu ->
+// bias_gelu(x, b): the sum is never written out.
+struct FormBiasGelu : OpRewritePattern<fg::GeluOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(fg::GeluOp gelu, PatternRewriter &rw) const override {
+    auto add = def<fg::AddOp>(gelu.getInput());
+    if (!add || !add->hasOneUse())
+      return failure();
+    for (auto [x, b] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
+      auto xt = cast<RankedTensorType>(x.getType()), bt = cast<RankedTensorType>(b.getType());
+      if (xt != add.getType() || xt.getRank() < 2 || bt.getRank() != 1 ||
+          bt.getDimSize(0) != xt.getDimSize(xt.getRank() - 1))
+        continue;
+      rw.replaceOpWithNewOp<fg::BiasGeluOp>(gelu, xt, x, b, gelu.getApproximate());
+      return success();
+    }
+    return failure();
+  }
+};
+
 // (x * 1/sqrt(mean(x^2, -1) + eps)) * w -> rms_norm(x, w)
 struct FormRMSNorm : OpRewritePattern<fg::MulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -308,7 +329,8 @@ struct FormMaskedSoftmax : OpRewritePattern<fg::SoftmaxOp> {
 struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FormSilu, FormGelu, FormRMSNorm, FormLayerNorm, FormMaskedSoftmax, FoldTransposeIntoMatMul>(&getContext());
+    patterns.add<FormSilu, FormGelu, FormBiasGelu, FormRMSNorm, FormLayerNorm, FormMaskedSoftmax,
+                 FoldTransposeIntoMatMul>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

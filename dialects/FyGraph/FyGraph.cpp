@@ -133,6 +133,19 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+// A bias along the last dim of `input`, and a known GELU form.
+static LogicalResult verifyBiasGelu(Operation *op, Value input, Value bias, StringRef approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    return op->emitOpError("approximate must be \"none\" or \"tanh\", got \"") << approximate << "\"";
+  auto x = cast<RankedTensorType>(input.getType()), b = cast<RankedTensorType>(bias.getType());
+  if (x.getRank() < 1 || b.getRank() != 1 || b.getDimSize(0) != x.getDimSize(x.getRank() - 1))
+    return op->emitOpError("bias must be 1-D with the input's last dim, got ") << b << " for " << x;
+  return success();
+}
+
+LogicalResult BiasGeluOp::verify() { return verifyBiasGelu(*this, getInput(), getBias(), getApproximate()); }
+LogicalResult BiasGeluGradOp::verify() { return verifyBiasGelu(*this, getInput(), getBias(), getApproximate()); }
+
 LogicalResult UnaryGradOp::verify() {
   bool known = llvm::StringSwitch<bool>(getFn())
                    .Cases("neg", "sqrt", "reciprocal", "exp", "tanh", true)

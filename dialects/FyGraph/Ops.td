@@ -104,6 +104,30 @@ def FyGraph_GeluOp : FyGraph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def FyGraph_BiasGeluOp : FyGraph_Op<"bias_gelu", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "gelu(input + bias), fused; bias is 1-D along the last dim";
+  let description = [{
+    A linear layer's bias and its activation in one pass (fy-recompose forms
+    it from gelu(add(x, b))). The sum is rounded to f32 before the GELU, so
+    the bits are those of the two ops.
+  }];
+  let arguments = (ins FyFloatTensor:$input, FyFloatTensor:$bias,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input `,` $bias attr-dict `:` type($input) `,` type($bias)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_BiasGeluGradOp : FyGraph_Op<"bias_gelu_grad",
+    [Pure, AllTypesMatch<["input", "y", "dy", "dx"]>]> {
+  let summary = "dx = dy * gelu'(input + bias); y is bias_gelu's result";
+  let arguments = (ins FyFloatTensor:$input, FyFloatTensor:$bias, FyFloatTensor:$y,
+                       FyFloatTensor:$dy, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs FyFloatTensor:$dx);
+  let assemblyFormat = "$input `,` $bias `,` $y `,` $dy attr-dict `:` type($input) `,` type($bias)";
+  let hasVerifier = 1;
+}
+
 def FyGraph_UnaryGradOp : FyGraph_Op<"unary_grad",
     [Pure, AllTypesMatch<["x", "y", "dy", "dx"]>]> {
   let summary = "dx = dy * f'(x) for an elementwise f";

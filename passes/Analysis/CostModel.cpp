@@ -267,6 +267,8 @@ private:
           elems = std::max(elems, double(b.getTensorType().getNumElements()));
       StringRef fn = kernel;
       fn.consume_front("unary_grad_");
+      fn.consume_front("bias_");
+      fn.consume_back("_grad");
       if (p_.transcendentalElems > 0 && (fn == "gelu" || fn == "gelu_tanh" || fn == "silu" || fn == "sigmoid" ||
                                          fn == "tanh" || fn == "exp" || fn == "erf"))
         t = std::max(t, elems / p_.transcendentalElems);

@@ -126,6 +126,12 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
   with(fg::GeluOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
     s.kernel = cast<fg::GeluOp>(op).getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
   });
+  with(fg::BiasGeluOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+    s.kernel = cast<fg::BiasGeluOp>(op).getApproximate() == "tanh" ? "bias_gelu_tanh" : "bias_gelu";
+  });
+  with(fg::BiasGeluGradOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+    s.kernel = cast<fg::BiasGeluGradOp>(op).getApproximate() == "tanh" ? "bias_gelu_tanh_grad" : "bias_gelu_grad";
+  });
   with(fg::UnaryGradOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
     s.kernel = ("unary_grad_" + cast<fg::UnaryGradOp>(op).getFn()).str();
   });

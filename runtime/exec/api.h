@@ -127,6 +127,13 @@ void unary_grad_silu(Runtime* rt, View x, View y, View dy, View dx);
 void unary_grad_gelu(Runtime* rt, View x, View y, View dy, View dx);
 void unary_grad_gelu_tanh(Runtime* rt, View x, View y, View dy, View dx);
 
+// y = gelu(x + b), b along x's last dim (the sum rounded first, as add's);
+// dx = dy * gelu'(x + b), y = bias_gelu's result.
+void bias_gelu(Runtime* rt, View x, View b, View y);
+void bias_gelu_tanh(Runtime* rt, View x, View b, View y);
+void bias_gelu_grad(Runtime* rt, View x, View b, View y, View dy, View dx);
+void bias_gelu_tanh_grad(Runtime* rt, View x, View b, View y, View dy, View dx);
+
 void where(Runtime* rt, View cond, View a, View b, View out);
 void cast(Runtime* rt, View x, View y);
 void broadcast_to(Runtime* rt, View x, View y);

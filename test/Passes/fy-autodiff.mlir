@@ -410,6 +410,28 @@ func.func @forward() -> tensor<f32> {
 
 // -----
 
+// bias_gelu: the input's gradient from bias_gelu_grad, the bias's its sum
+// over the rows.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[W:.*]] = fygraph.get_param @w
+// CHECK: %[[B:.*]] = fygraph.get_param @b
+// CHECK: %[[G:.*]] = fygraph.bias_gelu %[[W]], %[[B]] {approximate = "tanh"}
+// CHECK: %[[DY:.*]] = fygraph.expand
+// CHECK: %[[DW:.*]] = fygraph.bias_gelu_grad %[[W]], %[[B]], %[[G]], %[[DY]] {approximate = "tanh"} : tensor<4x8xf32>, tensor<8xf32>
+// CHECK: %[[DB:.*]] = fygraph.reduce_to %[[DW]] : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK: return %{{.*}}, %[[DW]], %[[DB]]
+fygraph.param @w trainable : tensor<4x8xf32>
+fygraph.param @b trainable : tensor<8xf32>
+func.func @forward() -> tensor<f32> {
+  %w = fygraph.get_param @w : tensor<4x8xf32>
+  %b = fygraph.get_param @b : tensor<8xf32>
+  %g = fygraph.bias_gelu %w, %b {approximate = "tanh"} : tensor<4x8xf32>, tensor<8xf32>
+  %l = fygraph.reduce_sum %g {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A tied embedding and head: one get_param read by gather and matmul gets
 // the sum of both gradients, and the result has one gradient for it.
 // CHECK-LABEL: func.func @train_step

@@ -56,6 +56,8 @@ func.func @train_step(%x: tensor<4x8xf32>, %idx: tensor<2x3xi64>) -> tensor<f32>
 // CHECK: %[[DX:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // CHECK: fysched.launch "unary_grad_sigmoid" ins(%[[X]], %[[Y]], %[[X]] : {{.*}}) outs(%[[DX]] :
 // CHECK: fysched.launch "unary_grad_gelu_tanh" ins(
+// CHECK: fysched.launch "bias_gelu" ins(%[[X]], %[[V]] :
+// CHECK: fysched.launch "bias_gelu_tanh_grad" ins(%[[X]], %[[V]], %{{.*}}, %[[X]] :
 // CHECK: fysched.launch "where" ins(%[[C]], %[[X]], %[[V]] :
 // CHECK: fysched.launch "cast" ins(%[[C]] : !fysched.buffer<device, tensor<4x8xi1>>) outs(%{{.*}} : !fysched.buffer<device, tensor<4x8xf32>>)
 // CHECK: %[[E:.*]] = fysched.alloc : <device, tensor<2x4x8xf32>>
@@ -80,6 +82,8 @@ func.func @elementwise(%x: tensor<4x8xf32>, %v: tensor<8xf32>, %c: tensor<4x8xi1
   %y = fygraph.sigmoid %x : tensor<4x8xf32>
   %dx = fygraph.unary_grad "sigmoid" %x, %y, %x : tensor<4x8xf32>
   %14 = fygraph.unary_grad "gelu_tanh" %x, %13, %dx : tensor<4x8xf32>
+  %bg = fygraph.bias_gelu %x, %v : tensor<4x8xf32>, tensor<8xf32>
+  %bgg = fygraph.bias_gelu_grad %x, %v, %bg, %x {approximate = "tanh"} : tensor<4x8xf32>, tensor<8xf32>
   %15 = fygraph.where %c, %x, %v : (tensor<4x8xi1>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %16 = fygraph.cast %c : tensor<4x8xi1> to tensor<4x8xf32>
   %e = fygraph.expand %v : tensor<8xf32> -> tensor<2x4x8xf32>

@@ -413,3 +413,34 @@ func.func @not_masked_softmax(%s: tensor<2x5x7xf32>, %mb: tensor<2x1x7xi1>, %m: 
   %d = fygraph.softmax %w4 {axis = -1 : i64} : tensor<2x5x7xf32>
   return %a, %b, %c, %d : tensor<2x5x7xf32>, tensor<2x5x7xf32>, tensor<2x5x7xf32>, tensor<2x5x7xf32>
 }
+
+// -----
+
+// A bias add read only by a GELU: bias_gelu, the sum never written.
+// CHECK-LABEL: func.func @bias_gelu
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8xf32>, %[[B:.*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[G:.*]] = fygraph.bias_gelu %[[X]], %[[B]] {approximate = "tanh"} : tensor<2x8xf32>, tensor<8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @bias_gelu(%x: tensor<2x8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32> {
+  %a = fygraph.add %b, %x : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g = fygraph.gelu %a {approximate = "tanh"} : tensor<2x8xf32>
+  return %g : tensor<2x8xf32>
+}
+
+// -----
+
+// The sum read elsewhere too, or an add that broadcasts more than a bias:
+// they stay as they are.
+// CHECK-LABEL: func.func @bias_gelu_not
+// CHECK: fygraph.add
+// CHECK: fygraph.gelu
+// CHECK: fygraph.add
+// CHECK: fygraph.gelu
+// CHECK-NOT: bias_gelu
+func.func @bias_gelu_not(%x: tensor<2x8xf32>, %b: tensor<8xf32>, %c: tensor<2x1xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %a = fygraph.add %x, %b : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %g = fygraph.gelu %a : tensor<2x8xf32>
+  %a2 = fygraph.add %x, %c : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+  %g2 = fygraph.gelu %a2 : tensor<2x8xf32>
+  return %g, %a, %g2 : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}

@@ -1068,6 +1068,38 @@ TEST_F(CudaKernels, MaskedSoftmax) {
   EXPECT_THROW(gpu::masked_softmax(dx, dm, dx, 1.f), fy::Error) << "3 mask rows for 5";
 }
 
+// bias_unary against the CPU, and bit-identical to the GPU's own add then
+// unary (unary_grad); aligned rows run the float4 path, odd ones the scalar.
+TEST_F(CudaKernels, BiasGelu) {
+  for (UnOp op : {UnOp::Gelu, UnOp::GeluTanh})
+    for (Shape s : {Shape{3, 7}, Shape{8, 1024, 3072}, Shape{5, 1001}}) {
+      const int64_t n = s[s.rank - 1];
+      HostTensor x = rand_f32(s, rng, -5, 5), b = rand_f32(Shape{n}, rng, -1, 1), dy = rand_f32(s, rng);
+      HostTensor sum(s, F32), y(s, F32);
+      cpu::binary(cpu::BinOp::Add, x, b, sum);
+      cpu::unary(to_cpu(op), sum, y);
+      const std::string name = std::string(op == UnOp::Gelu ? "bias_gelu " : "bias_gelu_tanh ") + s.str();
+      Results fused = check_op(name, {x, b}, {out(s)}, [op](auto& in, auto& o) { cpu::bias_unary(to_cpu(op), in[0], in[1], o[0]); },
+                               [op](auto& in, auto& o) { gpu::bias_unary(op, in[0], in[1], o[0]); });
+      std::vector<DevPtr> tmp;
+      Results parts = check_op(name + " as add, unary", {x, b}, {out(s)},
+                               [op](auto& in, auto& o) { cpu::bias_unary(to_cpu(op), in[0], in[1], o[0]); },
+                               [&](auto& in, auto& o) {
+                                 View a = nullv(s);
+                                 tmp.push_back(dev_alloc(a.nbytes()));
+                                 a.data = tmp.back().get();
+                                 gpu::binary(gpu::BinOp::Add, in[0], in[1], a);
+                                 gpu::unary(op, a, o[0]);
+                               });
+      ASSERT_FALSE(fused.gpu.empty() || parts.gpu.empty());
+      EXPECT_EQ(std::memcmp(fused.gpu[0].view().data, parts.gpu[0].view().data, fused.gpu[0].view().nbytes()), 0)
+          << name << ": fused kernel differs from add, unary";
+      check_op(name + " grad", {x, b, y, dy}, {out(s)},
+               [op](auto& in, auto& o) { cpu::bias_unary_grad(to_cpu(op), in[0], in[1], in[2], in[3], o[0]); },
+               [op](auto& in, auto& o) { gpu::bias_unary_grad(op, in[0], in[1], in[2], in[3], o[0]); });
+    }
+}
+
 TEST_F(CudaKernels, SoftmaxGradScaled) {
   for (const SoftmaxCase& c : {kSoftmax[2], kSoftmax[3], kSoftmax[4], kSoftmax[9]}) {
     HostTensor x = rand_f32(c.x, rng, c.lo, c.hi), y(c.x, F32), dy = rand_f32(c.x, rng);

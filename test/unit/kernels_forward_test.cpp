@@ -180,6 +180,28 @@ TEST(Unary, KnownValues) {
   EXPECT_NEAR(get(y, 0), 0.8411919906082768, 1e-12);
 }
 
+// bias_unary is add then unary, bias_unary_grad add then unary_grad (with
+// y), bit for bit: rows of odd and vector-friendly widths, both GELU forms.
+TEST(BiasUnary, BitIdenticalToAddThenUnary) {
+  Rng rng(43);
+  for (UnOp op : {UnOp::Gelu, UnOp::GeluTanh})
+    for (Shape s : {Shape{3, 7}, Shape{2, 5, 64}, Shape{129, 768}}) {
+      const int64_t n = s[s.rank - 1];
+      HostTensor x = rand_tensor(s, DType::F32, rng, -5, 5), b = rand_tensor(Shape{n}, DType::F32, rng, -1, 1);
+      HostTensor dy = rand_tensor(s, DType::F32, rng), sum(s, DType::F32), want(s, DType::F32), got(s, DType::F32);
+      k::binary(BinOp::Add, x, b, sum);
+      k::unary(op, sum, want);
+      k::bias_unary(op, x, b, got);
+      EXPECT_EQ(std::memcmp(got.view().data, want.view().data, want.view().nbytes()), 0) << s.str();
+      HostTensor dwant(s, DType::F32), dgot(s, DType::F32);
+      k::unary_grad(op, sum, want, dy, dwant);
+      k::bias_unary_grad(op, x, b, want, dy, dgot);
+      EXPECT_EQ(std::memcmp(dgot.view().data, dwant.view().data, dwant.view().nbytes()), 0) << "grad " << s.str();
+    }
+  HostTensor x = rand_tensor({3, 7}, DType::F32, rng), b3 = rand_tensor({3}, DType::F32, rng), y({3, 7}, DType::F32);
+  EXPECT_THROW(k::bias_unary(UnOp::Gelu, x, b3, y), fy::Error);  // the bias runs along the last dim
+}
+
 TEST(ReduceTo, SumAndMeanOverBroadcastDims) {
   Rng rng(3);
   struct Case {

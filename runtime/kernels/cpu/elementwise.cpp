@@ -381,6 +381,61 @@ void unary_grad(UnOp op, View x, View y, View dy, View dx) {
   });
 }
 
+namespace {
+
+// Rows of x (n = b's length each) with their sum x + b in a per-thread row
+// buffer, handed to f(row, sum): the unfused kernels' element functions then
+// see the very floats add would have written.
+template <class F> void for_bias_rows(const char* who, View x, View b, F f) {
+  check_dtype(x, DType::F32, who, "x");
+  check_dtype(b, DType::F32, who, "b");
+  const int64_t n = b.numel(), rows = n > 0 ? x.numel() / n : 0;
+  check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == n, who,
+        "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
+  const float* px = x.as<float>();
+  const float* pb = b.as<float>();
+#pragma omp parallel if (x.numel() >= kParallelMin)
+  {
+    std::vector<float> sum(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = px + r * n;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) sum[size_t(j)] = xr[j] + pb[j];
+      f(r * n, sum.data());
+    }
+  }
+}
+
+}  // namespace
+
+void bias_unary(UnOp op, View x, View b, View y) {
+  check_numel(y, x.numel(), "bias_unary", "y");
+  check_dtype(y, DType::F32, "bias_unary", "y");
+  float* py = y.as<float>();
+  const int64_t n = b.numel();
+  for_bias_rows("bias_unary", x, b, [&](int64_t at, const float* t) {
+    if (!unary_vec(op, t, py + at, n))
+      for (int64_t j = 0; j < n; ++j) py[at + j] = unary_fwd(op, t[j]);
+  });
+}
+
+void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx) {
+  const int64_t total = x.numel(), n = b.numel();
+  check_numel(y, total, "bias_unary_grad", "y");
+  check_numel(dy, total, "bias_unary_grad", "dy");
+  check_numel(dx, total, "bias_unary_grad", "dx");
+  check(y.dtype == DType::F32 && dy.dtype == DType::F32 && dx.dtype == DType::F32, "bias_unary_grad",
+        "y, dy and dx must be F32");
+  const float* py = y.as<float>();
+  const float* pdy = dy.as<float>();
+  float* pdx = dx.as<float>();
+  for_bias_rows("bias_unary_grad", x, b, [&](int64_t at, const float* t) {
+    if (!unary_grad_vec(op, t, pdy + at, pdx + at, n))
+      for (int64_t j = 0; j < n; ++j) pdx[at + j] = unary_bwd(op, t[j], py[at + j], pdy[at + j]);
+  });
+}
+
 // ---- data movement ---------------------------------------------------------
 
 void broadcast_to(View x, View y) {

@@ -28,6 +28,10 @@ void unary(UnOp op, View x, View y);
 // dx = dy * f'(x). y = f(x) is used where cheaper; y.data may be null, then
 // it is recomputed from x.
 void unary_grad(UnOp op, View x, View y, View dy, View dx);
+// The same of x + b, b a vector along x's last dim: the sum is rounded to
+// float first, so the bits are add's then unary's (unary_grad's).
+void bias_unary(UnOp op, View x, View b, View y);
+void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx);
 
 // ---- reductions / broadcasting ----------------------------------------------
 // y's shape is x's with some dims set to 1 (after left-padding with 1s): sum

@@ -252,6 +252,42 @@ template <UnOp OP> __global__ void k_unary_grad(const float* x, const float* y, 
   }
 }
 
+// x + b with b along the last dim (nb wide): __fadd_rn rounds the sum as the
+// add kernel's store does, so these give the unfused kernels' bits.
+template <UnOp OP> __global__ void k_bias_unary(const float* x, const float* b, float* y, int64_t n, int64_t nb,
+                                                bool vec) {
+  if (vec) {
+    for (int64_t i = thread_index<int64_t>(); i < n / 4; i += thread_stride<int64_t>()) {
+      const float4 v = reinterpret_cast<const float4*>(x)[i];
+      const float4 c = reinterpret_cast<const float4*>(b)[(i * 4 % nb) / 4];
+      reinterpret_cast<float4*>(y)[i] =
+          make_float4(unary_fwd<OP>(__fadd_rn(v.x, c.x)), unary_fwd<OP>(__fadd_rn(v.y, c.y)),
+                      unary_fwd<OP>(__fadd_rn(v.z, c.z)), unary_fwd<OP>(__fadd_rn(v.w, c.w)));
+    }
+  } else {
+    for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>())
+      y[i] = unary_fwd<OP>(__fadd_rn(x[i], b[i % nb]));
+  }
+}
+
+template <UnOp OP> __global__ void k_bias_unary_grad(const float* x, const float* b, const float* y, const float* dy,
+                                                     float* dx, int64_t n, int64_t nb, bool vec) {
+  if (vec) {
+    for (int64_t i = thread_index<int64_t>(); i < n / 4; i += thread_stride<int64_t>()) {
+      const float4 v = reinterpret_cast<const float4*>(x)[i];
+      const float4 c = reinterpret_cast<const float4*>(b)[(i * 4 % nb) / 4];
+      const float4 yv = reinterpret_cast<const float4*>(y)[i];
+      const float4 g = reinterpret_cast<const float4*>(dy)[i];
+      reinterpret_cast<float4*>(dx)[i] = make_float4(
+          unary_bwd<OP>(__fadd_rn(v.x, c.x), yv.x, g.x), unary_bwd<OP>(__fadd_rn(v.y, c.y), yv.y, g.y),
+          unary_bwd<OP>(__fadd_rn(v.z, c.z), yv.z, g.z), unary_bwd<OP>(__fadd_rn(v.w, c.w), yv.w, g.w));
+    }
+  } else {
+    for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>())
+      dx[i] = unary_bwd<OP>(__fadd_rn(x[i], b[i % nb]), y[i], dy[i]);
+  }
+}
+
 // ---- where / broadcast / equal / cast / fill ---------------------------------------
 
 template <class T> struct WhereF {
@@ -458,6 +494,49 @@ void unary_grad(UnOp op, View x, View y, View dy, View dx) {
     k_unary_grad<decltype(c)::value><<<grid_for(vec ? n / 4 : n, kThreads), kThreads, 0, current_stream()>>>(
         px, py, pdy, pdx, n, vec);
     FY_CUDA_LAUNCHED("k_unary_grad");
+  });
+}
+
+namespace {
+// b's length, after checking it runs along x's last dim; every view F32.
+int64_t bias_len(const char* who, View x, View b, std::initializer_list<View> same) {
+  check_dtype(x, DType::F32, who, "x");
+  check_dtype(b, DType::F32, who, "b");
+  const int64_t nb = b.numel();
+  check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == nb, who,
+        "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
+  for (const View& v : same) {
+    check_numel(v, x.numel(), who, "operand");
+    check_dtype(v, DType::F32, who, "operand");
+  }
+  return nb;
+}
+}  // namespace
+
+void bias_unary(UnOp op, View x, View b, View y) {
+  const int64_t nb = bias_len("bias_unary", x, b, {y}), n = x.numel();
+  if (n == 0) return;
+  const float *px = static_cast<const float*>(x.data), *pb = static_cast<const float*>(b.data);
+  float* py = static_cast<float*>(y.data);
+  const bool vec = nb % 4 == 0 && aligned16(px) && aligned16(pb) && aligned16(py);
+  with_unop(op, [&](auto c) {
+    k_bias_unary<decltype(c)::value><<<grid_for(vec ? n / 4 : n, kThreads), kThreads, 0, current_stream()>>>(
+        px, pb, py, n, nb, vec);
+    FY_CUDA_LAUNCHED("k_bias_unary");
+  });
+}
+
+void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx) {
+  const int64_t nb = bias_len("bias_unary_grad", x, b, {y, dy, dx}), n = x.numel();
+  if (n == 0) return;
+  const float *px = static_cast<const float*>(x.data), *pb = static_cast<const float*>(b.data);
+  const float *py = static_cast<const float*>(y.data), *pdy = static_cast<const float*>(dy.data);
+  float* pdx = static_cast<float*>(dx.data);
+  const bool vec = nb % 4 == 0 && aligned16(px) && aligned16(pb) && aligned16(py) && aligned16(pdy) && aligned16(pdx);
+  with_unop(op, [&](auto c) {
+    k_bias_unary_grad<decltype(c)::value><<<grid_for(vec ? n / 4 : n, kThreads), kThreads, 0, current_stream()>>>(
+        px, pb, py, pdy, pdx, n, nb, vec);
+    FY_CUDA_LAUNCHED("k_bias_unary_grad");
   });
 }
 

@@ -52,6 +52,9 @@ enum class UnOp { Neg, Sqrt, Reciprocal, Exp, Tanh, Erf, Sigmoid, Gelu /*erf for
 void unary(UnOp op, View x, View y);
 // dx = dy * f'(x); y = f(x) may have null data, then it is recomputed from x.
 void unary_grad(UnOp op, View x, View y, View dy, View dx);
+// The same of x + b, b along x's last dim, the sum rounded as add's (y given).
+void bias_unary(UnOp op, View x, View b, View y);
+void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx);
 
 // ---- reductions / broadcasting ----------------------------------------------
 // y's shape is x's with some dims set to 1: sum (or mean) of x over those dims.

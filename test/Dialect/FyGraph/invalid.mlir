@@ -105,6 +105,22 @@ func.func @dyn(%a: tensor<?xf32>) {
 
 // -----
 
+func.func @bias_gelu_bias(%a: tensor<2x4xf32>, %b: tensor<2xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{bias must be 1-D with the input's last dim, got 'tensor<2xf32>' for 'tensor<2x4xf32>'}}
+  %0 = fygraph.bias_gelu %a, %b : tensor<2x4xf32>, tensor<2xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @bias_gelu_grad_form(%a: tensor<2x4xf32>, %b: tensor<4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{approximate must be "none" or "tanh"}}
+  %0 = fygraph.bias_gelu_grad %a, %b, %a, %a {approximate = "fast"} : tensor<2x4xf32>, tensor<4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
 func.func @gelu(%a: tensor<2xf32>) -> tensor<2xf32> {
   // expected-error @+1 {{approximate must be "none" or "tanh"}}
   %0 = fygraph.gelu %a {approximate = "fast"} : tensor<2xf32>

@@ -30,6 +30,10 @@ func.func @forward(%idx: tensor<2x4xi64>, %tgt: tensor<2x4xi64>) -> tensor<f32> 
   %p = fygraph.pow %d, %c : (tensor<2x4x8xf32>, tensor<f32>) -> tensor<2x4x8xf32>
   // CHECK: fygraph.gelu %{{.*}} {approximate = "tanh"} : tensor<2x4x8xf32>
   %ge = fygraph.gelu %p {approximate = "tanh"} : tensor<2x4x8xf32>
+  // CHECK: fygraph.bias_gelu %{{.*}}, %{{.*}} {approximate = "tanh"} : tensor<2x4x8xf32>, tensor<8xf32>
+  %bg = fygraph.bias_gelu %ge, %b {approximate = "tanh"} : tensor<2x4x8xf32>, tensor<8xf32>
+  // CHECK: fygraph.bias_gelu_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<8xf32>
+  %bgg = fygraph.bias_gelu_grad %ge, %b, %bg, %ge : tensor<2x4x8xf32>, tensor<8xf32>
   %si = fygraph.silu %ge : tensor<2x4x8xf32>
   %ng = fygraph.neg %si : tensor<2x4x8xf32>
   %e = fygraph.exp %ng : tensor<2x4x8xf32>
