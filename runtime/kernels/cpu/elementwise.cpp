@@ -292,6 +292,14 @@ inline float gelu_tanh_inner(float x) {
   return C::kSqrt2OverPi * (x + C::kGeluC * x * x * x);
 }
 
+// tanh-GELU and its derivative, d/dx x s(2u) = s + x * 2 s (1 - s) u'.
+inline float gelu_tanh_vec(float v) { return v * sigmoid_vec(2.f * gelu_tanh_inner(v)); }
+inline float gelu_tanh_grad_vec(float v) {
+  using C = Consts<float>;
+  const float s = sigmoid_vec(2.f * gelu_tanh_inner(v));
+  return s + 2.f * v * s * (1.f - s) * (C::kSqrt2OverPi * (1.f + 3.f * C::kGeluC * v * v));
+}
+
 // y[i] = f(x[i]) (or f(x[i], y[i]) for two inputs), vectorised: f is one of
 // the call-free functions above, so each op gets its own simd loop.
 template <class F> void map_vec(const float* x, float* y, int64_t n, F f) {
@@ -307,7 +315,7 @@ template <class F> void map2_vec(const float* x, const float* dy, float* dx, int
 // op (the generic loop runs).
 bool unary_vec(UnOp op, const float* x, float* y, int64_t n) {
   switch (op) {
-    case UnOp::GeluTanh: map_vec(x, y, n, [](float v) { return v * sigmoid_vec(2.f * gelu_tanh_inner(v)); }); return true;
+    case UnOp::GeluTanh: map_vec(x, y, n, gelu_tanh_vec); return true;
     case UnOp::Silu: map_vec(x, y, n, [](float v) { return v * sigmoid_vec(v); }); return true;
     case UnOp::Sigmoid: map_vec(x, y, n, [](float v) { return sigmoid_vec(v); }); return true;
     default: return false;
@@ -319,13 +327,7 @@ bool unary_grad_vec(UnOp op, const float* x, const float* dy, float* dx, int64_t
   using C = Consts<float>;
   if (!x) return false;
   switch (op) {
-    case UnOp::GeluTanh:
-      // d/dx x s(2u) = s + x * 2 s (1 - s) u'
-      map2_vec(x, dy, dx, n, [](float v) {
-        const float s = sigmoid_vec(2.f * gelu_tanh_inner(v));
-        return s + 2.f * v * s * (1.f - s) * (C::kSqrt2OverPi * (1.f + 3.f * C::kGeluC * v * v));
-      });
-      return true;
+    case UnOp::GeluTanh: map2_vec(x, dy, dx, n, gelu_tanh_grad_vec); return true;
     case UnOp::Silu:
       map2_vec(x, dy, dx, n, [](float v) {
         const float s = sigmoid_vec(v);
@@ -383,45 +385,44 @@ void unary_grad(UnOp op, View x, View y, View dy, View dx) {
 
 namespace {
 
-// Rows of x (n = b's length each) with their sum x + b in a per-thread row
-// buffer, handed to f(row, sum): the unfused kernels' element functions then
-// see the very floats add would have written.
-template <class F> void for_bias_rows(const char* who, View x, View b, F f) {
+// b's length, after checking it runs along x's last dim.
+int64_t bias_len(const char* who, View x, View b) {
   check_dtype(x, DType::F32, who, "x");
   check_dtype(b, DType::F32, who, "b");
-  const int64_t n = b.numel(), rows = n > 0 ? x.numel() / n : 0;
+  const int64_t n = b.numel();
   check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == n, who,
         "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
+  return n;
+}
+
+// f(i, x[i] + b[i % n]) for every element, row by row. The sum is a float,
+// as add's output is, and f is the unfused kernel's element function, so the
+// bits are add's then unary's.
+template <class F> void for_bias_sums(View x, const float* b, int64_t n, F f) {
   const float* px = x.as<float>();
-  const float* pb = b.as<float>();
-#pragma omp parallel if (x.numel() >= kParallelMin)
-  {
-    std::vector<float> sum(static_cast<size_t>(n));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = px + r * n;
+  const int64_t rows = n > 0 ? x.numel() / n : 0;
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) sum[size_t(j)] = xr[j] + pb[j];
-      f(r * n, sum.data());
-    }
+    for (int64_t j = 0; j < n; ++j) f(r * n + j, px[r * n + j] + b[j]);
   }
 }
 
 }  // namespace
 
 void bias_unary(UnOp op, View x, View b, View y) {
+  const int64_t n = bias_len("bias_unary", x, b);
   check_numel(y, x.numel(), "bias_unary", "y");
   check_dtype(y, DType::F32, "bias_unary", "y");
   float* py = y.as<float>();
-  const int64_t n = b.numel();
-  for_bias_rows("bias_unary", x, b, [&](int64_t at, const float* t) {
-    if (!unary_vec(op, t, py + at, n))
-      for (int64_t j = 0; j < n; ++j) py[at + j] = unary_fwd(op, t[j]);
-  });
+  if (op == UnOp::GeluTanh)  // unary_vec's function
+    for_bias_sums(x, b.as<float>(), n, [py](int64_t i, float t) { py[i] = gelu_tanh_vec(t); });
+  else
+    for_bias_sums(x, b.as<float>(), n, [py, op](int64_t i, float t) { py[i] = unary_fwd(op, t); });
 }
 
 void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx) {
-  const int64_t total = x.numel(), n = b.numel();
+  const int64_t n = bias_len("bias_unary_grad", x, b), total = x.numel();
   check_numel(y, total, "bias_unary_grad", "y");
   check_numel(dy, total, "bias_unary_grad", "dy");
   check_numel(dx, total, "bias_unary_grad", "dx");
@@ -430,10 +431,10 @@ void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx) {
   const float* py = y.as<float>();
   const float* pdy = dy.as<float>();
   float* pdx = dx.as<float>();
-  for_bias_rows("bias_unary_grad", x, b, [&](int64_t at, const float* t) {
-    if (!unary_grad_vec(op, t, pdy + at, pdx + at, n))
-      for (int64_t j = 0; j < n; ++j) pdx[at + j] = unary_bwd(op, t[j], py[at + j], pdy[at + j]);
-  });
+  if (op == UnOp::GeluTanh)  // unary_grad_vec's function
+    for_bias_sums(x, b.as<float>(), n, [=](int64_t i, float t) { pdx[i] = pdy[i] * gelu_tanh_grad_vec(t); });
+  else
+    for_bias_sums(x, b.as<float>(), n, [=](int64_t i, float t) { pdx[i] = unary_bwd(op, t, py[i], pdy[i]); });
 }
 
 // ---- data movement ---------------------------------------------------------
