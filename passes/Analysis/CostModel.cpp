@@ -1,6 +1,7 @@
 #include "passes/Analysis/CostModel.h"
 #include "passes/Analysis/StepPhases.h"
 #include "dialects/FySched/FySchedOps.h"
+#include "runtime/optim/update_piece.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -347,12 +348,11 @@ private:
         tokens_[update.getToken()] = end;
         // On a GPU the updated weights go back up before the next use, unless
         // they are streamed: then the program's own copies bring them. The
-        // runtime uploads each piece (AsyncOptimizer::kPiece, 4 Mi elements)
-        // as it is done, so the upload starts after the first piece and ends
+        // runtime uploads each piece (kUpdatePieceElems) as it is done, so the upload starts after the first piece and ends
         // a piece's copy after the update, if the link keeps up.
         bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
         if (upload) {
-          double piece = std::min(params, double(int64_t(4) << 20)), copy = params * 4.0 / p_.h2dBytes;
+          double piece = std::min(params, double(fy::kUpdatePieceElems)), copy = params * 4.0 / p_.h2dBytes;
           double start = std::max(end - dur + dur * piece / params, end + piece * 4.0 / p_.h2dBytes - copy);
           updated_[g] = onStream(ToDevice, start, copy, out);
         } else {

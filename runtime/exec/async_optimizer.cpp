@@ -304,32 +304,31 @@ void AsyncOptimizer::check_norms(Group& g) {
   // in order, so the norm does not depend on the pool's thread count.
   constexpr int64_t C = AdamWPool::kChunk;
   std::vector<std::vector<double>> parts(g.params.size());
-  std::vector<AdamWPool::Handle> jobs;
-  // The jobs write into `parts`: they must be over before it goes, error or not.
-  struct WaitAll {
-    AdamWPool& pool;
-    std::vector<AdamWPool::Handle>& jobs;
-    ~WaitAll() {
-      for (const AdamWPool::Handle& h : jobs) pool.wait(h);
+  {
+    // The jobs write into `parts`: all are over when this scope ends, error or not.
+    struct Jobs {
+      AdamWPool& pool;
+      std::vector<AdamWPool::Handle> handles;
+      ~Jobs() {
+        for (const AdamWPool::Handle& h : handles) pool.wait(h);
+      }
+    } jobs{*pool_, {}};
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const float* x = grad(g, i);
+      const int64_t n = rt_.param(g.params[i]).value.numel();
+      std::vector<double>& part = parts[i];
+      part.assign(size_t((n + C - 1) / C), 0.0);
+      jobs.handles.push_back(pool_->for_chunks(n, [x, &part](int64_t lo, int64_t len) {
+        double acc[4] = {0, 0, 0, 0};  // four chains: the loop is latency-bound otherwise
+        const float* y = x + lo;
+        int64_t k = 0;
+        for (; k + 4 <= len; k += 4)
+          for (int j = 0; j < 4; ++j) acc[j] += double(y[k + j]) * double(y[k + j]);
+        for (; k < len; ++k) acc[0] += double(y[k]) * double(y[k]);
+        part[size_t(lo / C)] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      }));
     }
-  } wait_all{*pool_, jobs};
-  for (size_t i = 0; i < g.params.size(); ++i) {
-    const float* x = grad(g, i);
-    const int64_t n = rt_.param(g.params[i]).value.numel();
-    std::vector<double>& part = parts[i];
-    part.assign(size_t((n + C - 1) / C), 0.0);
-    jobs.push_back(pool_->for_chunks(n, [x, &part](int64_t lo, int64_t len) {
-      double acc[4] = {0, 0, 0, 0};  // four chains: the loop is latency-bound otherwise
-      const float* y = x + lo;
-      int64_t k = 0;
-      for (; k + 4 <= len; k += 4)
-        for (int j = 0; j < 4; ++j) acc[j] += double(y[k + j]) * double(y[k + j]);
-      for (; k < len; ++k) acc[0] += double(y[k]) * double(y[k]);
-      part[size_t(lo / C)] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    }));
   }
-  for (const AdamWPool::Handle& h : jobs) pool_->wait(h);
-  jobs.clear();
   for (size_t i = 0; i < g.params.size(); ++i) {
     double sum = 0;
     for (double p : parts[i]) sum += p;

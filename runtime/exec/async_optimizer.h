@@ -18,6 +18,7 @@
 
 #include "core/tensor.h"
 #include "optim/adamw.h"
+#include "optim/update_piece.h"
 #include "optim/loss_scaler.h"
 #include "store/store.h"
 
@@ -66,9 +67,9 @@ class AsyncOptimizer {
   void set_on_piece_updated(std::function<void(int64_t param, int64_t lo, int64_t n)> f) {
     on_piece_updated_ = std::move(f);
   }
-  // fp32 updates go to the pool in pieces of this many elements (16 MiB of
-  // each array), 8-bit ones whole.
-  static constexpr int64_t kPiece = 64 * AdamWPool::kChunk;
+  // fp32 updates go to the pool in pieces of this many elements, 8-bit ones whole.
+  static constexpr int64_t kPiece = kUpdatePieceElems;
+  static_assert(kPiece % AdamWPool::kChunk == 0, "pieces end on the pool's chunk boundaries");
 
   // A group's update is the program's pipeline of four ops (fysched
   // grad_offload, state_read, group_adamw, state_write). Each returns a
