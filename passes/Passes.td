@@ -86,6 +86,22 @@ def AsyncOptimizer : Pass<"fy-async-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def RowsFirst : Pass<"fy-rows-first", "mlir::ModuleOp"> {
+  let summary = "Waits only for the rows a gather of the step's tokens reads from a group's table";
+  let description = [{
+    Where the first read of a group's parameters after its
+    fysched.group_wait is a gather of @train_step's token ids (its first
+    argument) from a 2-D table on the device, a fysched.group_wait_rows of
+    that table and those ids takes the group_wait's place, and the
+    group_wait moves before the group's next read (the logits product of a
+    tied embedding), or goes if there is none: the runtime updates the rows
+    the next batch gathers first, so the forward starts while the rest of
+    the table is updated. Run after fy-stream-params (a streamed table is
+    copied whole and keeps its wait).
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
   let summary = "Issues each group's optimizer-state read ahead of its update";
   let description = [{

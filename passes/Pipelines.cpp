@@ -16,6 +16,7 @@ void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o) {
   stream.policy = o.params;
   stream.ahead = o.paramPrefetch;
   pm.addPass(createStreamParams(stream));
+  pm.addPass(createRowsFirst());
   pm.addPass(createInsertDealloc());
   AsyncCopiesOptions copies;
   copies.window = o.copyWindow;

@@ -130,5 +130,17 @@ LogicalResult StateWriteOp::verify() {
   return success();
 }
 
+LogicalResult GroupWaitRowsOp::verify() {
+  if (!cast<BufferType>(getIds().getType()).getTensorType().getElementType().isInteger(64))
+    return emitOpError("ids must be i64");
+  auto group = SymbolTable::lookupNearestSymbolFrom<GroupOp>(*this, getGroupAttr());
+  if (!group)
+    return success();  // a lone op (tests of the op itself); the passes look it up
+  for (Attribute p : group.getParams())
+    if (cast<FlatSymbolRefAttr>(p).getValue() == getParam())
+      return success();
+  return emitOpError("@") << getParam() << " is not a parameter of @" << getGroup();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/FySched/FySchedOps.cpp.inc"

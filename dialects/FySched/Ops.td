@@ -180,4 +180,19 @@ def FySched_GroupWaitOp : FySched_Op<"group_wait"> {
   let assemblyFormat = "$group attr-dict";
 }
 
+def FySched_GroupWaitRowsOp : FySched_Op<"group_wait_rows"> {
+  let summary = "Waits for the rows of a group's table that the step's tokens gather";
+  let description = [{
+    Goes before a gather of the step's token ids from a 2-D table of the
+    group (fy-rows-first). The runtime, which knows the next batch, updates
+    those rows first and the rest of the group afterwards, while the
+    forward goes on; a fysched.group_wait of the same group goes before the
+    table's next read. AdamW is elementwise, so the values read are those
+    of the whole update.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group, FlatSymbolRefAttr:$param, FySched_Buffer:$ids);
+  let assemblyFormat = "$group `,` $param `[` $ids `:` type($ids) `]` attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif

@@ -208,6 +208,16 @@ public:
     bool eightBit = false;
     if (auto opt = module->getAttrOfType<StringAttr>("fy.optimizer"))
       eightBit = opt.getValue() == "adamw8bit";
+    // At most one row per token: the bound, as the batch's ids are not known here.
+    module.walk([&](fs::GroupWaitRowsOp w) {
+      module.walk([&](fs::GetParamOp gp) {
+        if (gp.getName() != w.getParam())
+          return;
+        auto table = cast<fs::BufferType>(gp.getType()).getTensorType();
+        int64_t ids = cast<fs::BufferType>(w.getIds().getType()).getTensorType().getNumElements();
+        rowsFirst_[w.getGroup()] = double(std::min(table.getDimSize(0), ids) * table.getDimSize(1));
+      });
+    });
     for (auto g : module.getOps<fs::GroupOp>()) {
       int64_t params = g.getBytes() / 4;
       groupParams_[g.getSymName()] = params;
@@ -346,11 +356,19 @@ private:
         double params = groupParams_.lookup(g), dur = params / p_.adamwParams;
         double end = onStream(Optimizer, ready, dur, out);
         tokens_[update.getToken()] = end;
+        bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
+        // A table read rows first (fy-rows-first): the next batch's rows are
+        // updated first, and on a GPU scattered up straight from host memory.
+        if (auto rows = rowsFirst_.find(g); rows != rowsFirst_.end()) {
+          double rowsEnd = end - dur + rows->second / p_.adamwParams;
+          if (upload)
+            rowsEnd = onStream(ToDevice, rowsEnd, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out);
+          rowsUpdated_[g] = rowsEnd;
+        }
         // On a GPU the updated weights go back up before the next use, unless
         // they are streamed: then the program's own copies bring them. The
         // runtime uploads each piece (kUpdatePieceElems) as it is done, so the upload starts after the first piece and ends
         // a piece's copy after the update, if the link keeps up.
-        bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
         if (upload) {
           double piece = std::min(params, double(fy::kUpdatePieceElems)), copy = params * 4.0 / p_.h2dBytes;
           double start = std::max(end - dur + dur * piece / params, end + piece * 4.0 / p_.h2dBytes - copy);
@@ -366,6 +384,8 @@ private:
         free_[Compute] = std::max(free_[Compute], tokens_.lookup(wait.getToken()));
       } else if (auto wait = dyn_cast<fs::GroupWaitOp>(op)) {
         free_[Compute] = std::max(free_[Compute], updated_.lookup(wait.getGroup()));
+      } else if (auto wait = dyn_cast<fs::GroupWaitRowsOp>(op)) {
+        free_[Compute] = std::max(free_[Compute], rowsUpdated_.lookup(wait.getGroup()));
       } else if (auto adamw = dyn_cast<fs::CpuAdamWOp>(op)) {
         double ready = std::max(issue, readyOf(adamw.getGrad()));
         onStream(Compute, ready, bytesOf(adamw.getGrad().getType()) / 4.0 / p_.adamwParams, out);
@@ -404,6 +424,8 @@ private:
   std::array<double, NumStreams> free_{};
   llvm::DenseMap<Value, double> ready_, tokens_;
   llvm::StringMap<double> updated_;  // group -> when its weights are next usable
+  llvm::StringMap<double> rowsUpdated_;  // group -> when the next batch's rows of its table are
+  llvm::StringMap<double> rowsFirst_;    // group -> elements of its table updated rows first
   llvm::StringMap<int64_t> groupParams_, momentBytes_;
 };
 

@@ -228,6 +228,20 @@ struct GroupWaitLowering : IndexedLowering<fs::GroupWaitOp> {
   }
 };
 
+// group_wait_rows(rt, group, param, ids): the group and the table by index.
+struct GroupWaitRowsLowering : IndexedLowering<fs::GroupWaitRowsOp> {
+  GroupWaitRowsLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &groups,
+                        const llvm::StringMap<int64_t> &params)
+      : IndexedLowering(tc, ctx, groups), params(params) {}
+  LogicalResult matchAndRewrite(fs::GroupWaitRowsOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
+    call(rw, op, "group_wait_rows", {}, a.getIds(),
+         {id(rw, op.getGroup()), rw.getI64IntegerAttr(params.lookup(op.getParam()))}, /*staticFirst=*/true);
+    rw.eraseOp(op);
+    return success();
+  }
+  const llvm::StringMap<int64_t> &params;
+};
+
 struct LaunchLowering : OpConversionPattern<fs::LaunchOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(fs::LaunchOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
@@ -442,6 +456,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
                  CopyLowering, WaitLowering, FuncLowering, ReturnLowering>(tc, ctx);
     patterns.add<ParamLowering, AdamWLowering>(tc, ctx, index);
     patterns.add<GroupWaitLowering>(tc, ctx, groupIds);
+    patterns.add<GroupWaitRowsLowering>(tc, ctx, groupIds, index);
     patterns.add<GroupPipelineLowering<fs::GradOffloadOp>>(tc, ctx, groupIds, "grad_offload");
     patterns.add<GroupPipelineLowering<fs::StateReadOp>>(tc, ctx, groupIds, "state_read");
     patterns.add<GroupPipelineLowering<fs::GroupAdamWOp>>(tc, ctx, groupIds, "group_adamw");

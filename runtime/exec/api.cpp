@@ -118,5 +118,9 @@ void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);
   rt->async_optimizer().wait(group);
 }
+void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
+  TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
+  rt->async_optimizer().wait_rows(group, param, ids.as<int64_t>(), ids.numel());
+}
 
 }  // namespace fy::rt

@@ -96,5 +96,9 @@ void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);
   device_of(rt).group_wait(group);
 }
+void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
+  TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
+  device_of(rt).group_wait_rows(group, param, ids);
+}
 
 }  // namespace fy::rt

@@ -205,7 +205,9 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
   // AdamW's step count: skipped steps do not advance it (a held update's
   // is settled by its verdict).
   g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
+  g.run_step = rt_.step();
   g.pending = true;
+  g.rows_ready = false;
   if (holds()) {
     g.held = true;
     held_.push_back(item);
@@ -362,6 +364,40 @@ void AsyncOptimizer::wait(int64_t group) {
   done_cv_.wait(lock, [&] { return !groups_[size_t(group)].pending || error_; });
   wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   if (error_) std::rethrow_exception(error_);
+}
+
+bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids, int64_t n) {
+  if (group < 0 || group >= num_groups()) fail("group_wait_rows: no group " + std::to_string(group));
+  Group& g = groups_[size_t(group)];
+  if (g.rows_param != param) {
+    // The first call names the table; later updates go rows first.
+    if (std::find(g.params.begin(), g.params.end(), param) == g.params.end())
+      fail("group_wait_rows: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
+    const View& table = rt_.param(param).value;
+    if (table.shape.rank != 2) fail("group_wait_rows: parameter '" + rt_.param(param).name + "' is not a 2-D table");
+    wait(group);  // nothing of it may be running while it changes
+    const int64_t cap = std::min(n, table.shape[0]);
+    g.rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
+    if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
+    std::lock_guard<std::mutex> lock(mu_);
+    g.rows_capacity = cap;
+    g.rows_param = param;
+    return false;
+  }
+  auto t0 = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return !g.pending || g.rows_ready || error_; });
+  bool rows = false;
+  if (!error_ && g.pending) {
+    // The first part holds the rows next_ids named; this batch must be among them.
+    rows = true;
+    for (int64_t i = 0; i < n && rows; ++i)
+      rows = ids[i] >= 0 && ids[i] < int64_t(g.row_mask.size()) && g.row_mask[size_t(ids[i])];
+    if (!rows) done_cv_.wait(lock, [&] { return !g.pending || error_; });
+  }
+  wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (error_) std::rethrow_exception(error_);
+  return rows;
 }
 
 void AsyncOptimizer::wait_all() {
@@ -540,9 +576,9 @@ double AsyncOptimizer::await_landed(Group& g, int64_t group) {
 
 void AsyncOptimizer::update_in_memory(Group& g) {
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", -1, int64_t(g.grad_elems * 16));
-  update_pieces(g, [&](size_t i, std::vector<Piece>& pieces) {
+  update_pieces(g, [&](size_t i) {
     const auto& p = rt_.param(g.params[i]);
-    submit(g.params[i], grad(g, i), p.m.data, p.v.data, g.step, g.unscale, g.scale, pieces);
+    return std::pair<void*, void*>(p.m.data, p.v.data);
   });
 }
 
@@ -604,9 +640,8 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
   }
   TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group ", group, int64_t(g.grad_elems * 16));
   char* base = static_cast<char*>(cur.buffer.data());
-  update_pieces(g, [&](size_t i, std::vector<Piece>& pieces) {
-    submit(g.params[i], grad(g, i), base + g.m_offsets[i], base + g.v_offsets[i], g.step, g.unscale, g.scale,
-           pieces);
+  update_pieces(g, [&](size_t i) {
+    return std::pair<void*, void*>(base + g.m_offsets[i], base + g.v_offsets[i]);
   });
   cur.dirty = true;
   cur.last_use = ++clock_;
@@ -629,14 +664,18 @@ void AsyncOptimizer::write_out_of_core(int64_t group) {
   cur->last_use = ++clock_;
 }
 
-void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int64_t step, float unscale,
-                            float coef, std::vector<Piece>& pieces) {
-  const Runtime::Param& p = rt_.param(param);
-  const int64_t n = p.value.numel();
+AdamWConfig AsyncOptimizer::adamw_config(const Group& g) const {
   // As torch: unscale, then the clipping coefficient, inside the update's pass.
   AdamWConfig cfg = rt_.options().adamw;
-  cfg.grad_unscale = unscale;
-  cfg.grad_coef = coef;
+  cfg.grad_unscale = g.unscale;
+  cfg.grad_coef = g.scale;
+  return cfg;
+}
+
+void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, const AdamWConfig& cfg, int64_t step,
+                            std::vector<Piece>& pieces) {
+  const Runtime::Param& p = rt_.param(param);
+  const int64_t n = p.value.numel();
   if (p.q8_block) {
     pieces.push_back({pool_->submit_8bit(p.value.as<float>(), g, m, v, n, p.q8_block, cfg, step), param, 0, n});
     return;
@@ -650,16 +689,132 @@ void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, int
   }
 }
 
-void AsyncOptimizer::update_pieces(Group& g, const std::function<void(size_t, std::vector<Piece>&)>& submit_param) {
+namespace {
+// Stretches [lo, lo + len) of one array, taken one after another: a pool
+// job over their total runs AdamW on each stretch its chunk covers.
+struct Runs {
+  std::vector<int64_t> lo, len, at;  // at: where each starts in the total
+  int64_t total = 0;
+  void add(int64_t l, int64_t n) {
+    if (n <= 0) return;
+    if (!lo.empty() && lo.back() + len.back() == l) {
+      len.back() += n;
+    } else {
+      lo.push_back(l);
+      len.push_back(n);
+      at.push_back(total);
+    }
+    total += n;
+  }
+  // body(lo, n, out): stretch [lo, lo + n) of the array, at out in the total,
+  // for the part of the total [first, first + count).
+  template <class F>
+  void visit(int64_t first, int64_t count, F&& body) const {
+    size_t k = size_t(std::upper_bound(at.begin(), at.end(), first) - at.begin()) - 1;
+    for (int64_t end = first + count; first < end; ++k) {
+      const int64_t skip = first - at[k], n = std::min(len[k] - skip, end - first);
+      body(lo[k] + skip, n, first);
+      first += n;
+    }
+  }
+};
+
+AdamWPool::Handle submit_runs(AdamWPool& pool, std::shared_ptr<const Runs> runs, float* w, const float* g, float* m,
+                              float* v, const AdamWConfig& cfg, int64_t step, float* out) {
+  if (runs->total == 0) return {};
+  const AdamWIsa isa = pool.isa();
+  return pool.for_chunks(runs->total, [=](int64_t first, int64_t count) {
+    runs->visit(first, count, [&](int64_t lo, int64_t n, int64_t at) {
+      adamw_step_isa(isa, w + lo, g + lo, m + lo, v + lo, n, cfg, step);
+      if (out) std::memcpy(out + at, w + lo, size_t(n) * sizeof(float));
+    });
+  });
+}
+}  // namespace
+
+int AsyncOptimizer::rows_first(Group& g) {
+  if (g.rows_param < 0 || !next_ids_) return -1;
+  const Runtime::Param& p = rt_.param(g.rows_param);
+  if (p.q8_block) return -1;
+  if (!next_ids_(g.run_step, next_ids_buf_)) return -1;
+  const int64_t table_rows = p.value.shape[0];
+  g.row_mask.assign(size_t(table_rows), 0);
+  for (int64_t id : next_ids_buf_) {
+    if (id < 0 || id >= table_rows) return -1;  // the gather reports it
+    g.row_mask[size_t(id)] = 1;
+  }
+  g.row_count = 0;
+  for (int64_t r = 0; r < table_rows; ++r)
+    if (g.row_mask[size_t(r)]) {
+      if (g.row_count == g.rows_capacity) return -1;  // more ids than wait_rows was given
+      g.rows[g.row_count++] = r;
+    }
+  for (size_t i = 0; i < g.params.size(); ++i)
+    if (g.params[i] == g.rows_param) return int(i);
+  return -1;
+}
+
+void AsyncOptimizer::submit_rows_first(Group& g, size_t i, void* m, void* v, AdamWPool::Handle& rows_job,
+                                       std::vector<Piece>& pieces) {
+  const Runtime::Param& p = rt_.param(g.params[i]);
+  const int64_t n = p.value.numel(), d = n / p.value.shape[0];
+  const AdamWConfig cfg = adamw_config(g);
+  float* w = p.value.as<float>();
+  const float* gr = grad(g, i);
+  float *mf = static_cast<float*>(m), *vf = static_cast<float*>(v);
+  auto first = std::make_shared<Runs>();
+  for (int64_t k = 0; k < g.row_count; ++k) first->add(g.rows[k] * d, d);
+  rows_job = submit_runs(*pool_, first, w, gr, mf, vf, cfg, g.step, on_rows_updated_ ? g.row_values : nullptr);
+  // The rest in the usual pieces, each reported (and uploaded) whole: its
+  // rows of the first part go up again, the same bytes.
+  for (int64_t lo = 0; lo < n; lo += kPiece) {
+    const int64_t len = std::min(kPiece, n - lo);
+    auto rest = std::make_shared<Runs>();
+    for (int64_t r = lo / d; r * d < lo + len; ++r) {
+      if (g.row_mask[size_t(r)]) continue;
+      const int64_t a = std::max(lo, r * d), b = std::min(lo + len, (r + 1) * d);
+      rest->add(a, b - a);
+    }
+    pieces.push_back({submit_runs(*pool_, rest, w, gr, mf, vf, cfg, g.step, nullptr), g.params[i], lo, len});
+  }
+}
+
+void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state) {
   std::vector<Piece> pieces;
+  AdamWPool::Handle rows_job;
   try {
-    for (size_t i = 0; i < g.params.size(); ++i) submit_param(i, pieces);
+    // The rows first go to the pool first: its workers take jobs in order.
+    const int first = rows_first(g);
+    if (first >= 0) {
+      auto [m, v] = state(size_t(first));
+      submit_rows_first(g, size_t(first), m, v, rows_job, pieces);
+    }
+    const AdamWConfig cfg = adamw_config(g);
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      if (int(i) == first) continue;
+      auto [m, v] = state(i);
+      submit(g.params[i], grad(g, i), m, v, cfg, g.step, pieces);
+    }
+    if (first >= 0) {
+      const int64_t group = int64_t(&g - groups_.data());
+      const View& table = rt_.param(g.rows_param).value;
+      {
+        TraceSpan span(rt_.trace(), "cpu optimizer", "adamw rows first, group ", group,
+                       g.row_count * (table.numel() / table.shape[0]) * 16);
+        pool_->wait(rows_job);
+      }
+      if (on_rows_updated_) on_rows_updated_(group, g.rows_param, g.rows, g.row_count, g.row_values);
+      std::lock_guard<std::mutex> lock(mu_);
+      g.rows_ready = true;
+      done_cv_.notify_all();
+    }
     for (const Piece& piece : pieces) {
       pool_->wait(piece.job);
       if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);
     }
   } catch (...) {
     // The pool must be done with the slot's gradients before it is freed.
+    pool_->wait(rows_job);
     for (const Piece& piece : pieces) pool_->wait(piece.job);
     throw;
   }

@@ -67,6 +67,34 @@ class AsyncOptimizer {
   void set_on_piece_updated(std::function<void(int64_t param, int64_t lo, int64_t n)> f) {
     on_piece_updated_ = std::move(f);
   }
+  // ---- rows first ----
+  // The token embedding is read first, by a gather of the next step's
+  // tokens, but its gradient is complete only at the end of backward: a
+  // whole-table update there keeps the next forward waiting. A program
+  // names such a table by calling wait_rows before its gather; from then on
+  // the group's updates do the rows the next step gathers first (next_ids
+  // says which), report them, then do the rest while the forward runs.
+  // AdamW is elementwise, so the bits are those of one whole update.
+  //
+  // Fills the token ids of the step after AdamW step `step` (the Runtime's
+  // step when the update was queued); false: there is none. Called on the
+  // optimizer's thread.
+  void set_next_ids(std::function<bool(int64_t step, std::vector<int64_t>& ids)> f) { next_ids_ = std::move(f); }
+  // Called on the optimizer's thread once the first part of parameter
+  // `param`'s update is done, before wait_rows lets anyone read it: `rows`
+  // (sorted, `count` of them) and their new values row after row, both in
+  // memory from Runtime::alloc_pinned that stays untouched until the call
+  // returns. A device scatters them into its copy here.
+  void set_on_rows_updated(
+      std::function<void(int64_t group, int64_t param, const int64_t* rows, int64_t count, const float* values)> f) {
+    on_rows_updated_ = std::move(f);
+  }
+  // Returns once the rows of parameter `param` (a 2-D table of `group`)
+  // that ids[0, n) name are updated: true when the rest of the group's
+  // update may still be running, false when it waited for all of it (the
+  // first calls, a batch other than next_ids said, an 8-bit table).
+  bool wait_rows(int64_t group, int64_t param, const int64_t* ids, int64_t n);
+
   // fp32 updates go to the pool in pieces of this many elements, 8-bit ones whole.
   static constexpr int64_t kPiece = kUpdatePieceElems;
   static_assert(kPiece % AdamWPool::kChunk == 0, "pieces end on the pool's chunk boundaries");
@@ -196,6 +224,16 @@ class AsyncOptimizer {
     std::vector<store::Region> m_regions, v_regions;
     std::vector<size_t> m_offsets, v_offsets;
     size_t staging_bytes = 0;
+    // Rows first (wait_rows): the table, the rows of the pending update's
+    // first part (a mask over the table's rows, and the list), whether that
+    // part is done, and room for the rows' new values for on_rows_updated.
+    int64_t rows_param = -1;
+    int64_t run_step = 0;  // the Runtime's step when the update was queued
+    bool rows_ready = false;
+    std::vector<uint8_t> row_mask;
+    int64_t* rows = nullptr;
+    float* row_values = nullptr;
+    int64_t rows_capacity = 0, row_count = 0;
   };
   // Host room for one group's moments, filled by reads issued ahead.
   struct Staging {
@@ -232,13 +270,24 @@ class AsyncOptimizer {
     AdamWPool::Handle job;
     int64_t param, lo, n;
   };
-  // Queues parameter `param`'s AdamW on the pool, in its moments' format,
-  // its gradient times unscale, then times coef.
-  void submit(int64_t param, const float* g, void* m, void* v, int64_t step, float unscale, float coef,
+  // AdamW's settings for the group's update: the gradient times its
+  // unscale, then times its clipping coefficient.
+  AdamWConfig adamw_config(const Group& g) const;
+  // Queues parameter `param`'s AdamW on the pool, in its moments' format.
+  void submit(int64_t param, const float* g, void* m, void* v, const AdamWConfig& cfg, int64_t step,
               std::vector<Piece>& pieces);
-  // Queues each of the group's parameters (submit_param(i, pieces)), then
-  // waits for each piece in turn, reporting it to on_piece_updated.
-  void update_pieces(Group& g, const std::function<void(size_t, std::vector<Piece>&)>& submit_param);
+  // Queues each of the group's parameters, then waits for each piece in
+  // turn, reporting it to on_piece_updated.
+  // state(i) gives the moments of the group's i-th parameter. A table
+  // updated rows first goes to the pool before the rest (submit_rows_first).
+  void update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state);
+  // Which of the group's parameters goes rows first in this update (its
+  // index; -1: none), after filling g.rows and g.row_mask (under no lock:
+  // nobody reads them until rows_ready).
+  int rows_first(Group& g);
+  // Queues the table's rows part (one job: *rows_job) and the rest (pieces).
+  void submit_rows_first(Group& g, size_t i, void* m, void* v, AdamWPool::Handle& rows_job,
+                         std::vector<Piece>& pieces);
   void read_out_of_core(int64_t group);
   void update_out_of_core(int64_t group);
   void write_out_of_core(int64_t group);
@@ -291,6 +340,9 @@ class AsyncOptimizer {
   int64_t offloads_ = 0;  // grad_offload calls so far: copies land in this order
   std::function<void(int64_t)> on_updated_;
   std::function<void(int64_t, int64_t, int64_t)> on_piece_updated_;
+  std::function<bool(int64_t, std::vector<int64_t>&)> next_ids_;
+  std::vector<int64_t> next_ids_buf_;  // the optimizer thread's
+  std::function<void(int64_t, int64_t, const int64_t*, int64_t, const float*)> on_rows_updated_;
   std::thread thread_;
 };
 

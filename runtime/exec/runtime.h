@@ -36,6 +36,7 @@ struct TrainOptions {
   std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
   int64_t ssd_queue_depth = 32;       // I/O operations each store keeps in flight
   bool ssd_read_priority = true;      // activation reads pass the optimizer state's I/O
+  bool rows_first = true;  // the embedding's update does the next batch's rows first (AsyncOptimizer::wait_rows)
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,8 @@ const char kUsage[] =
     "                       fewer: an activation's read waits behind less of the state's I/O)\n"
     "  --ssd-read-priority yes|no  the optimizer state's I/O keeps 2 operations in flight while an\n"
     "                       activation's read is unfinished (default yes)\n"
+    "  --rows-first yes|no  update the rows of the token embedding that the next batch reads before\n"
+    "                       the rest, which overlaps the next forward (default yes)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries\n"
     "  --optimizer-threads N  threads of the background CPU optimizer (default: every CPU)\n"
@@ -131,7 +134,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
-                                         "--ssd-read-priority", "--loss-scale-init",
+                                         "--ssd-read-priority", "--rows-first", "--loss-scale-init",
                                          "--loss-scale-growth-interval"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
@@ -168,7 +171,10 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         start = comma + 1;
       }
     }
-    else if (flag == "--ssd-read-priority") {
+    else if (flag == "--rows-first") {
+      if (value != "yes" && value != "no") fail("flag '--rows-first' must be yes or no, got '" + value + "'");
+      o->rows_first = value == "yes";
+    } else if (flag == "--ssd-read-priority") {
       if (value != "yes" && value != "no") fail("flag '--ssd-read-priority' must be yes or no, got '" + value + "'");
       o->ssd_read_priority = value == "yes";
     }
@@ -384,11 +390,25 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   load_weights(rt, o.weights);
 
   const int64_t B = rt.input_shape()[0], T = rt.input_shape()[1];
-  TokenFile data(o.data, rt.vocab());
-  data.require_window(T);
+  // Shared with the optimizer's thread (next_ids), which may outlive this scope on an error.
+  auto data = std::make_shared<const TokenFile>(o.data, rt.vocab());
+  data->require_window(T);
 
   View idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
   View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
+  if (rt.has_async_optimizer() && o.rows_first) {
+    // The batches are a function of the step, so the optimizer may read the
+    // next one while this one runs (the token embedding's rows first).
+    rt.async_optimizer().set_next_ids(
+        [data, B, T, steps = o.steps, targets = std::vector<int64_t>()](int64_t step,
+                                                                         std::vector<int64_t>& ids) mutable {
+          if (step >= steps) return false;
+          ids.resize(size_t(B * T));
+          targets.resize(size_t(B * T));
+          data->batch(step, B, T, ids.data(), targets.data());
+          return true;
+        });
+  }
   View loss = rt.alloc_pinned(Shape{}, DType::F32);
   rt.set_record_grads(!o.dump_grads.empty());
   if (o.clip_norm > 0) {
@@ -418,7 +438,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
 
   double total_ms = 0;
   for (int64_t s = first; s < o.steps; ++s) {
-    data.batch(s, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
+    data->batch(s, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
     // A program that forgot to write its loss logs NaN, not a stale value.
     loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
     rt.set_step(s + 1);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -248,6 +249,94 @@ TEST(AsyncOptimizer, UpdatePiecesCoverEachParameterInOrder) {
     const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
     EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i;
   }
+}
+
+// Rows first: once the program has named its table (wait_rows), an update
+// does the rows the next batch gathers first and reports them, and
+// wait_rows returns while the rest is still being updated (here the rest's
+// pieces are held until it has returned). A batch with a row outside the
+// first part waits for everything. Each step's table is the inline
+// update's, bit for bit.
+TEST(AsyncOptimizer, RowsFirstReleasesTheNextBatchsRowsBeforeTheRest) {
+  const int64_t R = 3000, D = 48;  // 144,000 elements: 3 pieces
+  fy::Runtime inline_rt, async_rt;
+  for (fy::Runtime* rt : {&inline_rt, &async_rt}) {
+    rt->declare_param("wte", fy::Shape{R, D}, fy::DType::F32, true);
+    rt->declare_param("ln", fy::Shape{D}, fy::DType::F32, true);
+    for (int64_t i = 0; i < 2; ++i) {
+      fy::View v = rt->param(i).value;
+      for (int64_t k = 0; k < v.numel(); ++k) v.as<float>()[k] = float(k % 89) * 0.01f - 0.4f;
+    }
+  }
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t group = opt.declare_group({0, 1});
+  // The next step's batch: rows 5, 7, 2999 and 1234 (some twice).
+  const std::vector<int64_t> next = {7, 5, 2999, 7, 1234, 5};
+  int64_t asked_step = -1;
+  opt.set_next_ids([&](int64_t step, std::vector<int64_t>& ids) {
+    asked_step = step;
+    ids = next;
+    return true;
+  });
+  std::vector<int64_t> reported_rows;
+  std::vector<float> reported_values;
+  int64_t pieces_before_rows = -1, pieces = 0;
+  opt.set_on_rows_updated([&](int64_t g, int64_t param, const int64_t* rows, int64_t count, const float* values) {
+    EXPECT_EQ(g, group);
+    EXPECT_EQ(param, 0);
+    pieces_before_rows = pieces;
+    reported_rows.assign(rows, rows + count);
+    reported_values.assign(values, values + count * D);
+  });
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false, held_in_time = true;
+  opt.set_on_piece_updated([&](int64_t, int64_t, int64_t) {
+    ++pieces;
+    std::unique_lock<std::mutex> lock(mu);
+    held_in_time &= cv.wait_for(lock, std::chrono::seconds(20), [&] { return released; });
+  });
+  auto release = [&](bool v) {
+    std::lock_guard<std::mutex> lock(mu);
+    released = v;
+    cv.notify_all();
+  };
+  std::mt19937 gen(23);
+  for (int64_t step = 1; step <= 4; ++step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    // This step's forward: the first call only names the table; later ones
+    // return while the previous update's pieces are held back.
+    EXPECT_EQ(opt.wait_rows(group, 0, next.data(), int64_t(next.size())), step > 1) << "step " << step;
+    release(true);
+    if (step > 1) {
+      const std::vector<int64_t> bad = {5, 6};  // row 6 is not in the first part
+      EXPECT_FALSE(opt.wait_rows(group, 0, bad.data(), 2));
+    }
+    opt.wait(group);
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+      ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " before step " << step;
+    }
+    if (step > 1) {
+      // The previous update reported the batch's rows, sorted, with their
+      // final values, before any piece.
+      EXPECT_EQ(asked_step, step - 1);
+      EXPECT_EQ(reported_rows, (std::vector<int64_t>{5, 7, 1234, 2999}));
+      EXPECT_EQ(pieces_before_rows, 0);
+      const float* w = inline_rt.param(0).value.as<float>();
+      for (size_t k = 0; k < reported_rows.size(); ++k)
+        EXPECT_EQ(0, std::memcmp(&reported_values[k * D], w + reported_rows[k] * D, D * sizeof(float)));
+    }
+    std::vector<std::vector<float>> grads;
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+    pieces = 0;
+    release(false);
+    opt.start(group, views.data(), views.size());
+  }
+  release(true);
+  opt.wait_all();
+  EXPECT_TRUE(held_in_time) << "wait_rows waited for the pieces held back until it returned";
 }
 
 // The program's pipeline with the state on SSD, every read issued at the

@@ -861,6 +861,38 @@ TEST_F(CudaKernels, GatherBadIndexFailsAtSynchronize) {
   }
 }
 
+// The optimizer's rows into a device table, read straight from page-locked
+// host memory on a stream of their own: exactly those rows change, to
+// exactly the values given; the others keep theirs.
+TEST_F(CudaKernels, ScatterRowsFromPinnedHostMemory) {
+  const int64_t R = 1000, D = 100, n = 37;
+  HostTensor table = rand_f32({R, D}, rng);
+  std::vector<DevPtr> keep;
+  View dt = to_device(table, keep);
+  float* values = nullptr;
+  int64_t* rows = nullptr;
+  FYT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&values), size_t(n * D) * sizeof(float), cudaHostAllocPortable));
+  FYT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&rows), size_t(n) * sizeof(int64_t), cudaHostAllocPortable));
+  std::vector<float> want(table.as<float>(), table.as<float>() + R * D);
+  for (int64_t k = 0; k < n; ++k) {
+    rows[k] = (k * 26 + 3) % R;  // distinct, first and last rows among them
+    if (k == n - 1) rows[k] = R - 1;
+    for (int64_t c = 0; c < D; ++c) {
+      values[k * D + c] = float(k) + float(c) * 1e-3f;
+      want[size_t(rows[k] * D + c)] = values[k * D + c];
+    }
+  }
+  cudaStream_t s;
+  FYT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  gpu::scatter_rows(View{values, {n, D}, F32}, View{rows, {n}, I64}, dt, s);
+  FYT_CUDA(cudaStreamSynchronize(s));
+  HostTensor got = to_host(dt);
+  EXPECT_EQ(0, std::memcmp(got.as<float>(), want.data(), want.size() * sizeof(float)));
+  FYT_CUDA(cudaStreamDestroy(s));
+  cudaFreeHost(values);
+  cudaFreeHost(rows);
+}
+
 TEST_F(CudaKernels, GatherGradRepeatedIndicesDeterministic) {
   struct C {
     int64_t V, D;

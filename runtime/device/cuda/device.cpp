@@ -77,6 +77,7 @@ CudaDevice::~CudaDevice() {
     rt_.async_optimizer().quiesce();
     rt_.async_optimizer().set_on_updated(nullptr);
     rt_.async_optimizer().set_on_piece_updated(nullptr);
+    rt_.async_optimizer().set_on_rows_updated(nullptr);
     rt_.async_optimizer().set_gradient_copy(nullptr);
   }
   cudaStreamSynchronize(compute_);
@@ -87,6 +88,7 @@ CudaDevice::~CudaDevice() {
   for (const Started& c : copies_) cudaEventDestroy(c.done);
   if (copy_issued_) cudaEventDestroy(copy_issued_);
   for (cudaEvent_t e : group_events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : rows_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : landed_events_) cudaEventDestroy(e);
   if (grads_ready_) cudaEventDestroy(grads_ready_);
   for (cudaEvent_t e : trace_events_) cudaEventDestroy(e);
@@ -143,6 +145,8 @@ void CudaDevice::prepare() {
       AsyncOptimizer& opt = rt_.async_optimizer();
       group_events_.resize(size_t(opt.num_groups()));
       for (cudaEvent_t& e : group_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      rows_events_.resize(size_t(opt.num_groups()));
+      for (cudaEvent_t& e : rows_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       landed_events_.resize(size_t(opt.num_groups()));
       for (cudaEvent_t& e : landed_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       FY_CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
@@ -171,6 +175,22 @@ void CudaDevice::prepare() {
         upload_bytes_ += n * int64_t(sizeof(float));
       });
       opt.set_on_updated([this](int64_t g) { upload_group(g); });
+      // The rows the next step gathers, as soon as they are done: the
+      // kernel reads them straight from the optimizer's page-locked buffer,
+      // which it reuses next step, so the call returns once they are in.
+      opt.set_on_rows_updated([this](int64_t group, int64_t param, const int64_t* rows, int64_t count,
+                                     const float* values) {
+        if (rt_.streamed_params()) return;
+        const View& master = rt_.param(param).value;
+        const int64_t d = master.shape[1];
+        scatter_rows(View{const_cast<float*>(values), Shape{count, d}, DType::F32},
+                     View{const_cast<int64_t*>(rows), Shape{count}, DType::I64},
+                     View{params_[size_t(param)], master.shape, DType::F32}, upload_);
+        cudaEvent_t e = rows_events_[size_t(group)];
+        FY_CUDA_CHECK(cudaEventRecord(e, upload_));
+        upload_bytes_ += count * d * int64_t(sizeof(float));
+        FY_CUDA_CHECK(cudaEventSynchronize(e));
+      });
     }
     prepared_ = true;
   }
@@ -192,6 +212,7 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
     trace_base_us_ = rt_.trace()->now_us();
   }
   FY_CUDA_CHECK(cudaMemcpyAsync(idx_, idx.data, idx.nbytes(), cudaMemcpyHostToDevice, compute_));
+  step_ids_ = idx.as<int64_t>();
   FY_CUDA_CHECK(cudaMemcpyAsync(tgt_, tgt.data, tgt.nbytes(), cudaMemcpyHostToDevice, compute_));
   // A program that forgot to write its loss logs NaN, as on the CPU.
   FY_CUDA_CHECK(cudaMemcpyAsync(loss_, loss.data, sizeof(float), cudaMemcpyHostToDevice, compute_));
@@ -439,6 +460,13 @@ void CudaDevice::group_wait(int64_t group) {
   rt_.async_optimizer().wait(group);
   // Kernels after this point wait for the upload on the device, not here.
   FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, group_events_[size_t(group)], 0));
+}
+
+void CudaDevice::group_wait_rows(int64_t group, int64_t param, View ids) {
+  // The optimizer compares the host copy of the step's tokens; other ids wait for everything.
+  if (ids.data != idx_ || !step_ids_) return group_wait(group);
+  bool rows = rt_.async_optimizer().wait_rows(group, param, step_ids_, ids.numel());
+  FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, (rows ? rows_events_ : group_events_)[size_t(group)], 0));
 }
 
 std::string CudaDevice::summary() const {

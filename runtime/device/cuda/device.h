@@ -64,6 +64,10 @@ class CudaDevice final : public Device {
   // group's parameters are read again, its upload must be done.
   int64_t grad_offload(int64_t group, const View* grads, size_t count);
   void group_wait(int64_t group);
+  // Before a gather of ids from a table of the group: when ids are the
+  // step's tokens, the kernels after it wait only for the rows the
+  // optimizer updated first (scattered up on the upload stream).
+  void group_wait_rows(int64_t group, int64_t param, View ids);
 
   // --trace: each kernel's time on the GPU, from events around it on the
   // compute stream, written to the "gpu" track when the step is over (the
@@ -98,6 +102,8 @@ class CudaDevice final : public Device {
   bool queued_transfers_ = false;  // transfer() since the last synchronize
   std::vector<void*> params_;               // device copies, by parameter index
   std::vector<cudaEvent_t> group_events_;   // uploads done, by group
+  std::vector<cudaEvent_t> rows_events_;    // the rows-first part's scatter done, by group
+  const int64_t* step_ids_ = nullptr;       // the step's tokens in host memory
   std::vector<cudaEvent_t> landed_events_;  // gradient copies done, by group
   cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
   cudaEvent_t copy_issued_ = nullptr;       // the kernels before a started copy done

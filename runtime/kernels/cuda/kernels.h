@@ -78,6 +78,12 @@ void cast(View x, View y);
 void gather(View table, View idx_i64, View out);
 // dtable = 0, then dtable[idx[i]] += dy[i], rows summed in index order.
 void gather_grad(View idx_i64, View dy, View dtable);
+// table[rows[i]] = values[i] for every i (rows distinct, in range): the
+// background optimizer's updated rows into a device table. values [n, D]
+// F32 and rows [n] I64 may be page-locked host memory, which the kernel
+// reads over the bus. Queued on `stream`, not the current one: the
+// optimizer's thread calls it while the program's kernels go on.
+void scatter_rows(View values, View rows_i64, View table, void* stream);
 
 // ---- normalisation ---------------------------------------------------------------
 void layer_norm(View x, View scale, View bias, View y, View mean, View inv_std, int64_t axis, double eps);

@@ -158,3 +158,21 @@ func.func @write_other_group(%g: !fysched.buffer<device, tensor<4xf32>>) {
   fysched.state_write @g0 after(%u)
   return
 }
+
+// -----
+
+fysched.group @g0 [@w] bytes 128
+func.func @rows_of_another_param(%ids: !fysched.buffer<device, tensor<2x3xi64>>) {
+  // expected-error @+1 {{@v is not a parameter of @g0}}
+  fysched.group_wait_rows @g0, @v[%ids : !fysched.buffer<device, tensor<2x3xi64>>]
+  return
+}
+
+// -----
+
+fysched.group @g0 [@w] bytes 128
+func.func @rows_by_float_ids(%ids: !fysched.buffer<device, tensor<2x3xf32>>) {
+  // expected-error @+1 {{ids must be i64}}
+  fysched.group_wait_rows @g0, @w[%ids : !fysched.buffer<device, tensor<2x3xf32>>]
+  return
+}

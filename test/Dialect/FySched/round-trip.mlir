@@ -82,3 +82,12 @@ func.func @pipeline(%g: !fysched.buffer<device, tensor<4x8xf32>>) {
   fysched.state_write @g0 after(%u)
   return
 }
+
+// The wait for the rows of a group's table that some token ids gather.
+// CHECK-LABEL: func.func @rows_first
+// CHECK-SAME: (%[[IDS:.*]]: !fysched.buffer<device, tensor<2x3xi64>>)
+func.func @rows_first(%ids: !fysched.buffer<device, tensor<2x3xi64>>) {
+  // CHECK: fysched.group_wait_rows @g0, @w[%[[IDS]] : <device, tensor<2x3xi64>>]
+  fysched.group_wait_rows @g0, @w[%ids : !fysched.buffer<device, tensor<2x3xi64>>]
+  return
+}

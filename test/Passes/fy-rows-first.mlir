@@ -1,0 +1,110 @@
+// RUN: fuyou-opt %s -split-input-file --fy-rows-first | FileCheck %s
+// RUN: fuyou-opt %s -split-input-file --fy-rows-first --fy-convert-fysched-to-emitc | FileCheck %s --check-prefix=EMITC
+
+// A tied embedding: the gather of the step's tokens waits for their rows
+// only; the group_wait moves to the table's next read, the logits product.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[IDX:.*]]: !fysched.buffer<device, tensor<2x3xi64>>
+// CHECK-NEXT: fysched.group_wait_rows @g1, @wte.weight[%[[IDX]] : <device, tensor<2x3xi64>>]
+// CHECK-NEXT: %[[E:.*]] = fysched.get_param @wte.weight
+// CHECK-NEXT: %[[ROWS:.*]] = fysched.alloc
+// CHECK-NEXT: fysched.launch "gather" ins(%[[E]], %[[IDX]]
+// CHECK-NEXT: fysched.group_wait @g0
+// CHECK-NEXT: %[[W:.*]] = fysched.get_param @h.0.w
+// CHECK-NEXT: %[[Y:.*]] = fysched.alloc
+// CHECK-NEXT: fysched.launch "matmul" ins(%{{.*}}, %[[W]]
+// CHECK-NEXT: %[[L:.*]] = fysched.alloc
+// CHECK-NEXT: fysched.group_wait @g1
+// CHECK-NEXT: fysched.launch "matmul" ins(%[[Y]], %[[E]]
+// CHECK-NOT: fysched.group_wait
+// CHECK: return
+
+// The program calls the runtime with the group's and the table's indices.
+// EMITC-LABEL: emitc.func @fy_train_step
+// EMITC: emitc.call_opaque "fy::rt::group_wait_rows"(%{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"1LL">, #emitc.opaque<"0LL">, 1 : index]}
+
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fygraph.param @h.0.w trainable : tensor<4x4xf32>
+fysched.group @g0 [@h.0.w] bytes 64
+fysched.group @g1 [@wte.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %x: !fysched.buffer<device, tensor<3x4xf32>>,
+                      %gw: !fysched.buffer<device, tensor<4x4xf32>>, %ge: !fysched.buffer<device, tensor<8x4xf32>>)
+    -> !fysched.buffer<device, tensor<3x8xf32>> {
+  fysched.group_wait @g1
+  %e = fysched.get_param @wte.weight : <device, tensor<8x4xf32>>
+  %rows = fysched.alloc : <device, tensor<2x3x4xf32>>
+  fysched.launch "gather" ins(%e, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%rows : !fysched.buffer<device, tensor<2x3x4xf32>>)
+  fysched.group_wait @g0
+  %w = fysched.get_param @h.0.w : <device, tensor<4x4xf32>>
+  %y = fysched.alloc : <device, tensor<3x4xf32>>
+  fysched.launch "matmul" ins(%x, %w : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<4x4xf32>>) outs(%y : !fysched.buffer<device, tensor<3x4xf32>>) {args = [false, false]}
+  %l = fysched.alloc : <device, tensor<3x8xf32>>
+  fysched.launch "matmul" ins(%y, %e : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%l : !fysched.buffer<device, tensor<3x8xf32>>) {args = [false, true]}
+  %o0 = fysched.grad_offload @g0(%gw : !fysched.buffer<device, tensor<4x4xf32>>)
+  %u0 = fysched.group_adamw @g0 after(%o0)
+  %o1 = fysched.grad_offload @g1(%ge : !fysched.buffer<device, tensor<8x4xf32>>)
+  %u1 = fysched.group_adamw @g1 after(%o1)
+  return %l : !fysched.buffer<device, tensor<3x8xf32>>
+}
+
+// -----
+
+// An untied embedding has no other read: nothing in the step waits for the
+// rest of its update (the runtime's next grad_offload of the group does).
+// CHECK-LABEL: func.func @train_step
+// CHECK-NEXT: fysched.group_wait_rows @g0, @tok.weight
+// CHECK-NOT: fysched.group_wait
+// CHECK: return
+
+fygraph.param @tok.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@tok.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>) -> !fysched.buffer<device, tensor<2x3x4xf32>> {
+  fysched.group_wait @g0
+  %e = fysched.get_param @tok.weight : <device, tensor<8x4xf32>>
+  %rows = fysched.alloc : <device, tensor<2x3x4xf32>>
+  fysched.launch "gather" ins(%e, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%rows : !fysched.buffer<device, tensor<2x3x4xf32>>)
+  return %rows : !fysched.buffer<device, tensor<2x3x4xf32>>
+}
+
+// -----
+
+// Where the split does not apply the group_wait stays: a gather by other
+// ids (positions), a table whose first read is not a gather, and a streamed
+// table (its master in host memory, copied up whole).
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: group_wait_rows
+// CHECK: fysched.group_wait @g0
+// CHECK-NEXT: fysched.get_param @wpe.weight
+// CHECK: fysched.group_wait @g1
+// CHECK-NEXT: fysched.get_param @head.weight
+// CHECK: fysched.group_wait @g2
+// CHECK-NEXT: fysched.get_param @tok.weight
+// CHECK-NOT: group_wait_rows
+
+fygraph.param @wpe.weight trainable : tensor<8x4xf32>
+fygraph.param @head.weight trainable : tensor<8x4xf32>
+fygraph.param @tok.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@wpe.weight] bytes 128
+fysched.group @g1 [@head.weight] bytes 128
+fysched.group @g2 [@tok.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %pos: !fysched.buffer<device, tensor<2x3xi64>>,
+                      %x: !fysched.buffer<device, tensor<3x4xf32>>) {
+  fysched.group_wait @g0
+  %p = fysched.get_param @wpe.weight : <device, tensor<8x4xf32>>
+  %prows = fysched.alloc : <device, tensor<2x3x4xf32>>
+  fysched.launch "gather" ins(%p, %pos : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%prows : !fysched.buffer<device, tensor<2x3x4xf32>>)
+  fysched.group_wait @g1
+  %h = fysched.get_param @head.weight : <device, tensor<8x4xf32>>
+  %l = fysched.alloc : <device, tensor<3x8xf32>>
+  fysched.launch "matmul" ins(%x, %h : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%l : !fysched.buffer<device, tensor<3x8xf32>>) {args = [false, true]}
+  fysched.group_wait @g2
+  %t = fysched.get_param @tok.weight : <host, tensor<8x4xf32>>
+  %td = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.copy %t, %td : <host, tensor<8x4xf32>>, <device, tensor<8x4xf32>>
+  %trows = fysched.alloc : <device, tensor<2x3x4xf32>>
+  fysched.launch "gather" ins(%td, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%trows : !fysched.buffer<device, tensor<2x3x4xf32>>)
+  return
+}
