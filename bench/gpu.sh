@@ -65,7 +65,8 @@ fi
 if [[ " $STAGES " == *" speed "* ]]; then
   d=$G/gpt124
   program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
-    && row "$(python3 "$ROOT/bench/gpu/run.py" speed "$d" "$d/train" 2>&1 | tail -3)"
+    && row "$(python3 "$ROOT/bench/gpu/run.py" speed "$d" "$d/train" 2>&1 | tail -3)" \
+    && row "$(python3 "$ROOT/bench/gpu/run.py" rows "$d" "$d/train" 2>&1 | tail -2)"
   # The same model placed otherwise: activations recomputed, in host memory,
   # the planner's choice under --gpu-mem, weights streamed (bench/gpu/prepare.sh).
   v=()

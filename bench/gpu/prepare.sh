@@ -3,6 +3,7 @@
 # Debian packages, into .gpu/ (ignored by git, carried to the GPU machine):
 #   .gpu/debs/            OpenBLAS, liburing, GoogleTest .debs (unpacked there, not installed)
 #   .gpu/tokens.bin       training data (Python stdlib source bytes)
+#   .gpu/tokens_zipf.bin  GPT-2-vocabulary ids with BPE-like frequencies (zipf_tokens.py)
 #   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16, fp16 and
 #                         fp32 the generated C++ and weights of the CUDA target
 #   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
@@ -25,6 +26,7 @@ rm -rf "$OUT" && mkdir -p "$OUT/debs"
 (cd "$OUT/debs" && apt-get download libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev \
    liburing2 liburing-dev libgtest-dev libgfortran5 >/dev/null 2>&1)
 $PY "$ROOT/examples/prepare_data.py" --out "$OUT/tokens.bin" --max-bytes 4000000 >/dev/null
+$PY "$ROOT/bench/gpu/zipf_tokens.py" "$OUT/tokens_zipf.bin" >/dev/null
 
 # Small models: the e2e oracle's shapes (test/e2e/e2e.py).
 for m in gpt2 llama; do

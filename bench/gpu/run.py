@@ -5,6 +5,7 @@
   e2e NAME DIR                          our bf16/fp32 programs vs PyTorch on the GPU (20 steps)
   speed DIR EXE                         tokens/s and TFLOPS, ours vs PyTorch eager + bf16 autocast
   ooc DIR EXE SSD                       out of core: state on SSD, --gpu-mem at the program's minimum
+  rows DIR EXE                          the token embedding's update rows first vs whole (--rows-first)
 
 Each prints one summary line starting with the subcommand's name; full logs go to $OUT when set.
 """
@@ -27,6 +28,7 @@ import safetensors_io  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp")
 TOKENS = os.path.join(ROOT, ".gpu", "tokens.bin")
+TOKENS_ZIPF = os.path.join(ROOT, ".gpu", "tokens_zipf.bin")  # zipf_tokens.py: ~3,100 distinct ids in 8,192
 
 
 def sh(cmd, log=None, env=None):
@@ -144,10 +146,10 @@ def torch_eager(cfg, B, T, steps=30):
     return statistics.median(times[5:]) * 1000.0, torch.cuda.max_memory_allocated()
 
 
-def ours_run(exe, steps, extra=(), log="speed.log"):
+def ours_run(exe, steps, extra=(), log="speed.log", data=TOKENS):
     name = os.path.basename(os.path.dirname(exe)) + "_" + os.path.basename(exe)
     path = os.path.join(OUT, name + ".jsonl")
-    r = sh([exe, "--data", TOKENS, "--steps", str(steps), "--log-json", path, "--log-every", "1000"] + list(extra),
+    r = sh([exe, "--data", data, "--steps", str(steps), "--log-json", path, "--log-every", "1000"] + list(extra),
            log=log)
     if r.returncode != 0:
         return None, r.stderr
@@ -259,8 +261,52 @@ def ooc(d, exe, ssd):
     return True
 
 
+def step_start_idle(trace):
+    """Median, over the steps after the first, of the time from a step's start
+    to its first kernel on the GPU (ms): what the forward waits for."""
+    events = json.load(open(trace))["traceEvents"]
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+    slices = [e for e in events if e["ph"] == "X"]
+    steps = sorted((e for e in slices if tracks[e["tid"]] == "steps"), key=lambda e: e["ts"])
+    kernels = sorted(e["ts"] for e in slices if tracks[e["tid"]] == "gpu")
+    idle = []
+    for s in steps[1:]:
+        first = next((t for t in kernels if t >= s["ts"]), None)
+        if first is not None and first < s["ts"] + s["dur"]:
+            idle.append((first - s["ts"]) / 1000.0)
+    return statistics.median(idle) if idle else float("nan")
+
+
+def rows(d, exe):
+    """The token embedding's update with the next batch's rows first (the
+    default) against whole (--rows-first no): ms/step, interleaved twice, and
+    the GPU's idle time at each step's start from a trace; on the byte tokens
+    (at most 256 distinct rows a batch) and on the Zipf ones (about 3,100)."""
+    for data in (TOKENS, TOKENS_ZIPF):
+        if not os.path.exists(data):
+            continue
+        ms = {"yes": [], "no": []}
+        for _ in range(2):
+            for flag in ("yes", "no"):
+                m, err = ours_run(exe, 20, ["--rows-first", flag], log="rows.log", data=data)
+                if m is None:
+                    print(f"rows: FAIL: --rows-first {flag}: {err.strip()[-400:]}")
+                    return False
+                ms[flag].append(m)
+        idle = {}
+        for flag in ("yes", "no"):
+            trace = os.path.join(OUT, f"rows_{flag}_{os.path.basename(data)}.trace.json")
+            m, _ = ours_run(exe, 6, ["--rows-first", flag, "--trace", trace], log="rows.log", data=data)
+            idle[flag] = step_start_idle(trace) if m is not None else float("nan")
+        print(f"rows {os.path.basename(data)}: rows first {' '.join(f'{x:.1f}' for x in ms['yes'])} ms/step, "
+              f"whole {' '.join(f'{x:.1f}' for x in ms['no'])}; whole / rows first "
+              f"{statistics.median(ms['no']) / statistics.median(ms['yes']):.3f}; GPU idle at the step's start "
+              f"{idle['yes']:.2f} ms rows first, {idle['no']:.2f} ms whole")
+    return True
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     ok = {"weights": lambda: weights(*args) or True, "e2e": lambda: e2e(*args), "speed": lambda: speed(*args),
-          "ooc": lambda: ooc(*args), "variants": lambda: variants(*args)}[cmd]()
+          "ooc": lambda: ooc(*args), "variants": lambda: variants(*args), "rows": lambda: rows(*args)}[cmd]()
     sys.exit(0 if ok else 1)
