@@ -341,7 +341,11 @@ private:
       } else if (auto copy = dyn_cast<fs::CopyOp>(op)) {
         copyOp(copy, issue, out);
       } else if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
-        double ready = issue, bytes = 0;
+        // The runtime updates a group once at a time: the program waits here
+        // for the step before's update (what a group without a group_wait in
+        // the step, an untied table read rows first, waits for).
+        free_[Compute] = std::max(free_[Compute], updateEnd_.lookup(off.getGroup()));
+        double ready = free_[Compute], bytes = 0;
         for (Value g : off.getGrads())
           ready = std::max(ready, readyOf(g)), bytes += bytesOf(g.getType());
         tokens_[off.getToken()] = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out);
@@ -356,6 +360,7 @@ private:
         double params = groupParams_.lookup(g), dur = params / p_.adamwParams;
         double end = onStream(Optimizer, ready, dur, out);
         tokens_[update.getToken()] = end;
+        updateEnd_[g] = end;
         bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
         // A table read rows first (fy-rows-first): the next batch's rows are
         // updated first, and on a GPU scattered up straight from host memory.
@@ -426,6 +431,7 @@ private:
   llvm::StringMap<double> updated_;  // group -> when its weights are next usable
   llvm::StringMap<double> rowsUpdated_;  // group -> when the next batch's rows of its table are
   llvm::StringMap<double> rowsFirst_;    // group -> elements of its table updated rows first
+  llvm::StringMap<double> updateEnd_;    // group -> when the optimizer is done with its last update
   llvm::StringMap<int64_t> groupParams_, momentBytes_;
 };
 

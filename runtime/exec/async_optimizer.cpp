@@ -79,8 +79,13 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
 }
 
 size_t AsyncOptimizer::fixed_host_bytes() const {
-  if (store_) return staging_count_ * staging_bytes_;
-  size_t n = 0;  // AdamW's moments in memory
+  size_t rows = 0;  // rows first: the rows and, for a device, their values (from the first step on)
+  for (const Group& g : groups_)
+    if (g.rows)
+      rows += size_t(g.rows_capacity) * 8 +
+              (g.row_values ? size_t(g.rows_capacity * rt_.param(g.rows_param).value.shape[1]) * 4 : 0);
+  if (store_) return staging_count_ * staging_bytes_ + rows;
+  size_t n = rows;  // and AdamW's moments in memory
   for (const Group& g : groups_)
     for (int64_t p : g.params) n += 2 * size_t(rt_.state_bytes(p));
   return n;
@@ -369,6 +374,9 @@ void AsyncOptimizer::wait(int64_t group) {
 bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids, int64_t n) {
   if (group < 0 || group >= num_groups()) fail("group_wait_rows: no group " + std::to_string(group));
   Group& g = groups_[size_t(group)];
+  if (g.rows_param >= 0 && g.rows_param != param)
+    fail("group_wait_rows: group " + std::to_string(group) + " already reads parameter " +
+         std::to_string(g.rows_param) + " rows first, not " + std::to_string(param));
   if (g.rows_param != param) {
     // The first call names the table; later updates go rows first.
     if (std::find(g.params.begin(), g.params.end(), param) == g.params.end())
@@ -735,7 +743,9 @@ AdamWPool::Handle submit_runs(AdamWPool& pool, std::shared_ptr<const Runs> runs,
 int AsyncOptimizer::rows_first(Group& g) {
   if (g.rows_param < 0 || !next_ids_) return -1;
   const Runtime::Param& p = rt_.param(g.rows_param);
-  if (p.q8_block) return -1;
+  // A device that takes the rows needs their values compact (wait_rows made
+  // the room only if it was there then).
+  if (p.q8_block || p.value.shape[0] == 0 || (on_rows_updated_ && !g.row_values)) return -1;
   if (!next_ids_(g.run_step, next_ids_buf_)) return -1;
   const int64_t table_rows = p.value.shape[0];
   g.row_mask.assign(size_t(table_rows), 0);
@@ -759,6 +769,8 @@ void AsyncOptimizer::submit_rows_first(Group& g, size_t i, void* m, void* v, Ada
   const Runtime::Param& p = rt_.param(g.params[i]);
   const int64_t n = p.value.numel(), d = n / p.value.shape[0];
   const AdamWConfig cfg = adamw_config(g);
+  // The pool's jobs cannot report a bad argument: check it here, as submit does.
+  if (g.step < 1) fail("group_adamw: step must be >= 1, got " + std::to_string(g.step));
   float* w = p.value.as<float>();
   const float* gr = grad(g, i);
   float *mf = static_cast<float*>(m), *vf = static_cast<float*>(v);

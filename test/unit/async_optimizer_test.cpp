@@ -337,6 +337,8 @@ TEST(AsyncOptimizer, RowsFirstReleasesTheNextBatchsRowsBeforeTheRest) {
   release(true);
   opt.wait_all();
   EXPECT_TRUE(held_in_time) << "wait_rows waited for the pieces held back until it returned";
+  // One table a group: naming another is the program's mistake.
+  EXPECT_THROW(opt.wait_rows(group, 1, next.data(), int64_t(next.size())), fy::Error);
 }
 
 // The program's pipeline with the state on SSD, every read issued at the
