@@ -209,15 +209,18 @@ public:
     if (auto opt = module->getAttrOfType<StringAttr>("fy.optimizer"))
       eightBit = opt.getValue() == "adamw8bit";
     // At most one row per token: the bound, as the batch's ids are not known here.
-    module.walk([&](fs::GroupWaitRowsOp w) {
-      module.walk([&](fs::GetParamOp gp) {
-        if (gp.getName() != w.getParam())
-          return;
-        auto table = cast<fs::BufferType>(gp.getType()).getTensorType();
-        int64_t ids = cast<fs::BufferType>(w.getIds().getType()).getTensorType().getNumElements();
-        rowsFirst_[w.getGroup()] = double(std::min(table.getDimSize(0), ids) * table.getDimSize(1));
-      });
-    });
+    SmallVector<fs::GroupWaitRowsOp> rowWaits;
+    module.walk([&](fs::GroupWaitRowsOp w) { rowWaits.push_back(w); });
+    if (!rowWaits.empty()) {
+      llvm::StringMap<Type> tables;
+      module.walk([&](fs::GetParamOp gp) { tables[gp.getName()] = gp.getType(); });
+      for (fs::GroupWaitRowsOp w : rowWaits)
+        if (Type t = tables.lookup(w.getParam())) {
+          auto table = cast<fs::BufferType>(t).getTensorType();
+          int64_t ids = cast<fs::BufferType>(w.getIds().getType()).getTensorType().getNumElements();
+          rowsFirst_[w.getGroup()] = double(std::min(table.getDimSize(0), ids) * table.getDimSize(1));
+        }
+    }
     for (auto g : module.getOps<fs::GroupOp>()) {
       int64_t params = g.getBytes() / 4;
       groupParams_[g.getSymName()] = params;

@@ -764,11 +764,10 @@ int AsyncOptimizer::rows_first(Group& g) {
   return -1;
 }
 
-void AsyncOptimizer::submit_rows_first(Group& g, size_t i, void* m, void* v, AdamWPool::Handle& rows_job,
-                                       std::vector<Piece>& pieces) {
+void AsyncOptimizer::submit_rows_first(Group& g, size_t i, void* m, void* v, const AdamWConfig& cfg,
+                                       AdamWPool::Handle& rows_job, std::vector<Piece>& pieces) {
   const Runtime::Param& p = rt_.param(g.params[i]);
   const int64_t n = p.value.numel(), d = n / p.value.shape[0];
-  const AdamWConfig cfg = adamw_config(g);
   // The pool's jobs cannot report a bad argument: check it here, as submit does.
   if (g.step < 1) fail("group_adamw: step must be >= 1, got " + std::to_string(g.step));
   float* w = p.value.as<float>();
@@ -796,12 +795,12 @@ void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*
   AdamWPool::Handle rows_job;
   try {
     // The rows first go to the pool first: its workers take jobs in order.
+    const AdamWConfig cfg = adamw_config(g);
     const int first = rows_first(g);
     if (first >= 0) {
       auto [m, v] = state(size_t(first));
-      submit_rows_first(g, size_t(first), m, v, rows_job, pieces);
+      submit_rows_first(g, size_t(first), m, v, cfg, rows_job, pieces);
     }
-    const AdamWConfig cfg = adamw_config(g);
     for (size_t i = 0; i < g.params.size(); ++i) {
       if (int(i) == first) continue;
       auto [m, v] = state(i);

@@ -286,7 +286,7 @@ class AsyncOptimizer {
   // nobody reads them until rows_ready).
   int rows_first(Group& g);
   // Queues the table's rows part (one job: *rows_job) and the rest (pieces).
-  void submit_rows_first(Group& g, size_t i, void* m, void* v, AdamWPool::Handle& rows_job,
+  void submit_rows_first(Group& g, size_t i, void* m, void* v, const AdamWConfig& cfg, AdamWPool::Handle& rows_job,
                          std::vector<Piece>& pieces);
   void read_out_of_core(int64_t group);
   void update_out_of_core(int64_t group);
