@@ -861,10 +861,12 @@ TEST_F(CudaKernels, GatherBadIndexFailsAtSynchronize) {
   }
 }
 
-// The optimizer's rows into a device table, read straight from page-locked
-// host memory on a stream of their own: exactly those rows change, to
-// exactly the values given; the others keep theirs.
-TEST_F(CudaKernels, ScatterRowsFromPinnedHostMemory) {
+// Rows between a device table and page-locked host memory, which the
+// kernels read and write over the bus, on a stream of their own. The
+// optimizer's rows go in (scatter_rows): exactly those rows change, to
+// exactly the values given; a gradient's rows come out (gather_rows), each
+// the table's row.
+TEST_F(CudaKernels, RowsBetweenADeviceTableAndPinnedHostMemory) {
   const int64_t R = 1000, D = 100, n = 37;
   HostTensor table = rand_f32({R, D}, rng);
   std::vector<DevPtr> keep;
@@ -888,6 +890,13 @@ TEST_F(CudaKernels, ScatterRowsFromPinnedHostMemory) {
   FYT_CUDA(cudaStreamSynchronize(s));
   HostTensor got = to_host(dt);
   EXPECT_EQ(0, std::memcmp(got.as<float>(), want.data(), want.size() * sizeof(float)));
+  // Back out, into NaNs: the rows just written at even k, others at odd k.
+  for (int64_t k = 1; k < n; k += 2) rows[k] = (k * 23 + 5) % R;
+  std::memset(values, 0xff, size_t(n * D) * sizeof(float));
+  gpu::gather_rows(dt, View{rows, {n}, I64}, View{values, {n, D}, F32}, s);
+  FYT_CUDA(cudaStreamSynchronize(s));
+  for (int64_t k = 0; k < n; ++k)
+    EXPECT_EQ(0, std::memcmp(values + k * D, &want[size_t(rows[k] * D)], size_t(D) * sizeof(float))) << "row " << k;
   FYT_CUDA(cudaStreamDestroy(s));
   cudaFreeHost(values);
   cudaFreeHost(rows);

@@ -84,6 +84,11 @@ void gather_grad(View idx_i64, View dy, View dtable);
 // reads over the bus. Queued on `stream`, not the current one: the
 // optimizer's thread calls it while the program's kernels go on.
 void scatter_rows(View values, View rows_i64, View table, void* stream);
+// out[i] = table[rows[i]] for every i (rows in range): the rows of a
+// gradient the background optimizer takes first. rows [n] I64 and out
+// [n, D] F32 may be page-locked host memory, which the kernel reads and
+// writes over the bus. Queued on `stream`, as scatter_rows.
+void gather_rows(View table, View rows_i64, View out, void* stream);
 
 // ---- normalisation ---------------------------------------------------------------
 void layer_norm(View x, View scale, View bias, View y, View mean, View inv_std, int64_t axis, double eps);

@@ -423,31 +423,43 @@ void gather_grad(View idx, View dy, View dtable) {
 }
 
 namespace {
-// A block per row: one coalesced row copy each.
-__global__ void k_scatter_rows(const float* values, const int64_t* rows, int64_t n, int64_t D, float* table) {
+// A block per row: one coalesced row copy each, between the table's rows
+// (`rows`) and the packed [n, D] rows; kToTable: packed into the table.
+template <bool kToTable>
+__global__ void k_copy_rows(const float* from, const int64_t* rows, int64_t n, int64_t D, float* to) {
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
-    const float* src = values + r * D;
-    float* dst = table + rows[r] * D;
+    const float* src = from + (kToTable ? r : rows[r]) * D;
+    float* dst = to + (kToTable ? rows[r] : r) * D;
     for (int64_t c = threadIdx.x; c < D; c += blockDim.x) dst[c] = src[c];
   }
+}
+
+template <bool kToTable>
+void copy_rows(const char* op, View packed, View rows, View table, void* stream) {
+  const std::string name = kToTable ? "values" : "out";
+  check_dtype(packed, DType::F32, op, name.c_str());
+  check_dtype(rows, DType::I64, op, "rows");
+  check_dtype(table, DType::F32, op, "table");
+  check(table.shape.rank == 2 && packed.shape.rank == 2 && rows.shape.rank == 1, op,
+        "table and " + name + " must be 2-D, rows 1-D");
+  check(packed.shape[0] == rows.shape[0] && packed.shape[1] == table.shape[1], op,
+        name + " must be [rows, the table's row length]");
+  const int64_t n = rows.shape[0];
+  if (n == 0) return;
+  const unsigned blocks = unsigned(n < (1 << 20) ? n : (1 << 20));
+  k_copy_rows<kToTable><<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      kToTable ? packed.as<float>() : table.as<float>(), rows.as<int64_t>(), n, table.shape[1],
+      kToTable ? table.as<float>() : packed.as<float>());
+  FY_CUDA_LAUNCHED(op);
 }
 }  // namespace
 
 void scatter_rows(View values, View rows, View table, void* stream) {
-  const char* op = "scatter_rows";
-  check_dtype(values, DType::F32, op, "values");
-  check_dtype(rows, DType::I64, op, "rows");
-  check_dtype(table, DType::F32, op, "table");
-  check(table.shape.rank == 2 && values.shape.rank == 2 && rows.shape.rank == 1, op,
-        "table and values must be 2-D, rows 1-D");
-  check(values.shape[0] == rows.shape[0] && values.shape[1] == table.shape[1], op,
-        "values must be [rows, the table's row length]");
-  const int64_t n = rows.shape[0];
-  if (n == 0) return;
-  const unsigned blocks = unsigned(n < (1 << 20) ? n : (1 << 20));
-  k_scatter_rows<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      values.as<float>(), rows.as<int64_t>(), n, table.shape[1], table.as<float>());
-  FY_CUDA_LAUNCHED("k_scatter_rows");
+  copy_rows<true>("scatter_rows", values, rows, table, stream);
+}
+
+void gather_rows(View table, View rows, View out, void* stream) {
+  copy_rows<false>("gather_rows", out, rows, table, stream);
 }
 
 }  // namespace fy::cuda
