@@ -79,11 +79,12 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
 }
 
 size_t AsyncOptimizer::fixed_host_bytes() const {
-  size_t rows = 0;  // rows first: the rows and, for a device, their values (from the first step on)
+  size_t rows = 0;  // rows first: the rows and, for a device, their values and gradients (from the first step on)
   for (const Group& g : groups_)
-    if (g.rows)
-      rows += size_t(g.rows_capacity) * 8 +
-              (g.row_values ? size_t(g.rows_capacity * rt_.param(g.rows_param).value.shape[1]) * 4 : 0);
+    if (g.rows) {
+      const size_t row_bytes = size_t(g.rows_capacity * rt_.param(g.rows_param).value.shape[1]) * 4;
+      rows += size_t(g.rows_capacity) * 8 + (g.row_values ? row_bytes : 0) + (g.row_grads ? row_bytes : 0);
+    }
   if (store_) return staging_count_ * staging_bytes_ + rows;
   size_t n = rows;  // and AdamW's moments in memory
   for (const Group& g : groups_)
@@ -151,7 +152,15 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
     g.slot = free_slots_.back();
     free_slots_.pop_back();
   }
-  // The gradients leave the device here (on the CPU target: a copy).
+  // The rows the next step gathers first (a device copies their gradient
+  // ahead of the whole one), then the gradients leave the device (on the
+  // CPU target: a copy).
+  plan_rows(g, rt_.step());
+  g.rows_from_copy = g.rows_index >= 0 && copy_rows_out_ && g.row_grads && !holds();
+  if (g.rows_from_copy) {
+    const View table{grads[g.rows_index].data, rt_.param(g.rows_param).value.shape, DType::F32};
+    g.rows_landed = copy_rows_out_(group, table, g.rows, g.row_count, g.row_grads);
+  }
   for (size_t i = 0; i < count; ++i) {
     if (copy_out_)
       copy_out_(grads[i], grad(g, i));
@@ -210,7 +219,6 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
   // AdamW's step count: skipped steps do not advance it (a held update's
   // is settled by its verdict).
   g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
-  g.run_step = rt_.step();
   g.pending = true;
   g.rows_ready = false;
   if (holds()) {
@@ -387,6 +395,10 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
     const int64_t cap = std::min(n, table.shape[0]);
     g.rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
     if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
+    // Their own gradient copy pays when it takes at most half the table's
+    // bytes (the compiler's cost model has the same rule).
+    if (copy_rows_out_ && 2 * cap <= table.shape[0])
+      g.row_grads = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
     std::lock_guard<std::mutex> lock(mu_);
     g.rows_capacity = cap;
     g.rows_param = param;
@@ -429,13 +441,14 @@ void AsyncOptimizer::quiesce() noexcept {
     g.pending = g.held = false;
     // The slot is reused only once its copies are in (noexcept: an error
     // here is the device's, reported by its own teardown).
-    if (g.landed.wait) {
-      try {
-        g.landed.wait();
-      } catch (...) {
+    for (Landing* l : {&g.rows_landed, &g.landed})
+      if (l->wait) {
+        try {
+          l->wait();
+        } catch (...) {
+        }
+        *l = {};
       }
-      g.landed = {};
-    }
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
   };
@@ -506,7 +519,9 @@ int AsyncOptimizer::runnable() const {
 }
 
 bool AsyncOptimizer::landed(const Item& it) const {
-  const Landing& l = groups_[size_t(it.group)].landed;
+  // An update that starts with the rows of their own copy needs only those.
+  const Group& g = groups_[size_t(it.group)];
+  const Landing& l = g.rows_from_copy ? g.rows_landed : g.landed;
   return !l.wait || !l.ready || l.ready();
 }
 
@@ -532,18 +547,22 @@ void AsyncOptimizer::worker() {
 void AsyncOptimizer::run(const Item& item) {
   Group& g = groups_[size_t(item.group)];
   auto t0 = Clock::now();
-  double idle = 0;  // waiting for the device's copies is not optimizer work
+  landed_wait_ = 0;  // waiting for the device's copies is not optimizer work
   try {
     if (item.op == Op::Read) {
       read_out_of_core(item.group);
     } else if (item.op == Op::Write) {
       write_out_of_core(item.group);
     } else if (item.op == Op::Check) {
-      idle = await_landed(g, item.group);
+      await_landed(g, item.group);
       TraceSpan span(rt_.trace(), "cpu optimizer", "gradient norms, group ", item.group, int64_t(g.grad_elems * 4));
       check_norms(g);
     } else {
-      idle = await_landed(g, item.group);
+      // The rest of the gradients, if their rows came first: in update_pieces.
+      if (g.rows_from_copy)
+        await_rows_landed(g, item.group);
+      else
+        await_landed(g, item.group);
       if (store_)
         update_out_of_core(item.group);
       else
@@ -555,7 +574,7 @@ void AsyncOptimizer::run(const Item& item) {
     error_ = std::current_exception();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count() - idle;
+  busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count() - landed_wait_;
   if (item.op == Op::Read) {
     g.reads_done = item.seq;
   } else if (item.op == Op::Check) {
@@ -572,14 +591,27 @@ void AsyncOptimizer::finish_update(Group& g, int64_t seq) {
   g.updates_done = seq;
 }
 
-double AsyncOptimizer::await_landed(Group& g, int64_t group) {
-  if (!g.landed.wait) return 0;
-  TraceSpan span(rt_.trace(), "cpu optimizer", "gradients landed wait, group ", group);
-  std::function<void()> landed = std::move(g.landed.wait);
-  g.landed = {};
+namespace {
+// Waits once for a landing (then clears it); returns the seconds waited.
+double wait_once(AsyncOptimizer::Landing& l) {
+  std::function<void()> landed = std::move(l.wait);
+  l = {};
   auto t0 = Clock::now();
   landed();
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace
+
+void AsyncOptimizer::await_landed(Group& g, int64_t group) {
+  if (!g.landed.wait) return;
+  TraceSpan span(rt_.trace(), "cpu optimizer", "gradients landed wait, group ", group);
+  landed_wait_ += wait_once(g.landed);
+}
+
+void AsyncOptimizer::await_rows_landed(Group& g, int64_t group) {
+  if (!g.rows_landed.wait) return;
+  TraceSpan span(rt_.trace(), "cpu optimizer", "rows' gradients landed wait, group ", group);
+  landed_wait_ += wait_once(g.rows_landed);
 }
 
 void AsyncOptimizer::update_in_memory(Group& g) {
@@ -727,57 +759,81 @@ struct Runs {
   }
 };
 
-AdamWPool::Handle submit_runs(AdamWPool& pool, std::shared_ptr<const Runs> runs, float* w, const float* g, float* m,
-                              float* v, const AdamWConfig& cfg, int64_t step, float* out) {
+// AdamW over runs of one array. The gradient is the array's (g + lo), or,
+// packed, the runs' one after another (g + at); out, when set, takes the
+// new values packed.
+AdamWPool::Handle submit_runs(AdamWPool& pool, std::shared_ptr<const Runs> runs, float* w, const float* g,
+                              bool g_packed, float* m, float* v, const AdamWConfig& cfg, int64_t step, float* out) {
   if (runs->total == 0) return {};
   const AdamWIsa isa = pool.isa();
   return pool.for_chunks(runs->total, [=](int64_t first, int64_t count) {
     runs->visit(first, count, [&](int64_t lo, int64_t n, int64_t at) {
-      adamw_step_isa(isa, w + lo, g + lo, m + lo, v + lo, n, cfg, step);
+      adamw_step_isa(isa, w + lo, g + (g_packed ? at : lo), m + lo, v + lo, n, cfg, step);
       if (out) std::memcpy(out + at, w + lo, size_t(n) * sizeof(float));
     });
   });
 }
 }  // namespace
 
-int AsyncOptimizer::rows_first(Group& g) {
-  if (g.rows_param < 0 || !next_ids_) return -1;
+void AsyncOptimizer::plan_rows(Group& g, int64_t step) {
+  g.rows_index = -1;
+  if (g.rows_param < 0 || !next_ids_) return;
   const Runtime::Param& p = rt_.param(g.rows_param);
   // A device that takes the rows needs their values compact (wait_rows made
   // the room only if it was there then).
-  if (p.q8_block || p.value.shape[0] == 0 || (on_rows_updated_ && !g.row_values)) return -1;
-  if (!next_ids_(g.run_step, next_ids_buf_)) return -1;
+  if (p.q8_block || p.value.shape[0] == 0 || (on_rows_updated_ && !g.row_values)) return;
+  if (!next_ids_(step, next_ids_buf_)) return;
   const int64_t table_rows = p.value.shape[0];
   g.row_mask.assign(size_t(table_rows), 0);
   for (int64_t id : next_ids_buf_) {
-    if (id < 0 || id >= table_rows) return -1;  // the gather reports it
+    if (id < 0 || id >= table_rows) return;  // the gather reports it
     g.row_mask[size_t(id)] = 1;
   }
   g.row_count = 0;
   for (int64_t r = 0; r < table_rows; ++r)
     if (g.row_mask[size_t(r)]) {
-      if (g.row_count == g.rows_capacity) return -1;  // more ids than wait_rows was given
+      if (g.row_count == g.rows_capacity) return;  // more ids than wait_rows was given
       g.rows[g.row_count++] = r;
     }
   for (size_t i = 0; i < g.params.size(); ++i)
-    if (g.params[i] == g.rows_param) return int(i);
-  return -1;
+    if (g.params[i] == g.rows_param) g.rows_index = int(i);
 }
 
-void AsyncOptimizer::submit_rows_first(Group& g, size_t i, void* m, void* v, const AdamWConfig& cfg,
-                                       AdamWPool::Handle& rows_job, std::vector<Piece>& pieces) {
+AdamWPool::Handle AsyncOptimizer::submit_rows(Group& g, void* m, void* v, const AdamWConfig& cfg) {
+  const size_t i = size_t(g.rows_index);
   const Runtime::Param& p = rt_.param(g.params[i]);
-  const int64_t n = p.value.numel(), d = n / p.value.shape[0];
+  const int64_t d = p.value.numel() / p.value.shape[0];
   // The pool's jobs cannot report a bad argument: check it here, as submit does.
   if (g.step < 1) fail("group_adamw: step must be >= 1, got " + std::to_string(g.step));
-  float* w = p.value.as<float>();
-  const float* gr = grad(g, i);
-  float *mf = static_cast<float*>(m), *vf = static_cast<float*>(v);
   auto first = std::make_shared<Runs>();
   for (int64_t k = 0; k < g.row_count; ++k) first->add(g.rows[k] * d, d);
-  rows_job = submit_runs(*pool_, first, w, gr, mf, vf, cfg, g.step, on_rows_updated_ ? g.row_values : nullptr);
-  // The rest in the usual pieces, each reported (and uploaded) whole: its
-  // rows of the first part go up again, the same bytes.
+  return submit_runs(*pool_, first, p.value.as<float>(), g.rows_from_copy ? g.row_grads : grad(g, i),
+                     g.rows_from_copy, static_cast<float*>(m), static_cast<float*>(v), cfg, g.step,
+                     on_rows_updated_ ? g.row_values : nullptr);
+}
+
+void AsyncOptimizer::finish_rows(Group& g, AdamWPool::Handle rows_job) {
+  const int64_t group = int64_t(&g - groups_.data());
+  const View& table = rt_.param(g.rows_param).value;
+  {
+    TraceSpan span(rt_.trace(), "cpu optimizer", "adamw rows first, group ", group,
+                   g.row_count * (table.numel() / table.shape[0]) * 16);
+    pool_->wait(rows_job);
+  }
+  if (on_rows_updated_) on_rows_updated_(group, g.rows_param, g.rows, g.row_count, g.row_values);
+  std::lock_guard<std::mutex> lock(mu_);
+  g.rows_ready = true;
+  done_cv_.notify_all();
+}
+
+void AsyncOptimizer::submit_rest(Group& g, void* m, void* v, const AdamWConfig& cfg, std::vector<Piece>& pieces) {
+  const size_t i = size_t(g.rows_index);
+  const Runtime::Param& p = rt_.param(g.params[i]);
+  const int64_t n = p.value.numel(), d = n / p.value.shape[0];
+  float* w = p.value.as<float>();
+  float *mf = static_cast<float*>(m), *vf = static_cast<float*>(v);
+  // The usual pieces, each reported (and uploaded) whole: its rows of the
+  // first part go up again, the same bytes.
   for (int64_t lo = 0; lo < n; lo += kPiece) {
     const int64_t len = std::min(kPiece, n - lo);
     auto rest = std::make_shared<Runs>();
@@ -786,7 +842,7 @@ void AsyncOptimizer::submit_rows_first(Group& g, size_t i, void* m, void* v, con
       const int64_t a = std::max(lo, r * d), b = std::min(lo + len, (r + 1) * d);
       rest->add(a, b - a);
     }
-    pieces.push_back({submit_runs(*pool_, rest, w, gr, mf, vf, cfg, g.step, nullptr), g.params[i], lo, len});
+    pieces.push_back({submit_runs(*pool_, rest, w, grad(g, i), false, mf, vf, cfg, g.step, nullptr), g.params[i], lo, len});
   }
 }
 
@@ -796,29 +852,24 @@ void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*
   try {
     // The rows first go to the pool first: its workers take jobs in order.
     const AdamWConfig cfg = adamw_config(g);
-    const int first = rows_first(g);
+    const int first = g.rows_index;
     if (first >= 0) {
       auto [m, v] = state(size_t(first));
-      submit_rows_first(g, size_t(first), m, v, cfg, rows_job, pieces);
+      rows_job = submit_rows(g, m, v, cfg);
+      if (g.rows_from_copy) {
+        // They had their own copy: done and reported before the rest of
+        // the gradients have landed.
+        finish_rows(g, rows_job);
+        await_landed(g, int64_t(&g - groups_.data()));
+      }
+      submit_rest(g, m, v, cfg, pieces);
     }
     for (size_t i = 0; i < g.params.size(); ++i) {
       if (int(i) == first) continue;
       auto [m, v] = state(i);
       submit(g.params[i], grad(g, i), m, v, cfg, g.step, pieces);
     }
-    if (first >= 0) {
-      const int64_t group = int64_t(&g - groups_.data());
-      const View& table = rt_.param(g.rows_param).value;
-      {
-        TraceSpan span(rt_.trace(), "cpu optimizer", "adamw rows first, group ", group,
-                       g.row_count * (table.numel() / table.shape[0]) * 16);
-        pool_->wait(rows_job);
-      }
-      if (on_rows_updated_) on_rows_updated_(group, g.rows_param, g.rows, g.row_count, g.row_values);
-      std::lock_guard<std::mutex> lock(mu_);
-      g.rows_ready = true;
-      done_cv_.notify_all();
-    }
+    if (first >= 0 && !g.rows_from_copy) finish_rows(g, rows_job);
     for (const Piece& piece : pieces) {
       pool_->wait(piece.job);
       if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);

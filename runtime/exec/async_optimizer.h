@@ -76,9 +76,8 @@ class AsyncOptimizer {
   // says which), report them, then do the rest while the forward runs.
   // AdamW is elementwise, so the bits are those of one whole update.
   //
-  // Fills the token ids of the step after AdamW step `step` (the Runtime's
-  // step when the update was queued); false: there is none. Called on the
-  // optimizer's thread.
+  // Fills the token ids of the step after Runtime step `step`; false: there
+  // is none. Called by grad_offload of the table's group, on its thread.
   void set_next_ids(std::function<bool(int64_t step, std::vector<int64_t>& ids)> f) { next_ids_ = std::move(f); }
   // Called on the optimizer's thread once the first part of parameter
   // `param`'s update is done, before wait_rows lets anyone read it: `rows`
@@ -88,6 +87,17 @@ class AsyncOptimizer {
   void set_on_rows_updated(
       std::function<void(int64_t group, int64_t param, const int64_t* rows, int64_t count, const float* values)> f) {
     on_rows_updated_ = std::move(f);
+  }
+  // How a device takes the first part's rows of the table's gradient
+  // (`rows`, sorted, `count` of them) to dst, row after row, ahead of the
+  // whole gradient's copy (set_gradient_copy): the rows part of the update
+  // then waits for only these to land. Only for a table that the first
+  // wait_rows names at most half of. dst is from Runtime::alloc_pinned.
+  // Not with clipping or loss scaling, whose updates wait for every
+  // gradient anyway.
+  void set_gradient_rows_copy(
+      std::function<Landing(int64_t group, const View& src, const int64_t* rows, int64_t count, float* dst)> f) {
+    copy_rows_out_ = std::move(f);
   }
   // Returns once the rows of parameter `param` (a 2-D table of `group`)
   // that ids[0, n) name are updated: true when the rest of the group's
@@ -227,12 +237,19 @@ class AsyncOptimizer {
     // Rows first (wait_rows): the table, the rows of the pending update's
     // first part (a mask over the table's rows, and the list), whether that
     // part is done, and room for the rows' new values for on_rows_updated.
+    // The rows are chosen at grad_offload (plan_rows): rows_index is the
+    // table's place in params for this update (-1: no rows first), and
+    // row_grads, when the device copied the rows' gradient there ahead of
+    // the whole one, lands with rows_landed.
     int64_t rows_param = -1;
-    int64_t run_step = 0;  // the Runtime's step when the update was queued
+    int rows_index = -1;
     bool rows_ready = false;
     std::vector<uint8_t> row_mask;
     int64_t* rows = nullptr;
     float* row_values = nullptr;
+    float* row_grads = nullptr;
+    Landing rows_landed;
+    bool rows_from_copy = false;
     int64_t rows_capacity = 0, row_count = 0;
   };
   // Host room for one group's moments, filled by reads issued ahead.
@@ -262,8 +279,10 @@ class AsyncOptimizer {
   bool holds() const { return clip_norm_ > 0 || scaler_; }
   // On the pool: one thread took 4 ms per 28 MB of gradients on an H100 host.
   void check_norms(Group& g);
-  // Blocks until the group's gradients are in its slot; returns the seconds waited.
-  double await_landed(Group& g, int64_t group);
+  // Blocks until the group's gradients are in its slot; adds the seconds
+  // waited to landed_wait_. await_rows_landed: the first part's rows only.
+  void await_landed(Group& g, int64_t group);
+  void await_rows_landed(Group& g, int64_t group);
   void update_in_memory(Group& g);
   // A queued piece of a parameter's update.
   struct Piece {
@@ -279,15 +298,22 @@ class AsyncOptimizer {
   // Queues each of the group's parameters, then waits for each piece in
   // turn, reporting it to on_piece_updated.
   // state(i) gives the moments of the group's i-th parameter. A table
-  // updated rows first goes to the pool before the rest (submit_rows_first).
+  // updated rows first goes to the pool before the rest (submit_rows); when
+  // its rows' gradient had its own copy, they are done and reported before
+  // the update waits for the rest of the gradients.
   void update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state);
-  // Which of the group's parameters goes rows first in this update (its
-  // index; -1: none), after filling g.rows and g.row_mask (under no lock:
-  // nobody reads them until rows_ready).
-  int rows_first(Group& g);
-  // Queues the table's rows part (one job: *rows_job) and the rest (pieces).
-  void submit_rows_first(Group& g, size_t i, void* m, void* v, const AdamWConfig& cfg, AdamWPool::Handle& rows_job,
-                         std::vector<Piece>& pieces);
+  // At grad_offload, on the caller's thread: which of the group's
+  // parameters goes rows first in this update (g.rows_index; -1: none),
+  // after filling g.rows and g.row_mask (nobody reads them until the update
+  // is queued, or before rows_ready).
+  void plan_rows(Group& g, int64_t step);
+  // Queues the table's rows part (one job) and returns it; from the rows'
+  // own gradient copy when there is one.
+  AdamWPool::Handle submit_rows(Group& g, void* m, void* v, const AdamWConfig& cfg);
+  // Waits for the rows job, reports the rows and lets wait_rows return.
+  void finish_rows(Group& g, AdamWPool::Handle rows_job);
+  // Queues the table's rest, in pieces.
+  void submit_rest(Group& g, void* m, void* v, const AdamWConfig& cfg, std::vector<Piece>& pieces);
   void read_out_of_core(int64_t group);
   void update_out_of_core(int64_t group);
   void write_out_of_core(int64_t group);
@@ -341,8 +367,10 @@ class AsyncOptimizer {
   std::function<void(int64_t)> on_updated_;
   std::function<void(int64_t, int64_t, int64_t)> on_piece_updated_;
   std::function<bool(int64_t, std::vector<int64_t>&)> next_ids_;
-  std::vector<int64_t> next_ids_buf_;  // the optimizer thread's
+  std::vector<int64_t> next_ids_buf_;  // grad_offload's
   std::function<void(int64_t, int64_t, const int64_t*, int64_t, const float*)> on_rows_updated_;
+  std::function<Landing(int64_t, const View&, const int64_t*, int64_t, float*)> copy_rows_out_;
+  double landed_wait_ = 0;  // the worker's, for the item it runs
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -40,6 +41,29 @@ std::vector<float> random_grad(int64_t n, std::mt19937& gen) {
   std::vector<float> g(static_cast<size_t>(n));
   for (auto& x : g) x = nd(gen);
   return g;
+}
+
+// Rows first's two runtimes: a 3000 x 48 table "wte" (144,000 elements: 3
+// pieces) and "ln", the same values in both.
+constexpr int64_t kTableRows = 3000, kRowLen = 48;
+void declare_table_and_ln(fy::Runtime& inline_rt, fy::Runtime& async_rt) {
+  for (fy::Runtime* rt : {&inline_rt, &async_rt}) {
+    rt->declare_param("wte", fy::Shape{kTableRows, kRowLen}, fy::DType::F32, true);
+    rt->declare_param("ln", fy::Shape{kRowLen}, fy::DType::F32, true);
+    for (int64_t i = 0; i < 2; ++i) {
+      fy::View v = rt->param(i).value;
+      for (int64_t k = 0; k < v.numel(); ++k) v.as<float>()[k] = float(k % 89) * 0.01f - 0.4f;
+    }
+  }
+}
+
+// The rows an update reported are `want`, each with the inline update's values.
+void expect_reported_rows(fy::Runtime& inline_rt, const std::vector<int64_t>& rows, const std::vector<float>& values,
+                          const std::vector<int64_t>& want) {
+  EXPECT_EQ(rows, want);
+  const float* w = inline_rt.param(0).value.as<float>();
+  for (size_t k = 0; k < rows.size(); ++k)
+    EXPECT_EQ(0, std::memcmp(&values[k * kRowLen], w + rows[k] * kRowLen, kRowLen * sizeof(float))) << "row " << rows[k];
 }
 
 // Random gradients for parameters 0 and 1 of `rt` (kept in `grads`), applied
@@ -258,16 +282,9 @@ TEST(AsyncOptimizer, UpdatePiecesCoverEachParameterInOrder) {
 // first part waits for everything. Each step's table is the inline
 // update's, bit for bit.
 TEST(AsyncOptimizer, RowsFirstReleasesTheNextBatchsRowsBeforeTheRest) {
-  const int64_t R = 3000, D = 48;  // 144,000 elements: 3 pieces
+  const int64_t D = kRowLen;
   fy::Runtime inline_rt, async_rt;
-  for (fy::Runtime* rt : {&inline_rt, &async_rt}) {
-    rt->declare_param("wte", fy::Shape{R, D}, fy::DType::F32, true);
-    rt->declare_param("ln", fy::Shape{D}, fy::DType::F32, true);
-    for (int64_t i = 0; i < 2; ++i) {
-      fy::View v = rt->param(i).value;
-      for (int64_t k = 0; k < v.numel(); ++k) v.as<float>()[k] = float(k % 89) * 0.01f - 0.4f;
-    }
-  }
+  declare_table_and_ln(inline_rt, async_rt);
   fy::AsyncOptimizer& opt = async_rt.async_optimizer();
   const int64_t group = opt.declare_group({0, 1});
   // The next step's batch: rows 5, 7, 2999 and 1234 (some twice).
@@ -322,11 +339,8 @@ TEST(AsyncOptimizer, RowsFirstReleasesTheNextBatchsRowsBeforeTheRest) {
       // The previous update reported the batch's rows, sorted, with their
       // final values, before any piece.
       EXPECT_EQ(asked_step, step - 1);
-      EXPECT_EQ(reported_rows, (std::vector<int64_t>{5, 7, 1234, 2999}));
       EXPECT_EQ(pieces_before_rows, 0);
-      const float* w = inline_rt.param(0).value.as<float>();
-      for (size_t k = 0; k < reported_rows.size(); ++k)
-        EXPECT_EQ(0, std::memcmp(&reported_values[k * D], w + reported_rows[k] * D, D * sizeof(float)));
+      expect_reported_rows(inline_rt, reported_rows, reported_values, {5, 7, 1234, 2999});
     }
     std::vector<std::vector<float>> grads;
     std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
@@ -339,6 +353,87 @@ TEST(AsyncOptimizer, RowsFirstReleasesTheNextBatchsRowsBeforeTheRest) {
   EXPECT_TRUE(held_in_time) << "wait_rows waited for the pieces held back until it returned";
   // One table a group: naming another is the program's mistake.
   EXPECT_THROW(opt.wait_rows(group, 1, next.data(), int64_t(next.size())), fy::Error);
+}
+
+// Rows first on a device that copies the rows' gradient ahead of the whole
+// one (set_gradient_rows_copy): the rows are updated and reported while the
+// whole gradient is still on its way (here its landing is held until
+// wait_rows has returned, and the slot is written only when it lands), and
+// nothing else is updated before it lands. Bits as the inline update's.
+TEST(AsyncOptimizer, RowsFirstNeedsOnlyTheRowsOwnGradientCopy) {
+  const int64_t R = kTableRows, D = kRowLen;
+  fy::Runtime inline_rt, async_rt;
+  declare_table_and_ln(inline_rt, async_rt);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t group = opt.declare_group({0, 1});
+  const std::vector<int64_t> next = {2999, 0, 17, 17, 640};
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = next;
+    return true;
+  });
+  std::vector<int64_t> reported_rows;
+  std::vector<float> reported_values;
+  opt.set_on_rows_updated([&](int64_t, int64_t, const int64_t* rows, int64_t count, const float* values) {
+    reported_rows.assign(rows, rows + count);
+    reported_values.assign(values, values + count * D);
+  });
+  std::atomic<int64_t> pieces{0};
+  opt.set_on_piece_updated([&](int64_t, int64_t, int64_t) { ++pieces; });
+  // The "device": each gradient lands in its slot only when released.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false, held_in_time = true;
+  std::vector<std::pair<const fy::View, float*>> in_flight;
+  opt.set_gradient_copy([&](const fy::View& src, float* dst) { in_flight.emplace_back(src, dst); },
+                        [&](int64_t) {
+                          return fy::AsyncOptimizer::Landing{
+                              [&] {
+                                std::unique_lock<std::mutex> lock(mu);
+                                held_in_time &= cv.wait_for(lock, std::chrono::seconds(5), [&] { return released; });
+                                for (auto& [src, dst] : in_flight) std::memcpy(dst, src.data, size_t(src.nbytes()));
+                                in_flight.clear();
+                              },
+                              [&] {
+                                std::lock_guard<std::mutex> lock(mu);
+                                return released;
+                              }};
+                        });
+  int64_t rows_copies = 0;
+  opt.set_gradient_rows_copy([&](int64_t g, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+    EXPECT_EQ(g, group);
+    EXPECT_EQ(src.shape, (fy::Shape{R, D}));
+    ++rows_copies;
+    for (int64_t k = 0; k < count; ++k) std::memcpy(dst + k * D, src.as<float>() + rows[k] * D, D * sizeof(float));
+    return fy::AsyncOptimizer::Landing{};  // landed already
+  });
+  auto release = [&](bool v) {
+    std::lock_guard<std::mutex> lock(mu);
+    released = v;
+    cv.notify_all();
+  };
+  std::mt19937 gen(31);
+  std::vector<std::vector<float>> grads;  // read when they land, in the next step
+  for (int64_t step = 1; step <= 4; ++step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    EXPECT_EQ(opt.wait_rows(group, 0, next.data(), int64_t(next.size())), step > 1) << "step " << step;
+    EXPECT_EQ(pieces.load(), 0) << "a piece was updated before its gradient landed, step " << step;
+    release(true);
+    opt.wait(group);
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+      ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " before step " << step;
+    }
+    if (step > 1) expect_reported_rows(inline_rt, reported_rows, reported_values, {0, 17, 640, 2999});
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+    pieces = 0;
+    release(false);
+    opt.start(group, views.data(), views.size());
+  }
+  release(true);
+  opt.wait_all();
+  EXPECT_TRUE(held_in_time) << "the rows waited for the whole gradient";
+  EXPECT_EQ(rows_copies, 4);
 }
 
 // The program's pipeline with the state on SSD, every read issued at the

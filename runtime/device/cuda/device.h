@@ -105,6 +105,7 @@ class CudaDevice final : public Device {
   std::vector<cudaEvent_t> rows_events_;    // the rows-first part's scatter done, by group
   const int64_t* step_ids_ = nullptr;       // the step's tokens in host memory
   std::vector<cudaEvent_t> landed_events_;  // gradient copies done, by group
+  std::vector<cudaEvent_t> rows_landed_events_;  // the rows-first part's gradient copy done, by group
   cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
   cudaEvent_t copy_issued_ = nullptr;       // the kernels before a started copy done
   int64_t last_offload_ = -1;               // group whose copy later kernels must wait for
