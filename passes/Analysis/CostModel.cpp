@@ -4,6 +4,7 @@
 #include "runtime/optim/update_piece.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Format.h"
@@ -218,7 +219,14 @@ public:
         if (Type t = tables.lookup(w.getParam())) {
           auto table = cast<fs::BufferType>(t).getTensorType();
           int64_t ids = cast<fs::BufferType>(w.getIds().getType()).getTensorType().getNumElements();
-          rowsFirst_[w.getGroup()] = double(std::min(table.getDimSize(0), ids) * table.getDimSize(1));
+          const int64_t rows = std::min(table.getDimSize(0), ids);
+          rowsFirst_[w.getGroup()] = double(rows * table.getDimSize(1));
+          // On a GPU the runtime sends these rows of the gradient down
+          // first when they are at most half the table, unless the updates
+          // wait for every gradient: loss scaling's verdict (clipping, a
+          // run flag, is not known here).
+          if (cuda_ && !module->hasAttr("fy.loss_scale") && 2 * rows <= table.getDimSize(0))
+            rowsGradFirst_.insert(w.getGroup());
         }
     }
     for (auto g : module.getOps<fs::GroupOp>()) {
@@ -351,6 +359,11 @@ private:
         double ready = free_[Compute], bytes = 0;
         for (Value g : off.getGrads())
           ready = std::max(ready, readyOf(g)), bytes += bytesOf(g.getType());
+        // On a GPU a table read rows first sends the next batch's rows of its
+        // gradient down ahead of the whole one (gathered by a kernel).
+        if (rowsGradFirst_.contains(off.getGroup()))
+          rowsLanded_[off.getGroup()] =
+              onStream(ToHost, ready, rowsFirst_.lookup(off.getGroup()) * 4.0 / p_.d2hBytes + p_.launchS, out);
         tokens_[off.getToken()] = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out);
       } else if (auto read = dyn_cast<fs::StateReadOp>(op)) {
         double bytes = momentBytes_.lookup(read.getGroup());
@@ -361,18 +374,31 @@ private:
           ready = std::max(ready, tokens_.lookup(d));
         StringRef g = update.getGroup();
         double params = groupParams_.lookup(g), dur = params / p_.adamwParams;
-        double end = onStream(Optimizer, ready, dur, out);
-        tokens_[update.getToken()] = end;
-        updateEnd_[g] = end;
         bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
         // A table read rows first (fy-rows-first): the next batch's rows are
         // updated first, and on a GPU scattered up straight from host memory.
-        if (auto rows = rowsFirst_.find(g); rows != rowsFirst_.end()) {
-          double rowsEnd = end - dur + rows->second / p_.adamwParams;
-          if (upload)
-            rowsEnd = onStream(ToDevice, rowsEnd, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out);
-          rowsUpdated_[g] = rowsEnd;
+        // There they start once their own gradient copy has landed (and any
+        // state read), the rest once the whole gradient has.
+        auto rows = rowsFirst_.find(g);
+        double rowsDone = 0, end;
+        if (rows != rowsFirst_.end() && rowsLanded_.count(g)) {
+          double rowsReady = std::max(issue, rowsLanded_.lookup(g)), rowsDur = rows->second / p_.adamwParams;
+          for (Value d : update.getDeps())
+            if (!isa_and_nonnull<fs::GradOffloadOp>(d.getDefiningOp()))
+              rowsReady = std::max(rowsReady, tokens_.lookup(d));
+          rowsDone = onStream(Optimizer, rowsReady, rowsDur, out);
+          dur -= rowsDur;  // the rest's, from here on
+          end = onStream(Optimizer, ready, dur, out);
+        } else {
+          end = onStream(Optimizer, ready, dur, out);
+          if (rows != rowsFirst_.end())
+            rowsDone = end - dur + rows->second / p_.adamwParams;
         }
+        tokens_[update.getToken()] = end;
+        updateEnd_[g] = end;
+        if (rows != rowsFirst_.end())
+          rowsUpdated_[g] = upload ? onStream(ToDevice, rowsDone, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out)
+                                   : rowsDone;
         // On a GPU the updated weights go back up before the next use, unless
         // they are streamed: then the program's own copies bring them. The
         // runtime uploads each piece (kUpdatePieceElems) as it is done, so the upload starts after the first piece and ends
@@ -434,6 +460,8 @@ private:
   llvm::StringMap<double> updated_;  // group -> when its weights are next usable
   llvm::StringMap<double> rowsUpdated_;  // group -> when the next batch's rows of its table are
   llvm::StringMap<double> rowsFirst_;    // group -> elements of its table updated rows first
+  llvm::StringSet<> rowsGradFirst_;      // groups whose table's rows of the gradient go down first
+  llvm::StringMap<double> rowsLanded_;   // group -> when that copy lands
   llvm::StringMap<double> updateEnd_;    // group -> when the optimizer is done with its last update
   llvm::StringMap<int64_t> groupParams_, momentBytes_;
 };
