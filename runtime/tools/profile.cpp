@@ -67,6 +67,7 @@ std::string profile_json(const Profile& p) {
       p.ssd_read_bytes_per_s ? rate("ssd_read_bytes_per_s", *p.ssd_read_bytes_per_s) : "",
       p.ssd_write_bytes_per_s ? rate("ssd_write_bytes_per_s", *p.ssd_write_bytes_per_s) : "",
       rate("adamw_params_per_s", p.adamw_params_per_s),
+      p.adamw_alone_params_per_s ? rate("adamw_alone_params_per_s", *p.adamw_alone_params_per_s) : "",
   };
   std::string out = "{";
   const char* sep = "\n  ";

@@ -17,7 +17,8 @@
 //     "d2h_bytes_per_s": ...,
 //     "ssd_read_bytes_per_s": ...,           (only when an SSD was measured)
 //     "ssd_write_bytes_per_s": ...,
-//     "adamw_params_per_s": ...
+//     "adamw_params_per_s": ...,
+//     "adamw_alone_params_per_s": ...        (only on a device)
 //   }
 //
 // with every number printed as %.6g and positive. The compiler reads it with
@@ -45,6 +46,9 @@ struct Profile {
   std::optional<double> ssd_read_bytes_per_s;  // TensorStore, O_DIRECT
   std::optional<double> ssd_write_bytes_per_s;
   double adamw_params_per_s = 0;  // CPU AdamW, fp32 moments, the optimizer's threads
+  // On a device adamw_params_per_s is measured beside host<->device copies,
+  // as in a step; this is the same with nothing beside it, for reference.
+  std::optional<double> adamw_alone_params_per_s;
 };
 
 // The profile's text. Fails (fy::Error) on a figure that is not a positive
