@@ -378,7 +378,9 @@ private:
         // A table read rows first (fy-rows-first): the next batch's rows are
         // updated first, and on a GPU scattered up straight from host memory.
         // There they start once their own gradient copy has landed (and any
-        // state read), the rest once the whole gradient has.
+        // state read), the rest once the whole gradient has. (The runtime
+        // runs them ahead of updates still queued from backward; here they
+        // take the stream in program order, after those.)
         auto rows = rowsFirst_.find(g);
         double rowsDone = 0, end;
         if (rows != rowsFirst_.end() && rowsLanded_.count(g)) {
@@ -405,7 +407,7 @@ private:
         // a piece's copy after the update, if the link keeps up.
         if (upload) {
           double piece = std::min(params, double(fy::kUpdatePieceElems)), copy = params * 4.0 / p_.h2dBytes;
-          double start = std::max(end - dur + dur * piece / params, end + piece * 4.0 / p_.h2dBytes - copy);
+          double start = std::max(end - dur + piece / p_.adamwParams, end + piece * 4.0 / p_.h2dBytes - copy);
           updated_[g] = onStream(ToDevice, start, copy, out);
         } else {
           updated_[g] = end;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "exec/runtime.h"
 #include "optim/adamw.h"
@@ -221,6 +222,7 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
   g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
   g.pending = true;
   g.rows_ready = false;
+  g.rows_done = false;
   if (holds()) {
     g.held = true;
     held_.push_back(item);
@@ -521,7 +523,7 @@ int AsyncOptimizer::runnable() const {
 bool AsyncOptimizer::landed(const Item& it) const {
   // An update that starts with the rows of their own copy needs only those.
   const Group& g = groups_[size_t(it.group)];
-  const Landing& l = g.rows_from_copy ? g.rows_landed : g.landed;
+  const Landing& l = g.rows_from_copy && !g.rows_done ? g.rows_landed : g.landed;
   return !l.wait || !l.ready || l.ready();
 }
 
@@ -544,10 +546,22 @@ void AsyncOptimizer::worker() {
   }
 }
 
+namespace {
+// Waits once for a landing (then clears it); returns the seconds waited.
+double wait_once(AsyncOptimizer::Landing& l) {
+  std::function<void()> landed = std::move(l.wait);
+  l = {};
+  auto t0 = Clock::now();
+  landed();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace
+
 void AsyncOptimizer::run(const Item& item) {
   Group& g = groups_[size_t(item.group)];
   auto t0 = Clock::now();
   landed_wait_ = 0;  // waiting for the device's copies is not optimizer work
+  bool again = false;  // the item goes back in the queue for the rest
   try {
     if (item.op == Op::Read) {
       read_out_of_core(item.group);
@@ -558,24 +572,51 @@ void AsyncOptimizer::run(const Item& item) {
       TraceSpan span(rt_.trace(), "cpu optimizer", "gradient norms, group ", item.group, int64_t(g.grad_elems * 4));
       check_norms(g);
     } else {
-      // The rest of the gradients, if their rows came first: in update_pieces.
-      if (g.rows_from_copy)
+      auto update = [&](Part part) {
+        if (store_)
+          update_out_of_core(item.group, part);
+        else
+          update_in_memory(g, part);
+      };
+      if (g.rows_from_copy && !g.rows_done) {
+        // The rows had their own gradient copy: they go first, before the
+        // whole gradient has landed. In memory the rest goes back in the
+        // queue, so that updates whose gradients are in run meanwhile; out
+        // of core it holds a staging buffer, which could leave none for
+        // them, so it waits here.
         await_rows_landed(g, item.group);
-      else
+        update(Part::Rows);
+        again = !store_;
+        if (store_) {
+          await_landed(g, item.group);
+          update(Part::Rest);
+        }
+      } else {
         await_landed(g, item.group);
-      if (store_)
-        update_out_of_core(item.group);
-      else
-        update_in_memory(g);
-      if (on_updated_) on_updated_(item.group);
+        update(g.rows_done ? Part::Rest : Part::All);
+      }
+      if (!again && on_updated_) on_updated_(item.group);
     }
   } catch (...) {
+    // The slot is freed below: not while a copy may still be writing it.
+    for (Landing* l : {&g.rows_landed, &g.landed})
+      if (l->wait) {
+        try {
+          wait_once(*l);
+        } catch (...) {
+        }
+      }
+    again = false;
     std::lock_guard<std::mutex> lock(mu_);
-    error_ = std::current_exception();
+    if (!error_) error_ = std::current_exception();
   }
   std::lock_guard<std::mutex> lock(mu_);
   busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count() - landed_wait_;
-  if (item.op == Op::Read) {
+  if (again) {
+    g.rows_done = true;
+    queue_.push_back(item);
+    work_cv_.notify_one();
+  } else if (item.op == Op::Read) {
     g.reads_done = item.seq;
   } else if (item.op == Op::Check) {
     if (++checked_ == groups_.size() && all_in_) release_updates();
@@ -591,16 +632,6 @@ void AsyncOptimizer::finish_update(Group& g, int64_t seq) {
   g.updates_done = seq;
 }
 
-namespace {
-// Waits once for a landing (then clears it); returns the seconds waited.
-double wait_once(AsyncOptimizer::Landing& l) {
-  std::function<void()> landed = std::move(l.wait);
-  l = {};
-  auto t0 = Clock::now();
-  landed();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-}  // namespace
 
 void AsyncOptimizer::await_landed(Group& g, int64_t group) {
   if (!g.landed.wait) return;
@@ -614,12 +645,23 @@ void AsyncOptimizer::await_rows_landed(Group& g, int64_t group) {
   landed_wait_ += wait_once(g.rows_landed);
 }
 
-void AsyncOptimizer::update_in_memory(Group& g) {
-  TraceSpan span(rt_.trace(), "cpu optimizer", "adamw", -1, int64_t(g.grad_elems * 16));
-  update_pieces(g, [&](size_t i) {
-    const auto& p = rt_.param(g.params[i]);
-    return std::pair<void*, void*>(p.m.data, p.v.data);
-  });
+int64_t AsyncOptimizer::update_bytes(const Group& g, Part part) const {
+  int64_t elems = g.grad_elems;
+  if (part == Part::Rest) elems -= g.row_count * rt_.param(g.rows_param).value.shape[1];
+  return elems * 16;
+}
+
+void AsyncOptimizer::update_in_memory(Group& g, Part part) {
+  // The rows part has a slice of its own (finish_rows).
+  std::optional<TraceSpan> span;
+  if (part != Part::Rows) span.emplace(rt_.trace(), "cpu optimizer", "adamw", -1, update_bytes(g, part));
+  update_pieces(
+      g,
+      [&](size_t i) {
+        const auto& p = rt_.param(g.params[i]);
+        return std::pair<void*, void*>(p.m.data, p.v.data);
+      },
+      part);
 }
 
 void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
@@ -667,7 +709,7 @@ void AsyncOptimizer::read_out_of_core(int64_t group) {
   stage(group, /*force=*/false);  // runnable() saw a buffer for it
 }
 
-void AsyncOptimizer::update_out_of_core(int64_t group) {
+void AsyncOptimizer::update_out_of_core(int64_t group, Part part) {
   Group& g = groups_[size_t(group)];
   Staging& cur = *stage(group, /*force=*/true);
   cur.consumed = false;
@@ -678,11 +720,11 @@ void AsyncOptimizer::update_out_of_core(int64_t group) {
     drain(cur.reads);
     drain(cur.writes);
   }
-  TraceSpan span(rt_.trace(), "cpu optimizer", "adamw, group ", group, int64_t(g.grad_elems * 16));
+  std::optional<TraceSpan> span;
+  if (part != Part::Rows) span.emplace(rt_.trace(), "cpu optimizer", "adamw, group ", group, update_bytes(g, part));
   char* base = static_cast<char*>(cur.buffer.data());
-  update_pieces(g, [&](size_t i) {
-    return std::pair<void*, void*>(base + g.m_offsets[i], base + g.v_offsets[i]);
-  });
+  update_pieces(
+      g, [&](size_t i) { return std::pair<void*, void*>(base + g.m_offsets[i], base + g.v_offsets[i]); }, part);
   cur.dirty = true;
   cur.last_use = ++clock_;
 }
@@ -846,22 +888,24 @@ void AsyncOptimizer::submit_rest(Group& g, void* m, void* v, const AdamWConfig& 
   }
 }
 
-void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state) {
+void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state,
+                                   Part part) {
   std::vector<Piece> pieces;
   AdamWPool::Handle rows_job;
   try {
     // The rows first go to the pool first: its workers take jobs in order.
     const AdamWConfig cfg = adamw_config(g);
     const int first = g.rows_index;
-    if (first >= 0) {
+    if (first >= 0 && part != Part::Rest) {
       auto [m, v] = state(size_t(first));
       rows_job = submit_rows(g, m, v, cfg);
-      if (g.rows_from_copy) {
-        // They had their own copy: done and reported before the rest of
-        // the gradients have landed.
-        finish_rows(g, rows_job);
-        await_landed(g, int64_t(&g - groups_.data()));
-      }
+    }
+    if (part == Part::Rows) {
+      finish_rows(g, rows_job);
+      return;
+    }
+    if (first >= 0) {
+      auto [m, v] = state(size_t(first));
       submit_rest(g, m, v, cfg, pieces);
     }
     for (size_t i = 0; i < g.params.size(); ++i) {
@@ -869,7 +913,7 @@ void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*
       auto [m, v] = state(i);
       submit(g.params[i], grad(g, i), m, v, cfg, g.step, pieces);
     }
-    if (first >= 0 && !g.rows_from_copy) finish_rows(g, rows_job);
+    if (first >= 0 && part == Part::All) finish_rows(g, rows_job);
     for (const Piece& piece : pieces) {
       pool_->wait(piece.job);
       if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);

@@ -250,6 +250,9 @@ class AsyncOptimizer {
     float* row_grads = nullptr;
     Landing rows_landed;
     bool rows_from_copy = false;
+    // The rows part of the queued update is done and its item queued again
+    // for the rest (in memory only: see run).
+    bool rows_done = false;
     int64_t rows_capacity = 0, row_count = 0;
   };
   // Host room for one group's moments, filled by reads issued ahead.
@@ -283,7 +286,12 @@ class AsyncOptimizer {
   // waited to landed_wait_. await_rows_landed: the first part's rows only.
   void await_landed(Group& g, int64_t group);
   void await_rows_landed(Group& g, int64_t group);
-  void update_in_memory(Group& g);
+  // Which part of an update to do: all of it, or (rows_from_copy) the
+  // table's rows, or the rest once they are done.
+  enum class Part { All, Rows, Rest };
+  void update_in_memory(Group& g, Part part);
+  // An update's bytes in its trace slice: 16 a parameter (a Rest's lacks the rows).
+  int64_t update_bytes(const Group& g, Part part) const;
   // A queued piece of a parameter's update.
   struct Piece {
     AdamWPool::Handle job;
@@ -298,10 +306,9 @@ class AsyncOptimizer {
   // Queues each of the group's parameters, then waits for each piece in
   // turn, reporting it to on_piece_updated.
   // state(i) gives the moments of the group's i-th parameter. A table
-  // updated rows first goes to the pool before the rest (submit_rows); when
-  // its rows' gradient had its own copy, they are done and reported before
-  // the update waits for the rest of the gradients.
-  void update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state);
+  // updated rows first goes to the pool before the rest (submit_rows) and
+  // is reported when done; Part::Rows stops there, Part::Rest skips it.
+  void update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state, Part part);
   // At grad_offload, on the caller's thread: which of the group's
   // parameters goes rows first in this update (g.rows_index; -1: none),
   // after filling g.rows and g.row_mask (nobody reads them until the update
@@ -315,7 +322,7 @@ class AsyncOptimizer {
   // Queues the table's rest, in pieces.
   void submit_rest(Group& g, void* m, void* v, const AdamWConfig& cfg, std::vector<Piece>& pieces);
   void read_out_of_core(int64_t group);
-  void update_out_of_core(int64_t group);
+  void update_out_of_core(int64_t group, Part part);
   void write_out_of_core(int64_t group);
   // The buffer holding (or now reading) `group`'s moments; null when it is
   // not staged and `force` is false and every buffer holds a read not yet

@@ -390,7 +390,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   load_weights(rt, o.weights);
 
   const int64_t B = rt.input_shape()[0], T = rt.input_shape()[1];
-  // Shared with the optimizer's thread (next_ids), which may outlive this scope on an error.
+  // Shared with the optimizer (next_ids), which may outlive this scope on an error.
   auto data = std::make_shared<const TokenFile>(o.data, rt.vocab());
   data->require_window(T);
 
@@ -398,7 +398,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
   if (rt.has_async_optimizer() && o.rows_first) {
     // The batches are a function of the step, so the optimizer may read the
-    // next one while this one runs (the token embedding's rows first).
+    // next one while this one runs (the token embedding's rows first; at the
+    // table's grad_offload: a batch's worth of ids, microseconds).
     rt.async_optimizer().set_next_ids(
         [data, B, T, steps = o.steps, targets = std::vector<int64_t>()](int64_t step,
                                                                          std::vector<int64_t>& ids) mutable {

@@ -398,13 +398,18 @@ TEST(AsyncOptimizer, RowsFirstNeedsOnlyTheRowsOwnGradientCopy) {
                                 return released;
                               }};
                         });
+  // The rows' copy lands at once, but it too writes its buffer only when
+  // waited for: an update that did not wait would read the last step's rows.
   int64_t rows_copies = 0;
   opt.set_gradient_rows_copy([&](int64_t g, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
     EXPECT_EQ(g, group);
     EXPECT_EQ(src.shape, (fy::Shape{R, D}));
     ++rows_copies;
-    for (int64_t k = 0; k < count; ++k) std::memcpy(dst + k * D, src.as<float>() + rows[k] * D, D * sizeof(float));
-    return fy::AsyncOptimizer::Landing{};  // landed already
+    return fy::AsyncOptimizer::Landing{[=] {
+                                         for (int64_t k = 0; k < count; ++k)
+                                           std::memcpy(dst + k * D, src.as<float>() + rows[k] * D, D * sizeof(float));
+                                       },
+                                       [] { return true; }};
   });
   auto release = [&](bool v) {
     std::lock_guard<std::mutex> lock(mu);
@@ -434,6 +439,69 @@ TEST(AsyncOptimizer, RowsFirstNeedsOnlyTheRowsOwnGradientCopy) {
   opt.wait_all();
   EXPECT_TRUE(held_in_time) << "the rows waited for the whole gradient";
   EXPECT_EQ(rows_copies, 4);
+}
+
+// With its rows done, the table's update steps aside while the rest of its
+// gradient lands: the next group's update, whose gradient is in, runs
+// meanwhile (here the table's whole gradient is held back until that update
+// is done). The groups are declared as a program does, in backward order:
+// the table, read first in forward, last.
+TEST(AsyncOptimizer, RowsFirstLetsOtherUpdatesRunWhileTheTablesGradientLands) {
+  fy::Runtime inline_rt, async_rt;
+  declare_table_and_ln(inline_rt, async_rt);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t ln_group = opt.declare_group({1}), table_group = opt.declare_group({0});
+  const std::vector<int64_t> next = {3, 1, 4, 1, 5};
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = next;
+    return true;
+  });
+  opt.set_on_rows_updated([](int64_t, int64_t, const int64_t*, int64_t, const float*) {});
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false, held_in_time = true;
+  opt.set_gradient_copy([](const fy::View& src, float* dst) { std::memcpy(dst, src.data, size_t(src.nbytes())); },
+                        [&](int64_t g) {
+                          if (g != table_group) return fy::AsyncOptimizer::Landing{};
+                          return fy::AsyncOptimizer::Landing{[&] {
+                                                               std::unique_lock<std::mutex> lock(mu);
+                                                               held_in_time &= cv.wait_for(lock, std::chrono::seconds(5),
+                                                                                           [&] { return released; });
+                                                             },
+                                                             [&] {
+                                                               std::lock_guard<std::mutex> lock(mu);
+                                                               return released;
+                                                             }};
+                        });
+  opt.set_gradient_rows_copy([](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+    for (int64_t k = 0; k < count; ++k)
+      std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen, kRowLen * sizeof(float));
+    return fy::AsyncOptimizer::Landing{};
+  });
+  auto release = [&](bool v) {
+    std::lock_guard<std::mutex> lock(mu);
+    released = v;
+    cv.notify_all();
+  };
+  std::mt19937 gen(7);
+  std::vector<std::vector<float>> grads;
+  for (int64_t step = 1; step <= 5; ++step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    opt.wait_rows(table_group, 0, next.data(), int64_t(next.size()));
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+    release(false);
+    opt.start(ln_group, &views[1], 1);
+    opt.start(table_group, &views[0], 1);
+    opt.wait(ln_group);
+    release(true);
+    opt.wait(table_group);
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+      ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " after step " << step;
+    }
+  }
+  EXPECT_TRUE(held_in_time) << "the other group's update waited for the table's whole gradient";
 }
 
 // The program's pipeline with the state on SSD, every read issued at the
