@@ -19,6 +19,9 @@
       trace): each measured plan, and the keep-all one, predicted again with
       --kernel-times from that trace (kernels priced at their measured times,
       the rest of the model unchanged), against the measured steps.
+  repredict PREPDIR RESULTS PROFILE      (development machine, after run)
+      The same from PROFILE alone (no trace): e.g. the profile bench/gpu.sh
+      calibrated on the GPU machine, against the one the plans were made with.
 
 Goals (issue 4): greedy/exhaustive predicted <= 1.05; measured/predicted within
 +-20%; step <= 1.15 x the busiest stream.
@@ -176,9 +179,10 @@ def run_all(top):
     return len(results) == len(os.listdir(top))
 
 
-def kernel_times(prep, results, profile):
+def kernel_times(prep, results, profile, use_trace=True):
     fc = os.path.join(ROOT, "build", "bin", "fuyou-compile")
     measured = {r["config"]: r for r in json.load(open(os.path.join(results, "planner.json")))}
+    label = "kernel times" if use_trace else "profile " + os.path.basename(profile)
     ratios = []
     for name, model, shape, _ in CONFIGS:
         if name not in measured:
@@ -188,8 +192,9 @@ def kernel_times(prep, results, profile):
         if not os.path.exists(onnx):
             run([PY, os.path.join(ROOT, "examples", "export.py"), "--model", model, "--out", onnx, "--vocab", "50304",
                  "--block-size", "1024"] + shape.split())
-        base = [fc, onnx, "--target", "cuda", "--state", "memory", "--profile", profile, "--emit=plan",
-                "--kernel-times", os.path.join(results, f"planner_{name}.trace.json")]
+        base = [fc, onnx, "--target", "cuda", "--state", "memory", "--profile", profile, "--emit=plan"]
+        if use_trace:
+            base += ["--kernel-times", os.path.join(results, f"planner_{name}.trace.json")]
         g = cfg["greedy"]
         pred = {}
         for tag, extra in (("plan", ["--activations", ",".join(g["activations"]), "--params", g["params"]]),
@@ -198,14 +203,15 @@ def kernel_times(prep, results, profile):
         m = measured[name]
         r, k = m["measured_ms"] / pred["plan"], m["keep_measured_ms"] / pred["keep"]
         ratios.append(r)
-        print(f"kernel times {name}: {g['short']} predicted {pred['plan']:.1f} ms, measured {m['measured_ms']:.1f} "
+        print(f"{label} {name}: {g['short']} predicted {pred['plan']:.1f} ms, measured {m['measured_ms']:.1f} "
               f"-> {r:.3f}; keep-all {pred['keep']:.1f} / {m['keep_measured_ms']:.1f} -> {k:.3f}")
-    print(f"kernel times: measured/predicted within +-20% in {sum(abs(x - 1) <= 0.2 for x in ratios)}/{len(ratios)}")
+    print(f"{label}: measured/predicted within +-20% in {sum(abs(x - 1) <= 0.2 for x in ratios)}/{len(ratios)}")
     return True
 
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     ok = {"prepare": lambda: prepare(*args) or True, "run": lambda: run_all(*args),
-          "kernel-times": lambda: kernel_times(*args)}[cmd]()
+          "kernel-times": lambda: kernel_times(*args),
+          "repredict": lambda: kernel_times(*args, use_trace=False)}[cmd]()
     sys.exit(0 if ok else 1)
