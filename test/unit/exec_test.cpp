@@ -476,8 +476,9 @@ TEST(ExecRuntime, StartedCopiesRunAtOnceOrAtTheirWait) {
     EXPECT_EQ(up.as<float>()[2], defer ? 0.0f : 3.0f);
     fy::rt::copy_wait(&rt, t1);
     EXPECT_EQ(up.as<float>()[2], defer ? 7.0f : 3.0f);
-    if (defer)
+    if (defer) {
       EXPECT_NE(error_of([&] { fy::rt::copy_wait(&rt, t1); }).find("no copy started with ticket"), std::string::npos);
+    }
     for (View v : {src, up, down}) fy::rt::dealloc(&rt, v);
   }
 }
