@@ -25,6 +25,8 @@ sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
 import torch  # noqa: E402
 from models import ModelConfig, build_model  # noqa: E402
 import safetensors_io  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "bench", "overlap"))
+import trace_busy  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp")
 TOKENS = os.path.join(ROOT, ".gpu", "tokens.bin")
@@ -293,15 +295,20 @@ def rows(d, exe):
                     print(f"rows: FAIL: --rows-first {flag}: {err.strip()[-400:]}")
                     return False
                 ms[flag].append(m)
-        idle = {}
+        idle, overlap = {}, {}
         for flag in ("yes", "no"):
             trace = os.path.join(OUT, f"rows_{flag}_{os.path.basename(data)}.trace.json")
             m, _ = ours_run(exe, 6, ["--rows-first", flag, "--trace", trace], log="rows.log", data=data)
             idle[flag] = step_start_idle(trace) if m is not None else float("nan")
+            # Issue 4's overlap goal: traced step / the busiest stream's busy time.
+            s = trace_busy.summary(trace_busy.per_step(trace, 2)) if m is not None else None
+            overlap[flag] = f"{s['ratio']:.3f} (step {s['step_ms']:.1f}, {s['largest']} {s['busy_ms'][s['largest']]:.1f})" \
+                if s else "no trace"
         print(f"rows {os.path.basename(data)}: rows first {' '.join(f'{x:.1f}' for x in ms['yes'])} ms/step, "
               f"whole {' '.join(f'{x:.1f}' for x in ms['no'])}; whole / rows first "
               f"{statistics.median(ms['no']) / statistics.median(ms['yes']):.3f}; GPU idle at the step's start "
-              f"{idle['yes']:.2f} ms rows first, {idle['no']:.2f} ms whole")
+              f"{idle['yes']:.2f} ms rows first, {idle['no']:.2f} ms whole; step / busiest stream "
+              f"{overlap['yes']} rows first, {overlap['no']} whole")
     return True
 
 
