@@ -504,6 +504,68 @@ TEST(AsyncOptimizer, RowsFirstLetsOtherUpdatesRunWhileTheTablesGradientLands) {
   EXPECT_TRUE(held_in_time) << "the other group's update waited for the table's whole gradient";
 }
 
+// The same with the state on SSD, where the table's update keeps its
+// staging buffer between its rows and the rest: the weights and the moments
+// that went through the store are the inline ones. (The rows' copy writes
+// its buffer only when waited for, as above.)
+TEST(AsyncOptimizer, RowsFirstFromItsOwnCopyOnSsdIsBitIdentical) {
+  FYT_SKIP_WITHOUT_IO_URING();
+  std::string dir = ::testing::TempDir() + "fy_async_rows_ssd_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  {
+    fy::Runtime inline_rt, ssd_rt;
+    fy::TrainOptions o = ssd_rt.options();
+    o.ssd_dirs = {dir};
+    ssd_rt.set_options(o);
+    declare_table_and_ln(inline_rt, ssd_rt);
+    fy::AsyncOptimizer& opt = ssd_rt.async_optimizer();
+    ASSERT_TRUE(opt.on_ssd());
+    opt.set_staging(2);
+    const int64_t ln_group = opt.declare_group({1}), table_group = opt.declare_group({0});
+    const std::vector<int64_t> next = {2999, 8, 8, 100};
+    opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+      ids = next;
+      return true;
+    });
+    int64_t reports = 0;
+    opt.set_on_rows_updated([&](int64_t, int64_t, const int64_t*, int64_t count, const float*) {
+      EXPECT_EQ(count, 3);
+      ++reports;
+    });
+    opt.set_gradient_rows_copy([](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+      return fy::AsyncOptimizer::Landing{[=] {
+                                           for (int64_t k = 0; k < count; ++k)
+                                             std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen,
+                                                         kRowLen * sizeof(float));
+                                         },
+                                         [] { return true; }};
+    });
+    std::mt19937 gen(5);
+    std::vector<std::vector<float>> grads;
+    for (int64_t step = 1; step <= 4; ++step) {
+      inline_rt.set_step(step);
+      ssd_rt.set_step(step);
+      opt.wait_rows(table_group, 0, next.data(), int64_t(next.size()));
+      std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+      opt.start(ln_group, &views[1], 1);
+      opt.start(table_group, &views[0], 1);
+      opt.wait(table_group);
+      opt.wait(ln_group);
+    }
+    opt.wait_all();
+    EXPECT_EQ(reports, 4);
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = ssd_rt.param(i).value;
+      EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i;
+      std::vector<float> m(size_t(a.numel())), v(size_t(a.numel()));
+      opt.read_state(i, m.data(), v.data());
+      EXPECT_EQ(0, std::memcmp(m.data(), inline_rt.param(i).m.data, m.size() * 4)) << "m of " << i;
+      EXPECT_EQ(0, std::memcmp(v.data(), inline_rt.param(i).v.data, v.size() * 4)) << "v of " << i;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // The program's pipeline with the state on SSD, every read issued at the
 // start of the step, ahead of updates that only two staging buffers can
 // hold: the reads wait for buffers, and the result is still the inline
