@@ -395,12 +395,14 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
     if (table.shape.rank != 2) fail("group_wait_rows: parameter '" + rt_.param(param).name + "' is not a 2-D table");
     wait(group);  // nothing of it may be running while it changes
     const int64_t cap = std::min(n, table.shape[0]);
-    g.rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
-    if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
-    // Their own gradient copy pays when it takes at most half the table's
-    // bytes (the compiler's cost model has the same rule).
-    if (copy_rows_out_ && 2 * cap <= table.shape[0])
-      g.row_grads = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
+    if (next_ids_) {  // else never rows first (train --rows-first no): no buffers
+      g.rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
+      if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
+      // Their own gradient copy pays when it takes at most half the table's
+      // bytes (the compiler's cost model has the same rule).
+      if (copy_rows_out_ && 2 * cap <= table.shape[0])
+        g.row_grads = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     g.rows_capacity = cap;
     g.rows_param = param;

@@ -78,6 +78,7 @@ class AsyncOptimizer {
   //
   // Fills the token ids of the step after Runtime step `step`; false: there
   // is none. Called by grad_offload of the table's group, on its thread.
+  // Set before the first wait_rows, or there is no rows first.
   void set_next_ids(std::function<bool(int64_t step, std::vector<int64_t>& ids)> f) { next_ids_ = std::move(f); }
   // Called on the optimizer's thread once the first part of parameter
   // `param`'s update is done, before wait_rows lets anyone read it: `rows`
