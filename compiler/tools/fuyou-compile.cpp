@@ -71,7 +71,7 @@ const char *kUsage =
     "       fuyou-compile --calibrate [--target cpu|cuda] [--ssd DIR] [-o FILE]  measure this machine\n"
     "                                          into a profile (stdout without -o)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
-    "                     [--max-group-bytes N] split layer groups above N bytes of parameters\n"
+    "                     [--max-group-bytes N] split layer groups above N bytes of parameters (e.g. 16M)\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
     "                     [--param-prefetch N] copy a streamed weight to the device N launches before\n"
@@ -138,7 +138,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--freeze") o.freeze.push_back(next());
     else if (a == "--emit") o.emit = next();
     else if (a == "--sync-optimizer") o.syncOptimizer = true;
-    else if (a == "--max-group-bytes") o.maxGroupBytes = parseCount("max-group-bytes", next());
+    else if (a == "--max-group-bytes") o.maxGroupBytes = parseSize("max-group-bytes", next());
     else if (a == "--activations") o.activations = next();
     else if (a == "--params") o.params = next();
     else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
