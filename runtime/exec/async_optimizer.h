@@ -93,7 +93,8 @@ class AsyncOptimizer {
   // (`rows`, sorted, `count` of them) to dst, row after row, ahead of the
   // whole gradient's copy (set_gradient_copy): the rows part of the update
   // then waits for only these to land. Only for a table that the first
-  // wait_rows names at most half of. dst is from Runtime::alloc_pinned.
+  // wait_rows names at most half of. rows and dst are from
+  // Runtime::alloc_pinned and stay untouched until the copy has landed.
   // Not with clipping or loss scaling, whose updates wait for every
   // gradient anyway.
   void set_gradient_rows_copy(
