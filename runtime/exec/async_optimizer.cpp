@@ -443,16 +443,7 @@ void AsyncOptimizer::quiesce() noexcept {
   std::unique_lock<std::mutex> lock(mu_);
   auto drop = [&](Group& g) {
     g.pending = g.held = false;
-    // The slot is reused only once its copies are in (noexcept: an error
-    // here is the device's, reported by its own teardown).
-    for (Landing* l : {&g.rows_landed, &g.landed})
-      if (l->wait) {
-        try {
-          l->wait();
-        } catch (...) {
-        }
-        *l = {};
-      }
+    settle_landings(g);  // the slot is reused only once its copies are in
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
   };
@@ -570,7 +561,7 @@ void AsyncOptimizer::run(const Item& item) {
     } else if (item.op == Op::Write) {
       write_out_of_core(item.group);
     } else if (item.op == Op::Check) {
-      await_landed(g, item.group);
+      await(g.landed, "gradients landed wait, group ", item.group);
       TraceSpan span(rt_.trace(), "cpu optimizer", "gradient norms, group ", item.group, int64_t(g.grad_elems * 4));
       check_norms(g);
     } else {
@@ -586,28 +577,21 @@ void AsyncOptimizer::run(const Item& item) {
         // queue, so that updates whose gradients are in run meanwhile; out
         // of core it holds a staging buffer, which could leave none for
         // them, so it waits here.
-        await_rows_landed(g, item.group);
+        await(g.rows_landed, "rows' gradients landed wait, group ", item.group);
         update(Part::Rows);
         again = !store_;
         if (store_) {
-          await_landed(g, item.group);
+          await(g.landed, "gradients landed wait, group ", item.group);
           update(Part::Rest);
         }
       } else {
-        await_landed(g, item.group);
+        await(g.landed, "gradients landed wait, group ", item.group);
         update(g.rows_done ? Part::Rest : Part::All);
       }
       if (!again && on_updated_) on_updated_(item.group);
     }
   } catch (...) {
-    // The slot is freed below: not while a copy may still be writing it.
-    for (Landing* l : {&g.rows_landed, &g.landed})
-      if (l->wait) {
-        try {
-          wait_once(*l);
-        } catch (...) {
-        }
-      }
+    settle_landings(g);  // the slot is freed below: not while a copy may still be writing it
     again = false;
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_) error_ = std::current_exception();
@@ -634,17 +618,20 @@ void AsyncOptimizer::finish_update(Group& g, int64_t seq) {
   g.updates_done = seq;
 }
 
-
-void AsyncOptimizer::await_landed(Group& g, int64_t group) {
-  if (!g.landed.wait) return;
-  TraceSpan span(rt_.trace(), "cpu optimizer", "gradients landed wait, group ", group);
-  landed_wait_ += wait_once(g.landed);
+void AsyncOptimizer::await(Landing& l, const char* what, int64_t group) {
+  if (!l.wait) return;
+  TraceSpan span(rt_.trace(), "cpu optimizer", what, group);
+  landed_wait_ += wait_once(l);
 }
 
-void AsyncOptimizer::await_rows_landed(Group& g, int64_t group) {
-  if (!g.rows_landed.wait) return;
-  TraceSpan span(rt_.trace(), "cpu optimizer", "rows' gradients landed wait, group ", group);
-  landed_wait_ += wait_once(g.rows_landed);
+void AsyncOptimizer::settle_landings(Group& g) noexcept {
+  for (Landing* l : {&g.rows_landed, &g.landed})
+    if (l->wait) {
+      try {
+        wait_once(*l);
+      } catch (...) {
+      }
+    }
 }
 
 int64_t AsyncOptimizer::update_bytes(const Group& g, Part part) const {

@@ -284,10 +284,13 @@ class AsyncOptimizer {
   bool holds() const { return clip_norm_ > 0 || scaler_; }
   // On the pool: one thread took 4 ms per 28 MB of gradients on an H100 host.
   void check_norms(Group& g);
-  // Blocks until the group's gradients are in its slot; adds the seconds
-  // waited to landed_wait_. await_rows_landed: the first part's rows only.
-  void await_landed(Group& g, int64_t group);
-  void await_rows_landed(Group& g, int64_t group);
+  // Blocks until a landing of group `group`'s gradients (g.landed: all of
+  // them in its slot; g.rows_landed: the first part's rows) is in; adds the
+  // seconds waited to landed_wait_. `what` names the trace's wait slice.
+  void await(Landing& l, const char* what, int64_t group);
+  // Waits out both landings, ignoring errors: before a slot is freed on a
+  // failure or a drop (the device's teardown reports its errors).
+  static void settle_landings(Group& g) noexcept;
   // Which part of an update to do: all of it, or (rows_from_copy) the
   // table's rows, or the rest once they are done.
   enum class Part { All, Rows, Rest };

@@ -57,6 +57,18 @@ void declare_table_and_ln(fy::Runtime& inline_rt, fy::Runtime& async_rt) {
   }
 }
 
+// The "device" side of set_gradient_rows_copy: the table's rows `rows` of
+// `src` into dst, row after row. deferred_rows_landing does it only when the
+// landing is waited for (ready at once): an update that did not wait would
+// read the last step's rows.
+void gather_rows_on_host(const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+  for (int64_t k = 0; k < count; ++k)
+    std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen, kRowLen * sizeof(float));
+}
+fy::AsyncOptimizer::Landing deferred_rows_landing(const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+  return fy::AsyncOptimizer::Landing{[=] { gather_rows_on_host(src, rows, count, dst); }, [] { return true; }};
+}
+
 // The rows an update reported are `want`, each with the inline update's values.
 void expect_reported_rows(fy::Runtime& inline_rt, const std::vector<int64_t>& rows, const std::vector<float>& values,
                           const std::vector<int64_t>& want) {
@@ -398,18 +410,13 @@ TEST(AsyncOptimizer, RowsFirstNeedsOnlyTheRowsOwnGradientCopy) {
                                 return released;
                               }};
                         });
-  // The rows' copy lands at once, but it too writes its buffer only when
-  // waited for: an update that did not wait would read the last step's rows.
+  // The rows' copy lands at once, but writes its buffer only when waited for.
   int64_t rows_copies = 0;
   opt.set_gradient_rows_copy([&](int64_t g, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
     EXPECT_EQ(g, group);
     EXPECT_EQ(src.shape, (fy::Shape{R, D}));
     ++rows_copies;
-    return fy::AsyncOptimizer::Landing{[=] {
-                                         for (int64_t k = 0; k < count; ++k)
-                                           std::memcpy(dst + k * D, src.as<float>() + rows[k] * D, D * sizeof(float));
-                                       },
-                                       [] { return true; }};
+    return deferred_rows_landing(src, rows, count, dst);
   });
   auto release = [&](bool v) {
     std::lock_guard<std::mutex> lock(mu);
@@ -474,8 +481,7 @@ TEST(AsyncOptimizer, RowsFirstLetsOtherUpdatesRunWhileTheTablesGradientLands) {
                                                              }};
                         });
   opt.set_gradient_rows_copy([](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
-    for (int64_t k = 0; k < count; ++k)
-      std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen, kRowLen * sizeof(float));
+    gather_rows_on_host(src, rows, count, dst);
     return fy::AsyncOptimizer::Landing{};
   });
   auto release = [&](bool v) {
@@ -533,12 +539,7 @@ TEST(AsyncOptimizer, RowsFirstFromItsOwnCopyOnSsdIsBitIdentical) {
       ++reports;
     });
     opt.set_gradient_rows_copy([](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
-      return fy::AsyncOptimizer::Landing{[=] {
-                                           for (int64_t k = 0; k < count; ++k)
-                                             std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen,
-                                                         kRowLen * sizeof(float));
-                                         },
-                                         [] { return true; }};
+      return deferred_rows_landing(src, rows, count, dst);
     });
     std::mt19937 gen(5);
     std::vector<std::vector<float>> grads;
