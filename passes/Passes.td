@@ -300,6 +300,22 @@ def TestPrintBufferLiveness : Pass<"test-print-buffer-liveness", "mlir::ModuleOp
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def TestPrintStepPrediction : Pass<"test-print-step-prediction", "mlir::ModuleOp"> {
+  let summary = "Test pass: prints the cost model's prediction of a planned module";
+  let description = [{
+    For lit tests of the cost model (passes/Analysis/CostModel): prints to
+    stdout what `fuyou-compile --emit=plan` prints (the predicted step, each
+    stream's busy time, the waits for updates) for a module already planned,
+    so that hand-written schedules can be priced with a test profile.
+  }];
+  let options = [
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda: which built-in figures">,
+    Option<"stateOnSsd", "state-on-ssd", "bool", /*default=*/"false", "the moments go through the SSD each step">,
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def ConvertFySchedToEmitC : Pass<"fy-convert-fysched-to-emitc", "mlir::ModuleOp"> {
   let summary = "fysched program → EmitC calls into the runtime (libfuyou_rt)";
   let description = [{

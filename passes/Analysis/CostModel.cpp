@@ -229,7 +229,9 @@ public:
             rowsGradFirst_.insert(w.getGroup());
         }
     }
+    holds_ = module->hasAttr("fy.loss_scale");
     for (auto g : module.getOps<fs::GroupOp>()) {
+      groupIndex_[g.getSymName()] = int64_t(groupIndex_.size());
       int64_t params = g.getBytes() / 4;
       groupParams_[g.getSymName()] = params;
       // fp32 m and v, or 8-bit codes with a float absmax per 256 (small tensors
@@ -245,6 +247,7 @@ public:
       return out;
     Block &body = step.getBody().front();
     StepPhases phases(body);
+    updatesPerStep_ = llvm::range_size(body.getOps<fs::GroupAdamWOp>());
     // Two steps: the second sees the first's background work still going.
     double end1 = replayStep(body, phases, nullptr);
     double end2 = replayStep(body, phases, &out);
@@ -317,6 +320,116 @@ private:
     return t + p_.launchS;
   }
 
+  // The optimizer's queue, as the runtime runs it (AsyncOptimizer). While
+  // backward runs, updates go in the order their gradients land (program
+  // order); once the last group's gradient is offloaded, those still queued
+  // are reordered for the next forward (first layer first) and the worker
+  // takes the first that has landed, else the one that lands first. A table
+  // read rows first whose rows of the gradient have their own copy updates
+  // those rows, then (in memory) goes to the back of the queue for the rest.
+  struct Pending {
+    StringRef group;
+    Value token;
+    double ready;               // its gradient has landed and its state is read
+    double rowsReady;           // its rows' own gradient copy has landed; < 0: none
+    bool rowsDone = false;      // the rows part has run
+    double writeIssued = -1;    // the program reached its state_write
+  };
+
+  double landedAt(const Pending &p) const { return p.rowsReady >= 0 && !p.rowsDone ? p.rowsReady : p.ready; }
+
+  // Before the release: runs queued updates in order while the worker would
+  // start them before `t`, when the program queues the next.
+  void runUntil(double t, Prediction *out) {
+    if (holds_)
+      return;  // the updates wait for every gradient's norm
+    while (!pending_.empty() && std::max(free_[Optimizer], landedAt(pending_.front())) < t)
+      runFront(0, out);
+  }
+
+  void runReleased(Prediction *out) {
+    if (holds_) {
+      double all = 0;
+      for (const Pending &p : pending_)
+        all = std::max(all, p.ready);
+      for (Pending &p : pending_)
+        p.ready = std::max(p.ready, all);
+    }
+    std::stable_sort(pending_.begin(), pending_.end(), [&](const Pending &a, const Pending &b) {
+      return groupIndex_.lookup(a.group) > groupIndex_.lookup(b.group);
+    });
+    while (!pending_.empty()) {
+      size_t pick = 0;
+      for (size_t i = 0; i < pending_.size(); ++i)
+        if (landedAt(pending_[i]) <= free_[Optimizer]) {
+          pick = i;
+          break;
+        } else if (landedAt(pending_[i]) < landedAt(pending_[pick])) {
+          pick = i;
+        }
+      runFront(pick, out);
+    }
+  }
+
+  // Runs pending_[i] (or its rows part) on the optimizer stream.
+  void runFront(size_t i, Prediction *out) {
+    Pending p = pending_[i];
+    pending_.erase(pending_.begin() + i);
+    StringRef g = p.group;
+    double params = groupParams_.lookup(g), dur = params / p_.adamwParams;
+    bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
+    auto rows = rowsFirst_.find(g);
+    double rowsDur = rows != rowsFirst_.end() ? rows->second / p_.adamwParams : 0;
+    auto rowsUpdated = [&](double done) {
+      rowsUpdated_[g] = upload ? onStream(ToDevice, done, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out) : done;
+    };
+    double end;
+    if (p.rowsReady >= 0 && !p.rowsDone) {
+      rowsUpdated(onStream(Optimizer, p.rowsReady, rowsDur, out));
+      p.rowsDone = true;
+      if (!stateOnSsd_) {
+        pending_.push_back(p);
+        return;
+      }
+      // Out of core it keeps its staging buffer and waits for the rest in place.
+      end = onStream(Optimizer, p.ready, dur -= rowsDur, out);
+    } else {
+      if (p.rowsDone)
+        dur -= rowsDur;
+      end = onStream(Optimizer, p.ready, dur, out);
+      if (rows != rowsFirst_.end() && !p.rowsDone)
+        rowsUpdated(end - dur + rowsDur);
+    }
+    tokens_[p.token] = end;
+    updateEnd_[g] = end;
+    // On a GPU the updated weights go back up before the next use, unless
+    // they are streamed: then the program's own copies bring them. The
+    // runtime uploads each piece (kUpdatePieceElems) as it is done, so the
+    // upload starts after the first piece and ends a piece's copy after the
+    // update, if the link keeps up.
+    if (upload) {
+      double part = dur * p_.adamwParams;
+      double piece = std::min(part, double(fy::kUpdatePieceElems)), copy = part * 4.0 / p_.h2dBytes;
+      double start = std::max(end - dur + piece / p_.adamwParams, end + piece * 4.0 / p_.h2dBytes - copy);
+      updated_[g] = onStream(ToDevice, start, copy, out);
+    } else {
+      updated_[g] = end;
+    }
+    if (p.writeIssued >= 0)
+      writeState(g, std::max(p.writeIssued, end), out);
+  }
+
+  void writeState(StringRef g, double ready, Prediction *out) {
+    onStream(Ssd, ready, momentBytes_.lookup(g) / p_.ssdWriteBytes, out);
+  }
+
+  // The program waits until `t` for an update of `group`.
+  void waitFor(double t, StringRef group, StringRef what, Prediction *out) {
+    if (out && t > free_[Compute])
+      out->updateWaits.push_back({("@" + group + what).str(), t - free_[Compute]});
+    free_[Compute] = std::max(free_[Compute], t);
+  }
+
   // Runs `dur` on stream `s` once `ready`; returns the end.
   double onStream(Stream s, double ready, double dur, Prediction *out) {
     double start = std::max(free_[s], ready);
@@ -332,6 +445,7 @@ private:
   double replayStep(Block &body, const StepPhases &phases, Prediction *out) {
     ready_.clear();
     tokens_.clear();
+    int64_t updatesIssued = 0;
     for (Operation &op : body) {
       double issue = free_[Compute];  // the program's thread reaches op
       if (auto launch = dyn_cast<fs::LaunchOp>(op)) {
@@ -352,10 +466,11 @@ private:
       } else if (auto copy = dyn_cast<fs::CopyOp>(op)) {
         copyOp(copy, issue, out);
       } else if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
+        runUntil(issue, out);
         // The runtime updates a group once at a time: the program waits here
         // for the step before's update (what a group without a group_wait in
         // the step, an untied table read rows first, waits for).
-        free_[Compute] = std::max(free_[Compute], updateEnd_.lookup(off.getGroup()));
+        waitFor(updateEnd_.lookup(off.getGroup()), off.getGroup(), " before its gradient goes down", out);
         double ready = free_[Compute], bytes = 0;
         for (Value g : off.getGrads())
           ready = std::max(ready, readyOf(g)), bytes += bytesOf(g.getType());
@@ -369,59 +484,36 @@ private:
         double bytes = momentBytes_.lookup(read.getGroup());
         tokens_[read.getToken()] = stateOnSsd_ ? onStream(Ssd, issue, bytes / p_.ssdReadBytes, out) : issue;
       } else if (auto update = dyn_cast<fs::GroupAdamWOp>(op)) {
-        double ready = issue;
+        Pending p{update.getGroup(), update.getToken(), issue, -1};
         for (Value d : update.getDeps())
-          ready = std::max(ready, tokens_.lookup(d));
+          p.ready = std::max(p.ready, tokens_.lookup(d));
+        // A table whose rows of the gradient went down first: its rows can
+        // start once that copy has landed (and any state read).
         StringRef g = update.getGroup();
-        double params = groupParams_.lookup(g), dur = params / p_.adamwParams;
-        bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
-        // A table read rows first (fy-rows-first): the next batch's rows are
-        // updated first, and on a GPU scattered up straight from host memory.
-        // There they start once their own gradient copy has landed (and any
-        // state read), the rest once the whole gradient has. (The runtime
-        // runs them ahead of updates still queued from backward; here they
-        // take the stream in program order, after those.)
-        auto rows = rowsFirst_.find(g);
-        double rowsDone = 0, end;
-        if (rows != rowsFirst_.end() && rowsLanded_.count(g)) {
-          double rowsReady = std::max(issue, rowsLanded_.lookup(g)), rowsDur = rows->second / p_.adamwParams;
+        if (rowsLanded_.count(g)) {
+          p.rowsReady = std::max(issue, rowsLanded_.lookup(g));
           for (Value d : update.getDeps())
             if (!isa_and_nonnull<fs::GradOffloadOp>(d.getDefiningOp()))
-              rowsReady = std::max(rowsReady, tokens_.lookup(d));
-          rowsDone = onStream(Optimizer, rowsReady, rowsDur, out);
-          dur -= rowsDur;  // the rest's, from here on
-          end = onStream(Optimizer, ready, dur, out);
-        } else {
-          end = onStream(Optimizer, ready, dur, out);
-          if (rows != rowsFirst_.end())
-            rowsDone = end - dur + rows->second / p_.adamwParams;
+              p.rowsReady = std::max(p.rowsReady, tokens_.lookup(d));
         }
-        tokens_[update.getToken()] = end;
-        updateEnd_[g] = end;
-        if (rows != rowsFirst_.end())
-          rowsUpdated_[g] = upload ? onStream(ToDevice, rowsDone, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out)
-                                   : rowsDone;
-        // On a GPU the updated weights go back up before the next use, unless
-        // they are streamed: then the program's own copies bring them. The
-        // runtime uploads each piece (kUpdatePieceElems) as it is done, so the upload starts after the first piece and ends
-        // a piece's copy after the update, if the link keeps up.
-        if (upload) {
-          double piece = std::min(params, double(fy::kUpdatePieceElems)), copy = params * 4.0 / p_.h2dBytes;
-          double start = std::max(end - dur + piece / p_.adamwParams, end + piece * 4.0 / p_.h2dBytes - copy);
-          updated_[g] = onStream(ToDevice, start, copy, out);
-        } else {
-          updated_[g] = end;
-        }
+        pending_.push_back(p);
+        if (++updatesIssued == updatesPerStep_)
+          runReleased(out);
       } else if (auto write = dyn_cast<fs::StateWriteOp>(op)) {
-        double bytes = momentBytes_.lookup(write.getGroup());
-        if (stateOnSsd_)
-          onStream(Ssd, std::max(issue, tokens_.lookup(write.getUpdate())), bytes / p_.ssdWriteBytes, out);
+        // Written once its update is done: now if it was placed, else then.
+        if (stateOnSsd_) {
+          Pending *p = llvm::find_if(pending_, [&](const Pending &q) { return q.token == write.getUpdate(); });
+          if (p != pending_.end())
+            p->writeIssued = issue;
+          else
+            writeState(write.getGroup(), std::max(issue, tokens_.lookup(write.getUpdate())), out);
+        }
       } else if (auto wait = dyn_cast<fs::WaitOp>(op)) {
         free_[Compute] = std::max(free_[Compute], tokens_.lookup(wait.getToken()));
       } else if (auto wait = dyn_cast<fs::GroupWaitOp>(op)) {
-        free_[Compute] = std::max(free_[Compute], updated_.lookup(wait.getGroup()));
+        waitFor(updated_.lookup(wait.getGroup()), wait.getGroup(), "", out);
       } else if (auto wait = dyn_cast<fs::GroupWaitRowsOp>(op)) {
-        free_[Compute] = std::max(free_[Compute], rowsUpdated_.lookup(wait.getGroup()));
+        waitFor(rowsUpdated_.lookup(wait.getGroup()), wait.getGroup(), " rows", out);
       } else if (auto adamw = dyn_cast<fs::CpuAdamWOp>(op)) {
         double ready = std::max(issue, readyOf(adamw.getGrad()));
         onStream(Compute, ready, bytesOf(adamw.getGrad().getType()) / 4.0 / p_.adamwParams, out);
@@ -465,6 +557,10 @@ private:
   llvm::StringSet<> rowsGradFirst_;      // groups whose table's rows of the gradient go down first
   llvm::StringMap<double> rowsLanded_;   // group -> when that copy lands
   llvm::StringMap<double> updateEnd_;    // group -> when the optimizer is done with its last update
+  llvm::StringMap<int64_t> groupIndex_;  // group -> its place in the module (backward order)
+  SmallVector<Pending> pending_;         // updates queued, not yet run
+  int64_t updatesPerStep_ = 0;
+  bool holds_ = false;                   // the updates wait for every gradient (loss scaling)
   llvm::StringMap<int64_t> groupParams_, momentBytes_;
 };
 
@@ -541,6 +637,14 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
       os << " (forward " << ms(p.forwardS) << ", backward " << ms(p.backwardS) << ")";
     os << "\n";
   }
+  // What the step waits for in the optimizer (the GPU's idle time).
+  double waited = 0;
+  for (const Prediction::Wait &w : p.updateWaits)
+    waited += w.s;
+  os << "  waits for updates: " << ms(waited);
+  for (size_t i = 0; i < p.updateWaits.size(); ++i)
+    os << (i ? ", " : " (") << p.updateWaits[i].what << " " << ms(p.updateWaits[i].s);
+  os << (p.updateWaits.empty() ? "\n" : ")\n");
   // Where the kernels' time goes: the five costliest (ties by name).
   std::vector<std::pair<double, std::string>> kernels;
   for (auto &entry : p.kernelS)

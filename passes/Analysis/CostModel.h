@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <array>
+#include <vector>
 #include <string>
 
 namespace fuyou {
@@ -67,6 +68,14 @@ struct Prediction {
   llvm::StringMap<double> kernelS;           // compute stream, by kernel name
   int64_t launches = 0, launchesTimed = 0;   // per step; timed: from the kernel times
   int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena + runtime scratch; host arena
+  // Where the program waits for the optimizer, in program order: a group's
+  // update (group_wait), its table's rows (group_wait_rows), or its previous
+  // update before its gradient goes down (grad_offload).
+  struct Wait {
+    std::string what;
+    double s;
+  };
+  std::vector<Wait> updateWaits;
 };
 
 // Predicts a module after fy-plan-memory. `stateOnSsd`: AdamW's moments move

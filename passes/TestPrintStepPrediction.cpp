@@ -1,0 +1,29 @@
+// test-print-step-prediction: the cost model's plan print for a module
+// planned already (or written by hand), with a given profile.
+#include "passes/Analysis/CostModel.h"
+#include "passes/Passes.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace fuyou {
+#define GEN_PASS_DEF_TESTPRINTSTEPPREDICTION
+#include "passes/Passes.h.inc"
+} // namespace fuyou
+
+using namespace mlir;
+
+namespace {
+
+struct TestPrintStepPrediction : fuyou::impl::TestPrintStepPredictionBase<TestPrintStepPrediction> {
+  using Base::Base;
+  void runOnOperation() override {
+    fuyou::Profile p;
+    if (std::string err = fuyou::loadPlanProfile(profile, target, "", p); !err.empty()) {
+      getOperation().emitError() << "test-print-step-prediction: " << err;
+      return signalPassFailure();
+    }
+    fuyou::printPlan(getOperation(), p, stateOnSsd, 0, 0, llvm::outs());
+  }
+};
+
+} // namespace

@@ -1,0 +1,79 @@
+// RUN: fuyou-opt %s --test-print-step-prediction="profile=%S/Inputs/profile-slow-adamw-cuda.json" -o /dev/null | FileCheck %s
+
+// The optimizer's queue as the runtime runs it. An untied table (@g2, 16 rows
+// of 4, the next batch's 6 rows first) and two blocks (@g0 then @g1 in
+// backward order), with every launch 1 us, copies free but for the rows'
+// gather and scatter launches (1 us each), and AdamW at 2 params/us: @g0 and
+// @g1 8 us each, the table's rows 12 us and its rest 20 us.
+//
+// Step 1 (t in us): backward offloads @g0 at 8, @g1 at 10, @g2 at 12; @g0's
+// update runs 8-16. @g2's offload is the last: the queue (@g1) is reordered
+// for the next forward, the table first. Its rows' gradient lands at 13: the
+// rows run 16-28 (up at 29), then @g1 28-36, then the table's rest 36-56.
+// Step 2 starts at 12 and waits for the rows (17 us), gathers 29-30, adds
+// 30-33, waits for @g1 (3 us); backward offloads @g0 at 40 and @g1 at 42, and
+// @g2's at 44 waits for the table's previous update (12 us). The queue then
+// holds @g0 and @g1 (the worker busy until 56): reordered, the table's rows
+// land at 57, so @g1 (landed) runs first 56-64, the rows 64-76, @g0 76-84,
+// the rest 84-104. Step 2 ends at 56: 44 us, less than the optimizer's 48 us
+// of work, which is then the step.
+// (In program order instead, @g1 would run before the table's rows, and the
+// rows wait would be 25 us.)
+// CHECK: predicted step: 0.048 ms
+// CHECK: device-to-host: busy 0.001 ms
+// CHECK: optimizer: busy 0.048 ms
+// CHECK: waits for updates: 0.032 ms (@g2 rows 0.017 ms, @g1 0.003 ms, @g2 before its gradient goes down 0.012 ms)
+
+fygraph.param @wte.weight trainable : tensor<16x4xf32>
+fygraph.param @h.0.w trainable : tensor<4x4xf32>
+fygraph.param @h.1.w trainable : tensor<4x4xf32>
+fysched.group @g0 [@h.1.w] bytes 64
+fysched.group @g1 [@h.0.w] bytes 64
+fysched.group @g2 [@wte.weight] bytes 256
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<6xi64>>, %dz: !fysched.buffer<device, tensor<6x4xf32>>)
+    -> !fysched.buffer<device, tensor<f32>> {
+  %s0 = fysched.state_read @g0
+  %s1 = fysched.state_read @g1
+  %s2 = fysched.state_read @g2
+  fysched.group_wait_rows @g2, @wte.weight[%idx : <device, tensor<6xi64>>]
+  %e = fysched.get_param @wte.weight : <device, tensor<16x4xf32>>
+  %x = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "gather" ins(%e, %idx : !fysched.buffer<device, tensor<16x4xf32>>, !fysched.buffer<device, tensor<6xi64>>) outs(%x : !fysched.buffer<device, tensor<6x4xf32>>)
+  %x1 = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "add" ins(%x, %x : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%x1 : !fysched.buffer<device, tensor<6x4xf32>>)
+  %x2 = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "add" ins(%x1, %x1 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%x2 : !fysched.buffer<device, tensor<6x4xf32>>)
+  %x3 = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "add" ins(%x2, %x2 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%x3 : !fysched.buffer<device, tensor<6x4xf32>>)
+  fysched.group_wait @g1
+  %w0 = fysched.get_param @h.0.w : <device, tensor<4x4xf32>>
+  %y = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "matmul" ins(%x3, %w0 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<4x4xf32>>) outs(%y : !fysched.buffer<device, tensor<6x4xf32>>) {args = [false, false]}
+  fysched.group_wait @g0
+  %w1 = fysched.get_param @h.1.w : <device, tensor<4x4xf32>>
+  %z = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "matmul" ins(%y, %w1 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<4x4xf32>>) outs(%z : !fysched.buffer<device, tensor<6x4xf32>>) {args = [false, false]}
+  %l = fysched.alloc : <device, tensor<f32>>
+  fysched.launch "reduce_sum" ins(%z : !fysched.buffer<device, tensor<6x4xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
+  %gw1 = fysched.alloc : <device, tensor<4x4xf32>>
+  fysched.launch "matmul" ins(%y, %dz : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%gw1 : !fysched.buffer<device, tensor<4x4xf32>>) {args = [true, false]}
+  %o0 = fysched.grad_offload @g0(%gw1 : !fysched.buffer<device, tensor<4x4xf32>>)
+  %u0 = fysched.group_adamw @g0 after(%o0, %s0)
+  fysched.state_write @g0 after(%u0)
+  %dy = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "matmul" ins(%dz, %w1 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<4x4xf32>>) outs(%dy : !fysched.buffer<device, tensor<6x4xf32>>) {args = [false, true]}
+  %gw0 = fysched.alloc : <device, tensor<4x4xf32>>
+  fysched.launch "matmul" ins(%x3, %dy : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%gw0 : !fysched.buffer<device, tensor<4x4xf32>>) {args = [true, false]}
+  %o1 = fysched.grad_offload @g1(%gw0 : !fysched.buffer<device, tensor<4x4xf32>>)
+  %u1 = fysched.group_adamw @g1 after(%o1, %s1)
+  fysched.state_write @g1 after(%u1)
+  %dx = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "matmul" ins(%dy, %w0 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<4x4xf32>>) outs(%dx : !fysched.buffer<device, tensor<6x4xf32>>) {args = [false, true]}
+  %ge = fysched.alloc : <device, tensor<16x4xf32>>
+  fysched.launch "gather_grad" ins(%dx, %idx : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6xi64>>) outs(%ge : !fysched.buffer<device, tensor<16x4xf32>>)
+  %o2 = fysched.grad_offload @g2(%ge : !fysched.buffer<device, tensor<16x4xf32>>)
+  %u2 = fysched.group_adamw @g2 after(%o2, %s2)
+  fysched.state_write @g2 after(%u2)
+  return %l : !fysched.buffer<device, tensor<f32>>
+}
