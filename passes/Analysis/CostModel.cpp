@@ -344,7 +344,7 @@ private:
     if (holds_)
       return;  // the updates wait for every gradient's norm
     while (!pending_.empty() && std::max(free_[Optimizer], landedAt(pending_.front())) < t)
-      runFront(0, out);
+      runPending(0, out);
   }
 
   void runReleased(Prediction *out) {
@@ -367,12 +367,12 @@ private:
         } else if (landedAt(pending_[i]) < landedAt(pending_[pick])) {
           pick = i;
         }
-      runFront(pick, out);
+      runPending(pick, out);
     }
   }
 
   // Runs pending_[i] (or its rows part) on the optimizer stream.
-  void runFront(size_t i, Prediction *out) {
+  void runPending(size_t i, Prediction *out) {
     Pending p = pending_[i];
     pending_.erase(pending_.begin() + i);
     StringRef g = p.group;
@@ -484,19 +484,17 @@ private:
         double bytes = momentBytes_.lookup(read.getGroup());
         tokens_[read.getToken()] = stateOnSsd_ ? onStream(Ssd, issue, bytes / p_.ssdReadBytes, out) : issue;
       } else if (auto update = dyn_cast<fs::GroupAdamWOp>(op)) {
-        Pending p{update.getGroup(), update.getToken(), issue, -1};
-        for (Value d : update.getDeps())
-          p.ready = std::max(p.ready, tokens_.lookup(d));
         // A table whose rows of the gradient went down first: its rows can
         // start once that copy has landed (and any state read).
         StringRef g = update.getGroup();
-        if (rowsLanded_.count(g)) {
-          p.rowsReady = std::max(issue, rowsLanded_.lookup(g));
-          for (Value d : update.getDeps())
-            if (!isa_and_nonnull<fs::GradOffloadOp>(d.getDefiningOp()))
-              p.rowsReady = std::max(p.rowsReady, tokens_.lookup(d));
+        auto rowsLanded = rowsLanded_.find(g);
+        double state = issue, grads = issue;
+        for (Value d : update.getDeps()) {
+          double &t = isa_and_nonnull<fs::GradOffloadOp>(d.getDefiningOp()) ? grads : state;
+          t = std::max(t, tokens_.lookup(d));
         }
-        pending_.push_back(p);
+        pending_.push_back({g, update.getToken(), std::max(state, grads),
+                            rowsLanded != rowsLanded_.end() ? std::max(state, rowsLanded->second) : -1});
         if (++updatesIssued == updatesPerStep_)
           runReleased(out);
       } else if (auto write = dyn_cast<fs::StateWriteOp>(op)) {
