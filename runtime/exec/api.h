@@ -193,6 +193,10 @@ void cpu_adamw(Runtime* rt, int64_t index, View grad);
 // ---- layer groups updated in the background (AsyncOptimizer) ----
 // Declared by fy_declare, in the order backward completes them; returns the id.
 int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params);
+// Declared by fy_declare after the groups, for each group_wait_rows of the
+// step: the table it reads rows first and how many ids a step gathers, so
+// that --cpu-mem counts the rows' buffers before the first step.
+void declare_rows_first(Runtime* rt, int64_t group, int64_t param, int64_t ids);
 // A group's update as the program spells it (fysched grad_offload,
 // state_read, group_adamw, state_write): each returns a token that the later
 // ones take as their dependencies; all but grad_offload only queue work.

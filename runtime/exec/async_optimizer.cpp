@@ -79,15 +79,21 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
   return int64_t(groups_.size()) - 1;
 }
 
-size_t AsyncOptimizer::fixed_host_bytes() const {
-  size_t rows = 0;  // rows first: the rows and, for a device, their values and gradients (from the first step on)
+size_t AsyncOptimizer::rows_host_bytes() const {
+  size_t n = 0;  // the rows, the mask and, for a device, their values and gradients
   for (const Group& g : groups_)
-    if (g.rows) {
-      const size_t row_bytes = size_t(g.rows_capacity * rt_.param(g.rows_param).value.shape[1]) * 4;
-      rows += size_t(g.rows_capacity) * 8 + (g.row_values ? row_bytes : 0) + (g.row_grads ? row_bytes : 0);
+    if (g.rows_param >= 0 && next_ids_) {
+      const Shape& t = rt_.param(g.rows_param).value.shape;
+      const size_t row_bytes = size_t(g.rows_capacity * t[1]) * 4;
+      n += size_t(g.rows_capacity) * 8 + size_t(t[0]) + (on_rows_updated_ ? row_bytes : 0) +
+           (copies_row_grads(g) ? row_bytes : 0);
     }
-  if (store_) return staging_count_ * staging_bytes_ + rows;
-  size_t n = rows;  // and AdamW's moments in memory
+  return n;
+}
+
+size_t AsyncOptimizer::fixed_host_bytes() const {
+  if (store_) return staging_count_ * staging_bytes_ + rows_host_bytes();
+  size_t n = rows_host_bytes();  // and AdamW's moments in memory
   for (const Group& g : groups_)
     for (int64_t p : g.params) n += 2 * size_t(rt_.state_bytes(p));
   return n;
@@ -381,31 +387,42 @@ void AsyncOptimizer::wait(int64_t group) {
   if (error_) std::rethrow_exception(error_);
 }
 
-bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids, int64_t n) {
+void AsyncOptimizer::declare_rows(int64_t group, int64_t param, int64_t ids) {
   if (group < 0 || group >= num_groups()) fail("group_wait_rows: no group " + std::to_string(group));
   Group& g = groups_[size_t(group)];
   if (g.rows_param >= 0 && g.rows_param != param)
     fail("group_wait_rows: group " + std::to_string(group) + " already reads parameter " +
          std::to_string(g.rows_param) + " rows first, not " + std::to_string(param));
-  if (g.rows_param != param) {
-    // The first call names the table; later updates go rows first.
-    if (std::find(g.params.begin(), g.params.end(), param) == g.params.end())
-      fail("group_wait_rows: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
-    const View& table = rt_.param(param).value;
-    if (table.shape.rank != 2) fail("group_wait_rows: parameter '" + rt_.param(param).name + "' is not a 2-D table");
+  if (std::find(g.params.begin(), g.params.end(), param) == g.params.end())
+    fail("group_wait_rows: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
+  const View& table = rt_.param(param).value;
+  if (table.shape.rank != 2) fail("group_wait_rows: parameter '" + rt_.param(param).name + "' is not a 2-D table");
+  if (g.rows_made) return;  // its buffers are sized
+  std::lock_guard<std::mutex> lock(mu_);
+  g.rows_capacity = std::max(g.rows_capacity, std::min(ids, table.shape[0]));
+  g.rows_param = param;
+}
+
+bool AsyncOptimizer::copies_row_grads(const Group& g) const {
+  return copy_rows_out_ && 2 * g.rows_capacity <= rt_.param(g.rows_param).value.shape[0];
+}
+
+bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids, int64_t n) {
+  if (group < 0 || group >= num_groups() || groups_[size_t(group)].rows_param != param)
+    declare_rows(group, param, n);
+  Group& g = groups_[size_t(group)];
+  if (!g.rows_made) {
+    // The first call makes the buffers (a device has set its callbacks by
+    // now); later updates go rows first.
     wait(group);  // nothing of it may be running while it changes
-    const int64_t cap = std::min(n, table.shape[0]);
+    const int64_t cap = g.rows_capacity, d = rt_.param(param).value.shape[1];
     if (next_ids_) {  // else never rows first (train --rows-first no): no buffers
       g.rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
-      if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
-      // Their own gradient copy pays when it takes at most half the table's
-      // bytes (the compiler's cost model has the same rule).
-      if (copy_rows_out_ && 2 * cap <= table.shape[0])
-        g.row_grads = rt_.alloc_pinned(Shape{cap * table.shape[1]}, DType::F32).as<float>();
+      if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
+      if (copies_row_grads(g)) g.row_grads = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
     }
     std::lock_guard<std::mutex> lock(mu_);
-    g.rows_capacity = cap;
-    g.rows_param = param;
+    g.rows_made = true;
     return false;
   }
   auto t0 = Clock::now();

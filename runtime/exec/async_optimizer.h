@@ -101,6 +101,11 @@ class AsyncOptimizer {
       std::function<Landing(int64_t group, const View& src, const int64_t* rows, int64_t count, float* dst)> f) {
     copy_rows_out_ = std::move(f);
   }
+  // Names parameter `param`, a 2-D table of `group`, as read rows first by
+  // a gather of `ids` token ids a step. A program declares it before its
+  // first step, so that fixed_host_bytes (and --cpu-mem) count the rows'
+  // buffers; the first wait_rows names a table nobody declared.
+  void declare_rows(int64_t group, int64_t param, int64_t ids);
   // Returns once the rows of parameter `param` (a 2-D table of `group`)
   // that ids[0, n) name are updated: true when the rest of the group's
   // update may still be running, false when it waited for all of it (the
@@ -189,11 +194,13 @@ class AsyncOptimizer {
 
   // Host memory: what the optimizer holds besides its gradient slots, the
   // size of one slot, and the fewest slots it can run with (clipping needs
-  // every group's gradients at once).
+  // every group's gradients at once). Rows-first buffers count once the
+  // table is declared and the callbacks that need them are set.
   size_t fixed_host_bytes() const;
+  size_t rows_host_bytes() const;
   size_t slot_bytes() const { return slot_elems_ * sizeof(float); }
   size_t min_slots() const { return clip_norm_ > 0 ? groups_.size() : 1; }
-  size_t min_fixed_host_bytes() const { return store_ ? 2 * staging_bytes_ : fixed_host_bytes(); }
+  size_t min_fixed_host_bytes() const { return store_ ? 2 * staging_bytes_ + rows_host_bytes() : fixed_host_bytes(); }
   // How many slots to use (default: one per group, never waiting).
   void set_slots(size_t n) { wanted_slots_ = n; }
   size_t slots() const { return slots_.size(); }
@@ -236,14 +243,16 @@ class AsyncOptimizer {
     std::vector<store::Region> m_regions, v_regions;
     std::vector<size_t> m_offsets, v_offsets;
     size_t staging_bytes = 0;
-    // Rows first (wait_rows): the table, the rows of the pending update's
-    // first part (a mask over the table's rows, and the list), whether that
-    // part is done, and room for the rows' new values for on_rows_updated.
+    // Rows first (declare_rows, wait_rows): the table, its buffers made by
+    // the first wait_rows, the rows of the pending update's first part (a
+    // mask over the table's rows, and the list), whether that part is done,
+    // and room for the rows' new values for on_rows_updated.
     // The rows are chosen at grad_offload (plan_rows): rows_index is the
     // table's place in params for this update (-1: no rows first), and
     // row_grads, when the device copied the rows' gradient there ahead of
     // the whole one, lands with rows_landed.
     int64_t rows_param = -1;
+    bool rows_made = false;
     int rows_index = -1;
     bool rows_ready = false;
     std::vector<uint8_t> row_mask;
@@ -319,6 +328,10 @@ class AsyncOptimizer {
   // after filling g.rows and g.row_mask (nobody reads them until the update
   // is queued, or before rows_ready).
   void plan_rows(Group& g, int64_t step);
+  // Whether the device copies the rows' gradient into g.row_grads: it pays
+  // when the rows are at most half the table's bytes (the compiler's cost
+  // model has the same rule).
+  bool copies_row_grads(const Group& g) const;
   // Queues the table's rows part (one job) and returns it; from the rows'
   // own gradient copy when there is one.
   AdamWPool::Handle submit_rows(Group& g, void* m, void* v, const AdamWConfig& cfg);

@@ -308,9 +308,9 @@ class JsonLog {
   FILE* f_ = nullptr;
 };
 
-// Refuses, with the smallest workable figure, budgets the program cannot
-// run in; sizes the optimizer's gradient slots to the host budget.
-void check_budgets(Runtime& rt, const Device* device, const TrainOptions& o) {
+// Refuse, with the smallest workable figure, budgets the program cannot run
+// in. --gpu-mem: before the device takes any memory.
+void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) {
   if (o.gpu_mem > 0) {
     if (rt.planned_temp_bytes() < 0) fail("--gpu-mem: this program carries no memory plan (recompile it)");
     const int64_t fixed = device ? device->fixed_bytes() : 0;
@@ -322,6 +322,12 @@ void check_budgets(Runtime& rt, const Device* device, const TrainOptions& o) {
            mib(rt.planned_device_temp_bytes()) + (fixed > 0 ? ", library scratch " + mib(fixed) : std::string()) +
            ")");
   }
+}
+
+// --cpu-mem, once a device has set the optimizer's callbacks (which decide
+// the rows-first buffers), before the first step; sizes the optimizer's
+// gradient slots to the budget.
+void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
   if (o.cpu_mem > 0) {
     if (!rt.has_async_optimizer()) {
       int64_t need = rt.state_bytes_total() + rt.planned_host_arena_bytes();
@@ -333,13 +339,14 @@ void check_budgets(Runtime& rt, const Device* device, const TrainOptions& o) {
     }
     AsyncOptimizer& opt = rt.async_optimizer();
     // Activations kept in host memory for backward count as fixed too.
-    const int64_t acts = rt.planned_host_arena_bytes();
+    const int64_t acts = rt.planned_host_arena_bytes(), rows = int64_t(opt.rows_host_bytes());
     int64_t fixed = int64_t(opt.min_fixed_host_bytes()) + acts;
     int64_t slot = int64_t(opt.slot_bytes());
     int64_t need = fixed + int64_t(opt.min_slots()) * slot;
     if (o.cpu_mem < need)
       fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: it needs at least " + mib(need) + " (" +
-           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts) + ", " +
+           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts - rows) +
+           ", " + (rows > 0 ? "rows-first buffers " + mib(rows) + ", " : std::string()) +
            (acts > 0 ? "activations in host memory " + mib(acts) + ", " : std::string()) +
            std::to_string(opt.min_slots()) + " gradient slot(s) of " + mib(slot) +
            (opt.on_ssd() ? ")" : "; add --ssd to keep the state on SSD)"));
@@ -423,7 +430,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     rt.async_optimizer().set_loss_scaling(o.loss_scale);
   }
 
-  check_budgets(rt, device.get(), o);
+  check_gpu_budget(rt, device.get(), o);
 
   int64_t first = 0;
   if (!o.resume_dir.empty()) {
@@ -435,6 +442,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   }
   if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
   if (device) device->prepare();
+  check_cpu_budget(rt, o);
   const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
 
   double total_ms = 0;

@@ -19,7 +19,11 @@
 // CHECK-NOT: fysched.group_wait
 // CHECK: return
 
-// The program calls the runtime with the group's and the table's indices.
+// The program calls the runtime with the group's and the table's indices;
+// fy_declare names the table and the ids a step gathers (2x3), so that
+// --cpu-mem counts the rows' buffers before the first step.
+// EMITC: emitc.call_opaque "fy::rt::declare_group"(%{{.*}}) {args = [0 : index, #emitc.opaque<"{0}">]}
+// EMITC-NEXT: emitc.call_opaque "fy::rt::declare_rows_first"(%{{.*}}) {args = [0 : index, #emitc.opaque<"1LL">, #emitc.opaque<"0LL">, #emitc.opaque<"6LL">]}
 // EMITC-LABEL: emitc.func @fy_train_step
 // EMITC: emitc.call_opaque "fy::rt::group_wait_rows"(%{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"1LL">, #emitc.opaque<"0LL">, 1 : index]}
 

@@ -448,6 +448,53 @@ TEST(AsyncOptimizer, RowsFirstNeedsOnlyTheRowsOwnGradientCopy) {
   EXPECT_EQ(rows_copies, 4);
 }
 
+// A program declares its rows-first table before the first step, so the
+// host memory the optimizer reports (and --cpu-mem is checked against)
+// already holds the rows' buffers that the first wait_rows makes: the ids,
+// the device's rows of new values and of the gradient, and the mask over
+// the table that grad_offload fills. Past half the table the gradient's
+// rows are not copied on their own, and take no buffer.
+TEST(AsyncOptimizer, RowsFirstBuffersAreCountedBeforeTheFirstStep) {
+  const int64_t R = kTableRows, D = kRowLen;
+  fy::Runtime inline_rt, async_rt;
+  declare_table_and_ln(inline_rt, async_rt);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t group = opt.declare_group({0, 1});
+  const std::vector<int64_t> next = {3, 1, 4, 1, 5, 9, 2, 6};
+  // What the CUDA device and the training loop set up.
+  auto as_on_a_device = [&](fy::AsyncOptimizer& o) {
+    o.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+      ids = next;
+      return true;
+    });
+    o.set_on_rows_updated([](int64_t, int64_t, const int64_t*, int64_t, const float*) {});
+    o.set_gradient_rows_copy([](int64_t, const fy::View& src, const int64_t* r, int64_t count, float* dst) {
+      return deferred_rows_landing(src, r, count, dst);
+    });
+  };
+  as_on_a_device(opt);
+  const size_t moments = 2 * size_t(R * D + D) * 4;
+  EXPECT_EQ(opt.fixed_host_bytes(), moments);
+  opt.declare_rows(group, 0, int64_t(next.size()));
+  const size_t rows = 8 * 8 + size_t(R) + 2 * 8 * size_t(D) * 4;
+  EXPECT_EQ(opt.rows_host_bytes(), rows);
+  EXPECT_EQ(opt.fixed_host_bytes(), moments + rows);
+  // The first wait_rows makes the pinned buffers: all of it but the mask.
+  const int64_t reserved = async_rt.pool_stats().reserved_bytes;
+  EXPECT_FALSE(opt.wait_rows(group, 0, next.data(), int64_t(next.size())));
+  EXPECT_EQ(size_t(async_rt.pool_stats().reserved_bytes - reserved), rows - size_t(R));
+  EXPECT_EQ(opt.rows_host_bytes(), rows);
+
+  fy::Runtime big_rt, unused_rt;
+  declare_table_and_ln(unused_rt, big_rt);
+  fy::AsyncOptimizer& big = big_rt.async_optimizer();
+  big.declare_group({0, 1});
+  as_on_a_device(big);
+  big.declare_rows(0, 0, R / 2 + 1);
+  EXPECT_EQ(big.rows_host_bytes(), size_t(R / 2 + 1) * (8 + size_t(D) * 4) + size_t(R));
+  EXPECT_THROW(big.declare_rows(0, 1, 8), fy::Error);  // one table a group
+}
+
 // With its rows done, the table's update steps aside while the rest of its
 // gradient lands: the next group's update, whose gradient is in, runs
 // meanwhile (here the table's whole gradient is held back until that update
