@@ -658,6 +658,55 @@ TEST(SoftmaxCrossEntropy, MeanSumIgnoreAndSpatial) {
   EXPECT_TRUE(std::isnan(get(loss, 0)));  // PyTorch: mean over no targets is NaN
 }
 
+// Float lanes over contiguous classes take simd loops (exp_vec); they must
+// match libm's double to float precision over long rows of odd length, with
+// -inf (masked) entries and exponents far below exp_vec's range, and leave
+// NaN and +inf rows NaN as the libm path does (loss scaling looks for them).
+TEST(SoftmaxCrossEntropy, VectorLanesMatchLibmAndKeepNaNs) {
+  Rng rng(43);
+  const int64_t N = 6, C = 1003;
+  HostTensor logits = rand_tensor({N, C}, DType::F32, rng, -60, 60);
+  float* x = logits.as<float>();
+  x[1 * C + 5] = -1e30f;  // e^(x - max) underflows to 0
+  x[2 * C + 7] = -INFINITY;
+  x[3 * C + 11] = NAN;
+  x[4 * C + 13] = INFINITY;
+  HostTensor labels = make_tensor({N}, DType::I64, {0, 5, 1002, 3, 4, 500});
+  HostTensor loss({1}, DType::F32), lp({N, C}, DType::F32), sm({N, C}, DType::F32), d({N, C}, DType::F32);
+  k::softmax_cross_entropy(logits, labels, loss, lp, -100, false);
+  k::softmax(logits, sm, -1);
+  const double g = 0.37;
+  HostTensor dl = make_tensor({1}, DType::F32, {g});
+  k::softmax_cross_entropy_grad(dl, lp, labels, d, -100, false);
+  for (int64_t n = 0; n < N; ++n) {
+    const bool bad = n == 3 || n == 4;
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < C; ++c) m = std::max(m, double(x[n * C + c]));
+    for (int64_t c = 0; c < C; ++c) s += std::exp(double(x[n * C + c]) - m);
+    const double lse = m + std::log(s);
+    for (int64_t c = 0; c < C; ++c) {
+      const double xi = x[n * C + c], want_lp = xi - lse, p = std::exp(want_lp);
+      const float got_lp = lp.as<float>()[n * C + c], got_sm = sm.as<float>()[n * C + c],
+                  got_d = d.as<float>()[n * C + c];
+      if (bad) {
+        ASSERT_TRUE(std::isnan(got_lp) && std::isnan(got_sm) && std::isnan(got_d)) << "row " << n << " class " << c;
+        continue;
+      }
+      if (std::isinf(want_lp)) {  // a -inf logit: probability 0 exactly
+        ASSERT_TRUE(got_lp == -INFINITY && got_sm == 0.f && got_d == 0.f) << "row " << n << " class " << c;
+        continue;
+      }
+      ASSERT_NEAR(got_lp, want_lp, 2e-6 * std::max(1.0, std::abs(want_lp))) << "row " << n << " class " << c;
+      // x - max is rounded to float first: e^d is off by up to |d| ulps.
+      const double rel = 1e-6 + std::abs(want_lp) * 0x1p-23;
+      ASSERT_NEAR(got_sm, p, rel * p + 1e-37) << "row " << n << " class " << c;
+      const double want_d = p * g - (c == get(labels, n) ? g : 0.0);
+      ASSERT_NEAR(got_d, want_d, rel * std::abs(want_d) + 1e-37) << "row " << n << " class " << c;
+    }
+  }
+  EXPECT_TRUE(std::isnan(get(loss, 0)));
+}
+
 TEST(Dropout, ReproducibleInverted) {
   Rng rng(16);
   const int64_t n = 100000;

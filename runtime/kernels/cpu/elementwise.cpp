@@ -260,30 +260,6 @@ template <class F> void parallel_n(int64_t n, F&& f) {
   for (int64_t i = 0; i < n; ++i) f(i);
 }
 
-// float exp with no calls and no branches, so loops over it vectorise (libm's
-// expf is a call per element: tanh-GELU took ~20 ns an element). x = n ln2 +
-// r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact), e^r by its
-// Taylor series to r^7 (truncation < 1e-8 relative), 2^n from the exponent
-// bits. Inputs are clamped to [-87.3, 88.7], where the result stays a normal
-// float (NaN becomes -87.3; callers carry x's NaN through otherwise).
-inline float exp_vec(float x) {
-  x = x > -87.3f ? x : -87.3f;
-  x = x < 88.7f ? x : 88.7f;
-  const float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (x * 1.44269504f + kRound) - kRound;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.f / 5040;
-  p = p * r + 1.f / 720;
-  p = p * r + 1.f / 120;
-  p = p * r + 1.f / 24;
-  p = p * r + 1.f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const float scale = __builtin_bit_cast(float, (int32_t(n) + 127) << 23);
-  return p * scale;
-}
-
 // 1 / (1 + e^-z): tanh-GELU is x * sigmoid(2u), as 0.5 (1 + tanh u) = sigmoid(2u).
 inline float sigmoid_vec(float z) { return 1.f / (1.f + exp_vec(-z)); }
 
@@ -324,7 +300,6 @@ bool unary_vec(UnOp op, const float* x, float* y, int64_t n) {
 
 // Their gradients from x.
 bool unary_grad_vec(UnOp op, const float* x, const float* dy, float* dx, int64_t n) {
-  using C = Consts<float>;
   if (!x) return false;
   switch (op) {
     case UnOp::GeluTanh: map2_vec(x, dy, dx, n, gelu_tanh_grad_vec); return true;

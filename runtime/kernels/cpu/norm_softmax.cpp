@@ -237,6 +237,57 @@ template <class T, class X> void softmax_lane(X x, T* y, int64_t A, int64_t st, 
 template <class T> auto strided(const T* p, int64_t st) {
   return [p, st](int64_t i) { return p[i * st]; };
 }
+
+// e^d for d <= 0 in simd loops; below exp_vec's range the result is 0, as
+// a -inf (masked) input needs. Computed first, then selected: a branch
+// around exp_vec keeps the loop scalar.
+inline float exp_nonpos(float d) {
+  const float e = exp_vec(d);
+  return d < -87.3f ? 0.f : e;
+}
+
+// The float lane of n contiguous elements (y may be x), vectorised: exp_vec
+// in simd loops, the sum still in double. libm's exp of a double was ~10 ns
+// an element, as much as the logits product on the CPU. Returns false,
+// writing nothing, for a lane with a NaN or whose max is not finite:
+// softmax_lane gives those their NaNs as before (loss scaling looks for them).
+bool softmax_lane_vec(const float* x, float* y, int64_t n, bool log) {
+  float m = -std::numeric_limits<float>::infinity();
+  int nan = 0;
+#pragma omp simd reduction(max : m) reduction(| : nan)
+  for (int64_t i = 0; i < n; ++i) {
+    m = x[i] > m ? x[i] : m;
+    nan |= x[i] != x[i];
+  }
+  if (nan || !(std::abs(m) < std::numeric_limits<float>::infinity())) return false;
+  double s = 0;
+  if (log) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += double(exp_nonpos(x[i] - m));
+    const double lse = double(m) + std::log(s);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = float(double(x[i]) - lse);
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = exp_nonpos(x[i] - m);
+      s += double(y[i]);
+    }
+    const float inv = float(1.0 / s);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+  }
+  return true;
+}
+
+// Softmax (log=true: log-softmax) of lane l: the vectorised float lane when
+// the lanes are contiguous, else (or for a lane it declines) softmax_lane.
+template <class T> void softmax_lane_any(const T* px, T* py, const Lanes& L, int64_t l, bool log) {
+  const int64_t s = L.start(l);
+  if constexpr (std::is_same_v<T, float>)
+    if (L.inner == 1 && softmax_lane_vec(px + s, py + s, L.A, log)) return;
+  softmax_lane(strided(px + s, L.inner), py + s, L.A, L.inner, log);
+}
 }  // namespace
 
 void softmax(View x, View y, int64_t axis) {
@@ -246,10 +297,7 @@ void softmax(View x, View y, int64_t axis) {
     using T = typename decltype(tag)::type;
     const T* px = x.as<T>();
     T* py = y.as<T>();
-    parallel_lanes(L, [&](int64_t l) {
-      const int64_t s = L.start(l);
-      softmax_lane(strided(px + s, L.inner), py + s, L.A, L.inner, false);
-    });
+    parallel_lanes(L, [&](int64_t l) { softmax_lane_any(px, py, L, l, false); });
   });
 }
 
@@ -273,7 +321,18 @@ void masked_softmax(View x, View mask, View y, float scale) {
       const T* xr = px + l * L.A;
       const uint8_t* mr = pm + (l % R) * L.A;
       // x * scale rounded to T first, as the mul kernel it replaces.
-      softmax_lane([&](int64_t i) { return mr[i] ? ninf : T(xr[i] * sc); }, py + l * L.A, L.A, 1, false);
+      auto masked = [&](int64_t i) { return mr[i] ? ninf : T(xr[i] * sc); };
+      T* yr = py + l * L.A;
+      if constexpr (std::is_same_v<T, float>) {
+        const float s = sc, masked_out = ninf;  // locals: stores to yr cannot change them
+#pragma omp simd
+        for (int64_t i = 0; i < L.A; ++i) {
+          const float v = xr[i] * s;
+          yr[i] = mr[i] ? masked_out : v;
+        }
+        if (softmax_lane_vec(yr, yr, L.A, false)) return;
+      }
+      softmax_lane(masked, yr, L.A, 1, false);
     });
   });
 }
@@ -333,10 +392,7 @@ void softmax_cross_entropy(View logits, View labels, View loss, View log_prob, i
     const T* px = logits.as<T>();
     T* plp = log_prob.as<T>();
     const int64_t* pl = labels.as<int64_t>();
-    parallel_lanes(L, [&](int64_t l) {
-      const int64_t s = L.start(l);
-      softmax_lane(strided(px + s, L.inner), plp + s, L.A, L.inner, true);
-    });
+    parallel_lanes(L, [&](int64_t l) { softmax_lane_any(px, plp, L, l, true); });
     // Serial, in label order: the loss is one number and must not depend on
     // the thread count.
     double sum = 0;
@@ -370,6 +426,22 @@ void softmax_cross_entropy_grad(View dloss, View log_prob, View labels, View dlo
         for (int64_t i = 0; i < L.A; ++i) pd[s + i * st] = T(0);
         return;
       }
+      if constexpr (std::is_same_v<T, float>)
+        if (st == 1) {
+          // log-probabilities are <= 0; a NaN goes through libm below.
+          const float* lp = plp + s;
+          float* d = pd + s;
+          int nan = 0;
+#pragma omp simd reduction(| : nan)
+          for (int64_t i = 0; i < L.A; ++i) {
+            d[i] = float(double(exp_nonpos(lp[i])) * g);
+            nan |= lp[i] != lp[i];
+          }
+          if (!nan) {
+            d[pl[l]] = float(double(exp_nonpos(lp[pl[l]])) * g - g);
+            return;
+          }
+        }
       for (int64_t i = 0; i < L.A; ++i) pd[s + i * st] = T(std::exp(double(plp[s + i * st])) * g);
       pd[s + pl[l] * st] = T(std::exp(double(plp[s + pl[l] * st])) * g - g);
     });
