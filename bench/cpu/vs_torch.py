@@ -114,8 +114,7 @@ def main():
         if not os.path.exists(w("onnx")):
             sh([PY, os.path.join(ROOT, "examples", "export.py"), "--out", w("onnx"), "--batch", str(B),
                 "--seq", str(T)] + shape)
-        if not os.path.exists(w("train")):
-            sh([compiler, w("onnx"), "-o", w("train")])
+        sh([compiler, w("onnx"), "-o", w("train")])  # always: the runtime is linked in
         with open(w("onnx") + ".json") as f:
             cfg = ModelConfig.from_dict(json.load(f))
         rng = np.random.default_rng(7)
