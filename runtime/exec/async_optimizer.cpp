@@ -825,7 +825,9 @@ AdamWPool::Handle submit_runs(AdamWPool& pool, std::shared_ptr<const Runs> runs,
 
 void AsyncOptimizer::plan_rows(Group& g, int64_t step) {
   g.rows_index = -1;
-  if (g.rows_param < 0 || !next_ids_) return;
+  // Declared tables have no buffers before their first wait_rows (a device
+  // may never call it): the whole update then.
+  if (g.rows_param < 0 || !g.rows || !next_ids_) return;
   const Runtime::Param& p = rt_.param(g.rows_param);
   // A device that takes the rows needs their values compact (wait_rows made
   // the room only if it was there then).

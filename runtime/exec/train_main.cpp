@@ -324,9 +324,9 @@ void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) 
   }
 }
 
-// --cpu-mem, once a device has set the optimizer's callbacks (which decide
-// the rows-first buffers), before the first step; sizes the optimizer's
-// gradient slots to the budget.
+// --cpu-mem; sizes the optimizer's gradient slots to the budget. Called
+// before loading, and again once a device has set the optimizer's callbacks
+// (which decide the rows-first buffers' size) before the first step.
 void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
   if (o.cpu_mem > 0) {
     if (!rt.has_async_optimizer()) {
@@ -431,6 +431,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   }
 
   check_gpu_budget(rt, device.get(), o);
+  check_cpu_budget(rt, o);
 
   int64_t first = 0;
   if (!o.resume_dir.empty()) {
@@ -441,8 +442,10 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
            ", past --steps " + std::to_string(o.steps));
   }
   if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
-  if (device) device->prepare();
-  check_cpu_budget(rt, o);
+  if (device) {
+    device->prepare();
+    check_cpu_budget(rt, o);
+  }
   const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
 
   double total_ms = 0;

@@ -492,7 +492,17 @@ TEST(AsyncOptimizer, RowsFirstBuffersAreCountedBeforeTheFirstStep) {
   as_on_a_device(big);
   big.declare_rows(0, 0, R / 2 + 1);
   EXPECT_EQ(big.rows_host_bytes(), size_t(R / 2 + 1) * (8 + size_t(D) * 4) + size_t(R));
-  EXPECT_THROW(big.declare_rows(0, 1, 8), fy::Error);  // one table a group
+  // Errors name what is wrong: another table for the group, a group that is not there.
+  auto error_of = [&](int64_t group, int64_t param) -> std::string {
+    try {
+      big.declare_rows(group, param, 8);
+    } catch (const fy::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of(0, 1).find("already reads parameter 0 rows first"), std::string::npos) << error_of(0, 1);
+  EXPECT_NE(error_of(3, 0).find("no group 3"), std::string::npos) << error_of(3, 0);
 }
 
 // With its rows done, the table's update steps aside while the rest of its
