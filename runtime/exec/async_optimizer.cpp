@@ -459,14 +459,11 @@ void AsyncOptimizer::wait_all() {
 void AsyncOptimizer::quiesce() noexcept {
   std::unique_lock<std::mutex> lock(mu_);
   auto drop = [&](Group& g) {
-    g.pending = g.held = false;
+    g.pending = g.held = g.rows_done = false;
     settle_landings(g);  // the slot is reused only once its copies are in
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
   };
-  for (const Item& it : queue_)
-    if (it.op == Op::Update) drop(groups_[size_t(it.group)]);
-  queue_.clear();
   held_.clear();
   for (Group& g : groups_)
     if (g.held) drop(g);
@@ -474,9 +471,15 @@ void AsyncOptimizer::quiesce() noexcept {
   started_ = 0;
   all_in_ = awaiting_ = false;
   checked_ = 0;
-  done_cv_.notify_all();
-  // What is left is the item the worker is running.
-  done_cv_.wait(lock, [&] { return !running_; });
+  // Until nothing is queued or running: the item the worker is running may
+  // be a table's rows part, which puts the rest back in the queue.
+  do {
+    for (const Item& it : queue_)
+      if (it.op == Op::Update) drop(groups_[size_t(it.group)]);
+    queue_.clear();
+    done_cv_.notify_all();
+    done_cv_.wait(lock, [&] { return !running_; });
+  } while (!queue_.empty());
 }
 
 double AsyncOptimizer::busy_seconds() const {
