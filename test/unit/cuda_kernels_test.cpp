@@ -877,7 +877,8 @@ TEST_F(CudaKernels, RowsBetweenADeviceTableAndPinnedHostMemory) {
   FYT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&rows), size_t(n) * sizeof(int64_t), cudaHostAllocPortable));
   std::vector<float> want(table.as<float>(), table.as<float>() + R * D);
   for (int64_t k = 0; k < n; ++k) {
-    rows[k] = (k * 26 + 3) % R;  // distinct, first and last rows among them
+    rows[k] = (k * 26 + 3) % R;  // distinct (never 0: 26k + 3 is odd), first and last rows among them
+    if (k == 0) rows[k] = 0;
     if (k == n - 1) rows[k] = R - 1;
     for (int64_t c = 0; c < D; ++c) {
       values[k * D + c] = float(k) + float(c) * 1e-3f;
