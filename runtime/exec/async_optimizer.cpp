@@ -458,28 +458,30 @@ void AsyncOptimizer::wait_all() {
 
 void AsyncOptimizer::quiesce() noexcept {
   std::unique_lock<std::mutex> lock(mu_);
+  // The worker takes nothing more, and the item it is running ends first:
+  // a Check still reads its group's slot, and a table's rows part puts the
+  // rest back in the queue as it ends. Then everything queued or held goes.
+  quiescing_ = true;
+  done_cv_.wait(lock, [&] { return !running_; });
   auto drop = [&](Group& g) {
     g.pending = g.held = g.rows_done = false;
     settle_landings(g);  // the slot is reused only once its copies are in
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
   };
+  for (const Item& it : queue_)
+    if (it.op == Op::Update) drop(groups_[size_t(it.group)]);
+  queue_.clear();
   held_.clear();
+  // Held for the verdict, or offloaded by a step that failed before its update.
   for (Group& g : groups_)
-    if (g.held) drop(g);
+    if (g.held || (g.slot >= 0 && !g.pending)) drop(g);
   tokens_.clear();
   started_ = 0;
   all_in_ = awaiting_ = false;
   checked_ = 0;
-  // Until nothing is queued or running: the item the worker is running may
-  // be a table's rows part, which puts the rest back in the queue.
-  do {
-    for (const Item& it : queue_)
-      if (it.op == Op::Update) drop(groups_[size_t(it.group)]);
-    queue_.clear();
-    done_cv_.notify_all();
-    done_cv_.wait(lock, [&] { return !running_; });
-  } while (!queue_.empty());
+  quiescing_ = false;
+  done_cv_.notify_all();
 }
 
 double AsyncOptimizer::busy_seconds() const {
@@ -495,6 +497,7 @@ bool AsyncOptimizer::can_stage(int64_t group) const {
 }
 
 int AsyncOptimizer::runnable() const {
+  if (quiescing_) return -1;
   // Write-backs first: they only issue I/O, and they free staging buffers.
   int first = -1;
   for (size_t i = 0; i < queue_.size(); ++i) {
@@ -611,7 +614,10 @@ void AsyncOptimizer::run(const Item& item) {
       if (!again && on_updated_) on_updated_(item.group);
     }
   } catch (...) {
-    settle_landings(g);  // the slot is freed below: not while a copy may still be writing it
+    // The slot is freed below: not while a copy may still be writing it. The
+    // landings are an update's or a check's only: a read or write-back of
+    // the group may fail while its next offload is setting them.
+    if (item.op == Op::Update || item.op == Op::Check) settle_landings(g);
     again = false;
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_) error_ = std::current_exception();

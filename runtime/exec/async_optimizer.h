@@ -193,13 +193,13 @@ class AsyncOptimizer {
   size_t staging() const { return staging_count_; }
 
   // Host memory: what the optimizer holds besides its gradient slots, the
-  // size of one slot, and the fewest slots it can run with (clipping needs
-  // every group's gradients at once). Rows-first buffers count once the
+  // size of one slot, and the fewest slots it can run with (clipping and
+  // loss scaling hold every group's gradients until all are in). Rows-first buffers count once the
   // table is declared and the callbacks that need them are set.
   size_t fixed_host_bytes() const;
   size_t rows_host_bytes() const;
   size_t slot_bytes() const { return slot_elems_ * sizeof(float); }
-  size_t min_slots() const { return clip_norm_ > 0 ? groups_.size() : 1; }
+  size_t min_slots() const { return holds() ? groups_.size() : 1; }
   size_t min_fixed_host_bytes() const { return store_ ? 2 * staging_bytes_ + rows_host_bytes() : fixed_host_bytes(); }
   // How many slots to use (default: one per group, never waiting).
   void set_slots(size_t n) { wanted_slots_ = n; }
@@ -363,6 +363,7 @@ class AsyncOptimizer {
   std::condition_variable work_cv_, done_cv_;
   std::exception_ptr error_;
   bool stop_ = false;
+  bool quiescing_ = false;  // quiesce: the worker takes no item
   double clip_norm_ = 0;
   double last_norm_ = 0;
   std::unique_ptr<LossScaler> scaler_;

@@ -818,6 +818,11 @@ TEST(AsyncOptimizer, LossScalingSkipsTheWholeStepOnInf) {
   fy::AsyncOptimizer& opt = async_rt.async_optimizer();
   int64_t g0 = opt.declare_group({1}), g1 = opt.declare_group({0});
   opt.set_loss_scaling(fy::LossScaleConfig{1024.f, 2.f, 0.5f, 2});
+  // Every update is held until the verdict, so each group keeps its slot
+  // till then: one slot asked for (a tight --cpu-mem) still gets one per
+  // group, or the second group's grad_offload would wait for ever.
+  EXPECT_EQ(opt.min_slots(), 2u);
+  opt.set_slots(1);
   std::mt19937 gen(5);
   const float want_scale[] = {1024.f, 1024.f, 2048.f, 1024.f, 1024.f};
   int64_t adam_step = 0;
@@ -851,11 +856,75 @@ TEST(AsyncOptimizer, LossScalingSkipsTheWholeStepOnInf) {
     EXPECT_EQ(v.scale, scale);
   }
   opt.wait_all();
+  EXPECT_EQ(opt.slots(), 2u);
   EXPECT_EQ(opt.loss_scaler()->skipped(), 1);
   for (int64_t i = 0; i < 2; ++i) {
     const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
     EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << async_rt.param(i).name;
   }
+}
+
+// A device's teardown after a failed step calls quiesce while the worker
+// may be checking a held group's gradients, which it reads from the group's
+// slot: quiesce waits for that check before it drops the group and frees
+// its slot (it used to free it first, and the check read slot -1).
+TEST(AsyncOptimizer, QuiesceWaitsForTheCheckItIsRunning) {
+  fy::Runtime rt;
+  declare(rt, 9);
+  fy::AsyncOptimizer& opt = rt.async_optimizer();
+  const int64_t group = opt.declare_group({1});
+  opt.declare_group({0});
+  opt.set_loss_scaling(fy::LossScaleConfig{1024.f, 2.f, 0.5f, 2});
+  std::mutex mu;
+  std::condition_variable cv;
+  bool in_wait = false, released = false;
+  opt.set_gradient_copy([](const fy::View& src, float* dst) { std::memcpy(dst, src.data, size_t(src.nbytes())); },
+                        [&](int64_t) {
+                          return fy::AsyncOptimizer::Landing{[&] {
+                                                               std::unique_lock<std::mutex> lock(mu);
+                                                               in_wait = true;
+                                                               cv.notify_all();
+                                                               cv.wait(lock, [&] { return released; });
+                                                             },
+                                                             [&] {
+                                                               std::lock_guard<std::mutex> lock(mu);
+                                                               return released;
+                                                             }};
+                        });
+  rt.set_step(1);
+  std::mt19937 gen(3);
+  std::vector<float> grad = random_grad(rt.param(1).value.numel(), gen);
+  fy::View g = rt.param(1).value;
+  g.data = grad.data();
+  opt.start(group, &g, 1);  // held; its check waits for the landing
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return in_wait; }));
+  }
+  std::atomic<bool> returned{false};
+  std::thread owner([&] {
+    opt.quiesce();
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(returned) << "quiesce returned while the check was running";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+    cv.notify_all();
+  }
+  owner.join();
+  EXPECT_EQ(opt.slots(), 2u);
+  // Both slots free again: a new step's two offloads need not wait, and its
+  // updates run once both are in.
+  rt.set_step(2);
+  std::vector<float> grad0 = random_grad(rt.param(0).value.numel(), gen);
+  fy::View g0 = rt.param(0).value;
+  g0.data = grad0.data();
+  opt.start(group, &g, 1);
+  opt.start(group + 1, &g0, 1);
+  EXPECT_FALSE(opt.wait_verdict().skipped);
+  opt.wait_all();
 }
 
 }  // namespace fy_loss_scale
