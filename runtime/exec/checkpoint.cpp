@@ -118,10 +118,10 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
     state.push_back({"adam_m/" + p.name, sd, ss, nullptr, [&opt, i](void* buf) { opt.read_state(i, buf, nullptr); }});
     state.push_back({"adam_v/" + p.name, sd, ss, nullptr, [&opt, i](void* buf) { opt.read_state(i, nullptr, buf); }});
   }
-  // State first (durable), then the manifest that points at it.
+  // State first (durable), then the manifest that points at it, then the
+  // users' copy of the parameters.
   std::string name = state_name(step);
   write_safetensors(dir + "/" + name, state);
-  write_safetensors(dir + "/model.safetensors", params);
   std::ostringstream m;
   m << "{\"format\": \"" << kFormat << "\", \"step\": " << step << ", \"model\": \"" << model_fingerprint(rt)
     << "\", \"state\": \"" << name << "\"";
@@ -133,12 +133,33 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
       m << buf;
     }
   m << "}\n";
-  write_file_atomic(dir + "/manifest.json", m.str());
-  // Older states are garbage once the manifest moved on.
+  try {
+    write_file_atomic(dir + "/manifest.json", m.str());
+  } catch (...) {
+    // The previous manifest still points at its own state: this one is an orphan (on a full disk, too big to leave).
+    std::filesystem::remove(dir + "/" + name, ec);
+    throw;
+  }
+  // Older states are garbage once the manifest moved on (and the room they
+  // free is the users' copy's).
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     std::string f = e.path().filename().string();
     if (f.rfind("state-", 0) == 0 && f != name) std::filesystem::remove(e.path(), ec);
   }
+  write_safetensors(dir + "/model.safetensors", params);
+}
+
+void check_save_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (ec) fail("--save: '" + dir + "': " + ec.message());
+  // The directory, or the nearest ancestor that exists (the save creates the rest).
+  while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
+  if (!fs::is_directory(p, ec))
+    fail("--save: cannot make directory '" + dir + "': '" + p.string() + "' is not a directory");
+  if (::access(p.c_str(), W_OK | X_OK) != 0)
+    fail("--save: cannot write in '" + p.string() + "': " + std::strerror(errno));
 }
 
 int64_t load_checkpoint(Runtime& rt, const std::string& dir) {

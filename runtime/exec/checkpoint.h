@@ -5,7 +5,8 @@
 // is replaced atomically (write, fsync, rename, fsync of DIR) only after that
 // state file is durable, so a kill -9 at any moment leaves the previous
 // checkpoint usable. DIR/model.safetensors holds the parameters alone under
-// their ONNX names, for users.
+// their ONNX names, for users; it is written after the manifest (a kill
+// between the two leaves it one checkpoint behind, never ahead).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,11 @@ class Runtime;
 
 // Writes a checkpoint of `rt` after `step` completed steps.
 void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step);
+
+// Fails, naming it, unless `dir` is a writable directory or could be made
+// one (its nearest existing ancestor is): checked before the run's first
+// step, not after hours of it. Creates nothing.
+void check_save_dir(const std::string& dir);
 
 // Loads DIR's last checkpoint into `rt` (declared, weights loaded) and returns
 // its step. Fails with one line naming the file when DIR has no checkpoint,

@@ -38,7 +38,7 @@ const char kUsage[] =
     "  --seed N             seed for dropout masks (default 0)\n"
     "  --log-json FILE      one JSON object per step: step, loss, tokens_per_s, ms\n"
     "  --log-every K        progress line on stderr every K steps (default 1)\n"
-    "  --save DIR           write DIR/model.safetensors after the last step\n"
+    "  --save DIR           checkpoint to DIR after the last step (manifest.json, state, model.safetensors)\n"
     "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
     "  --dump-grads FILE    write the step-1 gradients to FILE (safetensors)\n"
     "  --clip-norm X        scale gradients so their global L2 norm is at most X\n"
@@ -369,6 +369,9 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   // Open the log first: a bad path fails before minutes of loading, and a
   // rerun never leaves the previous run's log looking like this one's.
   JsonLog log(o.log_json);
+  // Likewise a --save that could never be written.
+  if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
+  if (!o.save_dir.empty()) check_save_dir(o.save_dir);
 
   Runtime rt;
   rt.set_options(o);
@@ -441,7 +444,6 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       fail("--resume: the checkpoint in '" + o.resume_dir + "' is at step " + std::to_string(first) +
            ", past --steps " + std::to_string(o.steps));
   }
-  if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
   if (device) {
     device->prepare();
     check_cpu_budget(rt, o);

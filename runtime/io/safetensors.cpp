@@ -305,6 +305,11 @@ void read_tensors(const std::string& path, const Sink& sink) {
   if (hlen > uint64_t(size - 8))
     st_fail(path, "truncated: header length " + std::to_string(hlen) + " exceeds the " + std::to_string(size - 8) +
                       " bytes that follow");
+  // Real headers are kilobytes; a damaged length in a big file would
+  // otherwise be read into memory whole.
+  constexpr uint64_t kMaxHeader = uint64_t(100) << 20;
+  if (hlen > kMaxHeader)
+    st_fail(path, "corrupt header: length " + std::to_string(hlen) + " bytes, more than the 100 MiB any header needs");
   std::string hdr(size_t(hlen), '\0');
   f.read(&hdr[0], std::streamsize(hlen));
   if (!f) st_fail(path, "read error in header");

@@ -111,6 +111,17 @@ TEST(Safetensors, Errors) {
   EXPECT_NE(m.find("corrupt"), std::string::npos) << m;
   EXPECT_NE(m.find(p), std::string::npos) << m;
 
+  // A damaged header length in a big file (sparse here) is refused before
+  // anything that size is read.
+  {
+    std::string big = std::string("\x00\x00\x00\x0a\x00\x00\x00\x00", 8);  // 160 MiB
+    dump(p, big);
+    ASSERT_EQ(0, ::truncate(p.c_str(), off_t(200) << 20));
+    m = error_of([&] { fy::read_safetensors(p); });
+    EXPECT_NE(m.find("corrupt header: length 167772160 bytes"), std::string::npos) << m;
+    dump(p, corrupt);
+  }
+
   // Duplicate names are refused on write, and the target stays untouched.
   m = error_of([&] {
     fy::write_safetensors(p, {{"x", fy::DType::F32, {1}, w.data()}, {"x", fy::DType::F32, {1}, w.data()}});
