@@ -380,6 +380,7 @@ void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
 }
 
 void AsyncOptimizer::wait(int64_t group) {
+  if (group < 0 || group >= num_groups()) fail("group_wait: no group " + std::to_string(group));
   auto t0 = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return !groups_[size_t(group)].pending || error_; });

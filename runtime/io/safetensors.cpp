@@ -156,6 +156,8 @@ class Parser {
       while (true) {
         std::string k = string();
         expect(':');
+        // A repeated key could stand in for a missing tensor.
+        if (j.get(k)) err("duplicate key '" + k + "'");
         j.obj.emplace_back(std::move(k), value(depth + 1));
         if (peek() == ',') { ++i_; continue; }
         expect('}');

@@ -111,6 +111,18 @@ TEST(Safetensors, Errors) {
   EXPECT_NE(m.find("corrupt"), std::string::npos) << m;
   EXPECT_NE(m.find(p), std::string::npos) << m;
 
+  // A repeated tensor name in a header (no writer makes one) is corrupt.
+  {
+    const std::string hdr =
+        R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+    std::string bytes(8, '\0');
+    for (int k = 0; k < 8; ++k) bytes[size_t(k)] = char((hdr.size() >> (8 * k)) & 0xff);
+    dump(p, bytes + hdr + std::string(4, '\0'));
+    m = error_of([&] { fy::read_safetensors(p); });
+    EXPECT_NE(m.find("duplicate key 'w'"), std::string::npos) << m;
+    EXPECT_NE(m.find(p), std::string::npos) << m;
+  }
+
   // A damaged header length in a big file (sparse here) is refused before
   // anything that size is read.
   {
