@@ -172,8 +172,9 @@ Core::~Core() {
       if (sqe) {
         io_uring_prep_nop(sqe);
         io_uring_sqe_set_data64(sqe, kWakeTag);
-        io_uring_submit(&ring);
       }
+      // Without the NOP the reaper stops at its next tick (reap_loop).
+      if ((!sqe || io_uring_submit(&ring) < 0) && fatal.empty()) fatal = "fy::store: stopping";
     }
     if (reaper.joinable()) reaper.join();
     io_uring_queue_exit(&ring);
@@ -520,8 +521,20 @@ void Core::end_busy() {
 void Core::reap_loop() {
   for (;;) {
     io_uring_cqe* cqe = nullptr;
-    int r = io_uring_wait_cqe(&ring, &cqe);
+    // Woken now and then: after a failed submit the ring may hold requests
+    // (the stop's NOP among them) that never reach the kernel, and an owner
+    // going away must not wait for them for ever. Only where the kernel
+    // takes the timeout as an argument (5.11 on): older ones need a timeout
+    // request in the submission queue, which is the submitter's.
+    __kernel_timespec tick{0, 100 * 1000 * 1000};
+    int r = (ring.features & IORING_FEAT_EXT_ARG) ? io_uring_wait_cqe_timeout(&ring, &cqe, &tick)
+                                                  : io_uring_wait_cqe(&ring, &cqe);
     if (r == -EINTR) continue;
+    if (r == -ETIME) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (stopping && !fatal.empty()) return;
+      continue;
+    }
     std::lock_guard<std::mutex> lk(mu);
     if (r < 0) {
       fatal = "fy::store: waiting for io_uring completions failed: " + errno_text(-r);
