@@ -1,12 +1,13 @@
 #include "data/tokens.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -19,70 +20,72 @@ namespace {
 }  // namespace
 
 TokenFile::TokenFile(const std::string& path, int64_t vocab) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) file_fail(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    file_fail(path, std::string("cannot stat: ") + std::strerror(e));
-  }
-  const size_t bytes = size_t(st.st_size);
-  if (bytes == 0) {
-    ::close(fd);
-    file_fail(path, "file is empty");
-  }
-  // Read-only private mapping: the data set may be larger than RAM and is
-  // read sequentially, so let the page cache do the work.
-  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) file_fail(path, std::string("cannot mmap: ") + std::strerror(e));
-  map_ = p;
-  map_bytes_ = bytes;
-  ::madvise(p, bytes, MADV_SEQUENTIAL);
-
-  const unsigned char* base = static_cast<const unsigned char*>(p);
-  int32_t magic = 0;
-  if (bytes >= 4) std::memcpy(&magic, base, 4);
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) file_fail(path, std::string("cannot open: ") + std::strerror(errno));
   try {
-    if (magic == kLlmcMagic) {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) file_fail(path, std::string("cannot stat: ") + std::strerror(errno));
+    const int64_t bytes = int64_t(st.st_size);
+    if (bytes == 0) file_fail(path, "file is empty");
+    // The data set may be larger than RAM and is read in order.
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    int32_t hdr[3] = {0, 0, 0};
+    if (bytes >= int64_t(sizeof hdr) && ::pread(fd_, hdr, sizeof hdr, 0) != ssize_t(sizeof hdr))
+      file_fail(path, std::string("cannot read its first bytes: ") + std::strerror(errno));
+    if (hdr[0] == kLlmcMagic) {
       llmc_ = true;
-      if (int64_t(bytes) < kLlmcHeaderBytes)
+      if (bytes < kLlmcHeaderBytes)
         file_fail(path, "llm.c header truncated: " + std::to_string(bytes) + " bytes, header needs " +
                             std::to_string(kLlmcHeaderBytes));
-      int32_t hdr[3];
-      std::memcpy(hdr, base, sizeof hdr);
       if (hdr[1] != 1)
         file_fail(path, "llm.c header version " + std::to_string(hdr[1]) + " unsupported (want 1: uint16 tokens)");
       if (hdr[2] < 0) file_fail(path, "llm.c header has negative token count " + std::to_string(hdr[2]));
-      const int64_t body = int64_t(bytes) - kLlmcHeaderBytes;
+      const int64_t body = bytes - kLlmcHeaderBytes;
       if (body != int64_t(hdr[2]) * 2)
         file_fail(path, "llm.c header says " + std::to_string(hdr[2]) + " tokens but the file holds " +
                             std::to_string(body) + " bytes of tokens (" + std::to_string(body / 2) + " tokens)");
       ntokens_ = hdr[2];
-      tokens_ = reinterpret_cast<const uint16_t*>(base + kLlmcHeaderBytes);
+      body_ = kLlmcHeaderBytes;
     } else {
       if (bytes % 2 != 0) file_fail(path, "size " + std::to_string(bytes) + " is odd; expected uint16 tokens");
-      ntokens_ = int64_t(bytes / 2);
-      tokens_ = reinterpret_cast<const uint16_t*>(base);
+      ntokens_ = bytes / 2;
     }
     if (ntokens_ == 0) file_fail(path, "holds no tokens");
     if (vocab > 0) {
-      for (int64_t i = 0; i < ntokens_; ++i)
-        if (tokens_[i] >= vocab)
-          file_fail(path, "token id " + std::to_string(tokens_[i]) + " at token offset " + std::to_string(i) +
-                              " is >= vocabulary size " + std::to_string(vocab));
+      std::vector<uint16_t> buf(size_t(1) << 20);
+      for (int64_t i = 0; i < ntokens_; i += int64_t(buf.size())) {
+        const int64_t n = std::min<int64_t>(int64_t(buf.size()), ntokens_ - i);
+        read_tokens(i, n, buf.data());
+        for (int64_t k = 0; k < n; ++k)
+          if (buf[size_t(k)] >= vocab)
+            file_fail(path, "token id " + std::to_string(buf[size_t(k)]) + " at token offset " +
+                                std::to_string(i + k) + " is >= vocabulary size " + std::to_string(vocab));
+      }
     }
   } catch (...) {
-    ::munmap(map_, map_bytes_);
-    map_ = nullptr;
+    ::close(fd_);
+    fd_ = -1;
     throw;
   }
 }
 
 TokenFile::~TokenFile() {
-  if (map_) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void TokenFile::read_tokens(int64_t first, int64_t n, uint16_t* out) const {
+  char* dst = reinterpret_cast<char*>(out);
+  int64_t want = n * 2, off = body_ + first * 2;
+  while (want > 0) {
+    const ssize_t r = ::pread(fd_, dst, size_t(want), off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) file_fail(path_, "read failed at byte " + std::to_string(off) + ": " + std::strerror(errno));
+    if (r == 0) file_fail(path_, "ends at byte " + std::to_string(off) + ", before token " + std::to_string(first + n) +
+                                     " (cut short while training?)");
+    dst += r;
+    off += r;
+    want -= r;
+  }
 }
 
 int64_t TokenFile::windows(int64_t T) const { return T > 0 ? (ntokens_ - 1) / T : 0; }
@@ -98,10 +101,11 @@ void TokenFile::batch(int64_t step, int64_t B, int64_t T, int64_t* inputs, int64
   require_window(T);
   if (step < 0 || B <= 0) file_fail(path_, "invalid batch request step=" + std::to_string(step) + " B=" + std::to_string(B));
   const int64_t W = windows(T);
+  std::vector<uint16_t> w(size_t(T + 1));
   for (int64_t b = 0; b < B; ++b) {
     // 128-bit so s*B cannot overflow on very long runs.
     const int64_t k = int64_t((__int128(step) * B + b) % W);
-    const uint16_t* w = tokens_ + k * T;
+    read_tokens(k * T, T + 1, w.data());
     for (int64_t t = 0; t < T; ++t) {
       inputs[b * T + t] = w[t];
       targets[b * T + t] = w[t + 1];

@@ -13,8 +13,10 @@ class TokenFile {
   static constexpr int32_t kLlmcMagic = 20240520;
   static constexpr int64_t kLlmcHeaderBytes = 256 * 4;
 
-  // Maps the file and validates it; vocab > 0 checks every token id once.
-  // Any problem fails with one line naming the file.
+  // Opens the file and validates it; vocab > 0 checks every token id once.
+  // Any problem fails with one line naming the file. Batches are read with
+  // pread (not a mapping: an I/O error or a file cut short during the run
+  // is then a message, not SIGBUS); batch() may be called from any thread.
   explicit TokenFile(const std::string& path, int64_t vocab = 0);
   ~TokenFile();
   TokenFile(const TokenFile&) = delete;
@@ -30,13 +32,14 @@ class TokenFile {
   // Step s, row b uses window k = (s*B + b) mod W, tokens[k*T, k*T+T+1):
   // inputs[b*T..] = first T, targets[b*T..] = last T.
   void batch(int64_t step, int64_t B, int64_t T, int64_t* inputs, int64_t* targets) const;
-  uint16_t token(int64_t i) const { return tokens_[i]; }
 
  private:
+  // Reads tokens [first, first + n) into out, all of them or fails.
+  void read_tokens(int64_t first, int64_t n, uint16_t* out) const;
+
   std::string path_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
-  const uint16_t* tokens_ = nullptr;
+  int fd_ = -1;
+  int64_t body_ = 0;  // byte offset of token 0
   int64_t ntokens_ = 0;
   bool llmc_ = false;
 };

@@ -106,6 +106,18 @@ TEST(TokenFile, Errors) {
   EXPECT_NE(m.find(shortp), std::string::npos) << m;
   EXPECT_NO_THROW(tf.batch(0, 1, 3, in.data(), tg.data()));
 
+  // A file cut short while training (another process rewrote it): the
+  // batch that reaches past its end fails with a line, not SIGBUS.
+  std::string cut = write_raw("cut.bin", iota_tokens(4096));
+  fy::TokenFile tc(cut);
+  ASSERT_EQ(0, ::truncate(cut.c_str(), 1000));
+  std::vector<int64_t> in8(8), tg8(8);
+  EXPECT_NO_THROW(tc.batch(0, 1, 8, in8.data(), tg8.data()));  // window 0: still there
+  EXPECT_EQ(tg8[7], 108);  // token 8
+  m = error_of([&] { tc.batch(300, 1, 8, in8.data(), tg8.data()); });  // tokens 2400..2408
+  EXPECT_NE(m.find("cut short"), std::string::npos) << m;
+  EXPECT_NE(m.find(cut), std::string::npos) << m;
+
   auto toks = iota_tokens(10);
   toks[7] = 5000;
   std::string badtok = write_raw("badtok.bin", toks);
