@@ -441,15 +441,15 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     }
     // Tables read rows first, declared so that --cpu-mem counts their
     // buffers before the first step.
-    step.walk([&](fs::GroupWaitRowsOp w) {
-      if (!async) return;
-      auto ll = [&](int64_t v) -> Attribute { return opaque(ctx, std::to_string(v) + "LL"); };
-      b.create<emitc::CallOpaqueOp>(
-          w.getLoc(), TypeRange{}, "fy::rt::declare_rows_first", ValueRange{rt},
-          b.getArrayAttr({b.getIndexAttr(0), ll(groupIds.lookup(w.getGroup())), ll(index.lookup(w.getParam())),
-                          ll(cast<fs::BufferType>(w.getIds().getType()).getNumElements())}),
-          ArrayAttr());
-    });
+    if (async)
+      step.walk([&](fs::GroupWaitRowsOp w) {
+        auto ll = [&](int64_t v) -> Attribute { return opaque(ctx, std::to_string(v) + "LL"); };
+        b.create<emitc::CallOpaqueOp>(
+            w.getLoc(), TypeRange{}, "fy::rt::declare_rows_first", ValueRange{rt},
+            b.getArrayAttr({b.getIndexAttr(0), ll(groupIds.lookup(w.getGroup())), ll(index.lookup(w.getParam())),
+                            ll(cast<fs::BufferType>(w.getIds().getType()).getNumElements())}),
+            ArrayAttr());
+      });
     b.create<emitc::ReturnOp>(module.getLoc(), Value());
     for (Operation *d : decls)
       d->erase();

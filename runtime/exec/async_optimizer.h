@@ -194,8 +194,9 @@ class AsyncOptimizer {
 
   // Host memory: what the optimizer holds besides its gradient slots, the
   // size of one slot, and the fewest slots it can run with (clipping and
-  // loss scaling hold every group's gradients until all are in). Rows-first buffers count once the
-  // table is declared and the callbacks that need them are set.
+  // loss scaling hold every group's gradients until all are in). Rows-first
+  // buffers count once the table is declared and the callbacks that need
+  // them are set.
   size_t fixed_host_bytes() const;
   size_t rows_host_bytes() const;
   size_t slot_bytes() const { return slot_elems_ * sizeof(float); }
