@@ -1,5 +1,7 @@
 #include "io/safetensors.h"
 
+#include "io/crc32c.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -52,6 +55,9 @@ std::string json_escape(const std::string& s) {
   }
   return o;
 }
+
+// __metadata__ key of a tensor's checksum, before its name.
+constexpr const char* kCrcKey = "crc32c/";
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
@@ -219,7 +225,18 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   for (size_t i = 1; i < sorted.size(); ++i)
     if (sorted[i]->name == sorted[i - 1]->name) st_fail(path, "duplicate tensor name '" + sorted[i]->name + "'");
 
-  std::string hdr = "{";
+  // Every tensor's CRC-32C goes in __metadata__ (string values, as the
+  // format allows) so a reader can tell a damaged tensor from a good one.
+  // The values are fixed-width: the header is written with zeros first and
+  // rewritten in place once the data has gone out.
+  std::string hdr = "{\"__metadata__\":{";
+  std::vector<size_t> crc_at;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    hdr += std::string(i ? "," : "") + "\"" + kCrcKey + json_escape(sorted[i]->name) + "\":\"";
+    crc_at.push_back(hdr.size());
+    hdr += "00000000\"";
+  }
+  hdr += "}";
   uint64_t off = 0;
   for (size_t i = 0; i < sorted.size(); ++i) {
     const auto& e = *sorted[i];
@@ -233,8 +250,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
     }
     shape += "]";
     const uint64_t bytes = uint64_t(n) * dtype_size(e.dtype);
-    if (i) hdr += ",";
-    hdr += "\"" + json_escape(e.name) + "\":{\"dtype\":\"" + st_dtype(e.dtype) + "\",\"shape\":" + shape +
+    hdr += ",\"" + json_escape(e.name) + "\":{\"dtype\":\"" + st_dtype(e.dtype) + "\",\"shape\":" + shape +
            ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + bytes) + "]}";
     off += bytes;
   }
@@ -253,19 +269,26 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
     for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(hlen >> (8 * k));
     write_all(fd, le, 8, path);
     write_all(fd, hdr.data(), hdr.size(), path);
-    for (const auto* e : sorted) {
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const auto* e = sorted[i];
       int64_t n = 1;
       for (int64_t d : e->shape) n *= d;
       const size_t bytes = size_t(n) * dtype_size(e->dtype);
       if (bytes && !e->data && !e->fill) st_fail(path, "tensor '" + e->name + "' has no data");
-      if (e->data || !bytes) {
-        write_all(fd, e->data, bytes, path);
-      } else {
-        std::vector<unsigned char> buf(bytes);
+      std::vector<unsigned char> buf;
+      const void* from = e->data;
+      if (!e->data && bytes) {
+        buf.resize(bytes);
         e->fill(buf.data());
-        write_all(fd, buf.data(), bytes, path);
+        from = buf.data();
       }
+      char hex[9];
+      std::snprintf(hex, sizeof hex, "%08x", crc32c(0, from, bytes));
+      hdr.replace(crc_at[i], 8, hex);
+      write_all(fd, from, bytes, path);
     }
+    if (::pwrite(fd, hdr.data(), hdr.size(), 8) != ssize_t(hdr.size()))
+      st_fail(path, std::string("rewriting the header failed: ") + std::strerror(errno));
     if (::fsync(fd) != 0) st_fail(path, std::string("fsync failed: ") + std::strerror(errno));
     if (::close(fd) != 0) {
       fd = -1;
@@ -319,6 +342,19 @@ void read_tensors(const std::string& path, const Sink& sink) {
 
   Json root = Parser(hdr, path).parse_document();
   if (root.kind != Json::Obj) st_fail(path, "corrupt header: top level is not an object");
+  // Checksums we wrote (files from elsewhere have none, and load unchecked).
+  std::map<std::string, uint32_t> crcs;
+  if (const Json* meta = root.get("__metadata__"); meta && meta->kind == Json::Obj)
+    for (const auto& kv : meta->obj) {
+      if (kv.first.rfind(kCrcKey, 0) != 0) continue;
+      const std::string name = kv.first.substr(std::strlen(kCrcKey));
+      const std::string& hex = kv.second.str;
+      if (kv.second.kind != Json::Str || hex.size() != 8 ||
+          !std::all_of(hex.begin(), hex.end(), [](unsigned char c) { return std::isxdigit(c); }))
+        st_fail(path, "corrupt header: bad checksum entry for tensor '" + name + "'");
+      crcs[name] = uint32_t(std::stoul(hex, nullptr, 16));
+    }
+  size_t matched = 0;
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const auto& kv : root.obj) {
     if (kv.first == "__metadata__") continue;
@@ -349,12 +385,25 @@ void read_tensors(const std::string& path, const Sink& sink) {
       st_fail(path, "truncated: tensor '" + name + "' ends at data byte " + std::to_string(e) + " but only " +
                         std::to_string(data_bytes) + " bytes of data are present");
     ranges.emplace_back(b, e);
+    matched += crcs.count(name);
     if (void* to = sink(name, lt.dtype, lt.shape, size_t(e - b))) {
       f.seekg(std::streamoff(8 + int64_t(hlen) + b));
       f.read(static_cast<char*>(to), std::streamsize(e - b));
       if (!f) st_fail(path, "read error in tensor '" + name + "'");
+      if (auto crc = crcs.find(name); crc != crcs.end()) {
+        const uint32_t got = crc32c(0, to, size_t(e - b));
+        if (got != crc->second) {
+          char buf[96];
+          std::snprintf(buf, sizeof buf, " is damaged: its bytes have CRC-32C %08x, the header says %08x", got,
+                        crc->second);
+          st_fail(path, "tensor '" + name + "'" + buf);
+        }
+      }
     }
   }
+  if (matched != crcs.size())
+    for (const auto& c : crcs)
+      if (!root.get(c.first)) st_fail(path, "corrupt header: a checksum names tensor '" + c.first + "', which it lacks");
   // Overlapping tensors mean a corrupt (or hostile) header.
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)

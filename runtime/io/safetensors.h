@@ -1,5 +1,8 @@
 // Minimal safetensors reader/writer for checkpoints: 8-byte little-endian
 // header length, JSON header {name: {dtype, shape, data_offsets}}, data.
+// Our files carry each tensor's CRC-32C in __metadata__ ("crc32c/NAME": 8 hex
+// digits); readers check it, so a damaged file fails naming the tensor
+// instead of loading wrong numbers.
 #pragma once
 
 #include <cstdint>

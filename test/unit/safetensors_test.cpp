@@ -6,7 +6,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <random>
 
+#include "io/crc32c.h"
 #include "io/safetensors.h"
 #include "test_util.h"
 
@@ -79,6 +81,79 @@ TEST(Safetensors, ReadsForeignHeaderWithMetadata) {
   auto t = fy::read_safetensors(p);
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(t["b"].view().as<float>()[1], -1.0f);
+  std::remove(p.c_str());
+}
+
+TEST(Crc32c, PublishedCheckValues) {
+  // The check value of the CRC catalogues and RFC 3720's (iSCSI) appendix B.4.
+  const std::string digits = "123456789";
+  std::vector<unsigned char> zeros(32, 0), ones(32, 0xff), up(32);
+  for (int i = 0; i < 32; ++i) up[size_t(i)] = static_cast<unsigned char>(i);
+  for (auto* crc : {&fy::crc32c, &fy::crc32c_portable}) {
+    EXPECT_EQ(crc(0, digits.data(), digits.size()), 0xe3069283u);
+    EXPECT_EQ(crc(0, zeros.data(), 32), 0x8a9136aau);
+    EXPECT_EQ(crc(0, ones.data(), 32), 0x62a8ab43u);
+    EXPECT_EQ(crc(0, up.data(), 32), 0x46dd794eu);
+    EXPECT_EQ(crc(0, nullptr, 0), 0u);
+  }
+}
+
+TEST(Crc32c, InstructionMatchesTableAtEveryLengthAndOffset) {
+  std::mt19937 rng(7);
+  std::vector<unsigned char> buf(4096 + 16);
+  for (auto& b : buf) b = static_cast<unsigned char>(rng());
+  for (size_t off = 0; off < 9; ++off)
+    for (size_t n : {size_t(1), size_t(7), size_t(8), size_t(9), size_t(63), size_t(4096)}) {
+      const uint32_t want = fy::crc32c_portable(0, buf.data() + off, n);
+      EXPECT_EQ(fy::crc32c(0, buf.data() + off, n), want) << off << " " << n;
+      // Continuing from a previous value is the same as one pass.
+      EXPECT_EQ(fy::crc32c(fy::crc32c(0, buf.data() + off, n / 3), buf.data() + off + n / 3, n - n / 3), want);
+    }
+}
+
+TEST(Safetensors, EveryTensorCarriesItsChecksumAndADamagedOneFails) {
+  const std::string digits = "123456789";
+  std::vector<float> w(1000, 0.5f);
+  std::string p = temp_path("crc.safetensors");
+  fy::write_safetensors(p, {{"digits", fy::DType::U8, {9}, digits.data()},
+                            {"w", fy::DType::F32, {1000}, nullptr,
+                             [&](void* to) { std::memcpy(to, w.data(), w.size() * 4); }}});
+  const std::string raw = slurp(p);
+  EXPECT_NE(raw.find("\"__metadata__\":{\"crc32c/digits\":\"e3069283\""), std::string::npos) << raw.substr(0, 200);
+  EXPECT_EQ(fy::read_safetensors(p).size(), 2u);
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= uint64_t(static_cast<unsigned char>(raw[size_t(i)])) << (8 * i);
+
+  // One bit flipped in the middle of w's data.
+  std::string bad = raw;
+  bad[size_t(8 + hlen + 9 + 2000)] ^= 0x10;
+  dump(p, bad);
+  std::string m = error_of([&] { fy::read_safetensors(p); });
+  EXPECT_NE(m.find("tensor 'w' is damaged: its bytes have CRC-32C"), std::string::npos) << m;
+  EXPECT_NE(m.find(p), std::string::npos) << m;
+  // A tensor the reader skips is not read, so not checked: the rest loads.
+  std::string got(9, '\0');
+  fy::read_safetensors_into(p, [&](const std::string& name, fy::DType, const std::vector<int64_t>&) -> void* {
+    return name == "digits" ? &got[0] : nullptr;
+  });
+  EXPECT_EQ(got, digits);
+
+  // A damaged checksum, or one that is not hex, or one for a tensor the file lacks.
+  const size_t at = raw.find("e3069283");
+  bad = raw;
+  bad[at] = 'f';
+  dump(p, bad);
+  m = error_of([&] { fy::read_safetensors(p); });
+  EXPECT_NE(m.find("tensor 'digits' is damaged"), std::string::npos) << m;
+  bad[at] = 'g';
+  dump(p, bad);
+  m = error_of([&] { fy::read_safetensors(p); });
+  EXPECT_NE(m.find("corrupt header: bad checksum entry for tensor 'digits'"), std::string::npos) << m;
+  bad = raw;
+  bad.replace(raw.find("crc32c/w\""), 9, "crc32c/v\"");
+  dump(p, bad);
+  m = error_of([&] { fy::read_safetensors(p); });
+  EXPECT_NE(m.find("a checksum names tensor 'v', which it lacks"), std::string::npos) << m;
   std::remove(p.c_str());
 }
 
