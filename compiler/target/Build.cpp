@@ -51,11 +51,12 @@ bool haveTarget(const std::string &target) {
   return target == "cpu" || (target == "cuda" && std::strlen(FUYOU_RT_CUDA_LIBRARY) > 0);
 }
 
-int64_t reservedDeviceBytes(const std::string &target, const std::string &precision) {
+int64_t reservedDeviceBytes(const std::string &target, const std::string &precision, int64_t tokens) {
   if (target != "cuda")
     return 0;
   bool sixteenBit = precision == "bf16" || precision == "fp16";
-  return int64_t(fy::cuda::kMatmulWorkspaceBytes + (sixteenBit ? fy::cuda::kMatmulConvertBytes : 0));
+  return int64_t(fy::cuda::kMatmulWorkspaceBytes + (sixteenBit ? fy::cuda::kMatmulConvertBytes : 0) +
+                 fy::cuda::step_io_bytes(size_t(tokens)));
 }
 
 std::string buildExecutable(const std::string &cppPath, const std::string &out,

@@ -22,8 +22,9 @@ std::string writeWeights(const onnx_in::Model &model, const std::vector<std::str
 bool haveTarget(const std::string &target);
 
 // Device bytes the target's runtime takes outside the plan's arena at this
-// --precision (CUDA: the matrix products' scratch); counted against --gpu-mem.
-int64_t reservedDeviceBytes(const std::string &target, const std::string &precision);
+// --precision for `tokens` token ids a step (CUDA: the matrix products'
+// scratch, the step's ids, targets and loss); counted against --gpu-mem.
+int64_t reservedDeviceBytes(const std::string &target, const std::string &precision, int64_t tokens);
 
 // Compiles `cppPath` and links it with the target's runtime library
 // (libfuyou_rt, libfuyou_rt_cuda) into `out`; the runtime is found beside the

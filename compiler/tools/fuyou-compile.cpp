@@ -291,7 +291,10 @@ int main(int argc, char **argv) {
 
   // The arithmetic the program declares (fy::rt::declare_precision).
   (*module)->setAttr("fy.precision", mlir::StringAttr::get(&ctx, opts.precision));
-  if (int64_t reserved = fuyou::target::reservedDeviceBytes(opts.target, opts.precision))
+  int64_t tokens = 1;  // a step's token ids (the importer checked both inputs are [B, T])
+  for (int64_t d : model.inputs[0].shape)
+    tokens *= d;
+  if (int64_t reserved = fuyou::target::reservedDeviceBytes(opts.target, opts.precision, tokens))
     (*module)->setAttr("fysched.reserved_device_bytes", mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), reserved));
   (*module)->setAttr("fy.optimizer", mlir::StringAttr::get(&ctx, opts.optimizer));
   if (opts.lossScale == "dynamic")

@@ -319,7 +319,7 @@ void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) 
       fail("--gpu-mem " + mib(o.gpu_mem) + " is too small for this program: it needs at least " + mib(need) +
            " (parameters " + (rt.streamed_params() ? "streamed" : mib(rt.param_bytes())) + ", " +
            (rt.planned_arena_bytes() > 0 ? "the temporaries' arena " : "temporaries ") +
-           mib(rt.planned_device_temp_bytes()) + (fixed > 0 ? ", library scratch " + mib(fixed) : std::string()) +
+           mib(rt.planned_device_temp_bytes()) + (fixed > 0 ? ", library scratch and the step's inputs " + mib(fixed) : std::string()) +
            ")");
   }
 }

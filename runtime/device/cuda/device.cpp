@@ -7,6 +7,7 @@
 #include "exec/async_optimizer.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/scratch.h"
 #include "trace/trace.h"
 
 namespace fy {
@@ -114,13 +115,19 @@ void CudaDevice::reserve(size_t bytes, const char* what) {
   device_bytes_ += int64_t(bytes);
 }
 
-int64_t CudaDevice::fixed_bytes() const { return int64_t(matmul_scratch_bytes(matmul_precision())); }
+int64_t CudaDevice::fixed_bytes() const {
+  return int64_t(matmul_scratch_bytes(matmul_precision())) + int64_t(step_io_bytes());
+}
+
+size_t CudaDevice::step_io_bytes() const { return cuda::step_io_bytes(size_t(rt_.input_shape().numel())); }
 
 void CudaDevice::prepare() {
   TraceSpan span(rt_.trace(), "device", "parameters up");
   if (!prepared_) {
     // Taken by the first matrix product on the compute stream.
-    reserve(size_t(fixed_bytes()), "the matrix products' scratch (cuBLASLt workspace, bf16 operand copies)");
+    reserve(matmul_scratch_bytes(matmul_precision()),
+            "the matrix products' scratch (cuBLASLt workspace, bf16 operand copies)");
+    reserve(step_io_bytes(), "the step's token ids, targets and loss");
     const Shape in = rt_.input_shape();
     FY_CUDA_CHECK(cudaMalloc(&idx_, size_t(in.numel()) * 8));
     FY_CUDA_CHECK(cudaMalloc(&tgt_, size_t(in.numel()) * 8));
@@ -308,7 +315,16 @@ View CudaDevice::alloc(Shape shape, DType dtype) {
     const int64_t budget = rt_.options().gpu_mem;
     if (budget > 0 && device_bytes_ + int64_t(cap) > budget) trim();
     reserve(cap, ("a temporary " + shape.str()).c_str());
-    FY_CUDA_CHECK(cudaMalloc(&v.data, cap ? cap : 64));
+    // Without a budget the device itself is the limit: on its out-of-memory
+    // error, give the cache back and ask once more (the error is not sticky).
+    const cudaError_t e = cudaMalloc(&v.data, cap ? cap : 64);
+    if (e == cudaErrorMemoryAllocation && budget <= 0) {
+      (void)cudaGetLastError();
+      trim();
+      FY_CUDA_CHECK(cudaMalloc(&v.data, cap ? cap : 64));
+    } else {
+      FY_CUDA_CHECK(e);
+    }
     blocks_.push_back(v.data);
     stats_.mallocs++;
     stats_.reserved_bytes += int64_t(cap);
@@ -348,6 +364,12 @@ void CudaDevice::dealloc(View v) {
   }
   auto it = live_.find(v.data);
   if (it == live_.end()) {
+    // Device memory that is not live here (freed twice, or never ours) would
+    // crash the host-side check below, which reads a header before the buffer.
+    cudaPointerAttributes a{};
+    const bool device = cudaPointerGetAttributes(&a, v.data) == cudaSuccess && a.type == cudaMemoryTypeDevice;
+    (void)cudaGetLastError();
+    if (device) fail("dealloc: device buffer " + v.shape.str() + " was deallocated twice or did not come from alloc");
     // Not the device's: the Runtime's host buffers, which it checks itself.
     // Copies that use them are queued before this (a started copy's wait
     // comes before its buffers' deallocs), so reuse is ordered too.

@@ -85,6 +85,7 @@ class CudaDevice final : public Device {
   void flush_kernel_trace();         // after the step's synchronize
   void reserve(size_t bytes, const char* what);
   void trim();  // frees every cached temporary
+  size_t step_io_bytes() const;  // the step's token ids, targets and loss
 
   Runtime& rt_;
   std::string name_;
