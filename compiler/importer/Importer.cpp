@@ -745,6 +745,15 @@ LogicalResult Importer::layerNorm(const Node &n) {
   auto ax = axis(n.intAttr("axis", -1), rank);
   if (failed(ax))
     return failure();
+  // ONNX lets scale and bias broadcast to the normalised dims; ours take them whole.
+  ArrayRef<int64_t> normDims = shapeOf(x).drop_front(*ax);
+  if (shapeOf(scale) != normDims || (bias && shapeOf(bias) != normDims)) {
+    std::string dims;
+    for (int64_t d : normDims)
+      dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    return fail("scale and bias must have the normalised dims' shape [" + dims +
+                "] (broadcast ones are not supported)");
+  }
   SmallVector<int64_t> stat(shapeOf(x));
   for (int64_t i = *ax; i < rank; ++i)
     stat[i] = 1;

@@ -45,7 +45,11 @@ struct Options {
 };
 
 [[noreturn]] void die(const std::string &msg) {
-  llvm::errs() << "fuyou-compile: error: " << msg << "\n";
+  // One line, whatever the message quotes from the model (names may hold newlines).
+  std::string line;
+  for (char c : msg)
+    line += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+  llvm::errs() << "fuyou-compile: error: " << line << "\n";
   std::exit(1);
 }
 
@@ -263,23 +267,7 @@ int main(int argc, char **argv) {
     die(err);
 
   mlir::MLIRContext ctx;
-  fuyou::ImportStats stats;
-  std::string err;
-  auto module = fuyou::importModel(ctx, model, freeze, stats, err);
-  if (!module)
-    die(opts.model + ": " + err);
-  if (failed(mlir::verify(*module)))
-    die(opts.model + ": the imported graph does not verify (a compiler bug)");
-  llvm::errs() << "fuyou-compile: " << stats.trainableParams << " trainable parameters in "
-               << stats.trainableTensors << " tensors, " << stats.frozenTensors
-               << " frozen tensors\n";
-
-  // Names of the initializers the program keeps, before lowering erases them.
-  std::vector<std::string> paramNames;
-  for (auto p : module->getOps<fuyou::fygraph::ParamOp>())
-    paramNames.push_back(p.getSymName().str());
-
-  // Diagnostics from passes become one error line each.
+  // Diagnostics from the verifier and the passes become one error line each.
   std::string diag;
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
     if (d.getSeverity() == mlir::DiagnosticSeverity::Error && diag.empty()) {
@@ -288,6 +276,21 @@ int main(int argc, char **argv) {
     }
     return mlir::success();
   });
+  fuyou::ImportStats stats;
+  std::string err;
+  auto module = fuyou::importModel(ctx, model, freeze, stats, err);
+  if (!module)
+    die(opts.model + ": " + err);
+  if (failed(mlir::verify(*module)))
+    die(opts.model + ": the imported graph does not verify (a compiler bug): " + diag);
+  llvm::errs() << "fuyou-compile: " << stats.trainableParams << " trainable parameters in "
+               << stats.trainableTensors << " tensors, " << stats.frozenTensors
+               << " frozen tensors\n";
+
+  // Names of the initializers the program keeps, before lowering erases them.
+  std::vector<std::string> paramNames;
+  for (auto p : module->getOps<fuyou::fygraph::ParamOp>())
+    paramNames.push_back(p.getSymName().str());
 
   // The arithmetic the program declares (fy::rt::declare_precision).
   (*module)->setAttr("fy.precision", mlir::StringAttr::get(&ctx, opts.precision));
