@@ -9,6 +9,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -326,7 +327,23 @@ LogicalResult Importer::importNode(const Node &n) {
   if (it == handlers().end())
     return fail("unsupported op type '" + n.opType + "'; supported ops: " +
                 fuyou::supportedOnnxOps());
-  return (this->*(it->second))(n);
+  Block *body = b.getInsertionBlock();
+  Operation *last = body->empty() ? nullptr : &body->back();
+  if (failed((this->*(it->second))(n)))
+    return failure();
+  // A node ONNX accepts with operands our op refuses (its verifier says why)
+  // is this model's, not a compiler bug: one line naming the node.
+  for (Operation *op = last ? last->getNextNode() : &body->front(); op; op = op->getNextNode()) {
+    std::string why;
+    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
+      if (why.empty())
+        why = d.str();
+      return success();
+    });
+    if (failed(mlir::verify(op, /*verifyRecursively=*/false)))
+      return fail("not supported with these operands: " + why);
+  }
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
