@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 
 namespace fuyou::onnx_in {
@@ -44,6 +45,22 @@ static std::vector<int64_t> strides(const std::vector<int64_t> &shape) {
   return s;
 }
 
+// A folded tensor may be no bigger than this (a causal mask of 16k tokens):
+// a value computed from a damaged model could otherwise ask for terabytes.
+static constexpr int64_t kMaxFoldedElements = int64_t(1) << 28;
+
+// The element count of `shape`, or -1 when a dim is negative or the count
+// is over kMaxFoldedElements.
+static int64_t checkedNumel(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > kMaxFoldedElements / d))
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
 // Elementwise op over numpy-broadcast inputs, computed in double.
 template <typename F>
 static std::string broadcastN(const std::vector<const Tensor *> &ins, DType outType, F f,
@@ -58,8 +75,9 @@ static std::string broadcastN(const std::vector<const Tensor *> &ins, DType outT
       if (d != 1 && e != 1 && d != e) return "shapes do not broadcast";
       d = d == 1 ? e : d;
     }
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  int64_t n = checkedNumel(shape);
+  if (n < 0)
+    return "a result of more than 2^28 elements";
   std::vector<std::vector<double>> vals;
   for (auto *t : ins) vals.push_back(t->asDoubles());
   std::vector<double> res(n);
@@ -84,12 +102,27 @@ static std::string broadcastN(const std::vector<const Tensor *> &ins, DType outT
 
 static int64_t normAxis(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
 
+
 std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
                      std::vector<Tensor> &outs) {
   const std::string &op = node.opType;
   outs.assign(node.outputs.size(), Tensor());
   Tensor &out = outs[0];
   auto in = [&](size_t i) -> const Tensor * { return i < ins.size() ? ins[i] : nullptr; };
+  // Every input an op reads must be there; the checker does not know which
+  // of them our folder takes.
+  static const std::map<std::string, size_t> required = {
+      {"Identity", 1}, {"Cast", 1}, {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Equal", 2},
+      {"Sqrt", 1}, {"Neg", 1}, {"Where", 3}, {"Expand", 2}, {"ConstantOfShape", 1}, {"Range", 3},
+      {"Reshape", 2}, {"Unsqueeze", 1}, {"Squeeze", 1}, {"Concat", 1}, {"Gather", 2}, {"Slice", 3}};
+  if (auto r = required.find(op); r != required.end())
+    for (size_t i = 0; i < r->second; ++i)
+      if (!in(i))
+        return op + " without its input " + std::to_string(i);
+  if (op == "Concat")
+    for (auto *t : ins)
+      if (!t)
+        return "Concat with an omitted input";
 
   if (op == "Constant") {
     if (const Attr *a = node.attr("value"); a && a->kind == Attr::TensorValue) out = a->t;
@@ -127,24 +160,30 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
   } else if (op == "Expand") {
     // Broadcast against zeros of the target shape (Expand is bidirectional).
     std::vector<int64_t> shape = in(1)->asInts();
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    int64_t n = checkedNumel(shape);
+    if (n < 0)
+      return "Expand to a negative or too large shape";
     std::vector<double> zeros(n, 0.0);
     Tensor z = fromDoubles(zeros, shape, in(0)->dtype);
     return broadcastN({in(0), &z}, in(0)->dtype,
                       [](const std::vector<double> &a) { return a[0]; }, out);
   } else if (op == "ConstantOfShape") {
     std::vector<int64_t> shape = in(0)->asInts();
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    int64_t n = checkedNumel(shape);
+    if (n < 0)
+      return "ConstantOfShape of a negative or too large shape";
     double v = 0;
     DType t = DType::F32;
     if (const Attr *a = node.attr("value"); a && a->kind == Attr::TensorValue) {
-      v = a->t.asDoubles().at(0);
+      if (a->t.numel() < 1)
+        return "ConstantOfShape with an empty value";
+      v = a->t.asDoubles()[0];
       t = a->t.dtype;
     }
     out = fromDoubles(std::vector<double>(n, v), shape, t);
   } else if (op == "Range") {
+    if (in(0)->numel() != 1 || in(1)->numel() != 1 || in(2)->numel() != 1)
+      return "Range of non-scalar inputs";
     double start = in(0)->asDoubles()[0], limit = in(1)->asDoubles()[0], delta = in(2)->asDoubles()[0];
     if (delta == 0)
       return "Range with delta 0";
@@ -160,24 +199,35 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
       std::vector<int64_t> want = in(1)->asInts();
       int64_t known = 1, infer = -1;
       for (size_t i = 0; i < want.size(); ++i) {
-        if (want[i] == 0) want[i] = shape[i];
-        if (want[i] == -1) infer = i; else known *= want[i];
+        if (want[i] == 0 && i < shape.size()) want[i] = shape[i];
+        if (want[i] == -1 && infer < 0) infer = i;
+        else if (want[i] < 0) return "Reshape to a shape with a negative dim";
+        else known *= want[i];
       }
-      if (infer >= 0) want[infer] = in(0)->numel() / known;
+      if (infer >= 0 && known > 0) want[infer] = in(0)->numel() / known;
+      if (checkedNumel(want) != in(0)->numel())
+        return "Reshape changes the element count";
       out.shape = want;
     } else {
       std::vector<int64_t> axes = in(1) ? in(1)->asInts() : node.attr("axes") ? node.attr("axes")->ints
                                                                                  : std::vector<int64_t>{};
+      const int64_t r = op == "Unsqueeze" ? shape.size() + axes.size() : shape.size();
+      for (auto &a : axes) {
+        if (a < -r || a >= r)
+          return op + " axis " + std::to_string(a) + " out of range for rank " + std::to_string(r);
+        a = normAxis(a, r);
+      }
+      std::sort(axes.begin(), axes.end());
+      if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+        return op + " with a repeated axis";
       if (op == "Unsqueeze") {
-        int64_t r = shape.size() + axes.size();
-        for (auto &a : axes) a = normAxis(a, r);
-        std::sort(axes.begin(), axes.end());
         for (int64_t a : axes) shape.insert(shape.begin() + a, 1);
       } else {
         std::vector<int64_t> keep;
         for (size_t i = 0; i < shape.size(); ++i) {
-          bool drop = axes.empty() ? shape[i] == 1 : false;
-          for (int64_t a : axes) drop |= normAxis(a, shape.size()) == (int64_t)i;
+          bool drop = axes.empty() ? shape[i] == 1 : std::binary_search(axes.begin(), axes.end(), int64_t(i));
+          if (drop && shape[i] != 1)
+            return "Squeeze of a dim of size " + std::to_string(shape[i]);
           if (!drop) keep.push_back(shape[i]);
         }
         shape = keep;
@@ -185,10 +235,18 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
       out.shape = shape;
     }
   } else if (op == "Concat") {
-    int64_t axis = normAxis(node.intAttr("axis", 0), in(0)->shape.size());
+    const int64_t rank = in(0)->shape.size(), a = node.intAttr("axis", 0);
+    if (a < -rank || a >= rank)
+      return "Concat axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank);
+    int64_t axis = normAxis(a, rank);
     std::vector<int64_t> shape = in(0)->shape;
     shape[axis] = 0;
-    for (auto *t : ins) shape[axis] += t->shape[axis];
+    for (auto *t : ins) {
+      for (int64_t d = 0; d < rank; ++d)
+        if (t->shape.size() != size_t(rank) || t->dtype != in(0)->dtype || (d != axis && t->shape[d] != shape[d]))
+          return "Concat of inputs whose types or other dims differ";
+      shape[axis] += t->shape[axis];
+    }
     int64_t outer = 1;
     for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
     std::vector<double> res;
@@ -200,8 +258,10 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
       }
     out = fromDoubles(res, shape, in(0)->dtype);
   } else if (op == "Gather") {
-    int64_t rank = in(0)->shape.size();
-    int64_t axis = normAxis(node.intAttr("axis", 0), rank);
+    int64_t rank = in(0)->shape.size(), a = node.intAttr("axis", 0);
+    if (a < -rank || a >= rank)
+      return "Gather axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank);
+    int64_t axis = normAxis(a, rank);
     std::vector<int64_t> idx = in(1)->asInts();
     auto v = in(0)->asDoubles();
     int64_t outer = 1, inner = 1, dim = in(0)->shape[axis];
@@ -220,6 +280,8 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
     out = fromDoubles(res, shape, in(0)->dtype);
   } else if (op == "Slice") {
     if (in(0)->shape.size() != 1) return "constant Slice of rank > 1";
+    if (in(1)->numel() != 1 || in(2)->numel() != 1 || (in(3) && in(3)->numel() != 1) || (in(4) && in(4)->numel() != 1))
+      return "constant Slice with other than one start, end, axis and step";
     int64_t dim = in(0)->shape[0];
     int64_t start = in(1)->asInts()[0], end = in(2)->asInts()[0];
     int64_t step = in(4) ? in(4)->asInts()[0] : 1;

@@ -334,6 +334,11 @@ LogicalResult Importer::importNode(const Node &n) {
   // A node ONNX accepts with operands our op refuses (its verifier says why)
   // is this model's, not a compiler bug: one line naming the node.
   for (Operation *op = last ? last->getNextNode() : &body->front(); op; op = op->getNextNode()) {
+    // Shapes computed from the model's values (Reshape, Expand, Split
+    // sizes) must come out static and non-negative.
+    for (Type t : op->getResultTypes())
+      if (auto r = dyn_cast<RankedTensorType>(t); r && llvm::any_of(r.getShape(), [](int64_t d) { return d < 0; }))
+        return fail("its result would have a negative dim");
     std::string why;
     ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
       if (why.empty())
@@ -478,6 +483,8 @@ LogicalResult Importer::reshapeLike(const Node &n) {
         if (infer >= 0)
           return fail("more than one -1 in the shape");
         infer = i;
+      } else if (d < 0) {
+        return fail("shape entry " + std::to_string(d) + " is negative");
       } else {
         known *= d;
       }
@@ -489,9 +496,10 @@ LogicalResult Importer::reshapeLike(const Node &n) {
       out[infer] = numel / known;
     }
   } else if (n.opType == "Flatten") {
-    auto a = n.intAttr("axis", 1);
-    a = a < 0 ? a + (int64_t)s.size() : a;
-    int64_t outer = 1;
+    const int64_t rank = s.size(), given = n.intAttr("axis", 1);  // from -rank to rank
+    if (given < -rank || given > rank)
+      return fail("axis " + std::to_string(given) + " out of range for rank " + std::to_string(rank));
+    int64_t a = given < 0 ? given + rank : given, outer = 1;
     for (int64_t i = 0; i < a; ++i)
       outer *= s[i];
     out = {outer, numel / outer};
