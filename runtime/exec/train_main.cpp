@@ -102,7 +102,11 @@ int64_t parse_size(const std::string& flag, const std::string& value) {
   else if (suffix == "T" || suffix == "t" || suffix == "TiB") unit = 1024.0 * 1024 * 1024 * 1024;
   else if (!suffix.empty() && suffix != "B") fail("flag '" + flag + "' needs a size like 512M or 2G, got '" + value + "'");
   if (end == value.c_str() || !(x > 0)) fail("flag '" + flag + "' needs a positive size, got '" + value + "'");
-  return int64_t(x * unit);
+  // At least a byte (0 would mean no bound at all), at most an exbibyte (and finite).
+  const double bytes = x * unit;
+  if (!(bytes >= 1 && bytes <= 1152921504606846976.0))
+    fail("flag '" + flag + "' needs a size from 1 byte to 1 EiB, got '" + value + "'");
+  return int64_t(bytes);
 }
 
 std::string mib(int64_t bytes) {
@@ -156,7 +160,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--trace") o->trace = value;
     else if (flag == "--optimizer-threads") {
       o->optimizer_threads = parse_int(flag, value);
-      if (o->optimizer_threads < 0) fail("flag '--optimizer-threads' must be >= 0, got " + value);
+      if (o->optimizer_threads < 0 || o->optimizer_threads > 4096)
+        fail("flag '--optimizer-threads' must be from 0 (every CPU) to 4096, got " + value);
     }
     else if (flag == "--gpu-mem") o->gpu_mem = parse_size(flag, value);
     else if (flag == "--ssd") {

@@ -8,6 +8,8 @@
 // tensor; every instruction set gets the very same float scalars.
 #include "optim/adamw.h"
 
+#include <system_error>
+
 #include <sched.h>
 
 #include <algorithm>
@@ -135,16 +137,27 @@ AdamWPool::AdamWPool(int threads, AdamWIsa isa) : isa_(isa) {
   if (!adamw_isa_supported(isa)) fail(std::string("fy::AdamWPool: this CPU lacks ") + adamw_isa_name(isa));
   const int n = threads > 0 ? threads : available_cpus();
   workers_.reserve(size_t(n));
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // The ones started must be joined, or their destructors terminate us.
+    const size_t started = workers_.size();
+    stop_workers();
+    fail("fy::AdamWPool: could start only " + std::to_string(started) + " of " + std::to_string(n) +
+         " optimizer threads (" + e.what() + ")");
+  }
 }
 
-AdamWPool::~AdamWPool() {
+AdamWPool::~AdamWPool() { stop_workers(); }
+
+void AdamWPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;  // workers drain the queue before they leave
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void AdamWPool::worker_loop() {

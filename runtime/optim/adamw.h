@@ -113,6 +113,7 @@ class AdamWPool {
 
  private:
   void worker_loop();
+  void stop_workers();  // drains the queue and joins every worker
   void enqueue(const Handle& h);  // counts the job's chunks and queues it
 
   AdamWIsa isa_;
