@@ -108,7 +108,11 @@ int64_t parseSize(const std::string &flag, const std::string &v) {
   double scale = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
   if (v.empty() || end == v.c_str() || scale < 0 || !(x > 0))
     die("--" + flag + " needs a size such as 512M or 2G, got '" + v + "'");
-  return int64_t(x * scale);
+  // At least a byte (0 would mean no bound at all), at most an exbibyte (and finite).
+  const double bytes = x * scale;
+  if (!(bytes >= 1 && bytes <= 1152921504606846976.0))
+    die("--" + flag + " needs a size from 1 byte to 1 EiB, got '" + v + "'");
+  return int64_t(bytes);
 }
 
 Options parse(int argc, char **argv) {
