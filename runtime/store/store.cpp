@@ -126,7 +126,10 @@ struct Core : std::enable_shared_from_this<Core> {
   std::vector<bool> slot_used;
   std::vector<Reg> regs;  // sorted by base
 
+  // Free lists keep room for every chunk and page ever made, so that
+  // release() cannot fail (a failed submit undoes its work with it).
   std::vector<Chunk*> chunk_free;
+  size_t chunks_made = 0;
   std::vector<char*> bounce_free;
   std::vector<char*> bounce_all;
 
@@ -146,8 +149,9 @@ struct Core : std::enable_shared_from_this<Core> {
   void release(Chunk* c);
   char* new_bounce();
   int find_reg(const char* p, size_t n) const;
-  void add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff, char* io, uint32_t len,
-                 uint64_t pos);
+  // Queues a piece of a request; a bounce chunk's page goes back with it.
+  Chunk* add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff, char* io, uint32_t len,
+                   uint64_t pos, bool bounce = false);
   // After an error, the request goes on only below the failing position.
   static bool dropped(const Chunk* c, const TicketState& t) { return c->pos + c->done > t.error_pos; }
   void pump();
@@ -250,7 +254,12 @@ void Core::open() {
 }
 
 Chunk* Core::new_chunk() {
-  if (chunk_free.empty()) return new Chunk();
+  if (chunk_free.empty()) {
+    chunk_free.reserve(chunks_made + 1);
+    Chunk* c = new Chunk();
+    chunks_made++;
+    return c;
+  }
   Chunk* c = chunk_free.back();
   chunk_free.pop_back();
   *c = Chunk();
@@ -268,6 +277,8 @@ char* Core::new_bounce() {
     bounce_free.pop_back();
     return b;
   }
+  bounce_all.reserve(bounce_all.size() + 1);
+  bounce_free.reserve(bounce_all.size() + 1);
   char* b = static_cast<char*>(std::aligned_alloc(kPageBytes, kPageBytes));
   if (!b) fail("fy::store: out of memory allocating a bounce page");
   bounce_all.push_back(b);
@@ -283,8 +294,8 @@ int Core::find_reg(const char* p, size_t n) const {
   return -1;
 }
 
-void Core::add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff, char* io, uint32_t len,
-                     uint64_t pos) {
+Chunk* Core::add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff, char* io, uint32_t len,
+                       uint64_t pos, bool bounce) {
   Chunk* c = new_chunk();
   c->ticket = ticket;
   c->write = write;
@@ -293,9 +304,16 @@ void Core::add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff, 
   c->io = io;
   c->len = len;
   c->pos = pos;
+  c->bounce = bounce;
   c->buf_index = reg_enabled ? find_reg(io, len) : -1;
-  (write ? wq : rq).push_back(c);
+  try {
+    (write ? wq : rq).push_back(c);
+  } catch (...) {
+    release(c);
+    throw;
+  }
   tickets[ticket].pending++;
+  return c;
 }
 
 const RegionState& Core::region_of(const Region& r) const {
@@ -343,33 +361,50 @@ uint64_t Core::submit(const Region& r, char* host, uint64_t offset, uint64_t byt
   const uint64_t start = rs.offset + offset;
   uint64_t L = start, rem = bytes;
   char* h = host;
-  while (rem) {
-    uint64_t b = L / B, within = L % B;
-    uint64_t n = std::min(rem, B - within);
-    unsigned file = unsigned(b % nd);
-    uint64_t foff = (b / nd) * B + within;
-    if (opt.direct && n % kPageBytes) {
-      // Only a request's last piece can end off a page boundary: the aligned
-      // part goes directly, the partial page through a bounce page.
-      uint64_t al = n & ~uint64_t(kPageBytes - 1), tail = n - al;
-      if (al) add_chunk(id, write, file, foff, h, uint32_t(al), L - start);
-      char* bp = new_bounce();
-      add_chunk(id, write, file, foff + al, bp, uint32_t(kPageBytes), L - start + al);
-      Chunk* c = (write ? wq : rq).back();
-      c->bounce = true;
-      if (write) {
-        std::memcpy(bp, h + al, tail);
-        std::memset(bp + tail, 0, kPageBytes - tail);
+  try {
+    while (rem) {
+      uint64_t b = L / B, within = L % B;
+      uint64_t n = std::min(rem, B - within);
+      unsigned file = unsigned(b % nd);
+      uint64_t foff = (b / nd) * B + within;
+      if (opt.direct && n % kPageBytes) {
+        // Only a request's last piece can end off a page boundary: the aligned
+        // part goes directly, the partial page through a bounce page.
+        uint64_t al = n & ~uint64_t(kPageBytes - 1), tail = n - al;
+        if (al) add_chunk(id, write, file, foff, h, uint32_t(al), L - start);
+        char* bp = new_bounce();
+        Chunk* c = nullptr;
+        try {
+          c = add_chunk(id, write, file, foff + al, bp, uint32_t(kPageBytes), L - start + al, true);
+        } catch (...) {
+          bounce_free.push_back(bp);  // room reserved by new_bounce
+          throw;
+        }
+        if (write) {
+          std::memcpy(bp, h + al, tail);
+          std::memset(bp + tail, 0, kPageBytes - tail);
+        } else {
+          c->copy_to = h + al;
+          c->copy_len = uint32_t(tail);
+        }
       } else {
-        c->copy_to = h + al;
-        c->copy_len = uint32_t(tail);
+        add_chunk(id, write, file, foff, h, uint32_t(n), L - start);
       }
-    } else {
-      add_chunk(id, write, file, foff, h, uint32_t(n), L - start);
+      L += n;
+      h += n;
+      rem -= n;
     }
-    L += n;
-    h += n;
-    rem -= n;
+  } catch (...) {
+    // Out of memory part way: none of the request may reach the disk or the
+    // buffer, since its caller gets no ticket and may reuse the buffer at
+    // once. Its pieces are the newest in their queue (nothing was pumped).
+    std::deque<Chunk*>& q = write ? wq : rq;
+    while (!q.empty() && q.back()->ticket == id) {
+      release(q.back());
+      q.pop_back();
+    }
+    tickets.erase(id);
+    throw;
   }
   if (t.pending == 0) {
     t.seq = ++next_seq;  // empty request: done at once

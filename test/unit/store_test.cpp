@@ -336,6 +336,54 @@ TEST_F(Store, PartialRangesAndDirectModeRules) {
   st.read_sync(r, nullptr, 0, 0);
 }
 
+// A request that runs out of memory while it is split into pieces must leave
+// none of them queued: its caller got no ticket and may reuse the buffer, so a
+// piece issued later would write garbage to the store, or read into memory
+// that is no longer the request's.
+TEST_F(Store, ARequestThatCannotBeQueuedLeavesNothingBehind) {
+  TempDir d("oom");
+  StoreOptions opt;
+  opt.dirs = {d.path};
+  opt.block_bytes = 4096;  // a piece per page: 64 of them, and a bounce page for the tail
+  TensorStore st(opt);
+  const size_t n = 64 * 4096 + 100;
+  Region r = st.allocate("x", n);
+  AlignedBuffer want(n), buf(n), got(n);
+  fill(want.data(), n, 1);
+  st.write_sync(r, want.data());
+  for (bool write : {true, false}) {
+    int failed = 0;
+    for (long k = 0;; ++k) {
+      fill(buf.data(), n, 100 + k);
+      Ticket t;
+      bool threw = false;
+      {
+        FailNthAllocation oom(k);
+        try {
+          t = write ? st.write(r, buf.data()) : st.read(r, buf.data());
+        } catch (const std::bad_alloc&) {
+          threw = true;
+        }
+      }
+      if (!threw) {  // k passed every allocation the request makes
+        st.wait(t);
+        if (write) st.write_sync(r, want.data());
+        break;
+      }
+      ++failed;
+      std::memset(buf.data(), 0xee, n);  // the caller's buffer, reused at once
+      st.wait_all();
+      st.read_sync(r, got.data());
+      ASSERT_TRUE(same(got.data(), want.data(), n)) << (write ? "write" : "read") << " failing at allocation " << k;
+      ASSERT_EQ(static_cast<unsigned char*>(buf.data())[0], 0xee) << "a read failing at allocation " << k;
+      ASSERT_TRUE(same(buf.data(), static_cast<char*>(buf.data()) + 1, n - 1)) << k;
+    }
+    // Pieces made by earlier tries are reused, so later tries fail sooner;
+    // a fresh store still fails at many points of the request.
+    EXPECT_GT(failed, 1) << (write ? "write" : "read");
+  }
+}
+
 // ---- concurrency and ordering ----------------------------------------------------
 
 TEST_F(Store, ConcurrentReadsAndWrites) {

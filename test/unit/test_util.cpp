@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace fyt {
 
@@ -135,4 +137,23 @@ std::string io_uring_unavailable() {
   return "";
 }
 
+namespace {
+thread_local long allocations_until_failure = -1;
+}  // namespace
+
+FailNthAllocation::FailNthAllocation(long n) { allocations_until_failure = n; }
+FailNthAllocation::~FailNthAllocation() { allocations_until_failure = -1; }
+
+namespace {
+bool take_allocation_failure() { return allocations_until_failure >= 0 && allocations_until_failure-- == 0; }
+}  // namespace
+
 }  // namespace fyt
+
+void* operator new(std::size_t n) {
+  if (fyt::take_allocation_failure()) throw std::bad_alloc();
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }

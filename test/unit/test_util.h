@@ -60,6 +60,15 @@ std::string error_of(const std::function<void()>& f);
 // reason and reads as "".
 std::string io_uring_unavailable();
 
+// While one lives, the n-th allocation this thread asks of operator new
+// (0: the next) throws std::bad_alloc: how a test reaches the out-of-memory
+// paths in the middle of the runtime's work. The test binary replaces the
+// global operator new for this (test_util.cpp).
+struct FailNthAllocation {
+  explicit FailNthAllocation(long n);
+  ~FailNthAllocation();
+};
+
 }  // namespace fyt
 
 // Skips (rather than fails) the test where io_uring is switched off.
