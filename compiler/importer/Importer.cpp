@@ -333,7 +333,8 @@ LogicalResult Importer::importNode(const Node &n) {
     return failure();
   // A node ONNX accepts with operands our op refuses (its verifier says why)
   // is this model's, not a compiler bug: one line naming the node.
-  for (Operation *op = last ? last->getNextNode() : &body->front(); op; op = op->getNextNode()) {
+  for (Operation *op = last ? last->getNextNode() : (body->empty() ? nullptr : &body->front()); op;
+       op = op->getNextNode()) {
     // Shapes computed from the model's values (Reshape, Expand, Split
     // sizes) must come out static and non-negative.
     for (Type t : op->getResultTypes())
@@ -499,10 +500,10 @@ LogicalResult Importer::reshapeLike(const Node &n) {
     const int64_t rank = s.size(), given = n.intAttr("axis", 1);  // from -rank to rank
     if (given < -rank || given > rank)
       return fail("axis " + std::to_string(given) + " out of range for rank " + std::to_string(rank));
-    int64_t a = given < 0 ? given + rank : given, outer = 1;
-    for (int64_t i = 0; i < a; ++i)
-      outer *= s[i];
-    out = {outer, numel / outer};
+    int64_t a = given < 0 ? given + rank : given, outer = 1, inner = 1;
+    for (int64_t i = 0; i < rank; ++i)
+      (i < a ? outer : inner) *= s[i];
+    out = {outer, inner};
   } else {
     std::vector<int64_t> axes;
     if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
@@ -520,6 +521,8 @@ LogicalResult Importer::reshapeLike(const Node &n) {
         auto na = axis(a, r);
         if (failed(na))
           return failure();
+        if (isNew[*na])
+          return fail("axis " + std::to_string(a) + " is repeated");
         isNew[*na] = true;
       }
       size_t k = 0;

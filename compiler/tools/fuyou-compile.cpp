@@ -287,6 +287,7 @@ int main(int argc, char **argv) {
     die(opts.model + ": " + err);
   if (failed(mlir::verify(*module)))
     die(opts.model + ": the imported graph does not verify (a compiler bug): " + diag);
+  diag.clear();  // what the passes report, not the import
   llvm::errs() << "fuyou-compile: " << stats.trainableParams << " trainable parameters in "
                << stats.trainableTensors << " tensors, " << stats.frozenTensors
                << " frozen tensors\n";

@@ -287,8 +287,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
       hdr.replace(crc_at[i], 8, hex);
       write_all(fd, from, bytes, path);
     }
-    if (::pwrite(fd, hdr.data(), hdr.size(), 8) != ssize_t(hdr.size()))
-      st_fail(path, std::string("rewriting the header failed: ") + std::strerror(errno));
+    for (size_t done = 0; done < hdr.size();) {
+      const ssize_t w = ::pwrite(fd, hdr.data() + done, hdr.size() - done, off_t(8 + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) st_fail(path, std::string("rewriting the header failed: ") + (w < 0 ? std::strerror(errno) : "no progress"));
+      done += size_t(w);
+    }
     if (::fsync(fd) != 0) st_fail(path, std::string("fsync failed: ") + std::strerror(errno));
     if (::close(fd) != 0) {
       fd = -1;
@@ -385,6 +389,8 @@ void read_tensors(const std::string& path, const Sink& sink) {
       st_fail(path, "truncated: tensor '" + name + "' ends at data byte " + std::to_string(e) + " but only " +
                         std::to_string(data_bytes) + " bytes of data are present");
     ranges.emplace_back(b, e);
+    // Ours carry one for every tensor: one missing is a damaged key.
+    if (!crcs.empty() && !crcs.count(name)) st_fail(path, "corrupt header: tensor '" + name + "' has no checksum");
     matched += crcs.count(name);
     if (void* to = sink(name, lt.dtype, lt.shape, size_t(e - b))) {
       f.seekg(std::streamoff(8 + int64_t(hlen) + b));

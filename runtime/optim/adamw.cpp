@@ -139,7 +139,7 @@ AdamWPool::AdamWPool(int threads, AdamWIsa isa) : isa_(isa) {
   workers_.reserve(size_t(n));
   try {
     for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
-  } catch (const std::system_error& e) {
+  } catch (const std::exception& e) {  // system_error, or bad_alloc for a thread's state
     // The ones started must be joined, or their destructors terminate us.
     const size_t started = workers_.size();
     stop_workers();

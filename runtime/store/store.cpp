@@ -309,6 +309,7 @@ Chunk* Core::add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff
   try {
     (write ? wq : rq).push_back(c);
   } catch (...) {
+    c->bounce = false;  // its page stays the caller's to give back
     release(c);
     throw;
   }

@@ -72,6 +72,8 @@ def main():
     attempt = 0
     while True:
         attempt += 1
+        if attempt > 100:
+            sys.exit(f"resume: FAIL: no progress after 100 attempts ({killed} killed)")
         log = w(f"attempt{attempt}.jsonl")
         cmd = base + ["--save", ck, "--save-every", "3", "--log-json", log]
         if a.ssd:
@@ -82,6 +84,7 @@ def main():
         if os.path.exists(manifest):
             cmd += ["--resume", ck]
             start = json.load(open(manifest))["step"]
+        t_start = time.time()
         p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         if killed < a.kills:
             # Somewhere in what is left of the run (start-up and checkpoints included).
@@ -93,14 +96,16 @@ def main():
         _, err = p.communicate()
         seen.update(losses(log))
         if p.returncode == 0 and killed < a.kills:
-            subprocess.run(["rm", "-rf", ck])  # finished before the kill: go round again
+            # Finished before the kill: go round again, aiming within the time a
+            # whole run takes now (the first one may have run on a busier machine).
+            if start == 0:
+                run_seconds = min(run_seconds, time.time() - t_start)
+            subprocess.run(["rm", "-rf", ck])
             continue
         if p.returncode == 0:
             break
         if p.returncode != -signal.SIGKILL:
             sys.exit(f"resume: FAIL: attempt {attempt} exited {p.returncode}: {err.strip()}")
-        if attempt > 100:
-            sys.exit("resume: FAIL: no progress")
 
     if killed < a.kills:
         sys.exit(f"resume: FAIL: only {killed} runs were killed before finishing (runs too short?)")
