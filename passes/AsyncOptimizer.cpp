@@ -40,6 +40,9 @@ struct AsyncOptimizer : fuyou::impl::AsyncOptimizerBase<AsyncOptimizer> {
     if (updates.size() != group.getParams().size())
       return group.emitOpError("has ") << group.getParams().size() << " parameters but "
                                        << updates.size() << " updates in @train_step";
+    for (Attribute a : group.getParams())
+      if (!updates.count(cast<FlatSymbolRefAttr>(a).getValue()))
+        return group.emitOpError("parameter ") << a << " has no update of the group in @train_step";
     SmallVector<Value> grads;
     for (Attribute a : group.getParams())
       grads.push_back(updates.lookup(cast<FlatSymbolRefAttr>(a).getValue()).getGrad());

@@ -76,3 +76,16 @@ fysched.group @g0 [@w] bytes 16
 func.func @train_step(%g: !fysched.buffer<device, tensor<4xf32>>) -> !fysched.buffer<device, tensor<4xf32>> {
   return %g : !fysched.buffer<device, tensor<4xf32>>
 }
+
+// -----
+
+// As many updates as parameters, but not theirs: refused, not a crash (found
+// by mutating this file's symbols).
+fygraph.param @w trainable : tensor<4xf32>
+fygraph.param @v trainable : tensor<4xf32>
+// expected-error @+1 {{parameter @v has no update of the group in @train_step}}
+fysched.group @g0 [@v] bytes 16
+func.func @train_step(%g: !fysched.buffer<device, tensor<4xf32>>) -> !fysched.buffer<device, tensor<4xf32>> {
+  fysched.cpu_adamw @w, %g group @g0 : !fysched.buffer<device, tensor<4xf32>>
+  return %g : !fysched.buffer<device, tensor<4xf32>>
+}
