@@ -164,6 +164,11 @@ class Runtime {
   // Only for buffers from alloc() or alloc_at(); fails on anything else or
   // on a second call.
   void dealloc(View v);
+  // Whether `p` lies in one of the plan's arenas (device, host or SSD-backed):
+  // a range check, for a device that must tell its own buffers from ours.
+  bool in_arenas(const void* p) const {
+    return arena_.contains(p) || host_arena_.contains(p) || (ssd_ && ssd_->contains(p));
+  }
   // Storage that lives as long as the Runtime (parameters, moments, the
   // step's arguments); zero-initialised; dealloc() refuses it.
   View alloc_pinned(Shape shape, DType dtype);

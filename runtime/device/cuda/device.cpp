@@ -365,9 +365,11 @@ void CudaDevice::dealloc(View v) {
   auto it = live_.find(v.data);
   if (it == live_.end()) {
     // Device memory that is not live here (freed twice, or never ours) would
-    // crash the host-side check below, which reads a header before the buffer.
+    // crash the host-side check below, which reads a header before the buffer
+    // (the arenas' buffers, most of a step's, need no driver query).
     cudaPointerAttributes a{};
-    const bool device = cudaPointerGetAttributes(&a, v.data) == cudaSuccess && a.type == cudaMemoryTypeDevice;
+    const bool device = !rt_.in_arenas(v.data) && cudaPointerGetAttributes(&a, v.data) == cudaSuccess &&
+                        a.type == cudaMemoryTypeDevice;
     (void)cudaGetLastError();
     if (device) fail("dealloc: device buffer " + v.shape.str() + " was deallocated twice or did not come from alloc");
     // Not the device's: the Runtime's host buffers, which it checks itself.
