@@ -5,6 +5,7 @@
 #include "kernels/cuda/scratch.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sys/wait.h>
@@ -77,7 +78,13 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
   if (!fs::exists(library))
     return "the runtime library is missing: " + library;
 
-  std::string log = out + ".build.log";
+  // The compiler's messages go to a temporary file, not beside the output:
+  // when that disk is full, the log is where the reason would be lost.
+  std::string log = (fs::temp_directory_path() / "fuyou-build-XXXXXX").string();
+  int logFd = ::mkstemp(log.data());
+  if (logFd < 0)
+    return "cannot create a temporary file for the build's messages in " + fs::temp_directory_path().string();
+  ::close(logFd);
   // -O0: the program is straight-line calls into the runtime, where every
   // kernel is already optimised; -O2 took four times as long to build
   // (27 s against 7 s for 12 layers) and gave no faster steps.
