@@ -52,6 +52,7 @@ namespace {
 struct Started {
   View from, to;
   bool to_device;
+  bool done = false;  // run ahead of its wait (run_uploads_of_group)
 };
 std::unordered_map<int64_t, Started>& started() {
   static std::unordered_map<int64_t, Started> m;
@@ -65,8 +66,27 @@ int64_t start_copy(Runtime* rt, View from, View to, bool to_device) {
   }
   if (from.nbytes() != to.nbytes())
     fail("copy: " + from.shape.str() + " and " + to.shape.str() + " differ in size");
-  started()[next] = {from, to, to_device};
+  started()[next] = {from, to, to_device, false};
   return next++;
+}
+// Deferred uploads that read a group's masters run now: the update that
+// grad_offload lets go rewrites them, and a copy started before it must see
+// the values of when it started (no compiled program waits that late; a
+// hand-written one may).
+void run_uploads_of_group(Runtime* rt, int64_t group) {
+  if (started().empty() || !rt->has_async_optimizer()) return;
+  for (int64_t p : rt->async_optimizer().group_params(group)) {
+    const View& m = rt->param(p).value;
+    const char* lo = static_cast<const char*>(m.data);
+    for (auto& entry : started()) {
+      Started& c = entry.second;
+      const char* from = static_cast<const char*>(c.from.data);
+      if (c.to_device && !c.done && from < lo + m.nbytes() && lo < from + c.from.nbytes()) {
+        copy_to_device(rt, c.from, c.to);
+        c.done = true;
+      }
+    }
+  }
 }
 }  // namespace
 
@@ -78,7 +98,7 @@ void copy_wait(Runtime* rt, int64_t ticket) {
   if (it == started().end()) fail("copy_wait: no copy started with ticket " + std::to_string(ticket));
   Started c = it->second;
   started().erase(it);
-  (c.to_device ? copy_to_device : copy_to_host)(rt, c.from, c.to);
+  if (!c.done) (c.to_device ? copy_to_device : copy_to_host)(rt, c.from, c.to);
 }
 
 void dealloc(Runtime* rt, View v) { rt->dealloc(v); }
@@ -112,6 +132,7 @@ void cpu_adamw(Runtime* rt, int64_t index, View grad) { rt->adamw(index, grad); 
 
 int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
   TraceSpan span(rt->trace(), "compute", "gradients out, group ", group);
+  run_uploads_of_group(rt, group);
   return rt->async_optimizer().offload(group, grads.begin(), grads.size());
 }
 void group_wait(Runtime* rt, int64_t group) {

@@ -443,6 +443,10 @@ void CudaDevice::settle_host(const void* data, size_t bytes) {
     FY_CUDA_CHECK(cudaStreamSynchronize(compute_));
     queued_transfers_ = false;
   }
+  settle_started(data, bytes);
+}
+
+void CudaDevice::settle_started(const void* data, size_t bytes) {
   const char* lo = static_cast<const char*>(data);
   for (size_t i = 0; i < copies_used_; ++i) {
     Started& c = copies_[i];
@@ -488,6 +492,11 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
   TraceSpan span(rt_.trace(), "device", "gradients out, group ", group);
   FY_CUDA_CHECK(cudaEventRecord(grads_ready_, compute_));
   FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
+  // The update this lets go rewrites the group's masters: an upload of them
+  // started before must have read them (no compiled program waits that late).
+  if (rt_.streamed_params())
+    for (int64_t p : rt_.async_optimizer().group_params(group))
+      settle_started(rt_.param(p).value.data, size_t(rt_.param(p).value.nbytes()));
   const int64_t token = rt_.async_optimizer().offload(group, grads, count);
   // The program keeps the previous group's gradients allocated up to this
   // op (BufferLiveness): kernels from here on may reuse their memory, so

@@ -86,6 +86,8 @@ class CudaDevice final : public Device {
   void reserve(size_t bytes, const char* what);
   void trim();  // frees every cached temporary
   size_t step_io_bytes() const;  // the step's token ids, targets and loss
+  // Waits for the step's started copies that touch [data, data + bytes).
+  void settle_started(const void* data, size_t bytes);
 
   Runtime& rt_;
   std::string name_;
