@@ -83,10 +83,12 @@ static std::string broadcastN(const std::vector<const Tensor *> &ins, DType outT
   std::vector<double> res(n);
   std::vector<double> args(ins.size());
   auto os = strides(shape);
+  std::vector<std::vector<int64_t>> ist;  // each input's strides, once
+  for (auto *t : ins) ist.push_back(strides(t->shape));
   for (int64_t i = 0; i < n; ++i) {
     for (size_t k = 0; k < ins.size(); ++k) {
       const auto &s = ins[k]->shape;
-      auto is = strides(s);
+      const auto &is = ist[k];
       int64_t off = 0;
       for (size_t d = 0; d < s.size(); ++d) {
         int64_t coord = (i / os[rank - s.size() + d]) % shape[rank - s.size() + d];
