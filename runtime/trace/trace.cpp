@@ -53,8 +53,18 @@ void Trace::write() const {
     std::fprintf(f, "}%s\n", i + 1 < events_.size() ? "," : "");
   }
   std::fprintf(f, "]}\n");
-  if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path_.c_str()) != 0)
-    fail("--trace: writing '" + path_ + "' failed: " + std::strerror(errno));
+  // fclose flushes: its failure (a full disk) is the write's too.
+  bool ok = !std::ferror(f);
+  ok = std::fclose(f) == 0 && ok;
+  int e = errno;
+  if (ok && std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    ok = false;
+    e = errno;
+  }
+  if (!ok) {
+    std::remove(tmp.c_str());  // a partial trace would only hold the disk's last room
+    fail("--trace: writing '" + path_ + "' failed: " + std::strerror(e));
+  }
 }
 
 }  // namespace fy
