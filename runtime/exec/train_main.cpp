@@ -1,5 +1,7 @@
 // main() of a generated training executable: flags, weights, data, the step
 // loop with its JSON log, gradient dump and checkpoint.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -377,6 +379,18 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   // Likewise a --save that could never be written.
   if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
   if (!o.save_dir.empty()) check_save_dir(o.save_dir);
+  // And a --trace, written at the end through PATH.tmp.
+  if (!o.trace.empty()) {
+    const std::string tmp = o.trace + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) fail("--trace: cannot write '" + tmp + "': " + std::strerror(errno));
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+    }
+    struct stat st;
+    if (::stat(o.trace.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("--trace: '" + o.trace + "' is a directory");
+  }
 
   Runtime rt;
   rt.set_options(o);
