@@ -4,6 +4,7 @@
 #include "io/safetensors.h"
 #include "kernels/cuda/scratch.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,14 @@ int64_t reservedDeviceBytes(const std::string &target, const std::string &precis
                  fy::cuda::step_io_bytes(size_t(tokens)));
 }
 
+// `s` as one word for /bin/sh, whatever quotes or spaces it holds.
+static std::string shellQuoted(const std::string &s) {
+  std::string q = "'";
+  for (char c : s)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 std::string buildExecutable(const std::string &cppPath, const std::string &out,
                             const std::string &target) {
   // Installed: <prefix>/bin/fuyou-compile, <prefix>/lib, <prefix>/include/fuyou.
@@ -80,17 +89,22 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
 
   // The compiler's messages go to a temporary file, not beside the output:
   // when that disk is full, the log is where the reason would be lost.
-  std::string log = (fs::temp_directory_path() / "fuyou-build-XXXXXX").string();
+  std::error_code ec;
+  fs::path tmpDir = fs::temp_directory_path(ec);
+  if (ec)
+    tmpDir = "/tmp";  // TMPDIR names nothing usable: the compiler falls back so too
+  std::string log = (tmpDir / "fuyou-build-XXXXXX").string();
   int logFd = ::mkstemp(log.data());
   if (logFd < 0)
-    return "cannot create a temporary file for the build's messages in " + fs::temp_directory_path().string();
+    return "cannot create a temporary file for the build's messages in " + tmpDir.string() + ": " +
+           std::strerror(errno);
   ::close(logFd);
   // -O0: the program is straight-line calls into the runtime, where every
   // kernel is already optimised; -O2 took four times as long to build
   // (27 s against 7 s for 12 layers) and gave no faster steps.
-  std::string cmd = std::string(FUYOU_CXX) + " -std=c++17 -O0 -w -I'" + include + "' '" + cppPath +
-                    "' '" + library + "' " + flags + " -o '" + out + "' > '" + log +
-                    "' 2>&1";
+  std::string cmd = std::string(FUYOU_CXX) + " -std=c++17 -O0 -w -I" + shellQuoted(include) + " " +
+                    shellQuoted(cppPath) + " " + shellQuoted(library) + " " + flags + " -o " +
+                    shellQuoted(out) + " > " + shellQuoted(log) + " 2>&1";
   int rc = std::system(cmd.c_str());
   std::string messages;
   if (FILE *f = std::fopen(log.c_str(), "r")) {

@@ -3,6 +3,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -91,9 +92,13 @@ LogicalResult CopyOp::verify() {
 LogicalResult GroupOp::verify() {
   if (getParams().empty())
     return emitOpError("a group holds at least one parameter");
-  for (Attribute a : getParams())
+  llvm::SmallDenseSet<Attribute> seen;
+  for (Attribute a : getParams()) {
     if (!isa<FlatSymbolRefAttr>(a))
       return emitOpError("params must be symbol references");
+    if (!seen.insert(a).second)
+      return emitOpError("names parameter ") << a << " twice";
+  }
   if (getBytes() <= 0)
     return emitOpError("bytes must be positive");
   return success();

@@ -69,24 +69,25 @@ int64_t start_copy(Runtime* rt, View from, View to, bool to_device) {
   started()[next] = {from, to, to_device, false};
   return next++;
 }
-// Deferred uploads that read a group's masters run now: the update that
-// grad_offload lets go rewrites them, and a copy started before it must see
-// the values of when it started (no compiled program waits that late; a
-// hand-written one may).
-void run_uploads_of_group(Runtime* rt, int64_t group) {
-  if (started().empty() || !rt->has_async_optimizer()) return;
-  for (int64_t p : rt->async_optimizer().group_params(group)) {
-    const View& m = rt->param(p).value;
-    const char* lo = static_cast<const char*>(m.data);
-    for (auto& entry : started()) {
-      Started& c = entry.second;
-      const char* from = static_cast<const char*>(c.from.data);
-      if (c.to_device && !c.done && from < lo + m.nbytes() && lo < from + c.from.nbytes()) {
-        copy_to_device(rt, c.from, c.to);
-        c.done = true;
-      }
+// Deferred uploads that read a master run before its update rewrites it
+// (grad_offload lets a group's go; cpu_adamw runs one at once): a copy
+// started before must see the values of when it started. No compiled
+// program waits that late; a hand-written one may.
+void run_uploads_reading(Runtime* rt, int64_t param) {
+  const View& m = rt->param(param).value;
+  const char* lo = static_cast<const char*>(m.data);
+  for (auto& entry : started()) {
+    Started& c = entry.second;
+    const char* from = static_cast<const char*>(c.from.data);
+    if (c.to_device && !c.done && from < lo + m.nbytes() && lo < from + c.from.nbytes()) {
+      copy_to_device(rt, c.from, c.to);
+      c.done = true;
     }
   }
+}
+void run_uploads_of_group(Runtime* rt, int64_t group) {
+  if (started().empty() || !rt->has_async_optimizer()) return;
+  for (int64_t p : rt->async_optimizer().group_params(group)) run_uploads_reading(rt, p);
 }
 }  // namespace
 
@@ -128,7 +129,10 @@ template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, st
 namespace K = ::fy::cpu;
 #include "exec/api_kernels.inc"
 
-void cpu_adamw(Runtime* rt, int64_t index, View grad) { rt->adamw(index, grad); }
+void cpu_adamw(Runtime* rt, int64_t index, View grad) {
+  if (!started().empty()) run_uploads_reading(rt, index);
+  rt->adamw(index, grad);
+}
 
 int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
   TraceSpan span(rt->trace(), "compute", "gradients out, group ", group);

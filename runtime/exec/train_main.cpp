@@ -389,7 +389,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       ::unlink(tmp.c_str());
     }
     struct stat st;
-    if (::stat(o.trace.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("--trace: '" + o.trace + "' is a directory");
+    for (const std::string& p : {o.trace, tmp})
+      if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("--trace: '" + p + "' is a directory");
+    if (fd < 0) {  // PATH.tmp is left from an earlier run: the directory must take the new one
+      const size_t slash = o.trace.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : o.trace.substr(0, slash);
+      if (::access(dir.c_str(), W_OK | X_OK) != 0) fail("--trace: cannot write in '" + dir + "': " + std::strerror(errno));
+    }
   }
 
   Runtime rt;

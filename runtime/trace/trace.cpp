@@ -1,5 +1,6 @@
 #include "trace/trace.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -62,6 +63,7 @@ void Trace::write() const {
     e = errno;
   }
   if (!ok) {
+    if (e == 0) e = EIO;  // a stream error fclose did not repeat
     std::remove(tmp.c_str());  // a partial trace would only hold the disk's last room
     fail("--trace: writing '" + path_ + "' failed: " + std::strerror(e));
   }

@@ -15,6 +15,7 @@ import hashlib
 import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 
@@ -26,14 +27,16 @@ SYMBOL = re.compile(r"@[A-Za-z0-9_.]+")
 def cases():
     out = []
     for f in sorted(glob.glob(os.path.join(HERE, "..", "Passes", "*.mlir")) +
-                    glob.glob(os.path.join(HERE, "..", "Dialect", "*.mlir"))):
+                    glob.glob(os.path.join(HERE, "..", "Dialect", "**", "*.mlir"), recursive=True)):
         text = open(f).read()
         # The IR without comments (CHECK lines), keeping the split markers.
         ir = "\n".join(l for l in text.splitlines() if not l.startswith("//") or l.startswith("// -----"))
         for line in text.splitlines():
             m = re.match(r"// RUN: fuyou-opt %s ([^|]*)", line)
             if m:
-                flags = [a for a in m.group(1).split() if a != "-verify-diagnostics"]
+                # As lit's shell would: quoted options stay one word, %S is the file's directory.
+                words = shlex.split(m.group(1).replace("%S", os.path.dirname(os.path.abspath(f))))
+                flags = [w for w in words if w != "-verify-diagnostics"]
                 out.append((os.path.basename(f), ir, flags))
     return out
 

@@ -488,27 +488,33 @@ TEST(ExecRuntime, StartedCopiesRunAtOnceOrAtTheirWait) {
 // started: grad_offload runs it first (a compiled program never waits that
 // late; the update would otherwise race the copy, as on a GPU).
 TEST(ExecRuntime, AnUploadStartedBeforeItsGroupsUpdateCopiesTheOldMaster) {
-  fy::Runtime rt;
-  fy::TrainOptions o;
-  o.defer_copies = true;
-  rt.set_options(o);
-  rt.declare_param("w", Shape{64}, DType::F32, true);
-  float* w = rt.param(0).value.as<float>();
-  for (int k = 0; k < 64; ++k) w[k] = 0.5f + 0.01f * float(k);
-  const std::vector<float> before(w, w + 64);
-  const int64_t g = fy::rt::declare_group(&rt, {0});
-  rt.set_step(1);
-  View up = fy::rt::constant_splat(&rt, Shape{64}, DType::F32, 0.0);
-  View grad = fy::rt::constant_splat(&rt, Shape{64}, DType::F32, 1.0);
-  const int64_t copy = fy::rt::copy_to_device_start(&rt, fy::rt::param_host(&rt, 0), up);
-  const int64_t out = fy::rt::grad_offload(&rt, g, grad);
-  const int64_t update = fy::rt::group_adamw(&rt, g, out, fy::rt::state_read(&rt, g));
-  fy::rt::state_write(&rt, g, update);
-  fy::rt::group_wait(&rt, g);
-  ASSERT_NE(w[0], before[0]) << "the update did not run";
-  fy::rt::copy_wait(&rt, copy);
-  EXPECT_EQ(0, std::memcmp(up.data, before.data(), 64 * sizeof(float)));
-  for (View v : {up, grad}) fy::rt::dealloc(&rt, v);
+  for (bool group : {true, false}) {  // the layer-group optimizer, or the synchronous cpu_adamw
+    fy::Runtime rt;
+    fy::TrainOptions o;
+    o.defer_copies = true;
+    rt.set_options(o);
+    rt.declare_param("w", Shape{64}, DType::F32, true);
+    float* w = rt.param(0).value.as<float>();
+    for (int k = 0; k < 64; ++k) w[k] = 0.5f + 0.01f * float(k);
+    const std::vector<float> before(w, w + 64);
+    const int64_t g = group ? fy::rt::declare_group(&rt, {0}) : -1;
+    rt.set_step(1);
+    View up = fy::rt::constant_splat(&rt, Shape{64}, DType::F32, 0.0);
+    View grad = fy::rt::constant_splat(&rt, Shape{64}, DType::F32, 1.0);
+    const int64_t copy = fy::rt::copy_to_device_start(&rt, fy::rt::param_host(&rt, 0), up);
+    if (group) {
+      const int64_t out = fy::rt::grad_offload(&rt, g, grad);
+      const int64_t update = fy::rt::group_adamw(&rt, g, out, fy::rt::state_read(&rt, g));
+      fy::rt::state_write(&rt, g, update);
+      fy::rt::group_wait(&rt, g);
+    } else {
+      fy::rt::cpu_adamw(&rt, 0, grad);
+    }
+    ASSERT_NE(w[0], before[0]) << "the update did not run";
+    fy::rt::copy_wait(&rt, copy);
+    EXPECT_EQ(0, std::memcmp(up.data, before.data(), 64 * sizeof(float))) << (group ? "group" : "cpu_adamw");
+    for (View v : {up, grad}) fy::rt::dealloc(&rt, v);
+  }
 }
 
 // The memory plan's arena: buffers at the offsets the program names, reused

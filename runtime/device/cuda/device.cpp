@@ -481,6 +481,8 @@ void CudaDevice::adamw(int64_t index, View grad) {
     synchronize();
   }
   copy_out_bytes_ += int64_t(grad.nbytes());
+  // As in grad_offload: a started upload of this master reads it first.
+  if (rt_.streamed_params()) settle_started(p.value.data, size_t(p.value.nbytes()));
   rt_.adamw(index, View{host_grad_, grad.shape, grad.dtype});
   if (rt_.streamed_params()) return;
   FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(index)], p.value.data, p.value.nbytes(), cudaMemcpyHostToDevice,

@@ -176,3 +176,10 @@ func.func @rows_by_float_ids(%ids: !fysched.buffer<device, tensor<2x3xf32>>) {
   fysched.group_wait_rows @g0, @w[%ids : !fysched.buffer<device, tensor<2x3xf32>>]
   return
 }
+
+// -----
+
+// A parameter twice would leave another's update unrewritten (found by
+// mutating fy-async-optimizer's test).
+// expected-error @+1 {{names parameter @w twice}}
+fysched.group @g0 [@w, @w] bytes 128
