@@ -104,7 +104,6 @@ static std::string broadcastN(const std::vector<const Tensor *> &ins, DType outT
 
 static int64_t normAxis(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
 
-
 std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
                      std::vector<Tensor> &outs) {
   const std::string &op = node.opType;

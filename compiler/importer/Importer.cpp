@@ -333,6 +333,12 @@ LogicalResult Importer::importNode(const Node &n) {
     return failure();
   // A node ONNX accepts with operands our op refuses (its verifier says why)
   // is this model's, not a compiler bug: one line naming the node.
+  std::string why;
+  ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
+    if (why.empty())
+      why = d.str();
+    return success();
+  });
   for (Operation *op = last ? last->getNextNode() : (body->empty() ? nullptr : &body->front()); op;
        op = op->getNextNode()) {
     // Shapes computed from the model's values (Reshape, Expand, Split
@@ -340,12 +346,6 @@ LogicalResult Importer::importNode(const Node &n) {
     for (Type t : op->getResultTypes())
       if (auto r = dyn_cast<RankedTensorType>(t); r && llvm::any_of(r.getShape(), [](int64_t d) { return d < 0; }))
         return fail("its result would have a negative dim");
-    std::string why;
-    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
-      if (why.empty())
-        why = d.str();
-      return success();
-    });
     if (failed(mlir::verify(op, /*verifyRecursively=*/false)))
       return fail("not supported with these operands: " + why);
   }

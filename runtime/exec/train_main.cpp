@@ -315,6 +315,26 @@ class JsonLog {
   FILE* f_ = nullptr;
 };
 
+// Fails, naming it, unless the trace's file can be written at the end of the
+// run, as Trace::write does: through PATH.tmp, renamed. Leaves nothing.
+void check_trace_path(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  struct stat st;
+  for (const std::string& p : {path, tmp})
+    if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("--trace: '" + p + "' is a directory");
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return;
+  }
+  if (errno != EEXIST) fail("--trace: cannot write '" + tmp + "': " + std::strerror(errno));
+  // PATH.tmp is left from an earlier run: the directory must take the new one.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) fail("--trace: cannot write in '" + dir + "': " + std::strerror(errno));
+}
+
 // Refuse, with the smallest workable figure, budgets the program cannot run
 // in. --gpu-mem: before the device takes any memory.
 void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) {
@@ -379,24 +399,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   // Likewise a --save that could never be written.
   if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
   if (!o.save_dir.empty()) check_save_dir(o.save_dir);
-  // And a --trace, written at the end through PATH.tmp.
-  if (!o.trace.empty()) {
-    const std::string tmp = o.trace + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST) fail("--trace: cannot write '" + tmp + "': " + std::strerror(errno));
-    if (fd >= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-    }
-    struct stat st;
-    for (const std::string& p : {o.trace, tmp})
-      if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("--trace: '" + p + "' is a directory");
-    if (fd < 0) {  // PATH.tmp is left from an earlier run: the directory must take the new one
-      const size_t slash = o.trace.rfind('/');
-      const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : o.trace.substr(0, slash);
-      if (::access(dir.c_str(), W_OK | X_OK) != 0) fail("--trace: cannot write in '" + dir + "': " + std::strerror(errno));
-    }
-  }
+  // And a --trace.
+  if (!o.trace.empty()) check_trace_path(o.trace);
 
   Runtime rt;
   rt.set_options(o);

@@ -8,8 +8,6 @@
 // tensor; every instruction set gets the very same float scalars.
 #include "optim/adamw.h"
 
-#include <system_error>
-
 #include <sched.h>
 
 #include <algorithm>

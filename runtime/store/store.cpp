@@ -149,9 +149,10 @@ struct Core : std::enable_shared_from_this<Core> {
   void release(Chunk* c);
   char* new_bounce();
   int find_reg(const char* p, size_t n) const;
-  // Queues a piece of a request; a bounce chunk's page goes back with it.
+  // Queues a piece of a request, through `io` or (nullptr) a bounce page
+  // of its own, which goes back with it.
   Chunk* add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff, char* io, uint32_t len,
-                   uint64_t pos, bool bounce = false);
+                   uint64_t pos);
   // After an error, the request goes on only below the failing position.
   static bool dropped(const Chunk* c, const TicketState& t) { return c->pos + c->done > t.error_pos; }
   void pump();
@@ -295,7 +296,7 @@ int Core::find_reg(const char* p, size_t n) const {
 }
 
 Chunk* Core::add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff, char* io, uint32_t len,
-                       uint64_t pos, bool bounce) {
+                       uint64_t pos) {
   Chunk* c = new_chunk();
   c->ticket = ticket;
   c->write = write;
@@ -304,13 +305,15 @@ Chunk* Core::add_chunk(uint64_t ticket, bool write, unsigned file, uint64_t foff
   c->io = io;
   c->len = len;
   c->pos = pos;
-  c->bounce = bounce;
-  c->buf_index = reg_enabled ? find_reg(io, len) : -1;
   try {
+    if (!io) {
+      c->io = new_bounce();
+      c->bounce = true;
+    }
+    c->buf_index = reg_enabled ? find_reg(c->io, len) : -1;
     (write ? wq : rq).push_back(c);
   } catch (...) {
-    c->bounce = false;  // its page stays the caller's to give back
-    release(c);
+    release(c);  // with its page, if it got one
     throw;
   }
   tickets[ticket].pending++;
@@ -373,17 +376,10 @@ uint64_t Core::submit(const Region& r, char* host, uint64_t offset, uint64_t byt
         // part goes directly, the partial page through a bounce page.
         uint64_t al = n & ~uint64_t(kPageBytes - 1), tail = n - al;
         if (al) add_chunk(id, write, file, foff, h, uint32_t(al), L - start);
-        char* bp = new_bounce();
-        Chunk* c = nullptr;
-        try {
-          c = add_chunk(id, write, file, foff + al, bp, uint32_t(kPageBytes), L - start + al, true);
-        } catch (...) {
-          bounce_free.push_back(bp);  // room reserved by new_bounce
-          throw;
-        }
+        Chunk* c = add_chunk(id, write, file, foff + al, nullptr, uint32_t(kPageBytes), L - start + al);
         if (write) {
-          std::memcpy(bp, h + al, tail);
-          std::memset(bp + tail, 0, kPageBytes - tail);
+          std::memcpy(c->io, h + al, tail);
+          std::memset(c->io + tail, 0, kPageBytes - tail);
         } else {
           c->copy_to = h + al;
           c->copy_len = uint32_t(tail);

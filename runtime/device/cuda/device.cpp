@@ -497,8 +497,10 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
   // The update this lets go rewrites the group's masters: an upload of them
   // started before must have read them (no compiled program waits that late).
   if (rt_.streamed_params())
-    for (int64_t p : rt_.async_optimizer().group_params(group))
-      settle_started(rt_.param(p).value.data, size_t(rt_.param(p).value.nbytes()));
+    for (int64_t p : rt_.async_optimizer().group_params(group)) {
+      const View& master = rt_.param(p).value;
+      settle_started(master.data, size_t(master.nbytes()));
+    }
   const int64_t token = rt_.async_optimizer().offload(group, grads, count);
   // The program keeps the previous group's gradients allocated up to this
   // op (BufferLiveness): kernels from here on may reuse their memory, so
