@@ -226,6 +226,7 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
   // AdamW's step count: skipped steps do not advance it (a held update's
   // is settled by its verdict).
   g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
+  g.iteration = rt_.step();
   g.pending = true;
   g.rows_ready = false;
   g.rows_done = false;
@@ -764,7 +765,9 @@ void AsyncOptimizer::write_out_of_core(int64_t group) {
 
 AdamWConfig AsyncOptimizer::adamw_config(const Group& g) const {
   // As torch: unscale, then the clipping coefficient, inside the update's pass.
-  AdamWConfig cfg = rt_.options().adamw;
+  // The rate follows the training step, as a scheduler stepped every
+  // iteration does, skipped steps included.
+  AdamWConfig cfg = rt_.adamw_config(g.iteration);
   cfg.grad_unscale = g.unscale;
   cfg.grad_coef = g.scale;
   return cfg;

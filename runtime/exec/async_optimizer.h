@@ -233,7 +233,8 @@ class AsyncOptimizer {
     Landing landed;                         // the slot's copies, while they may be running
     int64_t offloaded = 0;                  // when its copies were issued (grad_offload count)
     std::vector<double> sq_norms;  // per parameter, of this step's gradients
-    int64_t step = 0;
+    int64_t step = 0;              // AdamW's step count
+    int64_t iteration = 0;         // the training step it belongs to: its learning rate
     float unscale = 1.f;           // 1 / loss scale, applied first
     float scale = 1.f;             // clipping coefficient applied before AdamW
     bool pending = false;          // its update is queued, held or running

@@ -284,9 +284,15 @@ void Runtime::adamw_at(int64_t index, const float* grad, int64_t step) {
   Param& p = params_[size_t(index)];
   if (!p.m.data) fail("cpu_adamw: --ssd needs the layer-group optimizer (compile without --sync-optimizer)");
   if (p.q8_block)
-    adamw8bit_step(p.value.as<float>(), grad, p.m.data, p.v.data, p.value.numel(), p.q8_block, opts_.adamw, step);
+    adamw8bit_step(p.value.as<float>(), grad, p.m.data, p.v.data, p.value.numel(), p.q8_block, adamw_config(step), step);
   else
-    adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(), opts_.adamw, step);
+    adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(), adamw_config(step), step);
+}
+
+AdamWConfig Runtime::adamw_config(int64_t step) const {
+  AdamWConfig cfg = opts_.adamw;
+  cfg.lr = opts_.lr_schedule.at(opts_.adamw.lr, step);
+  return cfg;
 }
 
 int64_t Runtime::param_bytes() const {

@@ -16,6 +16,7 @@
 #include "exec/async_optimizer.h"
 #include "trace/trace.h"
 #include "optim/adamw.h"
+#include "optim/lr_schedule.h"
 
 namespace fy {
 
@@ -42,7 +43,8 @@ struct TrainOptions {
   std::string trace;       // Chrome trace JSON of the run
   int64_t gpu_mem = 0;     // budget for the device arena (on the CPU target, the arena that stands for it)
   uint64_t seed = 0;
-  AdamWConfig adamw;       // torch.optim.AdamW defaults
+  AdamWConfig adamw;       // torch.optim.AdamW defaults; adamw.lr is the schedule's peak
+  LrSchedule lr_schedule;  // the rate of each step (Runtime::adamw_config)
   LossScaleConfig loss_scale;  // for programs that scale their loss (fp16)
   // "adamw" or "adamw8bit" (block-wise 8-bit moments); "": the program's choice.
   std::string optimizer;
@@ -193,6 +195,8 @@ class Runtime {
   // only that parameter and its moments, so the background optimizer may
   // call it while the program runs.
   void adamw_at(int64_t index, const float* grad, int64_t step);
+  // AdamW's hyper-parameters for training step `step`: the schedule's rate.
+  AdamWConfig adamw_config(int64_t step) const;
   // Keeps a copy of a step-1 gradient, times `factor`, when recording (no-op otherwise).
   void record_grad(int64_t index, View grad, float factor = 1.f);
   void set_record_grads(bool on) { record_grads_ = on; }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -32,13 +33,18 @@ const char kUsage[] =
     "usage: %s --data FILE --steps N [options]\n"
     "  --data FILE          token file (uint16 .bin or llm.c format)\n"
     "  --steps N            number of training steps (> 0)\n"
-    "  --lr X               AdamW learning rate (default 1e-3)\n"
+    "  --lr X               AdamW learning rate, the schedule's peak (default 1e-3)\n"
+    "  --lr-schedule KIND   constant, cosine or linear: after the warmup, the rate decays from\n"
+    "                       --lr to --min-lr at step --lr-decay-steps, then stays there (default constant)\n"
+    "  --warmup-steps N     steps 1..N use lr * step / N (default 0)\n"
+    "  --lr-decay-steps N   the step where the decay reaches --min-lr (default --steps)\n"
+    "  --min-lr X           the rate the decay ends at (default 0)\n"
     "  --beta1 X            (default 0.9)\n"
     "  --beta2 X            (default 0.999)\n"
     "  --eps X              (default 1e-8)\n"
     "  --weight-decay X     (default 0.01)\n"
     "  --seed N             seed for dropout masks (default 0)\n"
-    "  --log-json FILE      one JSON object per step: step, loss, tokens_per_s, ms\n"
+    "  --log-json FILE      one JSON object per step: step, loss, lr, tokens_per_s, ms\n"
     "  --log-every K        progress line on stderr every K steps (default 1)\n"
     "  --save DIR           checkpoint to DIR after the last step (manifest.json, state, model.safetensors)\n"
     "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
@@ -141,7 +147,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
                                          "--ssd-read-priority", "--rows-first", "--loss-scale-init",
-                                         "--loss-scale-growth-interval"};
+                                         "--loss-scale-growth-interval", "--lr-schedule",
+                                         "--warmup-steps", "--lr-decay-steps", "--min-lr"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -220,6 +227,19 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
       o->clip_norm = parse_double(flag, value);
       if (!(o->clip_norm > 0)) fail("flag '--clip-norm' must be > 0, got " + value);
     }
+    else if (flag == "--lr-schedule") {
+      if (!parse_lr_schedule_kind(value, &o->lr_schedule.kind))
+        fail("flag '--lr-schedule' must be constant, cosine or linear, got '" + value + "'");
+    } else if (flag == "--warmup-steps") {
+      o->lr_schedule.warmup = parse_int(flag, value);
+      if (o->lr_schedule.warmup < 0) fail("flag '--warmup-steps' must be >= 0, got " + value);
+    } else if (flag == "--lr-decay-steps") {
+      o->lr_schedule.decay_end = parse_int(flag, value);
+      if (o->lr_schedule.decay_end <= 0) fail("flag '--lr-decay-steps' must be positive, got " + value);
+    } else if (flag == "--min-lr") {
+      o->lr_schedule.min_lr = parse_double(flag, value);
+      if (o->lr_schedule.min_lr < 0) fail("flag '--min-lr' must be >= 0, got " + value);
+    }
     else if (flag == "--steps") {
       o->steps = parse_int(flag, value);
       have_steps = true;
@@ -239,7 +259,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         fail("flag '" + flag + "' must be " + (flag.rfind("--beta", 0) == 0 ? "in [0, 1)" : ">= 0") + ", got " +
              value);
       float f = float(v);
-      if (flag == "--lr") o->adamw.lr = f;
+      if (flag == "--lr") o->adamw.lr = v;
       else if (flag == "--beta1") o->adamw.beta1 = f;
       else if (flag == "--beta2") o->adamw.beta2 = f;
       else if (flag == "--eps") o->adamw.eps = f;
@@ -248,6 +268,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
   }
   if (o->data.empty()) fail("missing required flag --data FILE (see --help)");
   if (!have_steps) fail("missing required flag --steps N (see --help)");
+  if (o->lr_schedule.decay_end == 0) o->lr_schedule.decay_end = o->steps;
+  if (std::string why = o->lr_schedule.invalid(o->adamw.lr); !why.empty()) fail("--lr-schedule: " + why);
   if (o->weights.empty()) o->weights = default_weights_path(argc > 0 ? argv[0] : nullptr);
   return true;
 }
@@ -290,6 +312,15 @@ std::string json_number(double v, const char* fmt) {
   char buf[64];
   std::snprintf(buf, sizeof buf, fmt, v);
   return buf;
+}
+
+// The shortest text that reads back as the same double (0.0005, not
+// 0.00050000000000000001).
+std::string json_exact(double v) {
+  if (!std::isfinite(v)) return json_number(v, "%g");
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
+  return std::string(buf, r.ptr);
 }
 
 class JsonLog {
@@ -523,7 +554,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       extra += ", \"grad_norm\": " + json_number(rt.async_optimizer().last_grad_norm(), "%.9g");
     }
     log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
-             ", \"tokens_per_s\": " + json_number(tps, "%.1f") + ", \"ms\": " + json_number(ms, "%.4f") + extra +
+             ", \"lr\": " + json_exact(rt.adamw_config(s + 1).lr) + ", \"tokens_per_s\": " + json_number(tps, "%.1f") +
+             ", \"ms\": " + json_number(ms, "%.4f") + extra +
              "}\n");
     if ((s + 1) % o.log_every == 0 || s + 1 == o.steps || !note.empty())
       std::fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f ms  %.0f tok/s%s\n", (long long)(s + 1),

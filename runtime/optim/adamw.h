@@ -20,7 +20,7 @@
 namespace fy {
 
 struct AdamWConfig {
-  float lr = 1e-3f;
+  double lr = 1e-3;  // double, as torch's: a schedule's rates are not rounded to float
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;

@@ -50,6 +50,10 @@ def main():
                     help="also build with activations recomputed and weights streamed: same bits")
     ap.add_argument("--bitwise-vs-sync", action="store_true",
                     help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
+    ap.add_argument("--lr-schedule", default=None, help="both sides: --lr-schedule KIND")
+    ap.add_argument("--warmup-steps", default=None)
+    ap.add_argument("--lr-decay-steps", default=None)
+    ap.add_argument("--min-lr", default=None)
     a = ap.parse_args()
 
     os.makedirs(a.work, exist_ok=True)
@@ -77,6 +81,9 @@ def main():
           "--weight-decay", "0.01"]
     if a.clip_norm:
         hp += ["--clip-norm", a.clip_norm]
+    for flag in ("lr_schedule", "warmup_steps", "lr_decay_steps", "min_lr"):
+        if getattr(a, flag) is not None:
+            hp += ["--" + flag.replace("_", "-"), getattr(a, flag)]
     scaling = []
     if a.loss_scale_init:
         scaling = ["--loss-scale-init", a.loss_scale_init]
@@ -134,6 +141,14 @@ def main():
     else:
         compare += ["--ours-grads", w("ours_grads.safetensors"), "--ref-grads", w("ref_grads.safetensors")]
     run(compare)
+    if a.lr_schedule:
+        # Each step's rate, ours against torch's LambdaLR, and a schedule that moves.
+        ours = [json.loads(l)["lr"] for l in open(w("ours.jsonl"))]
+        ref = [json.loads(l)["lr"] for l in open(w("ref.jsonl"))]
+        bad = [(i + 1, o, r) for i, (o, r) in enumerate(zip(ours, ref)) if abs(o - r) > 1e-12 * r]
+        if len(ours) != len(ref) or bad or len(set(ours)) < 3:
+            sys.exit(f"e2e: FAIL: learning rates differ from torch's or do not change: ours {ours}, torch {ref}")
+        print(f"e2e: {a.lr_schedule} rates agree with torch's LambdaLR: {ours[0]:.3g} .. {max(ours):.3g} .. {ours[-1]:.3g}")
     print("e2e: PASS")
 
 

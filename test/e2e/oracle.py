@@ -13,6 +13,7 @@ trainable parameter at step 1 (before the first update), keyed by ONNX initializ
 """
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -172,6 +173,11 @@ def main(argv=None):
     ap.add_argument("--loss-scale-init", type=float, default=0.0,
                     help="dynamic loss scaling from this scale (torch.cuda.amp.GradScaler's rule, by hand)")
     ap.add_argument("--loss-scale-growth-interval", type=int, default=2000)
+    ap.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "linear"],
+                    help="torch.optim.lr_scheduler.LambdaLR stepped every iteration, skipped ones too")
+    ap.add_argument("--warmup-steps", type=int, default=0)
+    ap.add_argument("--lr-decay-steps", type=int, default=0, help="default: --steps")
+    ap.add_argument("--min-lr", type=float, default=0.0)
     a = ap.parse_args(argv)
 
     if a.batch < 1 or a.seq < 1 or a.steps < 0:
@@ -216,6 +222,21 @@ def main(argv=None):
     opt = torch.optim.AdamW([p for _, p in trainable], lr=a.lr, betas=(a.beta1, a.beta2),
                             eps=a.eps, weight_decay=a.weight_decay, foreach=False)
 
+    decay_end = a.lr_decay_steps or a.steps
+
+    def rate(step):
+        """The train program's --lr-schedule at training step `step` (from 1)."""
+        if step <= a.warmup_steps:
+            return a.lr * step / a.warmup_steps
+        if a.lr_schedule == "constant":
+            return a.lr
+        t = min(1.0, (step - a.warmup_steps) / (decay_end - a.warmup_steps))
+        shape = 0.5 * (1 + math.cos(math.pi * t)) if a.lr_schedule == "cosine" else 1 - t
+        return a.min_lr + (a.lr - a.min_lr) * shape
+
+    # LambdaLR's epoch counts from 0 at construction: epoch e is step e + 1.
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: rate(e + 1) / a.lr)
+
     scale, good = a.loss_scale_init, 0
     tmp = a.out_losses + ".tmp"
     with open(tmp, "w") as log:
@@ -227,7 +248,7 @@ def main(argv=None):
                     loss = model(idx, tgt)
             else:
                 loss = model(idx, tgt)
-            record = {"step": s + 1, "loss": float(loss.item())}
+            record = {"step": s + 1, "loss": float(loss.item()), "lr": opt.param_groups[0]["lr"]}
             if scale:
                 # Backward from the scale (a power of two: exact), then the step's verdict.
                 (loss * torch.tensor(scale, dtype=torch.float32)).backward()
@@ -236,6 +257,7 @@ def main(argv=None):
                 if not finite:
                     scale, good = float(np.float32(scale * 0.5)), 0
                     log.write(json.dumps(record) + "\n")
+                    sched.step()
                     continue
                 inv = float(np.float32(1.0 / scale))
                 for _, p in trainable:
@@ -253,6 +275,7 @@ def main(argv=None):
             if a.clip_norm > 0:
                 torch.nn.utils.clip_grad_norm_([p for _, p in trainable], a.clip_norm)
             opt.step()
+            sched.step()
             log.write(json.dumps(record) + "\n")
     os.replace(tmp, a.out_losses)
     if a.out_params:

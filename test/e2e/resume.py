@@ -52,7 +52,9 @@ def main():
                     w("model.onnx"), "--batch", "4", "--seq", "32"], check=True, stdout=subprocess.DEVNULL)
     subprocess.run([a.compiler, w("model.onnx"), "-o", w("train")] + (["--precision", "fp16"] if a.fp16 else []),
                    check=True)
-    base = [w("train"), "--data", w("tokens.bin"), "--steps", str(a.steps), "--log-every", "1000"]
+    # A warmup and a cosine decay: a resumed run must pick up the rate where it was.
+    base = [w("train"), "--data", w("tokens.bin"), "--steps", str(a.steps), "--log-every", "1000",
+            "--lr-schedule", "cosine", "--warmup-steps", "5", "--min-lr", "1e-4"]
     if a.fp16:
         base += ["--loss-scale-init", str(2 ** 26), "--loss-scale-growth-interval", "4"]
 

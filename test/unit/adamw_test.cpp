@@ -15,6 +15,7 @@
 
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
+#include "optim/lr_schedule.h"
 #include "test_util.h"
 
 namespace fyt {
@@ -73,7 +74,7 @@ TEST(AdamW, MatchesTorch) {
   Rng rng(3);
   const int64_t n = 4096, steps = 10;
   fy::AdamWConfig cfg{6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
-  std::vector<float> in = {float(n), float(steps), cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
+  std::vector<float> in = {float(n), float(steps), float(cfg.lr), cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay};
   std::vector<float> p(n), m(n, 0), v(n, 0);
   for (auto& x : p) x = float(rng.uniform(-1, 1));
   in.insert(in.end(), p.begin(), p.end());
@@ -308,6 +309,42 @@ TEST(AdamWPool, ForChunksVisitsEachElementOnceInFixedChunks) {
     auto h = pool.for_chunks(0, [](int64_t, int64_t) { ADD_FAILURE() << "a chunk of nothing"; });
     EXPECT_TRUE(pool.done(h));
   }
+}
+
+// Values worked by hand from the definition: warmup lr*s/W, then
+// min + (lr - min) * shape(t), t = (s - W) / (D - W).
+TEST(LrSchedule, WarmupThenDecayToTheFloor) {
+  using K = fy::LrSchedule::Kind;
+  fy::LrSchedule cos{K::Cosine, 4, 12, 1e-4};
+  EXPECT_DOUBLE_EQ(cos.at(1e-3, 1), 2.5e-4);
+  EXPECT_DOUBLE_EQ(cos.at(1e-3, 4), 1e-3);
+  EXPECT_NEAR(cos.at(1e-3, 6), 8.681980515339464e-4, 1e-18);  // t = 1/4: (1 + cos(pi/4)) / 2
+  EXPECT_NEAR(cos.at(1e-3, 8), 5.5e-4, 1e-18);                // t = 1/2: halfway
+  EXPECT_NEAR(cos.at(1e-3, 12), 1e-4, 1e-18);
+  EXPECT_NEAR(cos.at(1e-3, 1000), 1e-4, 1e-18);               // stays at the floor
+  fy::LrSchedule lin{K::Linear, 4, 12, 1e-4};
+  EXPECT_NEAR(lin.at(1e-3, 6), 7.75e-4, 1e-18);
+  EXPECT_NEAR(lin.at(1e-3, 12), 1e-4, 1e-18);
+  fy::LrSchedule flat{K::Constant, 2, 0, 0};
+  EXPECT_DOUBLE_EQ(flat.at(1e-3, 1), 5e-4);
+  EXPECT_DOUBLE_EQ(flat.at(1e-3, 2), 1e-3);
+  EXPECT_DOUBLE_EQ(flat.at(1e-3, 500), 1e-3);
+  EXPECT_DOUBLE_EQ(fy::LrSchedule{}.at(3e-4, 1), 3e-4);
+  fy::LrSchedule nowarm{K::Cosine, 0, 10, 0};
+  EXPECT_DOUBLE_EQ(nowarm.at(1e-3, 10), 0.0);
+  EXPECT_NEAR(nowarm.at(1e-3, 5), 5e-4, 1e-18);
+}
+
+TEST(LrSchedule, RefusesADecayThatCannotRun) {
+  using K = fy::LrSchedule::Kind;
+  EXPECT_EQ(fy::LrSchedule({K::Cosine, 4, 12, 1e-4}).invalid(1e-3), "");
+  EXPECT_NE(fy::LrSchedule({K::Cosine, 12, 12, 0}).invalid(1e-3), "");  // ends where the warmup ends
+  EXPECT_NE(fy::LrSchedule({K::Linear, 0, 10, 2e-3}).invalid(1e-3), "");  // floor above the peak
+  EXPECT_EQ(fy::LrSchedule({K::Constant, 50, 10, 0}).invalid(1e-3), "");  // no decay: any warmup
+  fy::LrSchedule::Kind k;
+  EXPECT_TRUE(fy::parse_lr_schedule_kind("linear", &k));
+  EXPECT_EQ(k, K::Linear);
+  EXPECT_FALSE(fy::parse_lr_schedule_kind("Cosine", &k));
 }
 
 }  // namespace

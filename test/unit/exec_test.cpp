@@ -130,14 +130,14 @@ std::vector<std::string> read_lines(const std::string& path) {
 
 struct LogRecord {
   long long step = 0;
-  double loss = 0, tps = 0, ms = 0;
+  double loss = 0, lr = 0, tps = 0, ms = 0;
 };
 
 LogRecord parse_record(const std::string& line) {
   LogRecord r;
-  int n = std::sscanf(line.c_str(), "{\"step\": %lld, \"loss\": %lf, \"tokens_per_s\": %lf, \"ms\": %lf}", &r.step,
-                      &r.loss, &r.tps, &r.ms);
-  EXPECT_EQ(n, 4) << "unparsable log line: " << line;
+  int n = std::sscanf(line.c_str(), "{\"step\": %lld, \"loss\": %lf, \"lr\": %lf, \"tokens_per_s\": %lf, \"ms\": %lf}",
+                      &r.step, &r.loss, &r.lr, &r.tps, &r.ms);
+  EXPECT_EQ(n, 5) << "unparsable log line: " << line;
   return r;
 }
 
@@ -252,6 +252,7 @@ TEST_F(Exec, TrainsAndLogsEveryStep) {
     EXPECT_TRUE(std::isfinite(rec.loss)) << lines[size_t(i)];
     EXPECT_GT(rec.ms, 0);
     EXPECT_GT(rec.tps, 0);
+    EXPECT_EQ(rec.lr, 3e-2);  // constant: --lr itself
     loss.push_back(rec.loss);
   }
   double last = (loss[25] + loss[26] + loss[27] + loss[28] + loss[29]) / 5;
