@@ -91,9 +91,16 @@ size_t AsyncOptimizer::rows_host_bytes() const {
   return n;
 }
 
+size_t AsyncOptimizer::accum_host_bytes() const {
+  size_t n = 0;
+  if (accum_ > 1)
+    for (const Group& g : groups_) n += g.grad_elems * sizeof(float);
+  return n;
+}
+
 size_t AsyncOptimizer::fixed_host_bytes() const {
-  if (store_) return staging_count_ * staging_bytes_ + rows_host_bytes();
-  size_t n = rows_host_bytes();  // and AdamW's moments in memory
+  if (store_) return staging_count_ * staging_bytes_ + rows_host_bytes() + accum_host_bytes();
+  size_t n = rows_host_bytes() + accum_host_bytes();  // and AdamW's moments in memory
   for (const Group& g : groups_)
     for (int64_t p : g.params) n += 2 * size_t(rt_.state_bytes(p));
   return n;
@@ -107,6 +114,38 @@ void AsyncOptimizer::make_slots() {
   for (size_t i = 0; i < n; ++i)
     slots_.push_back(rt_.alloc_pinned(Shape{int64_t(slot_elems_)}, DType::F32).as<float>());
   for (size_t i = 0; i < n; ++i) free_slots_.push_back(int(i));
+  if (accum_ > 1)
+    for (Group& g : groups_) g.acc = rt_.alloc_pinned(Shape{int64_t(g.grad_elems)}, DType::F32).as<float>();
+}
+
+void AsyncOptimizer::set_accumulation(int64_t k) {
+  if (k < 1) fail("gradient accumulation needs at least 1 micro-batch a step, got " + std::to_string(k));
+  if (!slots_.empty()) fail("gradient accumulation is set before the first step");
+  accum_ = k;
+}
+
+void AsyncOptimizer::accumulate(Group& g, bool first) {
+  float* acc = g.acc;
+  const float* src = slots_[size_t(g.slot)];
+  // As torch accumulates .grad: the first micro-batch's gradient, then += each next one.
+  pool_->wait(pool_->for_chunks(int64_t(g.grad_elems), [=](int64_t lo, int64_t n) {
+    if (first)
+      std::memcpy(acc + lo, src + lo, size_t(n) * sizeof(float));
+    else
+      for (int64_t i = lo; i < lo + n; ++i) acc[i] += src[i];
+  }));
+}
+
+void AsyncOptimizer::combine(Group& g) {
+  const float* acc = g.acc;
+  float* dst = slots_[size_t(g.slot)];
+  // The mean over micro-batches: exactly torch's sum of (loss / k)'s
+  // gradients when k is a power of two.
+  const float inv = float(1.0 / double(accum_));
+  pool_->wait(pool_->for_chunks(int64_t(g.grad_elems), [=](int64_t lo, int64_t n) {
+    for (int64_t i = lo; i < lo + n; ++i) dst[i] = (acc[i] + dst[i]) * inv;
+  }));
+  g.combine = false;
 }
 
 namespace {
@@ -175,15 +214,19 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
       std::memcpy(grad(g, i), grads[i].data, grads[i].nbytes());
   }
   if (copy_fence_) g.landed = copy_fence_(group);
-  if (g.landed.wait && rt_.recording_grads()) {
+  g.combine = accum_ > 1 && !accumulating();
+  const bool record = rt_.recording_grads() && !accumulating();
+  if (g.landed.wait && record) {
     g.landed.wait();  // read here, on the host, right away
     g.landed = {};
   }
+  if (g.combine && record) combine(g);  // the step's gradient is the micro-batches' mean
   // Recorded as the optimizer will see them: unscaled (the scale cannot
   // change before this step's verdict).
   const float unscale = scaler_ ? scaler_->inv_scale() : 1.f;
-  for (size_t i = 0; i < count; ++i)
-    rt_.record_grad(g.params[i], View{grad(g, i), grads[i].shape, DType::F32}, unscale);
+  if (record)
+    for (size_t i = 0; i < count; ++i)
+      rt_.record_grad(g.params[i], View{grad(g, i), grads[i].shape, DType::F32}, unscale);
   std::lock_guard<std::mutex> lock(mu_);
   g.offloaded = ++offloads_;
   return new_token(Op::Offload, group, 0);
@@ -192,6 +235,9 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
 int64_t AsyncOptimizer::read(int64_t group) {
   if (group < 0 || group >= num_groups()) fail("state_read: no group " + std::to_string(group));
   std::lock_guard<std::mutex> lock(mu_);
+  // A micro-batch's update reads nothing: its token names no read, and the
+  // count stays the real reads' (the last step's may still be queued).
+  if (accumulating()) return new_token(Op::Read, group, 0);
   Group& g = groups_[size_t(group)];
   int64_t seq = ++g.reads;
   if (store_) {
@@ -223,6 +269,15 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
     fail("group_adamw of group " + std::to_string(group) + " needs the group's grad_offload of this step");
   for (size_t i = 0; i < count; ++i) tokens_.erase(deps[i]);
   item.seq = ++g.updates;
+  if (accumulating()) {
+    // No AdamW, no hold for clipping or the loss scale: those wait for the sum.
+    item.accumulate = true;
+    item.first_micro = micro_ == 0;
+    g.pending = true;
+    queue_.push_back(item);
+    work_cv_.notify_one();
+    return new_token(Op::Update, group, item.seq);
+  }
   // AdamW's step count: skipped steps do not advance it (a held update's
   // is settled by its verdict).
   g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
@@ -369,7 +424,7 @@ void AsyncOptimizer::write(int64_t group, int64_t update) {
     fail("state_write of group " + std::to_string(group) + " follows a " + op_name(int(t.op)) +
          ", not a group_adamw");
   tokens_.erase(update);
-  if (store_) {
+  if (store_ && !accumulating()) {
     queue_.push_back(Item{Op::Write, group, t.seq});
     work_cv_.notify_one();
   }
@@ -585,8 +640,14 @@ void AsyncOptimizer::run(const Item& item) {
       read_out_of_core(item.group);
     } else if (item.op == Op::Write) {
       write_out_of_core(item.group);
+    } else if (item.accumulate) {
+      await(g.landed, "gradients landed wait, group ", item.group);
+      TraceSpan span(rt_.trace(), "cpu optimizer", "accumulate gradients, group ", item.group,
+                     int64_t(g.grad_elems * 4));
+      accumulate(g, item.first_micro);
     } else if (item.op == Op::Check) {
       await(g.landed, "gradients landed wait, group ", item.group);
+      if (g.combine) combine(g);
       TraceSpan span(rt_.trace(), "cpu optimizer", "gradient norms, group ", item.group, int64_t(g.grad_elems * 4));
       check_norms(g);
     } else {
@@ -611,6 +672,7 @@ void AsyncOptimizer::run(const Item& item) {
         }
       } else {
         await(g.landed, "gradients landed wait, group ", item.group);
+        if (g.combine) combine(g);
         update(g.rows_done ? Part::Rest : Part::All);
       }
       if (!again && on_updated_) on_updated_(item.group);
@@ -840,7 +902,8 @@ void AsyncOptimizer::plan_rows(Group& g, int64_t step) {
   g.rows_index = -1;
   // Declared tables have no buffers before their first wait_rows (a device
   // may never call it): the whole update then.
-  if (g.rows_param < 0 || !g.rows || !next_ids_) return;
+  // Accumulating, the next batch's rows are not what the next update reads.
+  if (g.rows_param < 0 || !g.rows || !next_ids_ || accum_ > 1) return;
   const Runtime::Param& p = rt_.param(g.rows_param);
   // A device that takes the rows needs their values compact (wait_rows made
   // the room only if it was there then).

@@ -178,6 +178,17 @@ class AsyncOptimizer {
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   void restore_loss_scaler(float scale, int64_t growth_tracker, int64_t skipped);
 
+  // Gradient accumulation: a step of k micro-batches runs the program k
+  // times. In all but the last, a group's update only adds its gradients
+  // into a host accumulator of the group's (no state I/O, no AdamW, the
+  // parameters stay); the last adds them in too, scales the sum by 1/k and
+  // updates as usual (clipping and the loss scale's check see the sum).
+  // Set before the first step; set_micro_step before each run of the program.
+  void set_accumulation(int64_t k);
+  void set_micro_step(int64_t m) { micro_ = m; }
+  int64_t accumulation() const { return accum_; }
+  size_t accum_host_bytes() const;  // the accumulators: one fp32 gradient of every group
+
   // Out of core (--ssd): AdamW's moments live in the store, one region each,
   // and only the staging buffers' worth of groups (2 to 8) sit in host
   // memory, filled where the program's state_read ops say.
@@ -201,7 +212,9 @@ class AsyncOptimizer {
   size_t rows_host_bytes() const;
   size_t slot_bytes() const { return slot_elems_ * sizeof(float); }
   size_t min_slots() const { return holds() ? groups_.size() : 1; }
-  size_t min_fixed_host_bytes() const { return store_ ? 2 * staging_bytes_ + rows_host_bytes() : fixed_host_bytes(); }
+  size_t min_fixed_host_bytes() const {
+    return store_ ? 2 * staging_bytes_ + rows_host_bytes() + accum_host_bytes() : fixed_host_bytes();
+  }
   // How many slots to use (default: one per group, never waiting).
   void set_slots(size_t n) { wanted_slots_ = n; }
   size_t slots() const { return slots_.size(); }
@@ -220,6 +233,9 @@ class AsyncOptimizer {
     // write names the update it follows.
     int64_t seq;
     int64_t after_read = 0;  // an update: the read it needs (0: none)
+    // An update of a micro-batch before the step's last: its gradients go
+    // into the accumulator (the first one's replace it).
+    bool accumulate = false, first_micro = false;
   };
   struct Token {
     Op op;
@@ -235,6 +251,8 @@ class AsyncOptimizer {
     std::vector<double> sq_norms;  // per parameter, of this step's gradients
     int64_t step = 0;              // AdamW's step count
     int64_t iteration = 0;         // the training step it belongs to: its learning rate
+    float* acc = nullptr;          // accumulated gradients (set_accumulation), like a slot
+    bool combine = false;          // the slot still needs the accumulator added and the 1/k
     float unscale = 1.f;           // 1 / loss scale, applied first
     float scale = 1.f;             // clipping coefficient applied before AdamW
     bool pending = false;          // its update is queued, held or running
@@ -351,6 +369,9 @@ class AsyncOptimizer {
   void drain(std::vector<store::Ticket>& tickets);
   float* grad(const Group& g, size_t i) { return slots_[size_t(g.slot)] + g.grad_offsets[i]; }
   void make_slots();
+  bool accumulating() const { return accum_ > 1 && micro_ + 1 < accum_; }  // a micro-batch before the last
+  void accumulate(Group& g, bool first);  // the slot into the accumulator
+  void combine(Group& g);                 // the accumulator into the slot, times 1/k
 
   Runtime& rt_;
   std::vector<Group> groups_;
@@ -381,6 +402,7 @@ class AsyncOptimizer {
   std::vector<float*> slots_;  // Runtime::alloc_pinned storage
   std::vector<int> free_slots_;
   size_t slot_elems_ = 0;
+  int64_t accum_ = 1, micro_ = 0;  // micro-batches a step, and the one running
   size_t wanted_slots_ = 0;
   // The updates, gradient norms and unscaling, on every core it may use.
   std::unique_ptr<AdamWPool> pool_;

@@ -316,7 +316,13 @@ AsyncOptimizer& Runtime::async_optimizer() {
 uint64_t Runtime::op_seed(int64_t program_seed) const {
   uint64_t h = splitmix64(opts_.seed);
   h = splitmix64(h ^ uint64_t(step_));
+  if (micro_ > 0) h = splitmix64(h ^ (uint64_t(micro_) << 32));  // micro-batch 0 draws as a plain step
   return splitmix64(h ^ uint64_t(program_seed));
+}
+
+void Runtime::set_micro_step(int64_t m) {
+  micro_ = m;
+  if (async_) async_->set_micro_step(m);
 }
 
 }  // namespace fy

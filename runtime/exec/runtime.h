@@ -30,6 +30,7 @@ struct TrainOptions {
   std::string save_dir;
   std::string dump_grads;
   int64_t steps = 0;
+  int64_t grad_accum = 1;  // micro-batches a step (AsyncOptimizer::set_accumulation)
   int64_t log_every = 1;
   double clip_norm = 0;    // 0: no clipping
   std::string resume_dir;  // continue from this checkpoint
@@ -213,7 +214,12 @@ class Runtime {
 
   // Step number, from 1 during the first step.
   int64_t step() const { return step_; }
-  void set_step(int64_t s) { step_ = s; }
+  void set_step(int64_t s) {
+    step_ = s;
+    micro_ = 0;
+  }
+  // Which micro-batch of the step runs (gradient accumulation): its own dropout masks.
+  void set_micro_step(int64_t m);
   const TrainOptions& options() const { return opts_; }
   void set_options(const TrainOptions& o) { opts_ = o; }
 
@@ -239,6 +245,7 @@ class Runtime {
   bool state_settled_ = false;
   TrainOptions opts_;
   int64_t step_ = 0;
+  int64_t micro_ = 0;
   bool record_grads_ = false;
 
   std::unique_ptr<Trace> trace_;

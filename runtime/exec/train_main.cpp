@@ -43,6 +43,9 @@ const char kUsage[] =
     "  --beta2 X            (default 0.999)\n"
     "  --eps X              (default 1e-8)\n"
     "  --weight-decay X     (default 0.01)\n"
+    "  --grad-accum K       K micro-batches a step: their gradients' mean updates the weights once;\n"
+    "                       step s, micro-batch m reads batch s*K+m (default 1; needs host memory for\n"
+    "                       one fp32 gradient of every trainable parameter)\n"
     "  --seed N             seed for dropout masks (default 0)\n"
     "  --log-json FILE      one JSON object per step: step, loss, lr, tokens_per_s, ms\n"
     "  --log-every K        progress line on stderr every K steps (default 1)\n"
@@ -148,7 +151,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
                                          "--ssd-read-priority", "--rows-first", "--loss-scale-init",
                                          "--loss-scale-growth-interval", "--lr-schedule",
-                                         "--warmup-steps", "--lr-decay-steps", "--min-lr"};
+                                         "--warmup-steps", "--lr-decay-steps", "--min-lr",
+                                         "--grad-accum"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -239,6 +243,11 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     } else if (flag == "--min-lr") {
       o->lr_schedule.min_lr = parse_double(flag, value);
       if (o->lr_schedule.min_lr < 0) fail("flag '--min-lr' must be >= 0, got " + value);
+    }
+    else if (flag == "--grad-accum") {
+      o->grad_accum = parse_int(flag, value);
+      if (o->grad_accum < 1 || o->grad_accum > 65536)
+        fail("flag '--grad-accum' must be from 1 to 65536, got " + value);
     }
     else if (flag == "--steps") {
       o->steps = parse_int(flag, value);
@@ -398,13 +407,15 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
     AsyncOptimizer& opt = rt.async_optimizer();
     // Activations kept in host memory for backward count as fixed too.
     const int64_t acts = rt.planned_host_arena_bytes(), rows = int64_t(opt.rows_host_bytes());
+    const int64_t accb = int64_t(opt.accum_host_bytes());
     int64_t fixed = int64_t(opt.min_fixed_host_bytes()) + acts;
     int64_t slot = int64_t(opt.slot_bytes());
     int64_t need = fixed + int64_t(opt.min_slots()) * slot;
     if (o.cpu_mem < need)
       fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: it needs at least " + mib(need) + " (" +
-           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts - rows) +
+           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts - rows - accb) +
            ", " + (rows > 0 ? "rows-first buffers " + mib(rows) + ", " : std::string()) +
+           (accb > 0 ? "accumulated gradients " + mib(accb) + ", " : std::string()) +
            (acts > 0 ? "activations in host memory " + mib(acts) + ", " : std::string()) +
            std::to_string(opt.min_slots()) + " gradient slot(s) of " + mib(slot) +
            (opt.on_ssd() ? ")" : "; add --ssd to keep the state on SSD)"));
@@ -466,7 +477,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
 
   View idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
   View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
-  if (rt.has_async_optimizer() && o.rows_first) {
+  if (o.grad_accum > 1) {
+    if (!rt.has_async_optimizer())
+      fail("--grad-accum needs the layer-group optimizer; this program was compiled with --sync-optimizer");
+    rt.async_optimizer().set_accumulation(o.grad_accum);
+  }
+  // Accumulating, the next batch is not the one the next update reads first.
+  if (rt.has_async_optimizer() && o.rows_first && o.grad_accum == 1) {
     // The batches are a function of the step, so the optimizer may read the
     // next one while this one runs (the token embedding's rows first; at the
     // table's grad_offload: a batch's worth of ids, microseconds).
@@ -511,32 +528,40 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
 
   double total_ms = 0;
+  const int64_t K = o.grad_accum;
   for (int64_t s = first; s < o.steps; ++s) {
-    data->batch(s, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
-    // A program that forgot to write its loss logs NaN, not a stale value.
-    loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
     rt.set_step(s + 1);
     auto t0 = std::chrono::steady_clock::now();
+    // K micro-batches: the program runs K times, the optimizer updates after the last.
+    double loss_sum = 0;
     {
       TraceSpan span(rt.trace(), "steps", "step ", s + 1);
-      if (device)
-        device->run_step(step, idx, tgt, loss);
-      else
-        step(&rt, idx, tgt, loss);
+      for (int64_t m = 0; m < K; ++m) {
+        data->batch(s * K + m, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
+        // A program that forgot to write its loss logs NaN, not a stale value.
+        loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+        rt.set_micro_step(m);
+        if (device)
+          device->run_step(step, idx, tgt, loss);
+        else
+          step(&rt, idx, tgt, loss);
+        if (rt.planned_temp_bytes() >= 0 && pool.peak_bytes > rt.planned_temp_bytes())
+          fail("step " + std::to_string(s + 1) + " held " + std::to_string(pool.peak_bytes) +
+               " bytes of temporaries at once, more than the compiler's plan of " +
+               std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
+        if (pool.live_buffers != 0 || rt.host_arena_live_buffers() != 0)
+          fail("step " + std::to_string(s + 1) + " left " +
+               std::to_string(pool.live_buffers + rt.host_arena_live_buffers()) +
+               " buffers allocated (alloc/dealloc unbalanced in the program)");
+        loss_sum += loss.as<float>()[0];
+      }
     }
     auto t1 = std::chrono::steady_clock::now();
-    if (rt.planned_temp_bytes() >= 0 && pool.peak_bytes > rt.planned_temp_bytes())
-      fail("step " + std::to_string(s + 1) + " held " + std::to_string(pool.peak_bytes) +
-           " bytes of temporaries at once, more than the compiler's plan of " +
-           std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
-    if (pool.live_buffers != 0 || rt.host_arena_live_buffers() != 0)
-      fail("step " + std::to_string(s + 1) + " left " + std::to_string(pool.live_buffers + rt.host_arena_live_buffers()) +
-           " buffers allocated (alloc/dealloc unbalanced in the program)");
 
-    const double L = loss.as<float>()[0];
+    const double L = K == 1 ? loss_sum : loss_sum / double(K);  // the micro-batches' mean
     const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     total_ms += ms;
-    const double tps = ms > 0 ? double(B * T) / (ms / 1000.0) : 0.0;
+    const double tps = ms > 0 ? double(B * T * K) / (ms / 1000.0) : 0.0;
     std::string extra, note;
     if (rt.loss_scaling()) {
       // The step's verdict: its gradients are all checked by now or soon.

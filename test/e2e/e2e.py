@@ -50,6 +50,7 @@ def main():
                     help="also build with activations recomputed and weights streamed: same bits")
     ap.add_argument("--bitwise-vs-sync", action="store_true",
                     help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
+    ap.add_argument("--grad-accum", default=None, help="both sides: micro-batches a step")
     ap.add_argument("--lr-schedule", default=None, help="both sides: --lr-schedule KIND")
     ap.add_argument("--warmup-steps", default=None)
     ap.add_argument("--lr-decay-steps", default=None)
@@ -81,7 +82,7 @@ def main():
           "--weight-decay", "0.01"]
     if a.clip_norm:
         hp += ["--clip-norm", a.clip_norm]
-    for flag in ("lr_schedule", "warmup_steps", "lr_decay_steps", "min_lr"):
+    for flag in ("grad_accum", "lr_schedule", "warmup_steps", "lr_decay_steps", "min_lr"):
         if getattr(a, flag) is not None:
             hp += ["--" + flag.replace("_", "-"), getattr(a, flag)]
     scaling = []

@@ -173,6 +173,8 @@ def main(argv=None):
     ap.add_argument("--loss-scale-init", type=float, default=0.0,
                     help="dynamic loss scaling from this scale (torch.cuda.amp.GradScaler's rule, by hand)")
     ap.add_argument("--loss-scale-growth-interval", type=int, default=2000)
+    ap.add_argument("--grad-accum", type=int, default=1,
+                    help="micro-batches a step: backward of loss / K for each, one optimizer step")
     ap.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "linear"],
                     help="torch.optim.lr_scheduler.LambdaLR stepped every iteration, skipped ones too")
     ap.add_argument("--warmup-steps", type=int, default=0)
@@ -240,18 +242,28 @@ def main(argv=None):
     scale, good = a.loss_scale_init, 0
     tmp = a.out_losses + ".tmp"
     with open(tmp, "w") as log:
+        K = a.grad_accum
         for s in range(a.steps):
-            idx, tgt = (t.to(a.device) for t in data.get(s))
             opt.zero_grad(set_to_none=True)
-            if a.autocast:
-                with torch.autocast(device_type=a.device.split(":")[0], dtype=torch.bfloat16):
+            losses = []
+            for m in range(K):
+                idx, tgt = (t.to(a.device) for t in data.get(s * K + m))
+                if a.autocast:
+                    with torch.autocast(device_type=a.device.split(":")[0], dtype=torch.bfloat16):
+                        loss = model(idx, tgt)
+                else:
                     loss = model(idx, tgt)
-            else:
-                loss = model(idx, tgt)
-            record = {"step": s + 1, "loss": float(loss.item()), "lr": opt.param_groups[0]["lr"]}
+                losses.append(float(loss.item()))
+                if K > 1:
+                    loss = loss / K  # the usual accumulation: .grad sums the micro-batches' (loss / K)'s
+                if scale:
+                    # Backward from the scale (a power of two: exact), then the step's verdict.
+                    (loss * torch.tensor(scale, dtype=torch.float32)).backward()
+                else:
+                    loss.backward()
+            mean = losses[0] if K == 1 else sum(losses) / K
+            record = {"step": s + 1, "loss": mean, "lr": opt.param_groups[0]["lr"]}
             if scale:
-                # Backward from the scale (a power of two: exact), then the step's verdict.
-                (loss * torch.tensor(scale, dtype=torch.float32)).backward()
                 finite = all(bool(torch.isfinite(p.grad).all()) for _, p in trainable if p.grad is not None)
                 record.update(loss_scale=scale, skipped=not finite)
                 if not finite:
@@ -267,8 +279,6 @@ def main(argv=None):
                 if good == a.loss_scale_growth_interval:
                     grown = np.float32(scale * 2.0)
                     scale, good = (float(grown) if np.isfinite(grown) else scale), 0
-            else:
-                loss.backward()
             if s == 0 and a.out_grads:
                 grads = {n: p.grad.detach().cpu().numpy().astype(np.float32) for n, p in trainable}
                 safetensors_io.save(a.out_grads, grads, {"producer": "fuyou oracle.py", "step": 1})

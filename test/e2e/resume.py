@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--ssd", action="store_true", help="keep AdamW's state on SSD in the killed runs")
+    ap.add_argument("--grad-accum", type=int, default=1, help="micro-batches a step (kills land between them too)")
     ap.add_argument("--fp16", action="store_true",
                     help="compile at fp16 and start the loss scale high, growing every 4 steps: the runs "
                          "skip steps and change scale, which a resumed run must carry on from")
@@ -54,7 +55,8 @@ def main():
                    check=True)
     # A warmup and a cosine decay: a resumed run must pick up the rate where it was.
     base = [w("train"), "--data", w("tokens.bin"), "--steps", str(a.steps), "--log-every", "1000",
-            "--lr-schedule", "cosine", "--warmup-steps", "5", "--min-lr", "1e-4"]
+            "--lr-schedule", "cosine", "--warmup-steps", "5", "--min-lr", "1e-4",
+            "--grad-accum", str(a.grad_accum)]
     if a.fp16:
         base += ["--loss-scale-init", str(2 ** 26), "--loss-scale-growth-interval", "4"]
 
