@@ -140,8 +140,9 @@ void AsyncOptimizer::combine(Group& g) {
   const float* acc = g.acc;
   float* dst = slots_[size_t(g.slot)];
   // The mean over micro-batches: exactly torch's sum of (loss / k)'s
-  // gradients when k is a power of two.
-  const float inv = float(1.0 / double(accum_));
+  // gradients when k is a power of two. A scaled backward started from
+  // scale / k already (backward_scale), as torch's does: only the sum.
+  const float inv = scaler_ ? 1.f : float(1.0 / double(accum_));
   pool_->wait(pool_->for_chunks(int64_t(g.grad_elems), [=](int64_t lo, int64_t n) {
     for (int64_t i = lo; i < lo + n; ++i) dst[i] = (acc[i] + dst[i]) * inv;
   }));
@@ -693,7 +694,7 @@ void AsyncOptimizer::run(const Item& item) {
     queue_.push_back(item);
     work_cv_.notify_one();
   } else if (item.op == Op::Read) {
-    g.reads_done = item.seq;
+    g.reads_done = std::max(g.reads_done, item.seq);
   } else if (item.op == Op::Check) {
     if (++checked_ == groups_.size() && all_in_) release_updates();
   } else if (item.op == Op::Update) {

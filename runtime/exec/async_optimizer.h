@@ -174,6 +174,12 @@ class AsyncOptimizer {
   Verdict wait_verdict();
   // The scale for the backward about to start (after the last verdict).
   float loss_scale() { return wait_verdict().next; }
+  // What backward starts from: the scale, over k when accumulating, as
+  // torch's (loss / k * scale).backward() (combine() then only sums).
+  float backward_scale() {
+    const float s = loss_scale();
+    return accum_ > 1 ? s / float(accum_) : s;
+  }
   // Checkpoints (after wait_all): the scaler's whole state.
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   void restore_loss_scaler(float scale, int64_t growth_tracker, int64_t skipped);

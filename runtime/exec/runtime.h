@@ -216,7 +216,7 @@ class Runtime {
   int64_t step() const { return step_; }
   void set_step(int64_t s) {
     step_ = s;
-    micro_ = 0;
+    set_micro_step(0);
   }
   // Which micro-batch of the step runs (gradient accumulation): its own dropout masks.
   void set_micro_step(int64_t m);

@@ -6,7 +6,7 @@
 namespace fy {
 
 double LrSchedule::at(double lr, int64_t step) const {
-  if (step <= warmup) return lr * double(step) / double(warmup);
+  if (warmup > 0 && step <= warmup) return lr * double(std::max<int64_t>(step, 0)) / double(warmup);
   if (kind == Kind::Constant) return lr;
   // Progress through the decay, 0 right after warmup, 1 at decay_end and on.
   const double span = double(decay_end - warmup);
