@@ -124,6 +124,8 @@ void AsyncOptimizer::set_accumulation(int64_t k) {
   accum_ = k;
 }
 
+bool AsyncOptimizer::accumulating() const { return rt_.micro_step() + 1 < accum_; }
+
 void AsyncOptimizer::accumulate(Group& g, bool first) {
   float* acc = g.acc;
   const float* src = slots_[size_t(g.slot)];
@@ -273,7 +275,7 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
   if (accumulating()) {
     // No AdamW, no hold for clipping or the loss scale: those wait for the sum.
     item.accumulate = true;
-    item.first_micro = micro_ == 0;
+    item.first_micro = rt_.micro_step() == 0;
     g.pending = true;
     queue_.push_back(item);
     work_cv_.notify_one();

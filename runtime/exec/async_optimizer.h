@@ -189,10 +189,9 @@ class AsyncOptimizer {
   // into a host accumulator of the group's (no state I/O, no AdamW, the
   // parameters stay); the last adds them in too, scales the sum by 1/k and
   // updates as usual (clipping and the loss scale's check see the sum).
-  // Set before the first step; set_micro_step before each run of the program.
+  // Set before the first step; which micro-batch runs is the Runtime's
+  // micro_step().
   void set_accumulation(int64_t k);
-  void set_micro_step(int64_t m) { micro_ = m; }
-  int64_t accumulation() const { return accum_; }
   size_t accum_host_bytes() const;  // the accumulators: one fp32 gradient of every group
 
   // Out of core (--ssd): AdamW's moments live in the store, one region each,
@@ -375,7 +374,7 @@ class AsyncOptimizer {
   void drain(std::vector<store::Ticket>& tickets);
   float* grad(const Group& g, size_t i) { return slots_[size_t(g.slot)] + g.grad_offsets[i]; }
   void make_slots();
-  bool accumulating() const { return accum_ > 1 && micro_ + 1 < accum_; }  // a micro-batch before the last
+  bool accumulating() const;  // a micro-batch before the step's last runs
   void accumulate(Group& g, bool first);  // the slot into the accumulator
   void combine(Group& g);                 // the accumulator into the slot, times 1/k
 
@@ -408,7 +407,7 @@ class AsyncOptimizer {
   std::vector<float*> slots_;  // Runtime::alloc_pinned storage
   std::vector<int> free_slots_;
   size_t slot_elems_ = 0;
-  int64_t accum_ = 1, micro_ = 0;  // micro-batches a step, and the one running
+  int64_t accum_ = 1;  // micro-batches a step
   size_t wanted_slots_ = 0;
   // The updates, gradient norms and unscaling, on every core it may use.
   std::unique_ptr<AdamWPool> pool_;

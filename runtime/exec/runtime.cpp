@@ -320,9 +320,4 @@ uint64_t Runtime::op_seed(int64_t program_seed) const {
   return splitmix64(h ^ uint64_t(program_seed));
 }
 
-void Runtime::set_micro_step(int64_t m) {
-  micro_ = m;
-  if (async_) async_->set_micro_step(m);
-}
-
 }  // namespace fy

@@ -216,10 +216,12 @@ class Runtime {
   int64_t step() const { return step_; }
   void set_step(int64_t s) {
     step_ = s;
-    set_micro_step(0);
+    micro_ = 0;
   }
-  // Which micro-batch of the step runs (gradient accumulation): its own dropout masks.
-  void set_micro_step(int64_t m);
+  // Which micro-batch of the step runs (gradient accumulation, from 0): its
+  // own dropout masks, and the optimizer's updates before the last only add.
+  int64_t micro_step() const { return micro_; }
+  void set_micro_step(int64_t m) { micro_ = m; }
   const TrainOptions& options() const { return opts_; }
   void set_options(const TrainOptions& o) { opts_ = o; }
 

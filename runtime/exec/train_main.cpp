@@ -558,7 +558,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     }
     auto t1 = std::chrono::steady_clock::now();
 
-    const double L = K == 1 ? loss_sum : loss_sum / double(K);  // the micro-batches' mean
+    const double L = loss_sum / double(K);  // the micro-batches' mean (K = 1: the loss itself)
     const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     total_ms += ms;
     const double tps = ms > 0 ? double(B * T * K) / (ms / 1000.0) : 0.0;
