@@ -1,6 +1,7 @@
 #include "exec/checkpoint.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -74,6 +75,58 @@ bool json_field(const std::string& text, const std::string& key, std::string* ou
   return !out->empty();
 }
 
+// The shortest text that reads back as the same number.
+template <class T>
+std::string exact(T v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
+  return std::string(buf, r.ptr);
+}
+
+// The flags that decide what a step computes, by manifest key (the flag's
+// name without "--", '-' as '_'). A resume under others would not continue
+// the run it resumes: batch s*K+m moves with --grad-accum, and a decay that
+// ends at --steps reshapes when --steps grows. A constant schedule's decay
+// flags do nothing and are left out.
+std::vector<std::pair<std::string, std::string>> run_config(const TrainOptions& o) {
+  const LrSchedule& ls = o.lr_schedule;
+  const bool decays = ls.kind != LrSchedule::Kind::Constant;
+  std::vector<std::pair<std::string, std::string>> c = {
+      {"grad_accum", std::to_string(o.grad_accum)},
+      {"lr", exact(o.adamw.lr)},
+      {"lr_schedule", decays ? (ls.kind == LrSchedule::Kind::Cosine ? "cosine" : "linear") : "constant"},
+      {"warmup_steps", std::to_string(ls.warmup)},
+  };
+  if (decays) {
+    c.push_back({"lr_decay_steps", std::to_string(ls.decay_end)});
+    c.push_back({"min_lr", exact(ls.min_lr)});
+  }
+  for (auto [key, v] : {std::pair<const char*, float>{"beta1", o.adamw.beta1}, {"beta2", o.adamw.beta2},
+                        {"eps", o.adamw.eps}, {"weight_decay", o.adamw.weight_decay}})
+    c.push_back({key, exact(v)});
+  c.push_back({"clip_norm", exact(o.clip_norm)});
+  c.push_back({"seed", std::to_string(o.seed)});
+  return c;
+}
+
+// Fails, naming the flag, when this run's configuration is not the one the
+// checkpoint in `dir` (manifest `text`) was written under. Checkpoints from
+// before the manifest carried it are taken as they are.
+void check_run_config(const TrainOptions& o, const std::string& text, const std::string& dir) {
+  for (const auto& [key, mine] : run_config(o)) {
+    std::string theirs;
+    if (key == "grad_accum" && !json_field(text, key, &theirs)) return;  // an older checkpoint
+    if (!json_field(text, key, &theirs)) theirs = "(not set)";
+    if (theirs == mine) continue;
+    std::string flag = "--" + key;
+    for (char& ch : flag)
+      if (ch == '_') ch = '-';
+    fail("--resume: the checkpoint in '" + dir + "' was trained with " + flag + " " + theirs + ", this run has " +
+         flag + " " + mine + (key == "lr_decay_steps" ? " (its default is --steps)" : "") + " (resume with the run's flags; to start afresh from its weights, pass --weights " +
+         dir + "/model.safetensors without --resume)");
+  }
+}
+
 std::string state_name(int64_t step) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "state-%08lld.safetensors", (long long)step);
@@ -125,6 +178,8 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
   std::ostringstream m;
   m << "{\"format\": \"" << kFormat << "\", \"step\": " << step << ", \"model\": \"" << model_fingerprint(rt)
     << "\", \"state\": \"" << name << "\"";
+  for (const auto& [key, value] : run_config(rt.options()))
+    m << ", \"" << key << "\": " << (key == "lr_schedule" ? "\"" + value + "\"" : value);
   if (rt.loss_scaling() && rt.has_async_optimizer())
     if (const LossScaler* ls = const_cast<Runtime&>(rt).async_optimizer().loss_scaler()) {
       char buf[160];
@@ -179,6 +234,7 @@ int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
   if (model != model_fingerprint(rt))
     fail("--resume: checkpoint '" + dir + "' was written by another model (fingerprint " + model +
          ", this program's is " + model_fingerprint(rt) + ")");
+  check_run_config(rt.options(), text, dir);
 
   // The loss scaler goes on where it was (a checkpoint without one: from its start).
   std::string scale_text, tracker_text, skipped_text;
