@@ -178,7 +178,7 @@ AsyncOptimizer::Token AsyncOptimizer::peek_token(int64_t token, int64_t group, c
 
 int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) {
   if (group < 0 || group >= num_groups()) fail("grad_offload: no group " + std::to_string(group));
-  wait(group);  // a group is updated at most once at a time
+  wait_group(group, /*slot=*/true);  // a group is updated (or accumulated) once at a time
   if (slots_.empty()) make_slots();
   Group& g = groups_[size_t(group)];
   if (count != g.params.size())
@@ -205,7 +205,8 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
   // ahead of the whole one), then the gradients leave the device (on the
   // CPU target: a copy).
   plan_rows(g, rt_.step());
-  g.rows_from_copy = g.rows_index >= 0 && copy_rows_out_ && g.row_grads && !holds();
+  // (Not when accumulating: the rows' own copy would lack the accumulator.)
+  g.rows_from_copy = g.rows_index >= 0 && copy_rows_out_ && g.row_grads && !holds() && accum_ == 1;
   if (g.rows_from_copy) {
     const View table{grads[g.rows_index].data, rt_.param(g.rows_param).value.shape, DType::F32};
     g.rows_landed = copy_rows_out_(group, table, g.rows, g.row_count, g.row_grads);
@@ -285,7 +286,7 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
   // is settled by its verdict).
   g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
   g.iteration = rt_.step();
-  g.pending = true;
+  g.pending = g.updating = true;
   g.rows_ready = false;
   g.rows_done = false;
   if (holds()) {
@@ -440,9 +441,14 @@ void AsyncOptimizer::start(int64_t group, const View* grads, size_t count) {
 
 void AsyncOptimizer::wait(int64_t group) {
   if (group < 0 || group >= num_groups()) fail("group_wait: no group " + std::to_string(group));
+  wait_group(group, /*slot=*/false);
+}
+
+void AsyncOptimizer::wait_group(int64_t group, bool slot) {
+  const Group& g = groups_[size_t(group)];
   auto t0 = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return !groups_[size_t(group)].pending || error_; });
+  done_cv_.wait(lock, [&] { return !(slot ? g.pending : g.updating) || error_; });
   wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   if (error_) std::rethrow_exception(error_);
 }
@@ -487,14 +493,18 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
   }
   auto t0 = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return !g.pending || g.rows_ready || error_; });
+  done_cv_.wait(lock, [&] { return !g.updating || g.rows_ready || error_; });
   bool rows = false;
-  if (!error_ && g.pending) {
+  if (!error_ && g.updating) {
     // The first part holds the rows next_ids named; this batch must be among them.
     rows = true;
     for (int64_t i = 0; i < n && rows; ++i)
       rows = ids[i] >= 0 && ids[i] < int64_t(g.row_mask.size()) && g.row_mask[size_t(ids[i])];
-    if (!rows) done_cv_.wait(lock, [&] { return !g.pending || error_; });
+    if (!rows) {
+      // Not the batch next_ids named: the whole update then (the same bits, later).
+      TraceSpan span(rt_.trace(), "compute", "wait for the whole update, rows first missed, group ", group);
+      done_cv_.wait(lock, [&] { return !g.updating || error_; });
+    }
   }
   wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   if (error_) std::rethrow_exception(error_);
@@ -524,7 +534,7 @@ void AsyncOptimizer::quiesce() noexcept {
   quiescing_ = true;
   done_cv_.wait(lock, [&] { return !running_; });
   auto drop = [&](Group& g) {
-    g.pending = g.held = g.rows_done = false;
+    g.pending = g.updating = g.held = g.rows_done = false;
     settle_landings(g);  // the slot is reused only once its copies are in
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
@@ -707,7 +717,7 @@ void AsyncOptimizer::run(const Item& item) {
 void AsyncOptimizer::finish_update(Group& g, int64_t seq) {
   free_slots_.push_back(g.slot);
   g.slot = -1;
-  g.pending = false;
+  g.pending = g.updating = false;
   g.updates_done = seq;
 }
 
@@ -905,8 +915,8 @@ void AsyncOptimizer::plan_rows(Group& g, int64_t step) {
   g.rows_index = -1;
   // Declared tables have no buffers before their first wait_rows (a device
   // may never call it): the whole update then.
-  // Accumulating, the next batch's rows are not what the next update reads.
-  if (g.rows_param < 0 || !g.rows || !next_ids_ || accum_ > 1) return;
+  // A micro-batch's accumulation changes no parameter: nothing to do first.
+  if (g.rows_param < 0 || !g.rows || !next_ids_ || accumulating()) return;
   const Runtime::Param& p = rt_.param(g.rows_param);
   // A device that takes the rows needs their values compact (wait_rows made
   // the room only if it was there then).

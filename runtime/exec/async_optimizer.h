@@ -76,8 +76,8 @@ class AsyncOptimizer {
   // says which), report them, then do the rest while the forward runs.
   // AdamW is elementwise, so the bits are those of one whole update.
   //
-  // Fills the token ids of the step after Runtime step `step`; false: there
-  // is none. Called by grad_offload of the table's group, on its thread.
+  // Fills the token ids of the step after Runtime step `step` (its first
+  // micro-batch's when accumulating); false: there is none. Called by grad_offload of the table's group, on its thread.
   // Set before the first wait_rows, or there is no rows first.
   void set_next_ids(std::function<bool(int64_t step, std::vector<int64_t>& ids)> f) { next_ids_ = std::move(f); }
   // Called on the optimizer's thread once the first part of parameter
@@ -140,7 +140,9 @@ class AsyncOptimizer {
   void write(int64_t group, int64_t update);
   // All four in a row: what a program without its own pipeline does.
   void start(int64_t group, const View* grads, size_t count);
-  // Returns once the group's queued update is done; rethrows its failure.
+  // Returns once the group's parameters are up to date: its queued update
+  // is done (a micro-batch's accumulation changes none and is not waited
+  // for); rethrows a failure.
   void wait(int64_t group);
   // Returns once every queued op (updates and write-backs) is done.
   void wait_all();
@@ -260,7 +262,8 @@ class AsyncOptimizer {
     bool combine = false;          // the slot still needs the accumulator added and the 1/k
     float unscale = 1.f;           // 1 / loss scale, applied first
     float scale = 1.f;             // clipping coefficient applied before AdamW
-    bool pending = false;          // its update is queued, held or running
+    bool pending = false;          // its update or accumulation is queued, held or running: the slot is taken
+    bool updating = false;         // its update is (the parameters will change)
     bool held = false;             // started, waiting for the global norm
     int64_t reads = 0, reads_done = 0;      // read() calls issued and run
     int64_t updates = 0, updates_done = 0;  // update() calls issued and run
@@ -301,6 +304,9 @@ class AsyncOptimizer {
     std::vector<store::Ticket> reads, writes;
   };
   void worker();
+  // Blocks until the group's slot is free (`slot`: nothing of it queued)
+  // or its parameters are up to date; rethrows a failure.
+  void wait_group(int64_t group, bool slot);
   // The first queued item whose dependencies are met (under mu_); -1 if none.
   // An update whose gradients are still copying gives way to a later one
   // whose have landed, or else to the one whose copies land first.

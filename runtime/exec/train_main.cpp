@@ -482,18 +482,18 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       fail("--grad-accum needs the layer-group optimizer; this program was compiled with --sync-optimizer");
     rt.async_optimizer().set_accumulation(o.grad_accum);
   }
-  // Accumulating, the next batch is not the one the next update reads first.
-  if (rt.has_async_optimizer() && o.rows_first && o.grad_accum == 1) {
+  if (rt.has_async_optimizer() && o.rows_first) {
     // The batches are a function of the step, so the optimizer may read the
     // next one while this one runs (the token embedding's rows first; at the
-    // table's grad_offload: a batch's worth of ids, microseconds).
+    // table's grad_offload: a batch's worth of ids, microseconds). The next
+    // forward after an update is the next step's first micro-batch.
     rt.async_optimizer().set_next_ids(
-        [data, B, T, steps = o.steps, targets = std::vector<int64_t>()](int64_t step,
-                                                                         std::vector<int64_t>& ids) mutable {
+        [data, B, T, K = o.grad_accum, steps = o.steps, targets = std::vector<int64_t>()](
+            int64_t step, std::vector<int64_t>& ids) mutable {
           if (step >= steps) return false;
           ids.resize(size_t(B * T));
           targets.resize(size_t(B * T));
-          data->batch(step, B, T, ids.data(), targets.data());
+          data->batch(step * K, B, T, ids.data(), targets.data());
           return true;
         });
   }

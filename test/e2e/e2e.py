@@ -50,6 +50,10 @@ def main():
                     help="also build with activations recomputed and weights streamed: same bits")
     ap.add_argument("--bitwise-vs-sync", action="store_true",
                     help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
+    ap.add_argument("--bitwise-vs-whole", action="store_true",
+                    help="also train with --rows-first no: same bits; and the main run (traced) must have "
+                         "updated the next step's embedding rows first in every step but the last, "
+                         "each the rows its forward read")
     ap.add_argument("--grad-accum", default=None, help="both sides: micro-batches a step")
     ap.add_argument("--lr-schedule", default=None, help="both sides: --lr-schedule KIND")
     ap.add_argument("--warmup-steps", default=None)
@@ -91,8 +95,9 @@ def main():
     for f in (w("ours.jsonl"), w("ours_grads.safetensors")):
         if os.path.exists(f):
             os.remove(f)
+    trace = ["--trace", w("ours.trace.json")] if a.bitwise_vs_whole else []
     run([w("train"), "--data", data, "--steps", str(a.steps), "--log-json", w("ours.jsonl"),
-         "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5", "--save", w("ckpt")] + hp + scaling)
+         "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5", "--save", w("ckpt")] + hp + scaling + trace)
     def same_bits(binary, tag, what, extra=()):
         """Trains again with `binary` and `extra` flags: losses and weights must match bit for bit."""
         run([binary, "--data", data, "--steps", str(a.steps), "--log-json", w(tag + ".jsonl"),
@@ -117,6 +122,14 @@ def main():
     if a.bitwise_vs_sync:
         run([a.compiler, w("model.onnx"), "-o", w("train_sync"), "--sync-optimizer"] + freeze)
         same_bits(w("train_sync"), "sync", "the synchronous optimizer")
+    if a.bitwise_vs_whole:
+        events = json.load(open(w("ours.trace.json")))["traceEvents"]
+        first = sum(1 for e in events if e.get("name", "").startswith("adamw rows first"))
+        missed = sum(1 for e in events if "rows first missed" in e.get("name", ""))
+        if first != a.steps - 1 or missed:
+            sys.exit(f"e2e: FAIL: the embedding's rows went first in {first} updates, not {a.steps - 1}, "
+                     f"and {missed} forwards found other rows than those")
+        same_bits(w("train"), "whole", "the embedding's update done whole (--rows-first no)", ["--rows-first", "no"])
     if a.bitwise_vs_ssd:
         dirs = [w("ssd0"), w("ssd1")]
         for d in dirs:
