@@ -128,6 +128,7 @@ std::string mib(int64_t bytes) {
 
 bool parse_args(int argc, char** argv, TrainOptions* o) {
   bool have_steps = false;
+  const char* decay_flag = nullptr;  // --lr-decay-steps or --min-lr, when given
   o->weights.clear();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -238,9 +239,11 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
       o->lr_schedule.warmup = parse_int(flag, value);
       if (o->lr_schedule.warmup < 0) fail("flag '--warmup-steps' must be >= 0, got " + value);
     } else if (flag == "--lr-decay-steps") {
+      decay_flag = "--lr-decay-steps";
       o->lr_schedule.decay_end = parse_int(flag, value);
       if (o->lr_schedule.decay_end <= 0) fail("flag '--lr-decay-steps' must be positive, got " + value);
     } else if (flag == "--min-lr") {
+      decay_flag = "--min-lr";
       o->lr_schedule.min_lr = parse_double(flag, value);
       if (o->lr_schedule.min_lr < 0) fail("flag '--min-lr' must be >= 0, got " + value);
     }
@@ -277,6 +280,9 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
   }
   if (o->data.empty()) fail("missing required flag --data FILE (see --help)");
   if (!have_steps) fail("missing required flag --steps N (see --help)");
+  // A decay flag without a decay is a forgotten --lr-schedule, not a no-op.
+  if (decay_flag && o->lr_schedule.kind == LrSchedule::Kind::Constant)
+    fail(std::string(decay_flag) + " shapes a decay: it needs --lr-schedule cosine or linear");
   if (o->lr_schedule.decay_end == 0) o->lr_schedule.decay_end = o->steps;
   if (std::string why = o->lr_schedule.invalid(o->adamw.lr); !why.empty()) fail("--lr-schedule: " + why);
   if (o->weights.empty()) o->weights = default_weights_path(argc > 0 ? argv[0] : nullptr);
@@ -451,10 +457,18 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   rt.set_device(device.get());
   declare(&rt);
   if (!rt.inputs_declared()) fail("the program did not declare its inputs (declare_inputs)");
-  // Only the layer-group optimizer keeps AdamW's state in the store: refuse
-  // --ssd for any other program now, before weights load or a step runs.
-  if (!o.ssd_dirs.empty() && !rt.has_async_optimizer())
-    fail("--ssd needs the layer-group optimizer; this program was compiled with --sync-optimizer");
+  // Only the layer-group optimizer keeps AdamW's state in the store,
+  // accumulates, clips and scales the loss: refuse those for any other
+  // program now, before weights load or a step runs.
+  if (!rt.has_async_optimizer()) {
+    const char* needs = !o.ssd_dirs.empty()  ? "--ssd"
+                        : o.grad_accum > 1   ? "--grad-accum"
+                        : o.clip_norm > 0    ? "--clip-norm"
+                        : rt.loss_scaling() ? "loss scaling"
+                                             : nullptr;
+    if (needs)
+      fail(std::string(needs) + " needs the layer-group optimizer; this program was compiled with --sync-optimizer");
+  }
   rt.settle_state();
   if (rt.optimizer_name() == "adamw8bit") {
     int64_t n8 = 0, t8 = 0, t = 0;
@@ -477,11 +491,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
 
   View idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
   View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
-  if (o.grad_accum > 1) {
-    if (!rt.has_async_optimizer())
-      fail("--grad-accum needs the layer-group optimizer; this program was compiled with --sync-optimizer");
-    rt.async_optimizer().set_accumulation(o.grad_accum);
-  }
+  if (o.grad_accum > 1) rt.async_optimizer().set_accumulation(o.grad_accum);
   if (rt.has_async_optimizer() && o.rows_first) {
     // The batches are a function of the step, so the optimizer may read the
     // next one while this one runs (the token embedding's rows first; at the
@@ -499,16 +509,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   }
   View loss = rt.alloc_pinned(Shape{}, DType::F32);
   rt.set_record_grads(!o.dump_grads.empty());
-  if (o.clip_norm > 0) {
-    if (!rt.has_async_optimizer())
-      fail("--clip-norm needs the layer-group optimizer; this program was compiled with --sync-optimizer");
-    rt.async_optimizer().set_clip_norm(o.clip_norm);
-  }
-  if (rt.loss_scaling()) {
-    if (!rt.has_async_optimizer())
-      fail("loss scaling needs the layer-group optimizer; this program was compiled with --sync-optimizer");
-    rt.async_optimizer().set_loss_scaling(o.loss_scale);
-  }
+  if (o.clip_norm > 0) rt.async_optimizer().set_clip_norm(o.clip_norm);
+  if (rt.loss_scaling()) rt.async_optimizer().set_loss_scaling(o.loss_scale);
 
   check_gpu_budget(rt, device.get(), o);
   check_cpu_budget(rt, o);

@@ -237,7 +237,7 @@ def main(argv=None):
         return a.min_lr + (a.lr - a.min_lr) * shape
 
     # LambdaLR's epoch counts from 0 at construction: epoch e is step e + 1.
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: rate(e + 1) / a.lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: rate(e + 1) / a.lr if a.lr else 0.0)
 
     scale, good = a.loss_scale_init, 0
     tmp = a.out_losses + ".tmp"

@@ -623,15 +623,16 @@ TEST(ExecRuntime, ReorderedWrappersMatchKernels) {
   }
 }
 
-TEST(ExecRuntime, DropoutMasksDependOnRunSeedStepAndOp) {
+TEST(ExecRuntime, DropoutMasksDependOnRunSeedStepMicroBatchAndOp) {
   fy::Runtime rt;
   HostTensor x(Shape{256}, DType::F32), y(Shape{256}, DType::F32);
   fy::cpu::fill(x, 1.0);
-  auto mask = [&](uint64_t run_seed, int64_t step, int64_t op) {
+  auto mask = [&](uint64_t run_seed, int64_t step, int64_t op, int64_t micro = -1) {
     fy::TrainOptions o;
     o.seed = run_seed;
     rt.set_options(o);
-    rt.set_step(step);
+    rt.set_step(step);  // and micro-batch 0
+    if (micro >= 0) rt.set_micro_step(micro);
     HostTensor m(Shape{256}, DType::U8);
     fy::rt::dropout(&rt, x, y, m, 0.5, op);
     return std::vector<uint8_t>(m.as<uint8_t>(), m.as<uint8_t>() + 256);
@@ -640,6 +641,12 @@ TEST(ExecRuntime, DropoutMasksDependOnRunSeedStepAndOp) {
   EXPECT_NE(mask(0, 1, 7), mask(0, 2, 7));
   EXPECT_NE(mask(0, 1, 7), mask(0, 1, 8));
   EXPECT_NE(mask(0, 1, 7), mask(1, 1, 7));
+  // Gradient accumulation: each micro-batch draws its own masks, and the
+  // first draws those of a step without accumulation.
+  EXPECT_EQ(mask(0, 1, 7), mask(0, 1, 7, 0));
+  EXPECT_NE(mask(0, 1, 7, 0), mask(0, 1, 7, 1));
+  EXPECT_NE(mask(0, 1, 7, 1), mask(0, 1, 7, 2));
+  EXPECT_NE(mask(0, 1, 7, 1), mask(0, 2, 7, 1));
 }
 
 }  // namespace
