@@ -65,15 +65,14 @@ const char *kUsage =
     "                                          decisions, memory and predicted step, stream by stream\n"
     "                     [--gpu-mem SIZE] [--cpu-mem SIZE]  budgets the plan must fit (K, M, G suffixes):\n"
     "                                          the resident weights and device arena; the host arena.\n"
-    "                                          With either, placement not given is chosen by the planner\n"
+    "                                          With either, placement not given is chosen by the planner;\n"
+    "                                          they are the program's own --gpu-mem/--cpu-mem defaults\n"
     "                     [--profile FILE]     the planner's machine profile (default: built-in figures)\n"
     "                     [--kernel-times TRACE]  kernel times measured by a program's --trace on this\n"
     "                                          machine, used where they cover a launch (else the profile)\n"
     "                     [--plan-search greedy|exhaustive]  how the planner searches (default greedy)\n"
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
-    "       fuyou-compile --calibrate [--target cpu|cuda] [--ssd DIR] [-o FILE]  measure this machine\n"
-    "                                          into a profile (stdout without -o)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters (e.g. 16M)\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
@@ -90,7 +89,9 @@ const char *kUsage =
     "                                          in backward; or P1,P2,... one per forward segment (layer group);\n"
     "                                          auto: the planner chooses under the budgets\n"
     "                     [--params keep|stream|auto]  weights resident on the device (default), or copied\n"
-    "                                          from the host masters before each phase that uses them\n";
+    "                                          from the host masters before each phase that uses them\n"
+    "       fuyou-compile --calibrate [--target cpu|cuda] [--ssd DIR] [-o FILE]  measure this machine\n"
+    "                                          into a profile (stdout without -o)\n";
 
 int64_t parseCount(const std::string &flag, const std::string &v, long long least = 1) {
   char *end = nullptr;
@@ -307,6 +308,9 @@ int main(int argc, char **argv) {
   (*module)->setAttr("fy.optimizer", mlir::StringAttr::get(&ctx, opts.optimizer));
   if (opts.lossScale == "dynamic")
     (*module)->setAttr("fy.loss_scale", mlir::StringAttr::get(&ctx, opts.lossScale));
+  // The budgets the plan is made for are the program's defaults.
+  for (auto [name, bytes] : {std::pair{"fy.budget.gpu_mem", opts.gpuMem}, std::pair{"fy.budget.cpu_mem", opts.cpuMem}})
+    if (bytes > 0) (*module)->setAttr(name, mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), bytes));
 
   mlir::PassManager pm(&ctx);
   pm.addPass(fuyou::createRecompose());

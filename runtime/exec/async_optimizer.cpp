@@ -205,8 +205,7 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
   // ahead of the whole one), then the gradients leave the device (on the
   // CPU target: a copy).
   plan_rows(g, rt_.step());
-  // (Not when accumulating: the rows' own copy would lack the accumulator.)
-  g.rows_from_copy = g.rows_index >= 0 && copy_rows_out_ && g.row_grads && !holds() && accum_ == 1;
+  g.rows_from_copy = g.rows_index >= 0 && g.row_grads && copies_row_grads(g);
   if (g.rows_from_copy) {
     const View table{grads[g.rows_index].data, rt_.param(g.rows_param).value.shape, DType::F32};
     g.rows_landed = copy_rows_out_(group, table, g.rows, g.row_count, g.row_grads);
@@ -470,7 +469,9 @@ void AsyncOptimizer::declare_rows(int64_t group, int64_t param, int64_t ids) {
 }
 
 bool AsyncOptimizer::copies_row_grads(const Group& g) const {
-  return copy_rows_out_ && 2 * g.rows_capacity <= rt_.param(g.rows_param).value.shape[0];
+  // Not when the update waits for every gradient anyway (clipping, the loss
+  // scale's check) or needs the accumulator added to the rows too.
+  return copy_rows_out_ && !holds() && accum_ == 1 && 2 * g.rows_capacity <= rt_.param(g.rows_param).value.shape[0];
 }
 
 bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids, int64_t n) {

@@ -361,7 +361,7 @@ class AsyncOptimizer {
   void plan_rows(Group& g, int64_t step);
   // Whether the device copies the rows' gradient into g.row_grads: it pays
   // when the rows are at most half the table's bytes (the compiler's cost
-  // model has the same rule).
+  // model has the same rule), and the update has no other gradient to wait for.
   bool copies_row_grads(const Group& g) const;
   // Queues the table's rows part (one job) and returns it; from the rows'
   // own gradient copy when there is one.

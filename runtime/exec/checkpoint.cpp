@@ -88,7 +88,7 @@ std::string exact(T v) {
 // the run it resumes: batch s*K+m moves with --grad-accum, and a decay that
 // ends at --steps reshapes when --steps grows. A constant schedule's decay
 // flags do nothing and are left out.
-std::vector<std::pair<std::string, std::string>> run_config(const TrainOptions& o) {
+std::vector<std::pair<std::string, std::string>> run_config(const TrainOptions& o, bool loss_scaling) {
   const LrSchedule& ls = o.lr_schedule;
   const bool decays = ls.kind != LrSchedule::Kind::Constant;
   std::vector<std::pair<std::string, std::string>> c = {
@@ -106,14 +106,16 @@ std::vector<std::pair<std::string, std::string>> run_config(const TrainOptions& 
     c.push_back({key, exact(v)});
   c.push_back({"clip_norm", exact(o.clip_norm)});
   c.push_back({"seed", std::to_string(o.seed)});
+  // When the scale grows decides which fp16 steps are skipped.
+  if (loss_scaling) c.push_back({"loss_scale_growth_interval", std::to_string(o.loss_scale.growth_interval)});
   return c;
 }
 
 // Fails, naming the flag, when this run's configuration is not the one the
 // checkpoint in `dir` (manifest `text`) was written under. Checkpoints from
 // before the manifest carried it are taken as they are.
-void check_run_config(const TrainOptions& o, const std::string& text, const std::string& dir) {
-  for (const auto& [key, mine] : run_config(o)) {
+void check_run_config(const TrainOptions& o, bool loss_scaling, const std::string& text, const std::string& dir) {
+  for (const auto& [key, mine] : run_config(o, loss_scaling)) {
     std::string theirs;
     if (key == "grad_accum" && !json_field(text, key, &theirs)) return;  // an older checkpoint
     if (!json_field(text, key, &theirs)) theirs = "(not set)";
@@ -122,7 +124,7 @@ void check_run_config(const TrainOptions& o, const std::string& text, const std:
     for (char& ch : flag)
       if (ch == '_') ch = '-';
     fail("--resume: the checkpoint in '" + dir + "' was trained with " + flag + " " + theirs + ", this run has " +
-         flag + " " + mine + (key == "lr_decay_steps" ? " (its default is --steps)" : "") + " (resume with the run's flags; to start afresh from its weights, pass --weights " +
+         flag + " " + mine + (key == "lr_decay_steps" ? " (it defaults to --steps)" : "") + " (resume with the run's flags; to start afresh from its weights, pass --weights " +
          dir + "/model.safetensors without --resume)");
   }
 }
@@ -178,7 +180,7 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
   std::ostringstream m;
   m << "{\"format\": \"" << kFormat << "\", \"step\": " << step << ", \"model\": \"" << model_fingerprint(rt)
     << "\", \"state\": \"" << name << "\"";
-  for (const auto& [key, value] : run_config(rt.options()))
+  for (const auto& [key, value] : run_config(rt.options(), rt.loss_scaling()))
     m << ", \"" << key << "\": " << (key == "lr_schedule" ? "\"" + value + "\"" : value);
   if (rt.loss_scaling() && rt.has_async_optimizer())
     if (const LossScaler* ls = const_cast<Runtime&>(rt).async_optimizer().loss_scaler()) {
@@ -217,24 +219,49 @@ void check_save_dir(const std::string& dir) {
     fail("--save: cannot write in '" + p.string() + "': " + std::strerror(errno));
 }
 
-int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
-  std::string path = dir + "/manifest.json";
-  std::ifstream f(path);
-  if (!f) fail("--resume: no checkpoint in '" + dir + "' (cannot open " + path + ")");
+namespace {
+
+struct Manifest {
+  std::string path, text, state;
+  int64_t step = 0;
+};
+
+// DIR's manifest, once it is known to be whole, of this model and of this
+// run's flags.
+Manifest read_manifest(const Runtime& rt, const std::string& dir) {
+  Manifest m;
+  m.path = dir + "/manifest.json";
+  std::ifstream f(m.path);
+  if (!f) fail("--resume: no checkpoint in '" + dir + "' (cannot open " + m.path + ")");
   std::stringstream ss;
   ss << f.rdbuf();
-  std::string text = ss.str(), format, step_text, model, state;
-  if (!json_field(text, "format", &format) || format != kFormat || !json_field(text, "step", &step_text) ||
-      !json_field(text, "model", &model) || !json_field(text, "state", &state) ||
-      text.find('}') == std::string::npos)
-    fail("--resume: checkpoint manifest '" + path + "' is corrupt or truncated");
+  m.text = ss.str();
+  std::string format, step_text, model;
+  if (!json_field(m.text, "format", &format) || format != kFormat || !json_field(m.text, "step", &step_text) ||
+      !json_field(m.text, "model", &model) || !json_field(m.text, "state", &m.state) ||
+      m.text.find('}') == std::string::npos)
+    fail("--resume: checkpoint manifest '" + m.path + "' is corrupt or truncated");
   char* end = nullptr;
   long long step = std::strtoll(step_text.c_str(), &end, 10);
-  if (*end || step < 0) fail("--resume: checkpoint manifest '" + path + "' has a bad step '" + step_text + "'");
+  if (*end || step < 0) fail("--resume: checkpoint manifest '" + m.path + "' has a bad step '" + step_text + "'");
+  m.step = step;
   if (model != model_fingerprint(rt))
     fail("--resume: checkpoint '" + dir + "' was written by another model (fingerprint " + model +
          ", this program's is " + model_fingerprint(rt) + ")");
-  check_run_config(rt.options(), text, dir);
+  check_run_config(rt.options(), rt.loss_scaling(), m.text, dir);
+  return m;
+}
+
+}  // namespace
+
+int64_t check_checkpoint(const Runtime& rt, const std::string& dir) { return read_manifest(rt, dir).step; }
+
+int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
+  const Manifest man = read_manifest(rt, dir);
+  const std::string& path = man.path;
+  const std::string& text = man.text;
+  const std::string& state = man.state;
+  const int64_t step = man.step;
 
   // The loss scaler goes on where it was (a checkpoint without one: from its start).
   std::string scale_text, tracker_text, skipped_text;

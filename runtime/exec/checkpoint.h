@@ -24,6 +24,11 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step);
 // step, not after hours of it. Creates nothing.
 void check_save_dir(const std::string& dir);
 
+// Fails as load_checkpoint would on DIR's manifest (none, corrupt, another
+// model, other flags) without reading any state; returns its step. Before
+// the weights load, so a resume that cannot work fails in a moment.
+int64_t check_checkpoint(const Runtime& rt, const std::string& dir);
+
 // Loads DIR's last checkpoint into `rt` (declared, weights loaded) and returns
 // its step. Fails with one line naming the file when DIR has no checkpoint,
 // a corrupt or truncated manifest or state, or one of another model.

@@ -43,6 +43,8 @@ struct TrainOptions {
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run
   int64_t gpu_mem = 0;     // budget for the device arena (on the CPU target, the arena that stands for it)
+  // The budget is the one the program was compiled for (no flag named one).
+  bool gpu_mem_planned = false, cpu_mem_planned = false;
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults; adamw.lr is the schedule's peak
   LrSchedule lr_schedule;  // the rate of each step (Runtime::adamw_config)
@@ -122,6 +124,13 @@ class Runtime {
   // its updates go through dynamic loss scaling.
   void set_loss_scaling() { loss_scaling_ = true; }
   bool loss_scaling() const { return loss_scaling_; }
+  // The budgets the compiler planned for (declare_budgets; 0: none).
+  void set_planned_budgets(int64_t gpu_mem, int64_t cpu_mem) {
+    planned_gpu_mem_ = gpu_mem;
+    planned_cpu_mem_ = cpu_mem;
+  }
+  int64_t planned_gpu_mem() const { return planned_gpu_mem_; }
+  int64_t planned_cpu_mem() const { return planned_cpu_mem_; }
   // Streamed parameters (declare_streamed_params): no resident device copies.
   void set_streamed_params() { streamed_params_ = true; }
   bool streamed_params() const { return streamed_params_; }
@@ -240,6 +249,7 @@ class Runtime {
   int64_t planned_temp_bytes_ = -1;
   bool streamed_params_ = false;
   bool loss_scaling_ = false;
+  int64_t planned_gpu_mem_ = 0, planned_cpu_mem_ = 0;
   int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
   Arena arena_, host_arena_;  // their memory is allocated at their first placement
   void* host_arena_raw_ = nullptr;  // what the host allocator returned; host_arena_ starts at its first page

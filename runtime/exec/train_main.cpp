@@ -65,8 +65,10 @@ const char kUsage[] =
     "                       activation's read is unfinished (default yes)\n"
     "  --rows-first yes|no  update the rows of the token embedding that the next batch reads before\n"
     "                       the rest, which overlaps the next forward (default yes)\n"
-    "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
-    "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries\n"
+    "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G; default: the\n"
+    "                       program's fuyou-compile --cpu-mem, if any)\n"
+    "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries (default:\n"
+    "                       the program's fuyou-compile --gpu-mem, if any)\n"
     "  --optimizer-threads N  threads of the background CPU optimizer (default: every CPU)\n"
     "  --trace FILE         write the run's timeline as Chrome trace JSON (Perfetto)\n"
     "  --optimizer NAME     adamw, or adamw8bit: block-wise 8-bit moments (default: the program's)\n"
@@ -271,6 +273,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         fail("flag '" + flag + "' must be " + (flag.rfind("--beta", 0) == 0 ? "in [0, 1)" : ">= 0") + ", got " +
              value);
       float f = float(v);
+      if (flag != "--lr" && !std::isfinite(f)) fail("flag '" + flag + "' must be a finite float, got " + value);
       if (flag == "--lr") o->adamw.lr = v;
       else if (flag == "--beta1") o->adamw.beta1 = f;
       else if (flag == "--beta2") o->adamw.beta2 = f;
@@ -381,6 +384,11 @@ void check_trace_path(const std::string& path) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0) fail("--trace: cannot write in '" + dir + "': " + std::strerror(errno));
 }
 
+// "--gpu-mem 512.0 MiB", and where the figure came from when not the flag.
+std::string budget(const char* flag, int64_t bytes, bool planned) {
+  return std::string(flag) + " " + mib(bytes) + (planned ? " (the budget the program was compiled for)" : "");
+}
+
 // Refuse, with the smallest workable figure, budgets the program cannot run
 // in. --gpu-mem: before the device takes any memory.
 void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) {
@@ -389,7 +397,8 @@ void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) 
     const int64_t fixed = device ? device->fixed_bytes() : 0;
     int64_t need = rt.resident_param_bytes() + rt.planned_device_temp_bytes() + fixed;
     if (o.gpu_mem < need)
-      fail("--gpu-mem " + mib(o.gpu_mem) + " is too small for this program: it needs at least " + mib(need) +
+      fail(budget("--gpu-mem", o.gpu_mem, o.gpu_mem_planned) + " is too small for this program: it needs at least " +
+           mib(need) +
            " (parameters " + (rt.streamed_params() ? "streamed" : mib(rt.param_bytes())) + ", " +
            (rt.planned_arena_bytes() > 0 ? "the temporaries' arena " : "temporaries ") +
            mib(rt.planned_device_temp_bytes()) + (fixed > 0 ? ", library scratch and the step's inputs " + mib(fixed) : std::string()) +
@@ -405,7 +414,7 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
     if (!rt.has_async_optimizer()) {
       int64_t need = rt.state_bytes_total() + rt.planned_host_arena_bytes();
       if (o.cpu_mem < need)
-        fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: its AdamW state" +
+        fail(budget("--cpu-mem", o.cpu_mem, o.cpu_mem_planned) + " is too small for this program: its AdamW state" +
              (rt.planned_host_arena_bytes() > 0 ? " and the activations it keeps in host memory need " : " needs ") +
              mib(need) + " in memory (compile without --sync-optimizer and add --ssd to keep the state on SSD)");
       return;
@@ -418,7 +427,7 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
     int64_t slot = int64_t(opt.slot_bytes());
     int64_t need = fixed + int64_t(opt.min_slots()) * slot;
     if (o.cpu_mem < need)
-      fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: it needs at least " + mib(need) + " (" +
+      fail(budget("--cpu-mem", o.cpu_mem, o.cpu_mem_planned) + " is too small for this program: it needs at least " + mib(need) + " (" +
            (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts - rows - accb) +
            ", " + (rows > 0 ? "rows-first buffers " + mib(rows) + ", " : std::string()) +
            (accb > 0 ? "accumulated gradients " + mib(accb) + ", " : std::string()) +
@@ -469,6 +478,12 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     if (needs)
       fail(std::string(needs) + " needs the layer-group optimizer; this program was compiled with --sync-optimizer");
   }
+  // The budgets the program was planned for are the run's, unless it names others.
+  o.gpu_mem_planned = o.gpu_mem == 0 && rt.planned_gpu_mem() > 0;
+  o.cpu_mem_planned = o.cpu_mem == 0 && rt.planned_cpu_mem() > 0;
+  if (o.gpu_mem_planned) o.gpu_mem = rt.planned_gpu_mem();
+  if (o.cpu_mem_planned) o.cpu_mem = rt.planned_cpu_mem();
+  rt.set_options(o);
   rt.settle_state();
   if (rt.optimizer_name() == "adamw8bit") {
     int64_t n8 = 0, t8 = 0, t = 0;
@@ -481,6 +496,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     std::fprintf(stderr, "train: adamw8bit: %lld of %lld tensors (%.1f%% of the parameters) keep 8-bit moments, %s\n",
                  (long long)t8, (long long)t, 100.0 * double(n8) / double(std::max<int64_t>(1, rt.trainable_elements())),
                  mib(rt.state_bytes_total()).c_str());
+  }
+  if (!o.resume_dir.empty()) {
+    // A run killed after its final checkpoint has nothing left to do.
+    const int64_t at = check_checkpoint(rt, o.resume_dir);
+    if (at > o.steps)
+      fail("--resume: the checkpoint in '" + o.resume_dir + "' is at step " + std::to_string(at) + ", past --steps " +
+           std::to_string(o.steps));
   }
   load_weights(rt, o.weights);
 
@@ -518,10 +540,6 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   int64_t first = 0;
   if (!o.resume_dir.empty()) {
     first = load_checkpoint(rt, o.resume_dir);
-    // A run killed after its final checkpoint has nothing left to do.
-    if (first > o.steps)
-      fail("--resume: the checkpoint in '" + o.resume_dir + "' is at step " + std::to_string(first) +
-           ", past --steps " + std::to_string(o.steps));
   }
   if (device) {
     device->prepare();
