@@ -182,3 +182,19 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<4xi64>>, %tgt: !fysch
   fysched.copy %d, %s : !fysched.buffer<device, tensor<4xf32>>, !fysched.buffer<ssd, tensor<4xf32>>
   return %idx : !fysched.buffer<device, tensor<4xi64>>
 }
+
+// -----
+
+// The budgets the compiler planned for become the program's defaults; a
+// budget not given is 0.
+// CHECK-LABEL: emitc.func @fy_declare
+// CHECK: emitc.call_opaque "fy::rt::declare_budgets"(%{{.*}}) {args = [0 : index, #emitc.opaque<"0LL">, #emitc.opaque<"1048576LL">]}
+module attributes {fy.budget.cpu_mem = 1048576 : i64} {
+  fygraph.param @w trainable : tensor<4xf32>
+  func.func @train_step(%idx: !fysched.buffer<device, tensor<2x4xi64>>, %tgt: !fysched.buffer<device, tensor<2x4xi64>>) -> !fysched.buffer<device, tensor<f32>> {
+    %w = fysched.get_param @w : !fysched.buffer<device, tensor<4xf32>>
+    %m = fysched.alloc : !fysched.buffer<device, tensor<f32>>
+    fysched.launch "reduce_mean" ins(%w : !fysched.buffer<device, tensor<4xf32>>) outs(%m : !fysched.buffer<device, tensor<f32>>)
+    return %m : !fysched.buffer<device, tensor<f32>>
+  }
+}
