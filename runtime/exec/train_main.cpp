@@ -47,7 +47,8 @@ const char kUsage[] =
     "                       step s, micro-batch m reads batch s*K+m (default 1; needs host memory for\n"
     "                       one fp32 gradient of every trainable parameter)\n"
     "  --seed N             seed for dropout masks (default 0)\n"
-    "  --log-json FILE      one JSON object per step: step, loss, lr, tokens_per_s, ms\n"
+    "  --log-json FILE      one JSON object per step: step, loss, lr, tokens_per_s, ms (with --resume:\n"
+    "                       the log goes on after the checkpoint's step)\n"
     "  --log-every K        progress line on stderr every K steps (default 1)\n"
     "  --save DIR           checkpoint to DIR after the last step (manifest.json, state, model.safetensors)\n"
     "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
@@ -343,10 +344,40 @@ std::string json_exact(double v) {
 
 class JsonLog {
  public:
-  explicit JsonLog(const std::string& path) : path_(path) {
+  // A resumed run (`resume`) goes on with the log it finds, from the
+  // checkpoint's step (keep_through); any other starts it afresh.
+  JsonLog(const std::string& path, bool resume) : path_(path) {
     if (path.empty()) return;
-    f_ = std::fopen(path.c_str(), "w");
+    f_ = std::fopen(path.c_str(), resume ? "a" : "w");
     if (!f_) fail("log file '" + path + "': cannot open for writing: " + std::strerror(errno));
+  }
+  // Keeps the whole records of steps 1..step, in place of what a run killed
+  // after its checkpoint logged past it (and a record cut short by the kill).
+  void keep_through(int64_t step) {
+    if (!f_) return;
+    std::fclose(f_);
+    f_ = nullptr;
+    std::string kept, text;
+    {
+      std::FILE* in = std::fopen(path_.c_str(), "r");
+      if (!in) fail("log file '" + path_ + "': cannot read: " + std::strerror(errno));
+      char buf[1 << 16];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, in)) > 0;) text.append(buf, n);
+      std::fclose(in);
+    }
+    for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
+      const std::string line = text.substr(at, end - at);
+      long long s = 0;
+      if (std::sscanf(line.c_str(), "{\"step\": %lld,", &s) == 1 && s >= 1 && s <= step && line.back() == '}')
+        kept += line + "\n";
+    }
+    const std::string tmp = path_ + ".tmp";
+    std::FILE* out = std::fopen(tmp.c_str(), "w");
+    if (!out || std::fwrite(kept.data(), 1, kept.size(), out) != kept.size() || std::fclose(out) != 0 ||
+        std::rename(tmp.c_str(), path_.c_str()) != 0)
+      fail("log file '" + path_ + "': cannot rewrite it through '" + tmp + "': " + std::strerror(errno));
+    f_ = std::fopen(path_.c_str(), "a");
+    if (!f_) fail("log file '" + path_ + "': cannot open for writing: " + std::strerror(errno));
   }
   ~JsonLog() {
     if (f_) std::fclose(f_);
@@ -452,7 +483,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   if (const char* e = std::getenv("FY_DEFER_COPIES")) o.defer_copies = std::string(e) == "1";
   // Open the log first: a bad path fails before minutes of loading, and a
   // rerun never leaves the previous run's log looking like this one's.
-  JsonLog log(o.log_json);
+  JsonLog log(o.log_json, !o.resume_dir.empty());
   // Likewise a --save that could never be written.
   if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
   if (!o.save_dir.empty()) check_save_dir(o.save_dir);
@@ -540,6 +571,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   int64_t first = 0;
   if (!o.resume_dir.empty()) {
     first = load_checkpoint(rt, o.resume_dir);
+    log.keep_through(first);
   }
   if (device) {
     device->prepare();

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Checkpoint and resume: runs killed with SIGKILL at random moments and
 resumed from their last checkpoint must reproduce the uninterrupted run's
-losses exactly (issue 3: "10 runs killed at random moments").
+losses exactly (issue 3: "10 runs killed at random moments"). Every run
+logs to the same --log-json file: once the last one finishes it holds each
+step once, in order, as the uninterrupted run's log does.
 
     /usr/bin/python3 test/e2e/resume.py --compiler build/bin/fuyou-compile --work DIR
 """
@@ -78,7 +80,7 @@ def main():
         attempt += 1
         if attempt > 100:
             sys.exit(f"resume: FAIL: no progress after 100 attempts ({killed} killed)")
-        log = w(f"attempt{attempt}.jsonl")
+        log = w("run.jsonl")
         cmd = base + ["--save", ck, "--save-every", "3", "--log-json", log]
         if a.ssd:
             os.makedirs(w("ssd"), exist_ok=True)
@@ -104,7 +106,7 @@ def main():
             # whole run takes now (the first one may have run on a busier machine).
             if start == 0:
                 run_seconds = min(run_seconds, time.time() - t_start)
-            subprocess.run(["rm", "-rf", ck])
+            subprocess.run(["rm", "-rf", ck, log])
             continue
         if p.returncode == 0:
             break
@@ -113,6 +115,11 @@ def main():
 
     if killed < a.kills:
         sys.exit(f"resume: FAIL: only {killed} runs were killed before finishing (runs too short?)")
+    steps = [json.loads(l)["step"] for l in open(log)]
+    if steps != sorted(full):
+        sys.exit(f"resume: FAIL: the log the resumed runs continued has steps {steps}, not 1..{len(full)} once each")
+    if losses(log) != full:
+        sys.exit(f"resume: FAIL: the continued log's losses differ from the uninterrupted run's")
     missing = [s for s in full if s not in seen]
     diff = [(s, full[s], seen[s]) for s in full if s in seen and seen[s] != full[s]]
     if missing or diff:
