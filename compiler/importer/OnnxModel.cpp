@@ -5,7 +5,9 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <fstream>
 #include <sstream>
@@ -83,7 +85,56 @@ std::string Node::describe() const {
          "' (" + opType + ")";
 }
 
-// Copies a TensorProto's elements, whichever field holds them, into `t`.
+// The `bytes` bytes of an external tensor (ONNX external data: `location`,
+// relative to the model's directory `dir`, `offset`, `length`) into `out`.
+// torch.onnx.export writes models over 2 GiB so, and onnx.save_model can.
+static std::string readExternal(const onnx::TensorProto &p, const std::string &dir, size_t bytes,
+                                std::string &out) {
+  const std::string what = "tensor '" + p.name() + "': external data";
+  std::string location;
+  long long offset = 0, length = -1;
+  for (const auto &e : p.external_data()) {
+    char *end = nullptr;
+    if (e.key() == "location") {
+      location = e.value();
+    } else if (e.key() == "offset" || e.key() == "length") {
+      long long v = std::strtoll(e.value().c_str(), &end, 10);
+      if (e.value().empty() || *end || v < 0)
+        return what + " has a bad " + e.key() + " '" + e.value() + "'";
+      (e.key() == "offset" ? offset : length) = v;
+    }
+  }
+  namespace fs = std::filesystem;
+  const fs::path rel(location);
+  if (location.empty()) return what + " names no location";
+  // Within the model's directory, as the ONNX checker requires.
+  bool escapes = rel.is_absolute();
+  for (const auto &part : rel) escapes |= part == "..";
+  if (escapes) return what + " location '" + location + "' is outside the model's directory";
+  const std::string file = (fs::path(dir) / rel).string();
+  std::ifstream f(file, std::ios::binary);
+  std::error_code ec;
+  if (!f || !fs::is_regular_file(file, ec))
+    return what + " file '" + file + "' cannot be read: " + (f ? "not a regular file" : std::strerror(errno));
+  const unsigned long long size = fs::file_size(file, ec);
+  if (length < 0) length = (long long)bytes;
+  if ((unsigned long long)offset > size || (unsigned long long)length > size - (unsigned long long)offset)
+    return what + " [" + std::to_string(offset) + ", +" + std::to_string(length) + ") runs past the end of '" +
+           file + "' (" + std::to_string(size) + " bytes)";
+  if ((size_t)length != bytes)
+    return what + " holds " + std::to_string(length) + " bytes, expected " + std::to_string(bytes);
+  out.resize(bytes);
+  if (!f.seekg(offset) || !f.read(out.data(), (std::streamsize)bytes))
+    return what + ": reading '" + file + "' failed";
+  return "";
+}
+
+static bool isExternal(const onnx::TensorProto &p) {
+  return p.data_location() == onnx::TensorProto::EXTERNAL;
+}
+
+// Copies a TensorProto's elements, whichever field holds them, into `t`;
+// external data from beside the model in `dir`.
 static std::string readTensor(const onnx::TensorProto &p, const std::string &dir, Tensor &t) {
   t.name = p.name();
   t.onnxType = p.data_type();
@@ -92,10 +143,14 @@ static std::string readTensor(const onnx::TensorProto &p, const std::string &dir
   if (t.dtype == DType::Unsupported)
     return "tensor '" + t.name + "' has unsupported element type " +
            onnx::TensorProto_DataType_Name(p.data_type());
-  if (p.data_location() == onnx::TensorProto::EXTERNAL)
-    return "tensor '" + t.name + "' uses external data, which is not supported yet (save the "
-           "model with all tensors inside the file)";
   size_t n = (size_t)t.numel(), es = elemSize(t.dtype);
+  if (isExternal(p)) {
+    // Straight into place: the weights of a big model are read once.
+    std::string bytes;
+    if (std::string err = readExternal(p, dir, n * es, bytes); !err.empty()) return err;
+    t.bytes.assign(bytes.begin(), bytes.end());
+    return "";
+  }
   t.bytes.resize(n * es);
   if (p.has_raw_data()) {
     if (p.raw_data().size() != n * es)
@@ -114,7 +169,6 @@ static std::string readTensor(const onnx::TensorProto &p, const std::string &dir
     else if (t.dtype == DType::I64) { int64_t x = p.int64_data(i); std::memcpy(&t.bytes[8 * i], &x, 8); }
     else t.bytes[i] = p.int32_data(i) != 0;
   }
-  (void)dir;
   return "";
 }
 
@@ -194,8 +248,36 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
     return "'" + path + "' is not an ONNX model (cannot parse a ModelProto)";
   }
 
+  // Shape inference propagates the values of shape-like initializers (int64
+  // index tensors, small constants) and cannot read external ones: those
+  // come into the model. Float weights stay outside until they are read.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  bool external = false;  // weights left outside
+  for (auto &t : *m.mutable_graph()->mutable_initializer()) {
+    const DType dt = fromOnnx(t.data_type());
+    if (!isExternal(t) || dt == DType::Unsupported) continue;  // unsupported ones are never read
+    int64_t n = 1;
+    for (int64_t d : t.dims()) n *= d;
+    const size_t bytes = size_t(n) * elemSize(dt);
+    if (dt == DType::F32 && bytes >= (1u << 20)) {
+      external = true;
+      continue;
+    }
+    std::string data;
+    if (std::string err = readExternal(t, dir, bytes, data); !err.empty())
+      return "'" + path + "': " + err;
+    t.set_raw_data(std::move(data));
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+  }
+
   try {
-    onnx::checker::check_model(m);
+    // The checker finds external data relative to the model's directory
+    // only when it reads the model from its path.
+    if (external)
+      onnx::checker::check_model(path);
+    else
+      onnx::checker::check_model(m);
   } catch (const std::exception &e) {
     std::string msg = e.what();
     for (char &c : msg) if (c == '\n') c = ' ';
@@ -235,8 +317,8 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
       out.initializers.push_back(std::move(tensor));
       continue;
     }
-    if (std::string err = readTensor(t, "", tensor); !err.empty())
-      return err;
+    if (std::string err = readTensor(t, dir, tensor); !err.empty())
+      return "'" + path + "': " + err;
     isInit[t.name()] = true;
     out.initializers.push_back(std::move(tensor));
   }
@@ -267,7 +349,7 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
         attr.kind = Attr::Floats; attr.floats.assign(a.floats().begin(), a.floats().end()); break;
       case onnx::AttributeProto::TENSOR:
         attr.kind = Attr::TensorValue;
-        if (std::string err = readTensor(a.t(), "", attr.t); !err.empty())
+        if (std::string err = readTensor(a.t(), dir, attr.t); !err.empty())
           return node.describe() + ": attribute '" + a.name() + "': " + err;
         break;
       default: attr.kind = Attr::Other; break;

@@ -54,6 +54,10 @@ def main():
                     help="also train with --rows-first no: same bits; and the main run (traced) must have "
                          "updated the next step's embedding rows first in every step but the last, "
                          "each the rows its forward read")
+    ap.add_argument("--bitwise-vs-external", action="store_true",
+                    help="also compile the model saved with ONNX external data (as torch.onnx.export writes "
+                         "one over 2 GiB), in one file and in a file per tensor: same bits")
+    ap.add_argument("--d-model", default=None, help="the exported model's width")
     ap.add_argument("--grad-accum", default=None, help="both sides: micro-batches a step")
     ap.add_argument("--lr-schedule", default=None, help="both sides: --lr-schedule KIND")
     ap.add_argument("--warmup-steps", default=None)
@@ -74,6 +78,8 @@ def main():
         export.append("--no-tie")
     if a.gelu:
         export += ["--gelu", a.gelu]
+    if a.d_model:
+        export += ["--d-model", a.d_model]
     run(export, stdout=subprocess.DEVNULL)
 
     freeze = []
@@ -130,6 +136,24 @@ def main():
             sys.exit(f"e2e: FAIL: the embedding's rows went first in {first} updates, not {a.steps - 1}, "
                      f"and {missed} forwards found other rows than those")
         same_bits(w("train"), "whole", "the embedding's update done whole (--rows-first no)", ["--rows-first", "no"])
+    if a.bitwise_vs_external:
+        # Every tensor outside the model file; the importer reads the small
+        # ones for shape inference and the weights straight into place.
+        resave = ("import onnx, sys; m = onnx.load(sys.argv[1]); "
+                  "onnx.save_model(m, sys.argv[2], save_as_external_data=True, "
+                  "all_tensors_to_one_file=sys.argv[3] == 'one', location='weights.bin', size_threshold=0)")
+        for layout in ("one", "each"):
+            d = w("external_" + layout)
+            subprocess.run(["rm", "-rf", d])
+            os.makedirs(d)
+            run([PY, "-c", resave, w("model.onnx"), os.path.join(d, "model.onnx"), layout])
+            if os.path.getsize(os.path.join(d, "model.onnx")) * 10 > os.path.getsize(w("model.onnx")):
+                sys.exit("e2e: FAIL: the external-data model still holds its weights")
+            run([a.compiler, os.path.join(d, "model.onnx"), "-o", w("train_external_" + layout),
+                 "--precision", a.precision] + freeze)
+            same_bits(w("train_external_" + layout), "external_" + layout,
+                      f"the weights as ONNX external data ({'one file' if layout == 'one' else 'a file per tensor'})",
+                      scaling)
     if a.bitwise_vs_ssd:
         dirs = [w("ssd0"), w("ssd1")]
         for d in dirs:
