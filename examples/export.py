@@ -5,7 +5,9 @@
 
 Writes FILE.onnx (opset 17, training-mode export, weights as initializers named as in the
 module's state_dict, metadata_props "fuyou.frozen" = the buffer initializers) and FILE.onnx.json
-(the model config, so test/e2e/oracle.py can rebuild the same module).
+(the model config, so test/e2e/oracle.py can rebuild the same module). A model over 2 GiB
+keeps its tensors as ONNX external data, one file per tensor beside FILE.onnx, as torch
+writes them.
 """
 import argparse
 import json
@@ -76,7 +78,10 @@ def main(argv=None):
         keep_initializers_as_inputs=False,
         dynamic_axes=dynamic_axes,
     )
-    m = onnx.load(tmp)
+    # Over 2 GiB torch writes each tensor to a file of its own beside the
+    # model (ONNX external data): they stay there, and only the graph is
+    # loaded, edited and written again.
+    m = onnx.load(tmp, load_external_data=False)
     os.remove(tmp)
 
     init_names = {t.name for t in m.graph.initializer}
@@ -89,8 +94,9 @@ def main(argv=None):
     entry = m.metadata_props.add()
     entry.key = "fuyou.frozen"
     entry.value = ",".join(frozen)
-    onnx.checker.check_model(m)
-    onnx.save(m, a.out)
+    onnx.save(m, tmp)
+    onnx.checker.check_model(tmp)  # by path: a model with external data too
+    os.replace(tmp, a.out)
 
     sidecar = dict(cfg.to_dict(), batch=a.batch, seq=seq, seed=a.seed, dynamic=a.dynamic)
     with open(a.out + ".json", "w") as f:

@@ -1,6 +1,7 @@
 // main() of a generated training executable: flags, weights, data, the step
 // loop with its JSON log, gradient dump and checkpoint.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,6 +60,7 @@ const char kUsage[] =
     "  --loss-scale-growth-interval N  doubled after N finite steps in a row (default 2000)\n"
     "  --save-every K       also checkpoint to --save DIR every K steps\n"
     "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
+    "                       (SIGINT or SIGTERM: the run finishes its step, checkpoints to --save, exits 130/143)\n"
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
     "  --ssd-queue-depth N  I/O operations each SSD store keeps in flight, 1..4096 (default 32;\n"
     "                       fewer: an activation's read waits behind less of the state's I/O)\n"
@@ -293,6 +295,27 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
   return true;
 }
 
+// SIGINT or SIGTERM (Ctrl-C, a scheduler's preemption): the step under way
+// finishes, then the run checkpoints to --save and stops. A second one
+// stops it at once.
+volatile sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  static const char msg[] = "train: stopping after this step (a checkpoint if --save; again to stop now)\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  ::signal(sig, SIG_DFL);
+}
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // blocking calls go on; the loop checks between steps
+  for (int sig : {SIGINT, SIGTERM}) ::sigaction(sig, &sa, nullptr);
+}
+
 void load_weights(Runtime& rt, const std::string& path) {
   // Straight into the parameters' storage: no second copy of the model.
   std::map<std::string, int64_t> index;
@@ -490,6 +513,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   // And a --trace.
   if (!o.trace.empty()) check_trace_path(o.trace);
 
+  catch_stop_signals();
   Runtime rt;
   rt.set_options(o);
   if (!o.trace.empty()) rt.set_trace(std::make_unique<Trace>(o.trace));
@@ -642,9 +666,19 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       write_safetensors(o.dump_grads, grad_entries(rt));
       rt.set_record_grads(false);
     }
-    if (o.save_every > 0 && (s + 1) % o.save_every == 0 && s + 1 < o.steps) {
+    const bool stopping = g_stop_signal != 0 && s + 1 < o.steps;
+    if ((o.save_every > 0 && (s + 1) % o.save_every == 0 && s + 1 < o.steps) || (stopping && !o.save_dir.empty())) {
       if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
       save_checkpoint(rt, o.save_dir, s + 1);
+    }
+    if (stopping) {
+      const int sig = g_stop_signal;
+      if (rt.trace()) rt.trace()->write();
+      std::fprintf(stderr, "train: %s after step %lld of %lld: %s\n", sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)",
+                   (long long)(s + 1), (long long)o.steps,
+                   o.save_dir.empty() ? "nothing saved (no --save)"
+                                      : ("checkpoint in '" + o.save_dir + "'; --resume " + o.save_dir + " goes on").c_str());
+      return 128 + sig;
     }
   }
 
