@@ -849,9 +849,10 @@ AdamWConfig AsyncOptimizer::adamw_config(const Group& g) const {
   return cfg;
 }
 
-void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, const AdamWConfig& cfg, int64_t step,
-                            std::vector<Piece>& pieces) {
+void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, const AdamWConfig& group_cfg,
+                            int64_t step, std::vector<Piece>& pieces) {
   const Runtime::Param& p = rt_.param(param);
+  const AdamWConfig cfg = rt_.param_config(group_cfg, param);
   const int64_t n = p.value.numel();
   if (p.q8_block) {
     pieces.push_back({pool_->submit_8bit(p.value.as<float>(), g, m, v, n, p.q8_block, cfg, step), param, 0, n});
@@ -948,7 +949,8 @@ AdamWPool::Handle AsyncOptimizer::submit_rows(Group& g, void* m, void* v, const 
   auto first = std::make_shared<Runs>();
   for (int64_t k = 0; k < g.row_count; ++k) first->add(g.rows[k] * d, d);
   return submit_runs(*pool_, first, p.value.as<float>(), g.rows_from_copy ? g.row_grads : grad(g, i),
-                     g.rows_from_copy, static_cast<float*>(m), static_cast<float*>(v), cfg, g.step,
+                     g.rows_from_copy, static_cast<float*>(m), static_cast<float*>(v), rt_.param_config(cfg, g.params[i]),
+                     g.step,
                      on_rows_updated_ ? g.row_values : nullptr);
 }
 
@@ -982,7 +984,9 @@ void AsyncOptimizer::submit_rest(Group& g, void* m, void* v, const AdamWConfig& 
       const int64_t a = std::max(lo, r * d), b = std::min(lo + len, (r + 1) * d);
       rest->add(a, b - a);
     }
-    pieces.push_back({submit_runs(*pool_, rest, w, grad(g, i), false, mf, vf, cfg, g.step, nullptr), g.params[i], lo, len});
+    pieces.push_back({submit_runs(*pool_, rest, w, grad(g, i), false, mf, vf, rt_.param_config(cfg, g.params[i]), g.step,
+                                  nullptr),
+                      g.params[i], lo, len});
   }
 }
 

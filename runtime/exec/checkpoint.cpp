@@ -87,14 +87,16 @@ std::string exact(T v) {
 // name without "--", '-' as '_'). A resume under others would not continue
 // the run it resumes: batch s*K+m moves with --grad-accum, and a decay that
 // ends at --steps reshapes when --steps grows. A constant schedule's decay
-// flags do nothing and are left out.
-std::vector<std::pair<std::string, std::string>> run_config(const TrainOptions& o, bool loss_scaling) {
+// flags do nothing and are left out. Values are JSON: strings quoted.
+std::vector<std::pair<std::string, std::string>> run_config(const Runtime& rt) {
+  const TrainOptions& o = rt.options();
+  const bool loss_scaling = rt.loss_scaling();
   const LrSchedule& ls = o.lr_schedule;
   const bool decays = ls.kind != LrSchedule::Kind::Constant;
   std::vector<std::pair<std::string, std::string>> c = {
       {"grad_accum", std::to_string(o.grad_accum)},
       {"lr", exact(o.adamw.lr)},
-      {"lr_schedule", decays ? (ls.kind == LrSchedule::Kind::Cosine ? "cosine" : "linear") : "constant"},
+      {"lr_schedule", decays ? (ls.kind == LrSchedule::Kind::Cosine ? "\"cosine\"" : "\"linear\"") : "\"constant\""},
       {"warmup_steps", std::to_string(ls.warmup)},
   };
   if (decays) {
@@ -104,6 +106,15 @@ std::vector<std::pair<std::string, std::string>> run_config(const TrainOptions& 
   for (auto [key, v] : {std::pair<const char*, float>{"beta1", o.adamw.beta1}, {"beta2", o.adamw.beta2},
                         {"eps", o.adamw.eps}, {"weight_decay", o.adamw.weight_decay}})
     c.push_back({key, exact(v)});
+  // Which tensors AdamW decays (--no-decay, --decay-1d): the set, as its
+  // size and a fingerprint of the names (patterns may be spelled otherwise).
+  std::string exempt;
+  int64_t n = 0;
+  for (int64_t i = 0; i < rt.num_params(); ++i)
+    if (rt.param(i).trainable && !rt.param(i).decay) exempt += rt.param(i).name + ";", ++n;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "\"%lld tensor(s) %016llx\"", (long long)n, (unsigned long long)fnv1a(exempt));
+  c.push_back({"no_decay", buf});
   c.push_back({"clip_norm", exact(o.clip_norm)});
   c.push_back({"seed", std::to_string(o.seed)});
   // When the scale grows decides which fp16 steps are skipped.
@@ -112,13 +123,15 @@ std::vector<std::pair<std::string, std::string>> run_config(const TrainOptions& 
 }
 
 // Fails, naming the flag, when this run's configuration is not the one the
-// checkpoint in `dir` (manifest `text`) was written under. Checkpoints from
-// before the manifest carried it are taken as they are.
-void check_run_config(const TrainOptions& o, bool loss_scaling, const std::string& text, const std::string& dir) {
-  for (const auto& [key, mine] : run_config(o, loss_scaling)) {
+// checkpoint in `dir` (manifest `text`) was written under. What a checkpoint
+// does not record (one written before the manifest carried it) is taken as
+// it is.
+void check_run_config(const Runtime& rt, const std::string& text, const std::string& dir) {
+  for (const auto& [key, value] : run_config(rt)) {
     std::string theirs;
-    if (key == "grad_accum" && !json_field(text, key, &theirs)) return;  // an older checkpoint
-    if (!json_field(text, key, &theirs)) theirs = "(not set)";
+    if (!json_field(text, key, &theirs)) continue;  // not recorded by the run that wrote it
+    const bool quoted = value.size() >= 2 && value.front() == '"';
+    const std::string mine = quoted ? value.substr(1, value.size() - 2) : value;
     if (theirs == mine) continue;
     std::string flag = "--" + key;
     for (char& ch : flag)
@@ -180,8 +193,7 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
   std::ostringstream m;
   m << "{\"format\": \"" << kFormat << "\", \"step\": " << step << ", \"model\": \"" << model_fingerprint(rt)
     << "\", \"state\": \"" << name << "\"";
-  for (const auto& [key, value] : run_config(rt.options(), rt.loss_scaling()))
-    m << ", \"" << key << "\": " << (key == "lr_schedule" ? "\"" + value + "\"" : value);
+  for (const auto& [key, value] : run_config(rt)) m << ", \"" << key << "\": " << value;
   if (rt.loss_scaling() && rt.has_async_optimizer())
     if (const LossScaler* ls = const_cast<Runtime&>(rt).async_optimizer().loss_scaler()) {
       char buf[160];
@@ -248,7 +260,7 @@ Manifest read_manifest(const Runtime& rt, const std::string& dir) {
   if (model != model_fingerprint(rt))
     fail("--resume: checkpoint '" + dir + "' was written by another model (fingerprint " + model +
          ", this program's is " + model_fingerprint(rt) + ")");
-  check_run_config(rt.options(), rt.loss_scaling(), m.text, dir);
+  check_run_config(rt, m.text, dir);
   return m;
 }
 

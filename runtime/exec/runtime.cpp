@@ -284,9 +284,11 @@ void Runtime::adamw_at(int64_t index, const float* grad, int64_t step) {
   Param& p = params_[size_t(index)];
   if (!p.m.data) fail("cpu_adamw: --ssd needs the layer-group optimizer (compile without --sync-optimizer)");
   if (p.q8_block)
-    adamw8bit_step(p.value.as<float>(), grad, p.m.data, p.v.data, p.value.numel(), p.q8_block, adamw_config(step), step);
+    adamw8bit_step(p.value.as<float>(), grad, p.m.data, p.v.data, p.value.numel(), p.q8_block,
+                   param_config(adamw_config(step), index), step);
   else
-    adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(), adamw_config(step), step);
+    adamw_step(p.value.as<float>(), grad, p.m.as<float>(), p.v.as<float>(), p.value.numel(),
+               param_config(adamw_config(step), index), step);
 }
 
 AdamWConfig Runtime::adamw_config(int64_t step) const {

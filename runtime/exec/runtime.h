@@ -47,6 +47,10 @@ struct TrainOptions {
   bool gpu_mem_planned = false, cpu_mem_planned = false;
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults; adamw.lr is the schedule's peak
+  // Parameters without weight decay: names matching any of these
+  // (ECMAScript, full match), and with decay_1d false those of rank < 2.
+  std::vector<std::string> no_decay;
+  bool decay_1d = true;
   LrSchedule lr_schedule;  // the rate of each step (Runtime::adamw_config)
   LossScaleConfig loss_scale;  // for programs that scale their loss (fp16)
   // "adamw" or "adamw8bit" (block-wise 8-bit moments); "": the program's choice.
@@ -71,6 +75,7 @@ class Runtime {
     // 8-bit states (U8 [q8_state_bytes]: codes, then per-block absmax).
     View m, v;
     int64_t q8_block = 0;
+    bool decay = true;   // AdamW's weight decay applies (train --no-decay, --decay-1d)
     View recorded_grad;  // step-1 gradient copy when recording; else empty
   };
 
@@ -150,6 +155,7 @@ class Runtime {
     return planned_arena_bytes_ > 0 ? planned_arena_bytes_ : planned_temp_bytes_;
   }
   const Param& param(int64_t index) const;
+  void set_decay(int64_t index, bool decay) { params_[size_t(index)].decay = decay; }
   bool inputs_declared() const { return vocab_ > 0; }
   const Shape& input_shape() const { return input_shape_; }
   int64_t vocab() const { return vocab_; }
@@ -207,6 +213,11 @@ class Runtime {
   void adamw_at(int64_t index, const float* grad, int64_t step);
   // AdamW's hyper-parameters for training step `step`: the schedule's rate.
   AdamWConfig adamw_config(int64_t step) const;
+  // `cfg` for parameter `index`: without weight decay when it is exempt.
+  AdamWConfig param_config(AdamWConfig cfg, int64_t index) const {
+    if (!params_[size_t(index)].decay) cfg.weight_decay = 0;
+    return cfg;
+  }
   // Keeps a copy of a step-1 gradient, times `factor`, when recording (no-op otherwise).
   void record_grad(int64_t index, View grad, float factor = 1.f);
   void set_record_grads(bool on) { record_grads_ = on; }

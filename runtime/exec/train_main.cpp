@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ const char kUsage[] =
     "  --beta2 X            (default 0.999)\n"
     "  --eps X              (default 1e-8)\n"
     "  --weight-decay X     (default 0.01)\n"
+    "  --no-decay REGEX     no weight decay for the parameters whose ONNX names match (ECMAScript,\n"
+    "                       full match; repeatable)\n"
+    "  --decay-1d yes|no    weight decay for parameters of rank < 2 too: biases, norms' scales\n"
+    "                       (default yes, as torch.optim.AdamW on every parameter)\n"
     "  --grad-accum K       K micro-batches a step: their gradients' mean updates the weights once;\n"
     "                       step s, micro-batch m reads batch s*K+m (default 1; needs host memory for\n"
     "                       one fp32 gradient of every trainable parameter)\n"
@@ -158,7 +163,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd-read-priority", "--rows-first", "--loss-scale-init",
                                          "--loss-scale-growth-interval", "--lr-schedule",
                                          "--warmup-steps", "--lr-decay-steps", "--min-lr",
-                                         "--grad-accum"};
+                                         "--grad-accum", "--no-decay", "--decay-1d"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -252,6 +257,12 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
       o->lr_schedule.min_lr = parse_double(flag, value);
       if (o->lr_schedule.min_lr < 0) fail("flag '--min-lr' must be >= 0, got " + value);
     }
+    else if (flag == "--no-decay") {
+      o->no_decay.push_back(value);
+    } else if (flag == "--decay-1d") {
+      if (value != "yes" && value != "no") fail("flag '--decay-1d' must be yes or no, got '" + value + "'");
+      o->decay_1d = value == "yes";
+    }
     else if (flag == "--grad-accum") {
       o->grad_accum = parse_int(flag, value);
       if (o->grad_accum < 1 || o->grad_accum > 65536)
@@ -314,6 +325,37 @@ void catch_stop_signals() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking calls go on; the loop checks between steps
   for (int sig : {SIGINT, SIGTERM}) ::sigaction(sig, &sa, nullptr);
+}
+
+// Which parameters AdamW decays (--no-decay, --decay-1d); says so when not all.
+void choose_decay(Runtime& rt, const TrainOptions& o) {
+  std::vector<std::regex> res;
+  for (const std::string& pattern : o.no_decay) {
+    try {
+      res.emplace_back(pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      fail("flag '--no-decay': invalid regex '" + pattern + "': " + e.what());
+    }
+  }
+  std::vector<bool> used(res.size(), false);
+  int64_t off = 0, trainable = 0, off_elems = 0;
+  for (int64_t i = 0; i < rt.num_params(); ++i) {
+    const Runtime::Param& p = rt.param(i);
+    if (!p.trainable) continue;
+    ++trainable;
+    bool decay = o.decay_1d || p.value.shape.rank >= 2;
+    for (size_t k = 0; k < res.size(); ++k)
+      if (std::regex_match(p.name, res[k])) used[k] = true, decay = false;
+    rt.set_decay(i, decay);
+    if (!decay) ++off, off_elems += p.value.numel();
+  }
+  // A pattern that names nothing is a typo, not a choice.
+  for (size_t k = 0; k < res.size(); ++k)
+    if (!used[k]) fail("flag '--no-decay': '" + o.no_decay[k] + "' matches no trainable parameter's name");
+  if (off > 0)
+    std::fprintf(stderr, "train: no weight decay for %lld of %lld trainable tensors (%.2f%% of the parameters)\n",
+                 (long long)off, (long long)trainable,
+                 100.0 * double(off_elems) / double(std::max<int64_t>(1, rt.trainable_elements())));
 }
 
 void load_weights(Runtime& rt, const std::string& path) {
@@ -540,6 +582,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   if (o.cpu_mem_planned) o.cpu_mem = rt.planned_cpu_mem();
   rt.set_options(o);
   rt.settle_state();
+  choose_decay(rt, o);
   if (rt.optimizer_name() == "adamw8bit") {
     int64_t n8 = 0, t8 = 0, t = 0;
     for (int64_t i = 0; i < rt.num_params(); ++i) {

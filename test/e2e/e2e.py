@@ -59,6 +59,9 @@ def main():
                          "one over 2 GiB), in one file and in a file per tensor: same bits")
     ap.add_argument("--d-model", default=None, help="the exported model's width")
     ap.add_argument("--grad-accum", default=None, help="both sides: micro-batches a step")
+    ap.add_argument("--weight-decay", default="0.01", help="both sides")
+    ap.add_argument("--no-decay", action="append", default=[], help="both sides: --no-decay REGEX")
+    ap.add_argument("--decay-1d", default=None, help="both sides: --decay-1d yes|no")
     ap.add_argument("--lr-schedule", default=None, help="both sides: --lr-schedule KIND")
     ap.add_argument("--warmup-steps", default=None)
     ap.add_argument("--lr-decay-steps", default=None)
@@ -89,10 +92,12 @@ def main():
 
     # The same hyper-parameters on both sides, spelled out (torch's defaults).
     hp = ["--lr", "1e-3", "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8",
-          "--weight-decay", "0.01"]
+          "--weight-decay", a.weight_decay]
+    for r in a.no_decay:
+        hp += ["--no-decay", r]
     if a.clip_norm:
         hp += ["--clip-norm", a.clip_norm]
-    for flag in ("grad_accum", "lr_schedule", "warmup_steps", "lr_decay_steps", "min_lr"):
+    for flag in ("grad_accum", "lr_schedule", "warmup_steps", "lr_decay_steps", "min_lr", "decay_1d"):
         if getattr(a, flag) is not None:
             hp += ["--" + flag.replace("_", "-"), getattr(a, flag)]
     scaling = []

@@ -180,6 +180,10 @@ def main(argv=None):
     ap.add_argument("--warmup-steps", type=int, default=0)
     ap.add_argument("--lr-decay-steps", type=int, default=0, help="default: --steps")
     ap.add_argument("--min-lr", type=float, default=0.0)
+    ap.add_argument("--no-decay", action="append", default=[],
+                    help="parameters whose names fully match go in a weight_decay=0 param group")
+    ap.add_argument("--decay-1d", default="yes", choices=["yes", "no"],
+                    help="no: parameters of fewer than 2 dims go in that group too")
     a = ap.parse_args(argv)
 
     if a.batch < 1 or a.seq < 1 or a.steps < 0:
@@ -221,7 +225,12 @@ def main(argv=None):
         round_matmul_operands(torch.float16 if a.operands == "fp16" else torch.bfloat16)
 
     data = Batches(load_tokens(a.data), a.batch, a.seq)
-    opt = torch.optim.AdamW([p for _, p in trainable], lr=a.lr, betas=(a.beta1, a.beta2),
+    # Two param groups, as fine-tuning recipes make them: the exempt ones
+    # without weight decay.
+    exempt = lambda name, p: (a.decay_1d == "no" and p.dim() < 2) or any(re.fullmatch(r, name) for r in a.no_decay)
+    groups = [{"params": [p for n, p in trainable if not exempt(n, p)]},
+              {"params": [p for n, p in trainable if exempt(n, p)], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=a.lr, betas=(a.beta1, a.beta2),
                             eps=a.eps, weight_decay=a.weight_decay, foreach=False)
 
     decay_end = a.lr_decay_steps or a.steps
