@@ -86,10 +86,11 @@ std::string Node::describe() const {
 }
 
 // The `bytes` bytes of an external tensor (ONNX external data: `location`,
-// relative to the model's directory `dir`, `offset`, `length`) into `out`.
-// torch.onnx.export writes models over 2 GiB so, and onnx.save_model can.
-static std::string readExternal(const onnx::TensorProto &p, const std::string &dir, size_t bytes,
-                                std::string &out) {
+// relative to the model's directory `dir`, `offset`, `length`) into `out`
+// (a std::string or std::vector<char>). torch.onnx.export writes models over
+// 2 GiB so, and onnx.save_model can.
+template <class Buffer>
+static std::string readExternal(const onnx::TensorProto &p, const std::string &dir, size_t bytes, Buffer &out) {
   const std::string what = "tensor '" + p.name() + "': external data";
   std::string location;
   long long offset = 0, length = -1;
@@ -98,8 +99,9 @@ static std::string readExternal(const onnx::TensorProto &p, const std::string &d
     if (e.key() == "location") {
       location = e.value();
     } else if (e.key() == "offset" || e.key() == "length") {
+      errno = 0;
       long long v = std::strtoll(e.value().c_str(), &end, 10);
-      if (e.value().empty() || *end || v < 0)
+      if (e.value().empty() || *end || v < 0 || errno == ERANGE)
         return what + " has a bad " + e.key() + " '" + e.value() + "'";
       (e.key() == "offset" ? offset : length) = v;
     }
@@ -107,15 +109,25 @@ static std::string readExternal(const onnx::TensorProto &p, const std::string &d
   namespace fs = std::filesystem;
   const fs::path rel(location);
   if (location.empty()) return what + " names no location";
-  // Within the model's directory, as the ONNX checker requires.
+  // Within the model's directory, as the ONNX checker requires, and no
+  // link out of it: a model must not read files its author chose.
   bool escapes = rel.is_absolute();
   for (const auto &part : rel) escapes |= part == "..";
   if (escapes) return what + " location '" + location + "' is outside the model's directory";
-  const std::string file = (fs::path(dir) / rel).string();
-  std::ifstream f(file, std::ios::binary);
+  fs::path at(dir);
   std::error_code ec;
-  if (!f || !fs::is_regular_file(file, ec))
-    return what + " file '" + file + "' cannot be read: " + (f ? "not a regular file" : std::strerror(errno));
+  for (const auto &part : rel) {
+    at /= part;
+    if (fs::is_symlink(fs::symlink_status(at, ec)))
+      return what + " location '" + location + "' goes through a symbolic link ('" + at.string() + "')";
+  }
+  const std::string file = at.string();
+  // Not a pipe or a device either (opening one could block).
+  if (!fs::is_regular_file(fs::symlink_status(at, ec)))
+    return what + " file '" + file + "' cannot be read: " +
+           (fs::exists(fs::symlink_status(at, ec)) ? "not a regular file" : "No such file or directory");
+  std::ifstream f(file, std::ios::binary);
+  if (!f) return what + " file '" + file + "' cannot be read: " + std::strerror(errno);
   const unsigned long long size = fs::file_size(file, ec);
   if (length < 0) length = (long long)bytes;
   if ((unsigned long long)offset > size || (unsigned long long)length > size - (unsigned long long)offset)
@@ -144,13 +156,8 @@ static std::string readTensor(const onnx::TensorProto &p, const std::string &dir
     return "tensor '" + t.name + "' has unsupported element type " +
            onnx::TensorProto_DataType_Name(p.data_type());
   size_t n = (size_t)t.numel(), es = elemSize(t.dtype);
-  if (isExternal(p)) {
-    // Straight into place: the weights of a big model are read once.
-    std::string bytes;
-    if (std::string err = readExternal(p, dir, n * es, bytes); !err.empty()) return err;
-    t.bytes.assign(bytes.begin(), bytes.end());
-    return "";
-  }
+  if (isExternal(p))  // straight into place: the weights of a big model are read once
+    return readExternal(p, dir, n * es, t.bytes);
   t.bytes.resize(n * es);
   if (p.has_raw_data()) {
     if (p.raw_data().size() != n * es)
@@ -252,10 +259,14 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   // index tensors, small constants) and cannot read external ones: those
   // come into the model. Float weights stay outside until they are read.
   const std::string dir = std::filesystem::path(path).parent_path().string();
-  bool external = false;  // weights left outside
+  bool external = false;  // tensors left outside (the checker must find them)
   for (auto &t : *m.mutable_graph()->mutable_initializer()) {
     const DType dt = fromOnnx(t.data_type());
-    if (!isExternal(t) || dt == DType::Unsupported) continue;  // unsupported ones are never read
+    if (!isExternal(t)) continue;
+    if (dt == DType::Unsupported) {  // never read
+      external = true;
+      continue;
+    }
     int64_t n = 1;
     for (int64_t d : t.dims()) n *= d;
     const size_t bytes = size_t(n) * elemSize(dt);
@@ -271,6 +282,10 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
     t.set_data_location(onnx::TensorProto::DEFAULT);
   }
 
+  // And Constant nodes' values (read with the nodes below).
+  for (const auto &n : m.graph().node())
+    for (const auto &a : n.attribute())
+      external |= a.has_t() && isExternal(a.t());
   try {
     // The checker finds external data relative to the model's directory
     // only when it reads the model from its path.

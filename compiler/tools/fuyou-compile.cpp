@@ -66,7 +66,7 @@ const char *kUsage =
     "                     [--gpu-mem SIZE] [--cpu-mem SIZE]  budgets the plan must fit (K, M, G suffixes):\n"
     "                                          the resident weights and device arena; the host arena.\n"
     "                                          With either, placement not given is chosen by the planner;\n"
-    "                                          they are the program's own --gpu-mem/--cpu-mem defaults\n"
+    "                                          --gpu-mem is also the program's own default\n"
     "                     [--profile FILE]     the planner's machine profile (default: built-in figures)\n"
     "                     [--kernel-times TRACE]  kernel times measured by a program's --trace on this\n"
     "                                          machine, used where they cover a launch (else the profile)\n"
@@ -308,9 +308,9 @@ int main(int argc, char **argv) {
   (*module)->setAttr("fy.optimizer", mlir::StringAttr::get(&ctx, opts.optimizer));
   if (opts.lossScale == "dynamic")
     (*module)->setAttr("fy.loss_scale", mlir::StringAttr::get(&ctx, opts.lossScale));
-  // The budgets the plan is made for are the program's defaults.
-  for (auto [name, bytes] : {std::pair{"fy.budget.gpu_mem", opts.gpuMem}, std::pair{"fy.budget.cpu_mem", opts.cpuMem}})
-    if (bytes > 0) (*module)->setAttr(name, mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), bytes));
+  // The device budget the plan is made for is the program's default.
+  if (opts.gpuMem > 0)
+    (*module)->setAttr("fy.budget.gpu_mem", mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), opts.gpuMem));
 
   mlir::PassManager pm(&ctx);
   pm.addPass(fuyou::createRecompose());

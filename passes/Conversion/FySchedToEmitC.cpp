@@ -419,15 +419,10 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
         b.create<emitc::CallOpaqueOp>(
             module.getLoc(), TypeRange{}, fn, ValueRange{rt},
             b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, "\"" + v.getValue().str() + "\"")}), ArrayAttr());
-    // The budgets the compiler planned for: the run's defaults.
-    auto budget = [&](StringRef name) {
-      auto a = module->getAttrOfType<IntegerAttr>(name);
-      return a ? a.getInt() : int64_t(0);
-    };
-    if (int64_t gpu = budget("fy.budget.gpu_mem"), cpu = budget("fy.budget.cpu_mem"); gpu > 0 || cpu > 0)
-      b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_budgets", ValueRange{rt},
-                                    b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(gpu) + "LL"),
-                                                    opaque(ctx, std::to_string(cpu) + "LL")}),
+    // The device budget the compiler planned for: the run's default.
+    if (auto gpu = module->getAttrOfType<IntegerAttr>("fy.budget.gpu_mem"))
+      b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_gpu_budget", ValueRange{rt},
+                                    b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(gpu.getInt()) + "LL")}),
                                     ArrayAttr());
     // Backward starts from the run's loss scale.
     if (module->hasAttr("fy.loss_scale"))

@@ -54,9 +54,11 @@ void declare_precision(Runtime* rt, const char* precision);
 // The program's backward starts from loss_scale() instead of 1 (fuyou-compile
 // --loss-scale dynamic): the run scales, checks and unscales its gradients.
 void declare_loss_scaling(Runtime* rt);
-// The budgets the program was planned for (fuyou-compile --gpu-mem and
-// --cpu-mem; 0: none given): the run's defaults for its own flags.
-void declare_budgets(Runtime* rt, int64_t gpu_mem, int64_t cpu_mem);
+// The device budget the program was planned for (fuyou-compile --gpu-mem):
+// the run's --gpu-mem unless it names another. (The compiler's --cpu-mem
+// bounds only the host arena it plans; the run's bounds all the optimizer
+// holds besides, so it is no default.)
+void declare_gpu_budget(Runtime* rt, int64_t bytes);
 // The optimizer the program was compiled for: "adamw" or "adamw8bit" (the
 // executable's --optimizer overrides it).
 void declare_optimizer(Runtime* rt, const char* name);

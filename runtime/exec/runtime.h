@@ -43,8 +43,9 @@ struct TrainOptions {
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run
   int64_t gpu_mem = 0;     // budget for the device arena (on the CPU target, the arena that stands for it)
-  // The budget is the one the program was compiled for (no flag named one).
-  bool gpu_mem_planned = false, cpu_mem_planned = false;
+  // gpu_mem: -1 for "--gpu-mem none" (no bound, not the compiled one);
+  // planned: the budget is the one the program was compiled for.
+  bool gpu_mem_planned = false;
   uint64_t seed = 0;
   AdamWConfig adamw;       // torch.optim.AdamW defaults; adamw.lr is the schedule's peak
   // Parameters without weight decay: names matching any of these
@@ -129,13 +130,9 @@ class Runtime {
   // its updates go through dynamic loss scaling.
   void set_loss_scaling() { loss_scaling_ = true; }
   bool loss_scaling() const { return loss_scaling_; }
-  // The budgets the compiler planned for (declare_budgets; 0: none).
-  void set_planned_budgets(int64_t gpu_mem, int64_t cpu_mem) {
-    planned_gpu_mem_ = gpu_mem;
-    planned_cpu_mem_ = cpu_mem;
-  }
+  // The device budget the compiler planned for (declare_gpu_budget; 0: none).
+  void set_planned_gpu_mem(int64_t bytes) { planned_gpu_mem_ = bytes; }
   int64_t planned_gpu_mem() const { return planned_gpu_mem_; }
-  int64_t planned_cpu_mem() const { return planned_cpu_mem_; }
   // Streamed parameters (declare_streamed_params): no resident device copies.
   void set_streamed_params() { streamed_params_ = true; }
   bool streamed_params() const { return streamed_params_; }
@@ -260,7 +257,7 @@ class Runtime {
   int64_t planned_temp_bytes_ = -1;
   bool streamed_params_ = false;
   bool loss_scaling_ = false;
-  int64_t planned_gpu_mem_ = 0, planned_cpu_mem_ = 0;
+  int64_t planned_gpu_mem_ = 0;
   int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
   Arena arena_, host_arena_;  // their memory is allocated at their first placement
   void* host_arena_raw_ = nullptr;  // what the host allocator returned; host_arena_ starts at its first page

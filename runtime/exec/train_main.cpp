@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -65,7 +66,7 @@ const char kUsage[] =
     "  --loss-scale-growth-interval N  doubled after N finite steps in a row (default 2000)\n"
     "  --save-every K       also checkpoint to --save DIR every K steps\n"
     "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
-    "                       (SIGINT or SIGTERM: the run finishes its step, checkpoints to --save, exits 130/143)\n"
+    "                       (SIGINT or SIGTERM: the run finishes its step, checkpoints to --save, then ends)\n"
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
     "  --ssd-queue-depth N  I/O operations each SSD store keeps in flight, 1..4096 (default 32;\n"
     "                       fewer: an activation's read waits behind less of the state's I/O)\n"
@@ -73,9 +74,8 @@ const char kUsage[] =
     "                       activation's read is unfinished (default yes)\n"
     "  --rows-first yes|no  update the rows of the token embedding that the next batch reads before\n"
     "                       the rest, which overlaps the next forward (default yes)\n"
-    "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G; default: the\n"
-    "                       program's fuyou-compile --cpu-mem, if any)\n"
-    "  --gpu-mem SIZE       bound the device arena: parameters and the planned temporaries (default:\n"
+    "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
+    "  --gpu-mem SIZE|none  bound the device arena: parameters and the planned temporaries (default:\n"
     "                       the program's fuyou-compile --gpu-mem, if any)\n"
     "  --optimizer-threads N  threads of the background CPU optimizer (default: every CPU)\n"
     "  --trace FILE         write the run's timeline as Chrome trace JSON (Perfetto)\n"
@@ -187,7 +187,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
       if (o->optimizer_threads < 0 || o->optimizer_threads > 4096)
         fail("flag '--optimizer-threads' must be from 0 (every CPU) to 4096, got " + value);
     }
-    else if (flag == "--gpu-mem") o->gpu_mem = parse_size(flag, value);
+    else if (flag == "--gpu-mem") o->gpu_mem = value == "none" ? -1 : parse_size(flag, value);
     else if (flag == "--ssd") {
       o->ssd_dirs.clear();
       size_t start = 0;
@@ -307,16 +307,22 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
 }
 
 // SIGINT or SIGTERM (Ctrl-C, a scheduler's preemption): the step under way
-// finishes, then the run checkpoints to --save and stops. A second one
-// stops it at once.
-volatile sig_atomic_t g_stop_signal = 0;
+// finishes, then the run checkpoints to --save, cleans up and ends by the
+// signal itself (so a shell loop around it stops too). A second one stops
+// it at once. Signals ignored when the run started (a background job's
+// SIGINT) stay ignored.
+std::atomic<int> g_stop_signal{0};
+bool g_caught[2] = {false, false};  // SIGINT, SIGTERM
 
 void on_stop_signal(int sig) {
-  g_stop_signal = sig;
+  const int saved = errno;
+  g_stop_signal.store(sig);
   static const char msg[] = "train: stopping after this step (a checkpoint if --save; again to stop now)\n";
   ssize_t ignored = ::write(2, msg, sizeof msg - 1);
   (void)ignored;
-  ::signal(sig, SIG_DFL);
+  if (g_caught[0]) ::signal(SIGINT, SIG_DFL);
+  if (g_caught[1]) ::signal(SIGTERM, SIG_DFL);
+  errno = saved;
 }
 
 void catch_stop_signals() {
@@ -324,7 +330,12 @@ void catch_stop_signals() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking calls go on; the loop checks between steps
-  for (int sig : {SIGINT, SIGTERM}) ::sigaction(sig, &sa, nullptr);
+  const int sigs[2] = {SIGINT, SIGTERM};
+  for (int k = 0; k < 2; ++k) {
+    struct sigaction old {};
+    if (::sigaction(sigs[k], nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    g_caught[k] = ::sigaction(sigs[k], &sa, nullptr) == 0;
+  }
 }
 
 // Which parameters AdamW decays (--no-decay, --decay-1d); says so when not all.
@@ -416,36 +427,29 @@ class JsonLog {
     f_ = std::fopen(path.c_str(), resume ? "a" : "w");
     if (!f_) fail("log file '" + path + "': cannot open for writing: " + std::strerror(errno));
   }
-  // Keeps the whole records of steps 1..step, in place of what a run killed
-  // after its checkpoint logged past it (and a record cut short by the kill).
+  // Keeps the log's whole records of steps 1..step, in place of what a run
+  // killed after its checkpoint logged past it (and a record cut short by
+  // the kill): the file is cut back after the last of them. A pipe or a
+  // terminal keeps what it was sent.
   void keep_through(int64_t step) {
-    if (!f_) return;
-    std::fclose(f_);
-    f_ = nullptr;
-    std::string kept, text;
-    {
-      std::FILE* in = std::fopen(path_.c_str(), "r");
-      if (!in) fail("log file '" + path_ + "': cannot read: " + std::strerror(errno));
+    struct stat st;
+    if (!f_ || ::fstat(::fileno(f_), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    std::string text;
+    if (std::FILE* in = std::fopen(path_.c_str(), "r")) {
       char buf[1 << 16];
       for (size_t n; (n = std::fread(buf, 1, sizeof buf, in)) > 0;) text.append(buf, n);
       std::fclose(in);
     }
+    size_t keep = 0;
     for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1) {
       const std::string line = text.substr(at, end - at);
       long long s = 0;
-      if (std::sscanf(line.c_str(), "{\"step\": %lld,", &s) == 1 && s >= 1 && s <= step && line.back() == '}')
-        kept += line + "\n";
+      if (std::sscanf(line.c_str(), "{\"step\": %lld,", &s) != 1 || s < 1 || s > step || line.back() != '}') break;
+      keep = end + 1;
     }
-    const std::string tmp = path_ + ".tmp";
-    std::FILE* out = std::fopen(tmp.c_str(), "w");
-    if (!out || std::fwrite(kept.data(), 1, kept.size(), out) != kept.size() || std::fclose(out) != 0 ||
-        std::rename(tmp.c_str(), path_.c_str()) != 0)
-      fail("log file '" + path_ + "': cannot rewrite it through '" + tmp + "': " + std::strerror(errno));
-    f_ = std::fopen(path_.c_str(), "a");
-    if (!f_) fail("log file '" + path_ + "': cannot open for writing: " + std::strerror(errno));
-  }
-  ~JsonLog() {
-    if (f_) std::fclose(f_);
+    // Appends go to the new end (the file is open in append mode).
+    if (std::fflush(f_) != 0 || ::ftruncate(::fileno(f_), off_t(keep)) != 0)
+      fail("log file '" + path_ + "': cannot cut it back to step " + std::to_string(step) + ": " + std::strerror(errno));
   }
   // One whole line per write and a flush, so a reader (or a crash) only ever
   // sees complete records.
@@ -510,7 +514,7 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
     if (!rt.has_async_optimizer()) {
       int64_t need = rt.state_bytes_total() + rt.planned_host_arena_bytes();
       if (o.cpu_mem < need)
-        fail(budget("--cpu-mem", o.cpu_mem, o.cpu_mem_planned) + " is too small for this program: its AdamW state" +
+        fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: its AdamW state" +
              (rt.planned_host_arena_bytes() > 0 ? " and the activations it keeps in host memory need " : " needs ") +
              mib(need) + " in memory (compile without --sync-optimizer and add --ssd to keep the state on SSD)");
       return;
@@ -523,7 +527,7 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
     int64_t slot = int64_t(opt.slot_bytes());
     int64_t need = fixed + int64_t(opt.min_slots()) * slot;
     if (o.cpu_mem < need)
-      fail(budget("--cpu-mem", o.cpu_mem, o.cpu_mem_planned) + " is too small for this program: it needs at least " + mib(need) + " (" +
+      fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: it needs at least " + mib(need) + " (" +
            (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts - rows - accb) +
            ", " + (rows > 0 ? "rows-first buffers " + mib(rows) + ", " : std::string()) +
            (accb > 0 ? "accumulated gradients " + mib(accb) + ", " : std::string()) +
@@ -575,11 +579,15 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     if (needs)
       fail(std::string(needs) + " needs the layer-group optimizer; this program was compiled with --sync-optimizer");
   }
-  // The budgets the program was planned for are the run's, unless it names others.
+  // The device budget the program was planned for is the run's, unless it
+  // names another (or none).
   o.gpu_mem_planned = o.gpu_mem == 0 && rt.planned_gpu_mem() > 0;
-  o.cpu_mem_planned = o.cpu_mem == 0 && rt.planned_cpu_mem() > 0;
-  if (o.gpu_mem_planned) o.gpu_mem = rt.planned_gpu_mem();
-  if (o.cpu_mem_planned) o.cpu_mem = rt.planned_cpu_mem();
+  if (o.gpu_mem_planned) {
+    o.gpu_mem = rt.planned_gpu_mem();
+    std::fprintf(stderr, "train: --gpu-mem %s, the budget the program was compiled for (--gpu-mem SIZE|none to change)\n",
+                 mib(o.gpu_mem).c_str());
+  }
+  if (o.gpu_mem < 0) o.gpu_mem = 0;
   rt.set_options(o);
   rt.settle_state();
   choose_decay(rt, o);
@@ -709,13 +717,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
       write_safetensors(o.dump_grads, grad_entries(rt));
       rt.set_record_grads(false);
     }
-    const bool stopping = g_stop_signal != 0 && s + 1 < o.steps;
+    const bool stopping = g_stop_signal.load() != 0 && s + 1 < o.steps;
     if ((o.save_every > 0 && (s + 1) % o.save_every == 0 && s + 1 < o.steps) || (stopping && !o.save_dir.empty())) {
       if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
       save_checkpoint(rt, o.save_dir, s + 1);
     }
     if (stopping) {
-      const int sig = g_stop_signal;
+      const int sig = g_stop_signal.load();
       if (rt.trace()) rt.trace()->write();
       std::fprintf(stderr, "train: %s after step %lld of %lld: %s\n", sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)",
                    (long long)(s + 1), (long long)o.steps,
@@ -787,7 +795,14 @@ int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
 
 int train_main(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   try {
-    return run(argc, argv, declare, step);
+    const int rc = run(argc, argv, declare, step);
+    // Stopped by a signal, everything written and torn down: end by it.
+    if (const int sig = g_stop_signal.load(); sig != 0 && rc == 128 + sig) {
+      std::fflush(nullptr);
+      ::signal(sig, SIG_DFL);
+      ::raise(sig);
+    }
+    return rc;
   } catch (const std::exception& e) {
     report(e.what());
   } catch (...) {

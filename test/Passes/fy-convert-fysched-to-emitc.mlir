@@ -185,11 +185,10 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<4xi64>>, %tgt: !fysch
 
 // -----
 
-// The budgets the compiler planned for become the program's defaults; a
-// budget not given is 0.
+// The device budget the compiler planned for becomes the program's default.
 // CHECK-LABEL: emitc.func @fy_declare
-// CHECK: emitc.call_opaque "fy::rt::declare_budgets"(%{{.*}}) {args = [0 : index, #emitc.opaque<"0LL">, #emitc.opaque<"1048576LL">]}
-module attributes {fy.budget.cpu_mem = 1048576 : i64} {
+// CHECK: emitc.call_opaque "fy::rt::declare_gpu_budget"(%{{.*}}) {args = [0 : index, #emitc.opaque<"1048576LL">]}
+module attributes {fy.budget.gpu_mem = 1048576 : i64} {
   fygraph.param @w trainable : tensor<4xf32>
   func.func @train_step(%idx: !fysched.buffer<device, tensor<2x4xi64>>, %tgt: !fysched.buffer<device, tensor<2x4xi64>>) -> !fysched.buffer<device, tensor<f32>> {
     %w = fysched.get_param @w : !fysched.buffer<device, tensor<4xf32>>
