@@ -58,6 +58,10 @@ def main():
                     help="also compile the model saved with ONNX external data (as torch.onnx.export writes "
                          "one over 2 GiB), in one file and in a file per tensor: same bits")
     ap.add_argument("--d-model", default=None, help="the exported model's width")
+    ap.add_argument("--roundtrip-onnx", action="store_true",
+                    help="write the trained weights back into the ONNX file (examples/onnx_weights.py; also "
+                         "into the external-data copy with --bitwise-vs-external): its loss on the next batch, "
+                         "evaluated by onnx_eval.py's numpy interpreter, must be the one our program logs there")
     ap.add_argument("--grad-accum", default=None, help="both sides: micro-batches a step")
     ap.add_argument("--weight-decay", default="0.01", help="both sides")
     ap.add_argument("--no-decay", action="append", default=[], help="both sides: --no-decay REGEX")
@@ -159,6 +163,32 @@ def main():
             same_bits(w("train_external_" + layout), "external_" + layout,
                       f"the weights as ONNX external data ({'one file' if layout == 'one' else 'a file per tensor'})",
                       scaling)
+    if a.roundtrip_onnx:
+        # The trained model's loss on batch `steps` (from 0) is what the
+        # program logs at step steps + 1, whose weights are those trained.
+        sys.path.insert(0, HERE)
+        import numpy as np
+        import oracle
+        import onnx
+        import onnx_eval
+        run([w("train"), "--data", data, "--steps", str(a.steps + 1), "--log-json", w("next.jsonl"),
+             "--log-every", "1000"] + hp + scaling)
+        ours = [json.loads(l)["loss"] for l in open(w("next.jsonl"))][-1]
+        idx, tgt = oracle.Batches(oracle.load_tokens(data), a.batch, a.seq).get(a.steps)
+        feed = {"idx": idx.numpy(), "targets": tgt.numpy()}
+        sources = [w("model.onnx")] + ([w("external_one/model.onnx")] if a.bitwise_vs_external else [])
+        for k, src in enumerate(sources):
+            out = w(f"trained{k}.onnx")
+            run([PY, os.path.join(ROOT, "examples/onnx_weights.py"), "--onnx", src, "--weights",
+                 os.path.join(w("ckpt"), "model.safetensors"), "--out", out])
+            (loss,) = onnx_eval.evaluate(onnx.load(out), feed)
+            (before,) = onnx_eval.evaluate(onnx.load(src), feed)
+            err = abs(float(loss) - ours) / abs(ours)
+            if not err <= 1e-4 or abs(float(before) - ours) / abs(ours) <= 1e-3:
+                sys.exit(f"e2e: FAIL: {out}: loss {float(loss):.8g} on batch {a.steps}, ours {ours:.8g} "
+                         f"(rel {err:.2e}); untrained {float(before):.8g}")
+            print(f"e2e: the trained weights in {os.path.basename(out)}: loss {float(loss):.8g} on the next batch, "
+                  f"ours {ours:.8g} (rel {err:.1e}; untrained {float(before):.8g})")
     if a.bitwise_vs_ssd:
         dirs = [w("ssd0"), w("ssd1")]
         for d in dirs:
