@@ -261,16 +261,13 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   const std::string dir = std::filesystem::path(path).parent_path().string();
   bool external = false;  // tensors left outside (the checker must find them)
   for (auto &t : *m.mutable_graph()->mutable_initializer()) {
-    const DType dt = fromOnnx(t.data_type());
     if (!isExternal(t)) continue;
-    if (dt == DType::Unsupported) {  // never read
-      external = true;
-      continue;
-    }
+    const DType dt = fromOnnx(t.data_type());
     int64_t n = 1;
     for (int64_t d : t.dims()) n *= d;
     const size_t bytes = size_t(n) * elemSize(dt);
-    if (dt == DType::F32 && bytes >= (1u << 20)) {
+    // Unsupported types are never read; float weights are read in place later.
+    if (dt == DType::Unsupported || (dt == DType::F32 && bytes >= (1u << 20))) {
       external = true;
       continue;
     }

@@ -484,11 +484,6 @@ void check_trace_path(const std::string& path) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0) fail("--trace: cannot write in '" + dir + "': " + std::strerror(errno));
 }
 
-// "--gpu-mem 512.0 MiB", and where the figure came from when not the flag.
-std::string budget(const char* flag, int64_t bytes, bool planned) {
-  return std::string(flag) + " " + mib(bytes) + (planned ? " (the budget the program was compiled for)" : "");
-}
-
 // Refuse, with the smallest workable figure, budgets the program cannot run
 // in. --gpu-mem: before the device takes any memory.
 void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) {
@@ -497,8 +492,8 @@ void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) 
     const int64_t fixed = device ? device->fixed_bytes() : 0;
     int64_t need = rt.resident_param_bytes() + rt.planned_device_temp_bytes() + fixed;
     if (o.gpu_mem < need)
-      fail(budget("--gpu-mem", o.gpu_mem, o.gpu_mem_planned) + " is too small for this program: it needs at least " +
-           mib(need) +
+      fail("--gpu-mem " + mib(o.gpu_mem) + (o.gpu_mem_planned ? " (the budget the program was compiled for)" : "") +
+           " is too small for this program: it needs at least " + mib(need) +
            " (parameters " + (rt.streamed_params() ? "streamed" : mib(rt.param_bytes())) + ", " +
            (rt.planned_arena_bytes() > 0 ? "the temporaries' arena " : "temporaries ") +
            mib(rt.planned_device_temp_bytes()) + (fixed > 0 ? ", library scratch and the step's inputs " + mib(fixed) : std::string()) +
