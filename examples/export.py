@@ -38,6 +38,7 @@ def parse_args(argv=None):
     p.add_argument("--no-tie", dest="tie", action="store_false")
     p.add_argument("--gelu", choices=["tanh", "erf"], default="tanh")
     p.add_argument("--dynamic", action="store_true", help="mark batch and seq dims of idx/targets dynamic")
+    p.add_argument("--dropout", type=float, default=0.0, help="dropout rate in training (default 0)")
     return p.parse_args(argv)
 
 
@@ -51,7 +52,7 @@ def main(argv=None):
         sys.exit(f"export.py: error: --seq {seq} exceeds --block-size {a.block_size}")
     cfg = ModelConfig(model=a.model, vocab_size=a.vocab, n_layer=a.n_layer, n_head=a.n_head,
                       d_model=a.d_model, block_size=a.block_size, tie_embeddings=tie,
-                      gelu=a.gelu, ffn_hidden=a.ffn_hidden)
+                      gelu=a.gelu, ffn_hidden=a.ffn_hidden, dropout=a.dropout)
 
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)

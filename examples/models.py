@@ -32,6 +32,7 @@ class ModelConfig:
     ffn_hidden: int = 0           # llama MLP hidden; 0 = 8/3 * d_model rounded up to 32
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
+    dropout: float = 0.0          # every dropout's rate in training (evaluation turns it off)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -55,8 +56,8 @@ class CausalSelfAttention(nn.Module):
         self.head_dim = cfg.d_model // cfg.n_head
         self.c_attn = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.c_proj = nn.Linear(cfg.d_model, cfg.d_model)
-        self.attn_dropout = nn.Dropout(0.0)
-        self.resid_dropout = nn.Dropout(0.0)
+        self.attn_dropout = nn.Dropout(cfg.dropout)
+        self.resid_dropout = nn.Dropout(cfg.dropout)
         T = cfg.block_size
         self.register_buffer("bias", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
 
@@ -82,7 +83,7 @@ class GPTMLP(nn.Module):
         self.c_fc = nn.Linear(cfg.d_model, cfg.ffn_mult * cfg.d_model)
         self.gelu = nn.GELU(approximate="tanh" if cfg.gelu == "tanh" else "none")
         self.c_proj = nn.Linear(cfg.ffn_mult * cfg.d_model, cfg.d_model)
-        self.dropout = nn.Dropout(0.0)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
         return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
@@ -109,7 +110,7 @@ class GPT(nn.Module):
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.vocab_size, cfg.d_model),
             wpe=nn.Embedding(cfg.block_size, cfg.d_model),
-            drop=nn.Dropout(0.0),
+            drop=nn.Dropout(cfg.dropout),
             h=nn.ModuleList([GPTBlock(cfg) for _ in range(cfg.n_layer)]),
             ln_f=nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps),
         ))
@@ -174,7 +175,7 @@ class LlamaAttention(nn.Module):
         self.wk = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.wv = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.wo = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
-        self.attn_dropout = nn.Dropout(0.0)
+        self.attn_dropout = nn.Dropout(cfg.dropout)
         T = cfg.block_size
         self.register_buffer("bias", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
 

@@ -289,6 +289,23 @@ def PlanMemory : Pass<"fy-plan-memory", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def OutlineEval : Pass<"fy-outline-eval", "mlir::ModuleOp"> {
+  let summary = "@eval_step: the loss of a batch without training on it (validation)";
+  let description = [{
+    A copy of the planned @train_step cut after the launch that writes the
+    loss: forward's kernels in forward's order, so evaluating a batch gives
+    the bits a training step's forward gives. The optimizer's state reads,
+    transfers of values saved for backward and launches and copies whose
+    results nothing left reads are dropped; dropout becomes a copy
+    (evaluation mode); a group_wait_rows becomes a group_wait (the batch is
+    not the one the optimizer updated rows first for). Copies still in
+    flight are waited for and buffers still alive freed before the return.
+    Buffers keep train_step's offsets over part of their lifetimes, so the
+    memory plan needs no change. Run after fy-plan-memory.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def TestPrintBufferLiveness : Pass<"test-print-buffer-liveness", "mlir::ModuleOp"> {
   let summary = "Test pass: a remark per buffer with its size and live range";
   let description = [{
@@ -320,8 +337,9 @@ def ConvertFySchedToEmitC : Pass<"fy-convert-fysched-to-emitc", "mlir::ModuleOp"
   let summary = "fysched program → EmitC calls into the runtime (libfuyou_rt)";
   let description = [{
     Buffers become `fy::View` values, each fysched op a call of `fy::rt::`;
-    parameters become `fy_declare`, the step `fy_train_step`, and `main`
-    hands both to `fy::train_main`.
+    parameters become `fy_declare`, the step `fy_train_step` (and
+    `@eval_step`, when there is one, `fy_eval_step`), and `main` hands them
+    to `fy::program_main`.
   }];
   let dependentDialects = ["mlir::emitc::EmitCDialect"];
 }

@@ -359,6 +359,7 @@ int main(int argc, char **argv) {
     place.copyWindow = opts.copyWindow;
     place.activationPrefetch = opts.activationPrefetch;
     fuyou::addPlacementPasses(pm, place);
+    pm.addPass(fuyou::createOutlineEval());  // the program's --val-data
   }
   if (failed(pm.run(*module)))
     die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));

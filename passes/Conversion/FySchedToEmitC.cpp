@@ -459,6 +459,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     for (Operation *d : decls)
       d->erase();
 
+    const bool hasEval = bool(module.lookupSymbol<func::FuncOp>("eval_step"));
     TypeConverter tc;
     tc.addConversion([](Type t) { return t; });
     tc.addConversion([ctx](fs::BufferType) -> Type { return viewType(ctx); });
@@ -481,10 +482,9 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
       return signalPassFailure();
 
     b.setInsertionPointToEnd(module.getBody());
-    b.create<emitc::VerbatimOp>(
-        module.getLoc(),
-        "int main(int argc, char **argv) {\n"
-        "  return fy::program_main(argc, argv, fy_declare, fy_train_step);\n}");
+    b.create<emitc::VerbatimOp>(module.getLoc(), std::string("int main(int argc, char **argv) {\n"
+                                                             "  return fy::program_main(argc, argv, fy_declare, fy_train_step") +
+                                                     (hasEval ? ", fy_eval_step" : "") + ");\n}");
   }
 };
 

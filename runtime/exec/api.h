@@ -1,6 +1,7 @@
 // The runtime API that compiler-generated training programs call. A program
-// defines fy_declare (parameters and inputs) and fy_train_step (one forward,
-// backward and optimiser step) and hands both to fy::train_main.
+// defines fy_declare (parameters and inputs), fy_train_step (one forward,
+// backward and optimiser step) and fy_eval_step (the forward's loss alone:
+// --val-data) and hands them to fy::train_main.
 //
 // Kernel entry points take inputs, then outputs, then static arguments, and
 // forward to the target's kernels (fy::cpu or fy::cuda, whose argument
@@ -23,11 +24,12 @@ using DeclareFn = void (*)(Runtime*);
 // The executable's main: parses flags, loads weights and data, runs the
 // steps, logs, saves. Returns the process exit code; errors print one line
 // "train: error: ..." on stderr and return 1.
-int train_main(int argc, char** argv, DeclareFn declare, TrainStepFn step);
+// `eval` (null in programs compiled before it) has the step's signature.
+int train_main(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn eval = nullptr);
 
 // The generated program's main: train_main, after settling the threading
 // environment (a short OpenMP spin) by re-executing itself once if needed.
-int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step);
+int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn eval = nullptr);
 
 }  // namespace fy
 

@@ -22,8 +22,9 @@ class Device {
   // restored from a checkpoint): working copies up, budgets checked.
   virtual void prepare() = 0;
   // One step: the host's token ids in, the program run, the loss back in
-  // `loss` (host) when this returns.
-  virtual void run_step(TrainStepFn step, View idx, View tgt, View loss) = 0;
+  // `loss` (host) when this returns. `training` false: an evaluation
+  // (fy_eval_step), not counted as a step.
+  virtual void run_step(TrainStepFn step, View idx, View tgt, View loss, bool training = true) = 0;
   // Device memory taken beyond the parameters and the plan's temporaries
   // (libraries' scratch), counted in --gpu-mem; known once the program
   // declared itself.

@@ -30,6 +30,9 @@ struct TrainOptions {
   std::string save_dir;
   std::string dump_grads;
   int64_t steps = 0;
+  std::string val_data;     // held-out tokens for the validation loss ("" none)
+  int64_t val_every = 0;    // evaluate every K steps too (0: after the last only)
+  int64_t val_batches = 0;  // batches averaged (0: the default)
   int64_t grad_accum = 1;  // micro-batches a step (AsyncOptimizer::set_accumulation)
   int64_t log_every = 1;
   double clip_norm = 0;    // 0: no clipping

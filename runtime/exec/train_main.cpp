@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -35,7 +36,7 @@ namespace {
 const char kUsage[] =
     "usage: %s --data FILE --steps N [options]\n"
     "  --data FILE          token file (uint16 .bin or llm.c format)\n"
-    "  --steps N            number of training steps (> 0)\n"
+    "  --steps N            number of training steps (> 0; 0 with --val-data: evaluate only)\n"
     "  --lr X               AdamW learning rate, the schedule's peak (default 1e-3)\n"
     "  --lr-schedule KIND   constant, cosine or linear: after the warmup, the rate decays from\n"
     "                       --lr to --min-lr at step --lr-decay-steps, then stays there (default constant)\n"
@@ -57,6 +58,12 @@ const char kUsage[] =
     "  --log-json FILE      one JSON object per step: step, loss, lr, tokens_per_s, ms (with --resume:\n"
     "                       the log goes on after the checkpoint's step)\n"
     "  --log-every K        progress line on stderr every K steps (default 1)\n"
+    "  --val-data FILE      held-out tokens: their loss under the weights of the step (forward only,\n"
+    "                       dropout off) is logged as val_loss after the last step, and every\n"
+    "                       --val-every steps; a run with no step to train evaluates its weights\n"
+    "  --val-every K        evaluate every K steps as well (default: after the last step only)\n"
+    "  --val-batches N      batches of the file's first windows to average, as step N-1 of the batch\n"
+    "                       contract reads (default 20, or the file's whole batches if fewer)\n"
     "  --save DIR           checkpoint to DIR after the last step (manifest.json, state, model.safetensors)\n"
     "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
     "  --dump-grads FILE    write the step-1 gradients to FILE (safetensors)\n"
@@ -163,7 +170,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd-read-priority", "--rows-first", "--loss-scale-init",
                                          "--loss-scale-growth-interval", "--lr-schedule",
                                          "--warmup-steps", "--lr-decay-steps", "--min-lr",
-                                         "--grad-accum", "--no-decay", "--decay-1d"};
+                                         "--grad-accum", "--no-decay", "--decay-1d", "--val-data",
+                                         "--val-every", "--val-batches"};
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -175,6 +183,12 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     if (value.empty()) fail("flag '" + flag + "' needs a value");
 
     if (flag == "--data") o->data = value;
+    else if (flag == "--val-data") o->val_data = value;
+    else if (flag == "--val-every" || flag == "--val-batches") {
+      (flag == "--val-every" ? o->val_every : o->val_batches) = parse_int(flag, value);
+      if ((flag == "--val-every" ? o->val_every : o->val_batches) <= 0)
+        fail("flag '" + flag + "' must be positive, got " + value);
+    }
     else if (flag == "--log-json") o->log_json = value;
     else if (flag == "--save") o->save_dir = value;
     else if (flag == "--weights") o->weights = value;
@@ -271,7 +285,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--steps") {
       o->steps = parse_int(flag, value);
       have_steps = true;
-      if (o->steps <= 0) fail("flag '--steps' must be positive, got " + value);
+      if (o->steps < 0) fail("flag '--steps' must be positive, got " + value);
     } else if (flag == "--log-every") {
       o->log_every = parse_int(flag, value);
       if (o->log_every <= 0) fail("flag '--log-every' must be positive, got " + value);
@@ -297,10 +311,16 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
   }
   if (o->data.empty()) fail("missing required flag --data FILE (see --help)");
   if (!have_steps) fail("missing required flag --steps N (see --help)");
+  if (o->val_data.empty() && (o->val_every > 0 || o->val_batches > 0))
+    fail(std::string(o->val_every > 0 ? "--val-every" : "--val-batches") + " needs --val-data FILE");
+  // Nothing to train is an evaluation, or a mistake.
+  if (o->steps == 0 && o->val_data.empty()) fail("flag '--steps' must be positive, got 0 (0 needs --val-data)");
+  if (o->steps == 0 && !o->log_json.empty())
+    fail("--log-json: a run of --steps 0 trains no step to log (its val_loss goes to stderr)");
   // A decay flag without a decay is a forgotten --lr-schedule, not a no-op.
   if (decay_flag && o->lr_schedule.kind == LrSchedule::Kind::Constant)
     fail(std::string(decay_flag) + " shapes a decay: it needs --lr-schedule cosine or linear");
-  if (o->lr_schedule.decay_end == 0) o->lr_schedule.decay_end = o->steps;
+  if (o->lr_schedule.decay_end == 0) o->lr_schedule.decay_end = std::max<int64_t>(o->steps, 1);
   if (std::string why = o->lr_schedule.invalid(o->adamw.lr); !why.empty()) fail("--lr-schedule: " + why);
   if (o->weights.empty()) o->weights = default_weights_path(argc > 0 ? argv[0] : nullptr);
   return true;
@@ -541,7 +561,7 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
   }
 }
 
-int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
+int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn eval) {
   TrainOptions o;
   if (!parse_args(argc, argv, &o)) return 0;
   if (const char* e = std::getenv("FY_DEFER_COPIES")) o.defer_copies = std::string(e) == "1";
@@ -611,6 +631,20 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
   // Shared with the optimizer (next_ids), which may outlive this scope on an error.
   auto data = std::make_shared<const TokenFile>(o.data, rt.vocab());
   data->require_window(T);
+  // The held-out file too, before any step runs.
+  std::unique_ptr<const TokenFile> val;
+  int64_t val_batches = 0;
+  if (!o.val_data.empty()) {
+    if (!eval)
+      fail("--val-data: this program has no evaluation step (compiled by an older fuyou-compile): compile it again");
+    val = std::make_unique<const TokenFile>(o.val_data, rt.vocab());
+    val->require_window(T);
+    const int64_t whole = std::max<int64_t>(1, val->windows(T) / B);
+    if (o.val_batches > whole)
+      fail("--val-batches " + std::to_string(o.val_batches) + ": '" + o.val_data + "' holds " + std::to_string(whole) +
+           " batch(es) of " + std::to_string(B) + " windows of " + std::to_string(T + 1) + " tokens");
+    val_batches = o.val_batches > 0 ? o.val_batches : std::min<int64_t>(20, whole);
+  }
 
   View idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
   View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
@@ -648,6 +682,38 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     check_cpu_budget(rt, o);
   }
   const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
+  // After each run of the program: its temporaries within the plan, and all freed.
+  auto check_program = [&](const std::string& what) {
+    if (rt.planned_temp_bytes() >= 0 && pool.peak_bytes > rt.planned_temp_bytes())
+      fail(what + " held " + std::to_string(pool.peak_bytes) + " bytes of temporaries at once, more than the compiler's plan of " +
+           std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
+    if (pool.live_buffers != 0 || rt.host_arena_live_buffers() != 0)
+      fail(what + " left " + std::to_string(pool.live_buffers + rt.host_arena_live_buffers()) +
+           " buffers allocated (alloc/dealloc unbalanced in the program)");
+  };
+  // The validation loss under the weights after step `at`: the updates
+  // land first (the background optimizer's wait is the training's time, in
+  // *wait_ms), then fy_eval_step runs on each batch; the mean of theirs.
+  auto validate = [&](int64_t at, double* ms, double* wait_ms) {
+    TraceSpan span(rt.trace(), "steps", "validation after step ", at);
+    auto v0 = std::chrono::steady_clock::now();
+    if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
+    auto v1 = std::chrono::steady_clock::now();
+    double sum = 0;
+    for (int64_t k = 0; k < val_batches; ++k) {
+      val->batch(k, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
+      loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+      if (device)
+        device->run_step(eval, idx, tgt, loss, /*training=*/false);
+      else
+        eval(&rt, idx, tgt, loss);
+      check_program("the validation after step " + std::to_string(at));
+      sum += loss.as<float>()[0];
+    }
+    *wait_ms = std::chrono::duration<double, std::milli>(v1 - v0).count();
+    *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - v1).count();
+    return sum / double(val_batches);
+  };
 
   double total_ms = 0;
   const int64_t K = o.grad_accum;
@@ -667,14 +733,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
           device->run_step(step, idx, tgt, loss);
         else
           step(&rt, idx, tgt, loss);
-        if (rt.planned_temp_bytes() >= 0 && pool.peak_bytes > rt.planned_temp_bytes())
-          fail("step " + std::to_string(s + 1) + " held " + std::to_string(pool.peak_bytes) +
-               " bytes of temporaries at once, more than the compiler's plan of " +
-               std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
-        if (pool.live_buffers != 0 || rt.host_arena_live_buffers() != 0)
-          fail("step " + std::to_string(s + 1) + " left " +
-               std::to_string(pool.live_buffers + rt.host_arena_live_buffers()) +
-               " buffers allocated (alloc/dealloc unbalanced in the program)");
+        check_program("step " + std::to_string(s + 1));
         loss_sum += loss.as<float>()[0];
       }
     }
@@ -699,6 +758,15 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     if (o.clip_norm > 0) {
       rt.async_optimizer().wait_verdict();  // the norm comes with the verdict
       extra += ", \"grad_norm\": " + json_number(rt.async_optimizer().last_grad_norm(), "%.9g");
+    }
+    if (val && ((o.val_every > 0 && (s + 1) % o.val_every == 0) || s + 1 == o.steps)) {
+      double val_ms = 0, wait_ms = 0;
+      const double V = validate(s + 1, &val_ms, &wait_ms);
+      total_ms += wait_ms;
+      extra += ", \"val_loss\": " + json_number(V, "%.9g") + ", \"val_ms\": " + json_number(val_ms, "%.4f");
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  val_loss %.4f", V);
+      note = buf + note;
     }
     log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
              ", \"lr\": " + json_exact(rt.adamw_config(s + 1).lr) + ", \"tokens_per_s\": " + json_number(tps, "%.1f") +
@@ -728,6 +796,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     }
   }
 
+  if (val && first == o.steps) {
+    // Nothing to train: the run evaluates the weights it loaded.
+    double val_ms = 0, wait_ms = 0;
+    const double V = validate(first, &val_ms, &wait_ms);
+    std::fprintf(stderr, "train: val_loss %.9g after step %lld (%lld batches of %lldx%lld tokens, %.1f ms)\n", V,
+                 (long long)first, (long long)val_batches, (long long)B, (long long)T, val_ms);
+  }
   if (rt.has_async_optimizer() && first < o.steps) {
     // The last updates finish after the last step; the wait is not compute.
     AsyncOptimizer& opt = rt.async_optimizer();
@@ -775,7 +850,7 @@ void report(const char* what) {
 
 }  // namespace
 
-int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
+int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn eval) {
   // OpenMP's idle threads spin for a long while by default and take the
   // cores from OpenBLAS's threads and the background optimizer: steps ran
   // 1.7x slower on the development machines. libgomp reads its settings
@@ -785,12 +860,12 @@ int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
     ::setenv("FY_REEXEC", "1", 1);
     ::execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
   }
-  return train_main(argc, argv, declare, step);
+  return train_main(argc, argv, declare, step, eval);
 }
 
-int train_main(int argc, char** argv, DeclareFn declare, TrainStepFn step) {
+int train_main(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn eval) {
   try {
-    const int rc = run(argc, argv, declare, step);
+    const int rc = run(argc, argv, declare, step, eval);
     // Stopped by a signal, everything written and torn down: end by it.
     if (const int sig = g_stop_signal.load(); sig != 0 && rc == 128 + sig) {
       std::fflush(nullptr);

@@ -10,6 +10,9 @@ on the CPU (or --device cuda, optionally under bf16 --autocast: the CUDA target'
 the batches of the DESIGN.md batch contract. Writes one JSON line per step
 ({"step": s from 1, "loss": forward loss of that step}) and, optionally, the gradient of every
 trainable parameter at step 1 (before the first update), keyed by ONNX initializer name.
+With --val-data, the records of every --val-every-th step and of the last add "val_loss": the
+mean loss of the held-out file's first --val-batches batches in evaluation mode (model.eval(),
+no dropout) under the weights after that step; --steps 0 writes one record for step 0.
 """
 import argparse
 import json
@@ -184,6 +187,9 @@ def main(argv=None):
                     help="parameters whose names fully match go in a weight_decay=0 param group")
     ap.add_argument("--decay-1d", default="yes", choices=["yes", "no"],
                     help="no: parameters of fewer than 2 dims go in that group too")
+    ap.add_argument("--val-data", default=None, help="held-out tokens for val_loss")
+    ap.add_argument("--val-every", type=int, default=0, help="val_loss every K steps too (0: the last only)")
+    ap.add_argument("--val-batches", type=int, default=20)
     a = ap.parse_args(argv)
 
     if a.batch < 1 or a.seq < 1 or a.steps < 0:
@@ -248,9 +254,23 @@ def main(argv=None):
     # LambdaLR's epoch counts from 0 at construction: epoch e is step e + 1.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: rate(e + 1) / a.lr if a.lr else 0.0)
 
+    val = Batches(load_tokens(a.val_data), a.batch, a.seq) if a.val_data else None
+
+    def val_loss():
+        model.eval()
+        with torch.no_grad():
+            losses = [float(model(*(t.to(a.device) for t in val.get(k))).item()) for k in range(a.val_batches)]
+        model.train()
+        return sum(losses) / len(losses)
+
+    def validating(step):
+        return val is not None and ((a.val_every > 0 and step % a.val_every == 0) or step == a.steps)
+
     scale, good = a.loss_scale_init, 0
     tmp = a.out_losses + ".tmp"
     with open(tmp, "w") as log:
+        if a.steps == 0 and val is not None:
+            log.write(json.dumps({"step": 0, "val_loss": val_loss()}) + "\n")
         K = a.grad_accum
         for s in range(a.steps):
             opt.zero_grad(set_to_none=True)
@@ -277,6 +297,8 @@ def main(argv=None):
                 record.update(loss_scale=scale, skipped=not finite)
                 if not finite:
                     scale, good = float(np.float32(scale * 0.5)), 0
+                    if validating(s + 1):
+                        record["val_loss"] = val_loss()
                     log.write(json.dumps(record) + "\n")
                     sched.step()
                     continue
@@ -295,6 +317,8 @@ def main(argv=None):
                 torch.nn.utils.clip_grad_norm_([p for _, p in trainable], a.clip_norm)
             opt.step()
             sched.step()
+            if validating(s + 1):
+                record["val_loss"] = val_loss()
             log.write(json.dumps(record) + "\n")
     os.replace(tmp, a.out_losses)
     if a.out_params:

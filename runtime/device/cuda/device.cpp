@@ -231,7 +231,7 @@ void CudaDevice::prepare() {
   synchronize();
 }
 
-void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
+void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss, bool training) {
   if (tracing()) {
     // The stream is idle here (the last step synchronised), so this base
     // event's time on the GPU is close to this moment on the host.
@@ -254,7 +254,7 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss) {
   synchronize();
   end_copies();
   if (tracing()) flush_kernel_trace();
-  ++steps_;
+  steps_ += training;
 }
 
 size_t CudaDevice::trace_event(cudaStream_t s) {

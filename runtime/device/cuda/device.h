@@ -32,7 +32,7 @@ class CudaDevice final : public Device {
 
   const char* name() const override { return name_.c_str(); }
   void prepare() override;
-  void run_step(TrainStepFn step, View idx, View tgt, View loss) override;
+  void run_step(TrainStepFn step, View idx, View tgt, View loss, bool training) override;
   int64_t fixed_bytes() const override;
   const Runtime::PoolStats& pool_stats() const override { return stats_; }
   std::string summary() const override;
