@@ -1,6 +1,8 @@
 // Token files for training: raw little-endian uint16 tokens (nanoGPT .bin)
-// or llm.c token files (256 x int32 header: magic 20240520, version 1,
-// ntokens; uint16 tokens follow), detected by the magic number.
+// or llm.c token files (256 x int32 header: magic, version, ntokens; the
+// tokens follow), detected by the magic number: 20240520 version 1 holds
+// uint16 tokens (GPT-2's vocabulary), 20240801 version 7 uint32 tokens
+// (Llama 3's, and any vocabulary over 65,536).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,8 @@ namespace fy {
 
 class TokenFile {
  public:
-  static constexpr int32_t kLlmcMagic = 20240520;
+  static constexpr int32_t kLlmcMagic = 20240520;    // uint16 tokens
+  static constexpr int32_t kLlmcMagic32 = 20240801;  // uint32 tokens
   static constexpr int64_t kLlmcHeaderBytes = 256 * 4;
 
   // Opens the file and validates it; vocab > 0 checks every token id once.
@@ -25,6 +28,7 @@ class TokenFile {
   int64_t ntokens() const { return ntokens_; }
   const std::string& path() const { return path_; }
   bool has_llmc_header() const { return llmc_; }
+  int token_bytes() const { return width_; }  // 2 or 4
   // Number of windows of T+1 tokens: (ntokens - 1) / T.
   int64_t windows(int64_t T) const;
   // Fails unless the file holds at least one window of T+1 tokens.
@@ -35,13 +39,14 @@ class TokenFile {
 
  private:
   // Reads tokens [first, first + n) into out, all of them or fails.
-  void read_tokens(int64_t first, int64_t n, uint16_t* out) const;
+  void read_tokens(int64_t first, int64_t n, uint32_t* out) const;
 
   std::string path_;
   int fd_ = -1;
   int64_t body_ = 0;  // byte offset of token 0
   int64_t ntokens_ = 0;
   bool llmc_ = false;
+  int width_ = 2;  // bytes a token
 };
 
 }  // namespace fy

@@ -35,7 +35,8 @@ namespace {
 
 const char kUsage[] =
     "usage: %s --data FILE --steps N [options]\n"
-    "  --data FILE          token file (uint16 .bin or llm.c format)\n"
+    "  --data FILE          token file: raw uint16 (nanoGPT .bin) or llm.c's, uint16 (magic 20240520)\n"
+    "                       or uint32 tokens (20240801: Llama 3's layout, vocabularies past 65,536)\n"
     "  --steps N            number of training steps (> 0; 0 with --val-data: evaluate only)\n"
     "  --lr X               AdamW learning rate, the schedule's peak (default 1e-3)\n"
     "  --lr-schedule KIND   constant, cosine or linear: after the warmup, the rate decays from\n"

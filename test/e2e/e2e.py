@@ -58,6 +58,9 @@ def main():
                     help="also compile the model saved with ONNX external data (as torch.onnx.export writes "
                          "one over 2 GiB), in one file and in a file per tensor: same bits")
     ap.add_argument("--d-model", default=None, help="the exported model's width")
+    ap.add_argument("--wide-vocab", type=int, default=None,
+                    help="a vocabulary of N > 65536: the corpus's bytes become ids from N-4336 up, "
+                         "in an llm.c uint32 token file (Llama 3's layout)")
     ap.add_argument("--roundtrip-onnx", action="store_true",
                     help="write the trained weights back into the ONNX file (examples/onnx_weights.py; also "
                          "into the external-data copy with --bitwise-vs-external): its loss on the next batch, "
@@ -79,6 +82,19 @@ def main():
         run([PY, os.path.join(ROOT, "examples/prepare_data.py"), "--out", data,
              "--max-bytes", "200000"])
 
+    if a.wide_vocab:
+        # Every id past uint16: a program that narrowed them would train on
+        # other tokens, or refuse the file.
+        import numpy as np
+        wide = w("tokens32.bin")
+        ids = (a.wide_vocab - 1 - 17 * np.fromfile(data, dtype="<u2").astype(np.uint32)).astype("<u4")
+        assert ids.min() > 65535
+        header = np.zeros(256, dtype="<i4")
+        header[:3] = (20240801, 7, ids.size)
+        with open(wide, "wb") as f:
+            f.write(header.tobytes() + ids.tobytes())
+        data = wide
+
     export = [PY, os.path.join(ROOT, "examples/export.py"), "--model", a.model,
               "--out", w("model.onnx"), "--batch", str(a.batch), "--seq", str(a.seq)]
     if a.no_tie:
@@ -87,6 +103,8 @@ def main():
         export += ["--gelu", a.gelu]
     if a.d_model:
         export += ["--d-model", a.d_model]
+    if a.wide_vocab:
+        export += ["--vocab", str(a.wide_vocab)]
     run(export, stdout=subprocess.DEVNULL)
 
     freeze = []

@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 import safetensors_io  # noqa: E402
 from models import ModelConfig, build_model  # noqa: E402
 
-LLMC_MAGIC = 20240520
+LLMC_MAGIC = 20240520    # uint16 tokens
+LLMC_MAGIC32 = 20240801  # uint32 tokens (Llama 3)
 LLMC_HEADER_BYTES = 1024
 
 
@@ -42,18 +43,19 @@ def die(msg):
 
 
 def load_tokens(path):
-    """uint16 tokens of a nanoGPT .bin or llm.c token file, as int64."""
+    """Tokens of a nanoGPT .bin (uint16) or llm.c token file (uint16 or uint32), as int64."""
     try:
         raw = np.fromfile(path, dtype=np.uint8)
     except OSError as e:
         die(f"{path}: {e.strerror}")
-    if raw.size >= LLMC_HEADER_BYTES and int(raw[:4].view("<i4")[0]) == LLMC_MAGIC:
+    magic = int(raw[:4].view("<i4")[0]) if raw.size >= LLMC_HEADER_BYTES else 0
+    if magic in (LLMC_MAGIC, LLMC_MAGIC32):
         header = raw[:LLMC_HEADER_BYTES].view("<i4")
-        ntok = int(header[2])
+        ntok, width = int(header[2]), 2 if magic == LLMC_MAGIC else 4
         body = raw[LLMC_HEADER_BYTES:]
-        if body.size < 2 * ntok:
-            die(f"{path}: llm.c header says {ntok} tokens, file holds {body.size // 2}")
-        return body[: 2 * ntok].view("<u2").astype(np.int64)
+        if body.size < width * ntok:
+            die(f"{path}: llm.c header says {ntok} tokens, file holds {body.size // width}")
+        return body[: width * ntok].view("<u2" if width == 2 else "<u4").astype(np.int64)
     if raw.size % 2:
         die(f"{path}: odd size {raw.size}, not a uint16 token file")
     return raw.view("<u2").astype(np.int64)

@@ -27,16 +27,21 @@ std::string write_raw(const std::string& name, const std::vector<uint16_t>& toks
   return p;
 }
 
-std::string write_llmc(const std::string& name, const std::vector<uint16_t>& toks, int32_t count, int32_t version = 1) {
+// llm.c's layout: uint16 tokens after magic 20240520 (GPT-2), uint32 after 20240801 (Llama 3).
+template <class Tok>
+std::string write_llmc(const std::string& name, const std::vector<Tok>& toks, int32_t count, int32_t version) {
   std::vector<int32_t> hdr(256, 0);
-  hdr[0] = 20240520;
+  hdr[0] = sizeof(Tok) == 2 ? 20240520 : 20240801;
   hdr[1] = version;
   hdr[2] = count;
   std::string p = temp_path(name);
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(hdr.data()), 1024);
-  f.write(reinterpret_cast<const char*>(toks.data()), std::streamsize(toks.size() * 2));
+  f.write(reinterpret_cast<const char*>(toks.data()), std::streamsize(toks.size() * sizeof(Tok)));
   return p;
+}
+std::string write_llmc(const std::string& name, const std::vector<uint16_t>& toks, int32_t count, int32_t version = 1) {
+  return write_llmc<uint16_t>(name, toks, count, version);
 }
 
 std::vector<uint16_t> iota_tokens(int n) {
@@ -46,7 +51,7 @@ std::vector<uint16_t> iota_tokens(int n) {
 }
 
 // Checks the batch contract by hand for the given file contents.
-void check_batches(const fy::TokenFile& tf, const std::vector<uint16_t>& toks, int64_t B, int64_t T) {
+template <class Tok> void check_batches(const fy::TokenFile& tf, const std::vector<Tok>& toks, int64_t B, int64_t T) {
   const int64_t W = (int64_t(toks.size()) - 1) / T;
   EXPECT_EQ(tf.windows(T), W);
   std::vector<int64_t> in(size_t(B * T)), tg(size_t(B * T));
@@ -83,8 +88,32 @@ TEST(TokenFile, LlmcHeader) {
   fy::TokenFile tf(p, 200);
   EXPECT_TRUE(tf.has_llmc_header());
   EXPECT_EQ(tf.ntokens(), 17);
+  EXPECT_EQ(tf.token_bytes(), 2);
   check_batches(tf, toks, 2, 3);
   std::remove(p.c_str());
+}
+
+// Llama 3's vocabulary (128,256) needs llm.c's uint32 layout: ids past
+// 65,535 reach the batches whole, and the vocabulary check sees them.
+TEST(TokenFile, LlmcUint32) {
+  std::vector<uint32_t> toks(19);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint32_t(65530 + 7 * i);  // 65530 .. 65656
+  std::string p = write_llmc<uint32_t>("llmc32.bin", toks, 19, 7);
+  fy::TokenFile tf(p, 128256);
+  EXPECT_TRUE(tf.has_llmc_header());
+  EXPECT_EQ(tf.token_bytes(), 4);
+  EXPECT_EQ(tf.ntokens(), 19);
+  check_batches(tf, toks, 3, 4);
+  std::string m = error_of([&] { fy::TokenFile t(p, 65600); });
+  EXPECT_NE(m.find("token id 65600 at token offset 10 is >= vocabulary size 65600"), std::string::npos) << m;
+
+  std::string version = write_llmc<uint32_t>("llmc32v1.bin", toks, 19, 1);
+  m = error_of([&] { fy::TokenFile t(version); });
+  EXPECT_NE(m.find("version 1 unsupported (want 7: uint32 tokens)"), std::string::npos) << m;
+  std::string count = write_llmc<uint32_t>("llmc32n.bin", toks, 38, 7);  // read as if uint16
+  m = error_of([&] { fy::TokenFile t(count); });
+  EXPECT_NE(m.find("says 38 tokens but the file holds 76 bytes of uint32 tokens (19 tokens)"), std::string::npos) << m;
+  for (const auto& f : {p, version, count}) std::remove(f.c_str());
 }
 
 TEST(TokenFile, Errors) {
