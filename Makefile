@@ -9,7 +9,7 @@ DEMO := $(BUILD)/demo
 all: build
 
 deps:
-	@sh scripts/deps.sh
+	@sh scripts/deps.sh $(BUILD)
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release

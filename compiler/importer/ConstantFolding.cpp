@@ -12,7 +12,7 @@ bool isFoldable(const std::string &op) {
   static const std::set<std::string> ops = {
       "Constant", "Identity", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast",
       "Add", "Sub", "Mul", "Div", "Equal", "Where", "ConstantOfShape", "Range", "Reshape",
-      "Sqrt", "Neg", "Expand"};
+      "Sqrt", "Neg", "Expand", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"};
   return ops.count(op) > 0;
 }
 
@@ -114,6 +114,7 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
   // of them our folder takes.
   static const std::map<std::string, size_t> required = {
       {"Identity", 1}, {"Cast", 1}, {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Equal", 2},
+      {"Less", 2}, {"LessOrEqual", 2}, {"Greater", 2}, {"GreaterOrEqual", 2},
       {"Sqrt", 1}, {"Neg", 1}, {"Where", 3}, {"Expand", 2}, {"ConstantOfShape", 1}, {"Range", 3},
       {"Reshape", 2}, {"Unsqueeze", 1}, {"Squeeze", 1}, {"Concat", 1}, {"Gather", 2}, {"Slice", 3}};
   if (auto r = required.find(op); r != required.end())
@@ -150,6 +151,14 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
       if (op == "Mul") return a[0] * a[1];
       if (op == "Equal") return double(a[0] == a[1]);
       return isInt ? std::floor(a[0] / a[1]) : a[0] / a[1];
+    }, out);
+  } else if (op == "Less" || op == "LessOrEqual" || op == "Greater" || op == "GreaterOrEqual") {
+    // Causal masks built from positions (Hugging Face's Llama): constants.
+    return broadcastN({in(0), in(1)}, DType::Bool, [&](const std::vector<double> &a) {
+      if (op == "Less") return double(a[0] < a[1]);
+      if (op == "LessOrEqual") return double(a[0] <= a[1]);
+      if (op == "Greater") return double(a[0] > a[1]);
+      return double(a[0] >= a[1]);
     }, out);
   } else if (op == "Sqrt" || op == "Neg") {
     return broadcastN({in(0)}, in(0)->dtype, [&](const std::vector<double> &a) {

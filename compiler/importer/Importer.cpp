@@ -324,6 +324,8 @@ LogicalResult Importer::importNode(const Node &n) {
   if (folded)
     return success();
   auto it = handlers().find(n.opType);
+  if (it == handlers().end() && fuyou::onnx_in::isFoldable(n.opType))
+    return fail("'" + n.opType + "' is supported on constants only, and an input here is computed");
   if (it == handlers().end())
     return fail("unsupported op type '" + n.opType + "'; supported ops: " +
                 fuyou::supportedOnnxOps());
@@ -936,6 +938,8 @@ std::string supportedOnnxOps() {
     names.push_back(kv.getKey().str());
   for (const char *extra : {"Constant", "ConstantOfShape", "Range", "Shape"})
     names.push_back(extra);
+  for (const char *constantsOnly : {"Greater", "GreaterOrEqual", "Less", "LessOrEqual"})
+    names.push_back(std::string(constantsOnly) + " (of constants)");
   llvm::sort(names);
   std::string s;
   for (const auto &n : names)
