@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace fuyou {
 #define GEN_PASS_DEF_OUTLINEEVAL
@@ -137,13 +138,28 @@ struct OutlineEval : fuyou::impl::OutlineEvalBase<OutlineEval> {
       step.emitError("fy-outline-eval: @train_step must return its loss, written by a launch");
       return signalPassFailure();
     }
+    // The views the loss is returned through stay, wherever they were made.
+    Value loss = fuyou::rootBuffer(ret.getOperand(0));
+    llvm::SmallPtrSet<Operation *, 4> returned;
+    for (Value v = ret.getOperand(0); auto view = v.getDefiningOp<fs::ViewOp>();) {
+      returned.insert(view.getOperation());
+      v = view.getSource();
+    }
     // Backward and the optimizer: everything after the loss's launch. Users
     // come after their definitions, so erasing from the end frees each op's
     // users first.
     SmallVector<Operation *> after;
-    for (Operation &op : body.without_terminator())
-      if (phases.backward(&op))
-        after.push_back(&op);
+    for (Operation &op : body.without_terminator()) {
+      if (!phases.backward(&op) || returned.contains(&op))
+        continue;
+      // A later write of the loss would make the cut return a partial value.
+      if (auto launch = dyn_cast<fs::LaunchOp>(op))
+        if (llvm::any_of(launch.getOuts(), [&](Value out) { return fuyou::rootBuffer(out) == loss; })) {
+          launch.emitError("fy-outline-eval: the loss is written by more than one launch");
+          return signalPassFailure();
+        }
+      after.push_back(&op);
+    }
     for (Operation *op : llvm::reverse(after))
       op->erase();
     for (auto read : llvm::make_early_inc_range(body.getOps<fs::StateReadOp>())) {
@@ -169,7 +185,6 @@ struct OutlineEval : fuyou::impl::OutlineEvalBase<OutlineEval> {
     for (auto copy : body.getOps<fs::CopyOp>())
       if (Value token = copy.getToken(); token && token.use_empty())
         b.create<fs::WaitOp>(copy.getLoc(), token);
-    Value loss = fuyou::rootBuffer(ret.getOperand(0));
     for (Operation &op : body.without_terminator()) {
       if (!isa<fs::AllocOp, fs::ConstantOp>(op) || op.getResult(0) == loss)
         continue;

@@ -286,7 +286,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--steps") {
       o->steps = parse_int(flag, value);
       have_steps = true;
-      if (o->steps < 0) fail("flag '--steps' must be positive, got " + value);
+      if (o->steps < 0) fail("flag '--steps' must be positive (or 0 with --val-data), got " + value);
     } else if (flag == "--log-every") {
       o->log_every = parse_int(flag, value);
       if (o->log_every <= 0) fail("flag '--log-every' must be positive, got " + value);
@@ -316,8 +316,14 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     fail(std::string(o->val_every > 0 ? "--val-every" : "--val-batches") + " needs --val-data FILE");
   // Nothing to train is an evaluation, or a mistake.
   if (o->steps == 0 && o->val_data.empty()) fail("flag '--steps' must be positive, got 0 (0 needs --val-data)");
-  if (o->steps == 0 && !o->log_json.empty())
-    fail("--log-json: a run of --steps 0 trains no step to log (its val_loss goes to stderr)");
+  if (o->steps == 0) {
+    const char* idle = !o->log_json.empty()     ? "--log-json"
+                       : !o->save_dir.empty()   ? "--save"
+                       : o->save_every > 0      ? "--save-every"
+                       : !o->dump_grads.empty() ? "--dump-grads"
+                                                : nullptr;
+    if (idle) fail(std::string(idle) + ": a run of --steps 0 trains nothing to write (its val_loss goes to stderr)");
+  }
   // A decay flag without a decay is a forgotten --lr-schedule, not a no-op.
   if (decay_flag && o->lr_schedule.kind == LrSchedule::Kind::Constant)
     fail(std::string(decay_flag) + " shapes a decay: it needs --lr-schedule cosine or linear");
@@ -626,13 +632,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
       fail("--resume: the checkpoint in '" + o.resume_dir + "' is at step " + std::to_string(at) + ", past --steps " +
            std::to_string(o.steps));
   }
-  load_weights(rt, o.weights);
-
+  // The held-out file, before minutes of loading.
   const int64_t B = rt.input_shape()[0], T = rt.input_shape()[1];
-  // Shared with the optimizer (next_ids), which may outlive this scope on an error.
-  auto data = std::make_shared<const TokenFile>(o.data, rt.vocab());
-  data->require_window(T);
-  // The held-out file too, before any step runs.
   std::unique_ptr<const TokenFile> val;
   int64_t val_batches = 0;
   if (!o.val_data.empty()) {
@@ -640,12 +641,19 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
       fail("--val-data: this program has no evaluation step (compiled by an older fuyou-compile): compile it again");
     val = std::make_unique<const TokenFile>(o.val_data, rt.vocab());
     val->require_window(T);
+    // A file of fewer windows than a batch still makes one (its rows wrap).
     const int64_t whole = std::max<int64_t>(1, val->windows(T) / B);
     if (o.val_batches > whole)
-      fail("--val-batches " + std::to_string(o.val_batches) + ": '" + o.val_data + "' holds " + std::to_string(whole) +
-           " batch(es) of " + std::to_string(B) + " windows of " + std::to_string(T + 1) + " tokens");
+      fail("--val-batches " + std::to_string(o.val_batches) + ": '" + o.val_data + "' holds " +
+           std::to_string(val->windows(T)) + " windows of " + std::to_string(T + 1) + " tokens, " +
+           std::to_string(whole) + " batch(es) of " + std::to_string(B));
     val_batches = o.val_batches > 0 ? o.val_batches : std::min<int64_t>(20, whole);
   }
+  load_weights(rt, o.weights);
+
+  // Shared with the optimizer (next_ids), which may outlive this scope on an error.
+  auto data = std::make_shared<const TokenFile>(o.data, rt.vocab());
+  data->require_window(T);
 
   View idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
   View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
@@ -693,8 +701,9 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
            " buffers allocated (alloc/dealloc unbalanced in the program)");
   };
   // The validation loss under the weights after step `at`: the updates
-  // land first (the background optimizer's wait is the training's time, in
-  // *wait_ms), then fy_eval_step runs on each batch; the mean of theirs.
+  // land first (that wait for the background optimizer is the training's
+  // time, in *wait_ms), then fy_eval_step runs on each batch; the mean of
+  // theirs, or NaN when a stop signal came first.
   auto validate = [&](int64_t at, double* ms, double* wait_ms) {
     TraceSpan span(rt.trace(), "steps", "validation after step ", at);
     auto v0 = std::chrono::steady_clock::now();
@@ -702,6 +711,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     auto v1 = std::chrono::steady_clock::now();
     double sum = 0;
     for (int64_t k = 0; k < val_batches; ++k) {
+      if (g_stop_signal.load() != 0) return std::numeric_limits<double>::quiet_NaN();
       val->batch(k, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
       loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
       if (device)
@@ -716,7 +726,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     return sum / double(val_batches);
   };
 
-  double total_ms = 0;
+  double total_ms = 0, val_wait_ms = 0;  // val_wait_ms: the optimizer's, before validations
   const int64_t K = o.grad_accum;
   for (int64_t s = first; s < o.steps; ++s) {
     rt.set_step(s + 1);
@@ -764,10 +774,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
       double val_ms = 0, wait_ms = 0;
       const double V = validate(s + 1, &val_ms, &wait_ms);
       total_ms += wait_ms;
-      extra += ", \"val_loss\": " + json_number(V, "%.9g") + ", \"val_ms\": " + json_number(val_ms, "%.4f");
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "  val_loss %.4f", V);
-      note = buf + note;
+      val_wait_ms += wait_ms;
+      if (!std::isnan(V)) {  // else stopped: no partial figure
+        extra += ", \"val_loss\": " + json_number(V, "%.9g") + ", \"val_ms\": " + json_number(val_ms, "%.4f");
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "  val_loss %.4f", V);
+        note = buf + note;
+      }
     }
     log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
              ", \"lr\": " + json_exact(rt.adamw_config(s + 1).lr) + ", \"tokens_per_s\": " + json_number(tps, "%.1f") +
@@ -801,6 +814,11 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     // Nothing to train: the run evaluates the weights it loaded.
     double val_ms = 0, wait_ms = 0;
     const double V = validate(first, &val_ms, &wait_ms);
+    if (const int sig = g_stop_signal.load(); sig != 0) {
+      std::fprintf(stderr, "train: %s during the evaluation: no val_loss\n",
+                   sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
+      return 128 + sig;
+    }
     std::fprintf(stderr, "train: val_loss %.9g after step %lld (%lld batches of %lldx%lld tokens, %.1f ms)\n", V,
                  (long long)first, (long long)val_batches, (long long)B, (long long)T, val_ms);
   }
@@ -813,7 +831,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     double steps = double(o.steps - first);
     double step_ms = (total_ms + tail_ms) / steps;
     double opt_ms = opt.busy_seconds() * 1000.0 / steps;
-    double compute_ms = step_ms - opt.wait_seconds() * 1000.0 / steps;
+    double compute_ms = step_ms - (opt.wait_seconds() * 1000.0 + val_wait_ms) / steps;
     std::fprintf(stderr,
                  "train: per step: %.2f ms, compute %.2f ms, optimizer %.2f ms (in the background, "
                  "%d groups)\n",

@@ -120,6 +120,36 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %tgt: !fys
 
 // -----
 
+// A loss returned through a view made after its launch (a [1] mean reshaped
+// to a scalar): the view stays, backward goes.
+// CHECK-LABEL: func.func @eval_step
+// CHECK: %[[L:.*]] = fysched.alloc {offset = 0 : i64} : <device, tensor<1xf32>>
+// CHECK-NEXT: fysched.launch "reduce_mean" {{.*}} outs(%[[L]]
+// CHECK-NEXT: %[[V:.*]] = fysched.view %[[L]] : <device, tensor<1xf32>> -> <device, tensor<f32>>
+// CHECK-NEXT: return %[[V]]
+func.func @train_step(%x: !fysched.buffer<device, tensor<4xf32>>) -> !fysched.buffer<device, tensor<f32>> {
+  %l = fysched.alloc {offset = 0 : i64} : <device, tensor<1xf32>>
+  fysched.launch "reduce_mean" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%l : !fysched.buffer<device, tensor<1xf32>>) {args = [array<i64: 0>, true]}
+  %g = fysched.alloc {offset = 64 : i64} : <device, tensor<4xf32>>
+  fysched.launch "fill" outs(%g : !fysched.buffer<device, tensor<4xf32>>) {args = [2.500000e-01]}
+  fysched.dealloc %g : <device, tensor<4xf32>>
+  %v = fysched.view %l : <device, tensor<1xf32>> -> <device, tensor<f32>>
+  return %v : !fysched.buffer<device, tensor<f32>>
+}
+
+// -----
+
+// Written again after the first launch, the loss is no forward's alone.
+func.func @train_step(%x: !fysched.buffer<device, tensor<4xf32>>) -> !fysched.buffer<device, tensor<f32>> {
+  %l = fysched.alloc {offset = 0 : i64} : <device, tensor<f32>>
+  fysched.launch "reduce_sum" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>) {args = [array<i64: 0>, false]}
+  // expected-error @+1 {{fy-outline-eval: the loss is written by more than one launch}}
+  fysched.launch "reduce_sum" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>) {args = [array<i64: 0>, false]}
+  return %l : !fysched.buffer<device, tensor<f32>>
+}
+
+// -----
+
 // A step that does not return its loss has no forward to cut out.
 // expected-error @+1 {{fy-outline-eval: @train_step must return its loss, written by a launch}}
 func.func @train_step(%x: !fysched.buffer<device, tensor<4xf32>>) {

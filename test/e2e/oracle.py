@@ -191,7 +191,7 @@ def main(argv=None):
                     help="no: parameters of fewer than 2 dims go in that group too")
     ap.add_argument("--val-data", default=None, help="held-out tokens for val_loss")
     ap.add_argument("--val-every", type=int, default=0, help="val_loss every K steps too (0: the last only)")
-    ap.add_argument("--val-batches", type=int, default=20)
+    ap.add_argument("--val-batches", type=int, default=0, help="default: 20, or the file's whole batches")
     a = ap.parse_args(argv)
 
     if a.batch < 1 or a.seq < 1 or a.steps < 0:
@@ -257,10 +257,13 @@ def main(argv=None):
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: rate(e + 1) / a.lr if a.lr else 0.0)
 
     val = Batches(load_tokens(a.val_data), a.batch, a.seq) if a.val_data else None
+    if val and not a.val_batches:
+        a.val_batches = min(20, max(1, val.W // a.batch))
 
     def val_loss():
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast(device_type=a.device.split(":")[0], dtype=torch.bfloat16,
+                                             enabled=bool(a.autocast)):
             losses = [float(model(*(t.to(a.device) for t in val.get(k))).item()) for k in range(a.val_batches)]
         model.train()
         return sum(losses) / len(losses)

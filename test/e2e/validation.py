@@ -11,7 +11,8 @@ cut out of the planned train step, evaluated on a held-out file.
   program's val_loss values.
 - Dropout off: a model exported with dropout 0.5 evaluates to torch's
   eval-mode loss, far from its training-mode loss.
-- The embedding's rows still go first after each validation's wait.
+- The runtime: the embedding's rows still go first after each validation's
+  wait for every update.
 - Refusals: one line each, non-zero exit.
 
     /usr/bin/python3 test/e2e/validation.py --compiler build/bin/fuyou-compile --work DIR
@@ -85,6 +86,13 @@ def main():
     run([a.compiler, w("model.onnx"), "-o", w("train")])
     run([a.compiler, w("model.onnx"), "-o", w("train_placed"), "--activations", "ssd", "--params", "stream"])
     run([a.compiler, w("dropout.onnx"), "-o", w("train_dropout")])
+    more = {"activations in host memory and weights streamed, both prefetched":
+                ["--activations", "host", "--activation-prefetch", "2", "--params", "stream", "--param-prefetch", "1"],
+            "activations recomputed": ["--activations", "recompute"],
+            "synchronous optimizer": ["--sync-optimizer"],
+            "fp16, loss scaled": ["--precision", "fp16", "--loss-scale", "dynamic"]}
+    for k, (what, extra) in enumerate(more.items()):
+        run([a.compiler, w("model.onnx"), "-o", w(f"train_more{k}")] + extra)
     ssd = w("ssd")
     os.makedirs(ssd, exist_ok=True)
 
@@ -117,19 +125,21 @@ def main():
     print(f"validation: --steps 0 evaluates the untrained weights: {got:.6f}, torch's within 1e-4")
 
     # 2. Bit for bit: the eval step's forward is the train step's.
-    for binary, extra in ((w("train"), []), (w("train_placed"), ["--ssd", ssd])):
+    for binary, extra in [(w("train"), []), (w("train"), ["--grad-accum", "2"]), (w("train_placed"), ["--ssd", ssd])] + \
+            [(w(f"train_more{k}"), []) for k in range(len(more))]:
         log = binary + ".one.jsonl"
         run([binary, "--data", one, "--steps", "6", "--val-data", one, "--val-every", "1", "--log-json", log] + extra)
         recs = records(log)
         pairs = [(r["val_loss"], nxt["loss"]) for r, nxt in zip(recs, recs[1:])]
         if len(pairs) != 5 or any(v != l for v, l in pairs):
-            fail(f"{os.path.basename(binary)}: val_loss after step s is not step s+1's loss on the same batch: {pairs}")
+            fail(f"{os.path.basename(binary)} {extra}: val_loss after step s is not step s+1's loss on the same batch: {pairs}")
     placed = w("placed.jsonl")
     run([w("train_placed"), "--data", data, "--steps", str(steps), "--log-json", placed, "--ssd", ssd] + flags)
     if [r.get("val_loss") for r in records(placed)] != [r.get("val_loss") for r in ours] or \
             [r["loss"] for r in records(placed)] != [r["loss"] for r in ours]:
         fail("activations on SSD and streamed weights change the losses or val_loss")
-    print("validation: val_loss after step s is step s+1's loss on its batch, bit for bit, resident and placed; "
+    print("validation: val_loss after step s is step s+1's loss on its batch, bit for bit: resident, with "
+          f"--grad-accum 2, on SSD with weights streamed, {', '.join(more)}; "
           "the placed program's val_loss values are the resident one's")
 
     # 3. Dropout is off in evaluation.
@@ -168,6 +178,7 @@ def main():
             (["--steps", "3", "--val-every", "2"], "--val-every needs --val-data"),
             (["--steps", "3", "--val-data", val, "--val-batches", "100000"], "--val-batches 100000: "),
             (["--steps", "0", "--val-data", val, "--log-json", w("x.jsonl")], "--log-json: a run of --steps 0"),
+            (["--steps", "0", "--val-data", val, "--save", w("x")], "--save: a run of --steps 0"),
             (["--steps", "0"], "0 needs --val-data"),
             (["--steps", "3", "--val-data", short], "short.bin"),
             (["--steps", "3", "--val-data", w("missing.bin")], "missing.bin")):
@@ -177,7 +188,7 @@ def main():
             fail(f"{extra}: exit {r.returncode}, stderr {r.stderr.strip()!r}, wanted one error line with {expect!r}")
     if os.path.exists(w("x.jsonl")):
         fail("a refused run wrote its log")
-    print("validation: 6 bad uses refused with one line each")
+    print("validation: 7 bad uses refused with one line each")
     print("validation: PASS")
 
 
