@@ -1,7 +1,7 @@
 // The two phases of a training step's body: forward, up to and including
 // the first launch that writes the loss (the returned buffer), and backward
 // after it. (A loss written by several launches would start backward early:
-// placement then moves less, never wrongly.) Used by the placement passes (fy-place-activations, fy-stream-params),
+// placement then moves less, never wrongly; fy-outline-eval refuses it.) Used by the placement passes (fy-place-activations, fy-stream-params),
 // which move data between the phases' uses.
 #ifndef FUYOU_PASSES_ANALYSIS_STEPPHASES_H
 #define FUYOU_PASSES_ANALYSIS_STEPPHASES_H
