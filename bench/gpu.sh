@@ -57,7 +57,10 @@ fi
 
 if [[ " $STAGES " == *" e2e "* ]]; then
   for m in gpt2 llama; do
-    for p in bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build failed"; done
+    for p in bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute; do
+      program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build of train_$p failed" &
+    done
+    wait
     row "$(python3 "$ROOT/bench/gpu/run.py" e2e $m "$G/$m" 2>&1 | tail -3)"
   done
 fi
@@ -70,7 +73,10 @@ if [[ " $STAGES " == *" speed "* ]]; then
   # The same model placed otherwise: activations recomputed, in host memory,
   # the planner's choice under --gpu-mem, weights streamed (bench/gpu/prepare.sh).
   v=()
-  for x in ${VARIANTS:-gpt124r gpt124h0 gpt124h1 gpt124h gpt124ha8 gpt124p gpt124s gpt124s4 gpt124s16}; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" && v+=("$G/$x/train"); done
+  names=${VARIANTS:-gpt124r gpt124h0 gpt124h1 gpt124h gpt124ha8 gpt124p gpt124s gpt124s4 gpt124s16}
+  for x in $names; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" & done
+  wait  # the builds side by side: the GPU machine has the cores
+  for x in $names; do [ -x "$G/$x/train" ] && v+=("$G/$x/train"); done
   python3 "$ROOT/bench/gpu/run.py" variants "$d/train.weights.safetensors" "$d/train" "${v[@]}" 2>&1 | tee "$OUT/variants.txt"
   while read -r l; do row "$l"; done < <(grep '^variant' "$OUT/variants.txt")
 fi

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The placement planner on the GPU (issue 4): planned here, measured there.
 
-  prepare PROFILE OUTDIR   (development machine: needs fuyou-compile)
+  prepare PROFILE OUTDIR [TRACES]   (development machine: needs fuyou-compile)
       For each config: export the model, find the feasible --gpu-mem range
       (least = the planner's "least device memory found", keep = the keep-all
       plan's device bytes), set the budget inside it, plan with --plan-search
       greedy and exhaustive (both --target cuda --state memory --profile
       PROFILE), and write the greedy plan's C++ (train.cpp) and the keep-all
       program's (keep.cpp) with config.json (budget, plans, predictions).
+      With TRACES (an earlier run's $OUT), each config is planned with
+      --kernel-times from its traced program there: profile-guided planning.
   run DIR                  (GPU machine, after bench/gpu.sh built the programs)
       For each config: the greedy program under its --gpu-mem and the keep-all
       one, 12 steps each (median after 3), losses compared (placement must not
@@ -64,7 +66,7 @@ def run(cmd, check=True):
     return r
 
 
-def prepare(profile, out):
+def prepare(profile, out, traces=None):
     bench = load("planner_bench", os.path.join(ROOT, "bench", "planner", "run.py"))
     fc = os.path.join(ROOT, "build", "bin", "fuyou-compile")
     for name, model, shape, frac in CONFIGS:
@@ -74,6 +76,8 @@ def prepare(profile, out):
         run([PY, os.path.join(ROOT, "examples", "export.py"), "--model", model, "--out", onnx, "--vocab", "50304",
              "--block-size", "1024"] + shape.split())
         base = [fc, onnx, "--target", "cuda", "--state", "memory", "--profile", profile]
+        if traces:
+            base += ["--kernel-times", os.path.join(traces, f"planner_{name}.trace.json")]
         keep = bench.parse_plan(run(base + ["--emit=plan"]).stdout)
         r = run(base + ["--emit=plan", "--gpu-mem", "1"], check=False)
         m = re.search(r"the least device memory found: (\d+) bytes", r.stderr)
@@ -82,6 +86,7 @@ def prepare(profile, out):
         least = int(m.group(1))
         budget = -(-int(least + frac * (keep["device_bytes"] - least)) // 2**20) * 2**20
         cfg = {"config": name, "model": model, "shape": shape, "profile": os.path.basename(profile),
+               "kernel_times": bool(traces),
                "least_device_bytes": least, "keep": keep, "budget_frac": frac, "gpu_mem": budget}
         for search in ("greedy", "exhaustive"):
             cfg[search] = bench.parse_plan(

@@ -2,7 +2,8 @@
 """GPU-machine measurements for bench/gpu.sh (issue 5). Subcommands:
 
   weights CONFIG.json OUT.safetensors   draw a model's initial weights (examples/models.py, seed 1337)
-  e2e NAME DIR                          our bf16/fp32 programs vs PyTorch on the GPU (20 steps)
+  e2e NAME DIR                          our bf16/fp16/fp32 programs vs PyTorch on the GPU (20 steps),
+                                        placement variants, validation and --grad-accum 2
   speed DIR EXE                         tokens/s and TFLOPS, ours vs PyTorch eager + bf16 autocast
   ooc DIR EXE SSD                       out of core: state on SSD, --gpu-mem at the program's minimum
   rows DIR EXE                          the token embedding's update rows first vs whole (--rows-first)
@@ -114,7 +115,51 @@ def e2e(name, d):
         ok &= same
         rows.append(f"{what}: losses {'bit-identical' if same else 'DIFFER'}"
                     + ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr.strip()[-200:]})"))
+    ok &= validation(name, d, cfg, rows)
     print(f"e2e {name}: {'PASS' if ok else 'FAIL'}: " + "; ".join(rows))
+    return ok
+
+
+def validation(name, d, cfg, rows):
+    """The eval step (--val-data) and gradient accumulation on the GPU: fp32 val_loss and losses with
+    --grad-accum 2 against torch's; and on a file of exactly one batch, val_loss after step s is step
+    s+1's loss bit for bit (the eval step's forward is the train step's), bf16 and fp32."""
+    B, T = cfg["batch"], cfg["seq"]
+    with open(TOKENS, "rb") as f:
+        raw = f.read()
+    one, val = os.path.join(OUT, f"{name}_one.bin"), os.path.join(OUT, f"{name}_val.bin")
+    with open(one, "wb") as f:
+        f.write(raw[: (B * T + 1) * 2])
+    with open(val, "wb") as f:
+        f.write(raw[len(raw) * 4 // 5 // 2 * 2:])
+    ok = True
+    flags = ["--grad-accum", "2", "--val-data", val, "--val-every", "4", "--val-batches", "3"]
+    ours, ref = os.path.join(OUT, f"{name}_val.jsonl"), os.path.join(OUT, f"{name}_val_torch.jsonl")
+    r = sh([os.path.join(d, "train_fp32"), "--data", TOKENS, "--steps", "12", "--log-json", ours] + flags,
+           log=f"e2e_{name}.log")
+    q = sh([sys.executable, os.path.join(ROOT, "test/e2e/oracle.py"), "--onnx", os.path.join(d, "model.onnx"),
+            "--data", TOKENS, "--batch", str(B), "--seq", str(T), "--steps", "12", "--out-losses", ref,
+            "--device", "cuda"] + flags, log=f"e2e_{name}.log")
+    if r.returncode or q.returncode:
+        rows.append(f"validation: FAIL: exit {r.returncode}/{q.returncode}: {(r.stderr + q.stderr).strip()[-300:]}")
+        return False
+    a, b = read_log(ours), read_log(ref)
+    va, vb = [(x["step"], x["val_loss"]) for x in a if "val_loss" in x], [(x["step"], x["val_loss"]) for x in b if "val_loss" in x]
+    worst = max([rel(x["loss"], y["loss"]) for x, y in zip(a, b)] + [rel(x[1], y[1]) for x, y in zip(va, vb)])
+    good = len(a) == len(b) == 12 and [s for s, _ in va] == [s for s, _ in vb] == [4, 8, 12] and worst <= 1e-4
+    ok &= good
+    rows.append(f"fp32 --grad-accum 2 with val_loss at steps {[s for s, _ in va]}: worst rel err to torch "
+                f"{worst:.2e}{'' if good else ' FAIL'}")
+    for prec, extra in (("bf16", []), ("bf16", ["--grad-accum", "2"]), ("fp32", [])):
+        log = os.path.join(OUT, f"{name}_{prec}_one{len(extra)}.jsonl")
+        r = sh([os.path.join(d, f"train_{prec}"), "--data", one, "--steps", "6", "--val-data", one,
+                "--val-every", "1", "--log-json", log] + extra, log=f"e2e_{name}.log")
+        recs = read_log(log) if r.returncode == 0 else []
+        pairs = [(x["val_loss"], y["loss"]) for x, y in zip(recs, recs[1:])]
+        same = len(pairs) == 5 and all(v == l for v, l in pairs)
+        ok &= same
+        rows.append(f"{' '.join([prec] + extra)} one batch: val_loss(s) == loss(s+1) "
+                    + ("bit for bit" if same else f"FAIL {pairs or r.stderr.strip()[-200:]}"))
     return ok
 
 
