@@ -57,10 +57,10 @@ fi
 
 if [[ " $STAGES " == *" e2e "* ]]; then
   for m in gpt2 llama; do
-    for p in bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute; do
-      program "$G/$m/train_$p.cpp" "$G/$m/train_$p" || row "e2e $m: build of train_$p failed" &
-    done
-    wait
+    progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute"
+    for p in $progs; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" & done
+    wait  # side by side; a row from a background job would not reach TABLE
+    for p in $progs; do [ -x "$G/$m/train_$p" ] || row "e2e $m: build of train_$p failed"; done
     row "$(python3 "$ROOT/bench/gpu/run.py" e2e $m "$G/$m" 2>&1 | tail -3)"
   done
 fi
