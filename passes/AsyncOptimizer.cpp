@@ -69,7 +69,7 @@ struct AsyncOptimizer : fuyou::impl::AsyncOptimizerBase<AsyncOptimizer> {
         break;
       }
     b.setInsertionPoint(first ? first : &step.getBody().front().front());
-    b.create<fs::GroupWaitOp>(group.getLoc(), ref);
+    b.create<fs::GroupWaitOp>(group.getLoc(), ref, FlatSymbolRefAttr());
     return success();
   }
 };

@@ -66,7 +66,7 @@ struct DropoutToCopy : OpRewritePattern<fs::LaunchOp> {
 struct WaitForWholeUpdate : OpRewritePattern<fs::GroupWaitRowsOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(fs::GroupWaitRowsOp op, PatternRewriter &rw) const override {
-    rw.replaceOpWithNewOp<fs::GroupWaitOp>(op, op.getGroupAttr());
+    rw.replaceOpWithNewOp<fs::GroupWaitOp>(op, op.getGroupAttr(), FlatSymbolRefAttr());
     return success();
   }
 };

@@ -102,6 +102,22 @@ def RowsFirst : Pass<"fy-rows-first", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def ParamWaits : Pass<"fy-param-waits", "mlir::ModuleOp"> {
+  let summary = "Waits for each parameter's update before its first read, not for its whole group's";
+  let description = [{
+    Each fysched.group_wait of @train_step becomes one group_wait of the
+    group and a parameter per parameter read after it, right before that
+    parameter's first read, and the group's parameters are put in the order
+    of those reads (the group's grad_offload ops follow): the runtime
+    updates a group's parameters in that order, so the next forward starts
+    on a group's first parameter while the rest is updated. Without it a
+    group's gradient lands last at the end of backward and its whole update
+    stands between backward and the next forward. Parameters not read after
+    the wait keep their order, last. Run after fy-rows-first.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
   let summary = "Issues each group's optimizer-state read ahead of its update";
   let description = [{

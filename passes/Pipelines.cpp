@@ -17,6 +17,7 @@ void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o) {
   stream.ahead = o.paramPrefetch;
   pm.addPass(createStreamParams(stream));
   pm.addPass(createRowsFirst());
+  pm.addPass(createParamWaits());
   pm.addPass(createInsertDealloc());
   AsyncCopiesOptions copies;
   copies.window = o.copyWindow;

@@ -29,7 +29,7 @@ struct RowsFirst : fuyou::impl::RowsFirstBase<RowsFirst> {
       return;
     SmallVector<fs::GroupWaitOp> waits(step.getBody().front().getOps<fs::GroupWaitOp>());
     for (fs::GroupWaitOp wait : waits)
-      if (auto group = module.lookupSymbol<fs::GroupOp>(wait.getGroupAttr()))
+      if (auto group = module.lookupSymbol<fs::GroupOp>(wait.getGroupAttr()); group && !wait.getParam())
         split(wait, group, step.getArgument(0));
   }
 

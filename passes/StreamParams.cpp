@@ -59,7 +59,9 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
     // background update of the step before): no forward copy goes above it.
     llvm::StringMap<Operation *> settledAt;
     for (auto wait : body.getOps<fs::GroupWaitOp>())
-      if (auto group = module.lookupSymbol<fs::GroupOp>(wait.getGroupAttr()))
+      if (auto param = wait.getParam())
+        settledAt[*param] = wait;
+      else if (auto group = module.lookupSymbol<fs::GroupOp>(wait.getGroupAttr()))
         for (Attribute p : group.getParams())
           settledAt[cast<FlatSymbolRefAttr>(p).getValue()] = wait;
     for (fs::GetParamOp gp : params) {

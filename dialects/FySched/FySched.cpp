@@ -135,16 +135,27 @@ LogicalResult StateWriteOp::verify() {
   return success();
 }
 
-LogicalResult GroupWaitRowsOp::verify() {
-  if (!cast<BufferType>(getIds().getType()).getTensorType().getElementType().isInteger(64))
-    return emitOpError("ids must be i64");
-  auto group = SymbolTable::lookupNearestSymbolFrom<GroupOp>(*this, getGroupAttr());
+// A parameter named by a wait must be one of its group's.
+static LogicalResult verifyMember(Operation *op, FlatSymbolRefAttr groupRef, StringRef param) {
+  auto group = SymbolTable::lookupNearestSymbolFrom<GroupOp>(op, groupRef);
   if (!group)
     return success();  // a lone op (tests of the op itself); the passes look it up
   for (Attribute p : group.getParams())
-    if (cast<FlatSymbolRefAttr>(p).getValue() == getParam())
+    if (cast<FlatSymbolRefAttr>(p).getValue() == param)
       return success();
-  return emitOpError("@") << getParam() << " is not a parameter of @" << getGroup();
+  return op->emitOpError("@") << param << " is not a parameter of " << groupRef;
+}
+
+LogicalResult GroupWaitOp::verify() {
+  if (!getParam())
+    return success();
+  return verifyMember(*this, getGroupAttr(), *getParam());
+}
+
+LogicalResult GroupWaitRowsOp::verify() {
+  if (!cast<BufferType>(getIds().getType()).getTensorType().getElementType().isInteger(64))
+    return emitOpError("ids must be i64");
+  return verifyMember(*this, getGroupAttr(), getParam());
 }
 
 #define GET_OP_CLASSES

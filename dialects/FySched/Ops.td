@@ -176,8 +176,15 @@ def FySched_StateWriteOp : FySched_Op<"state_write"> {
 
 def FySched_GroupWaitOp : FySched_Op<"group_wait"> {
   let summary = "Waits for a group's group_adamw (from the previous step) to finish";
-  let arguments = (ins FlatSymbolRefAttr:$group);
-  let assemblyFormat = "$group attr-dict";
+  let description = [{
+    With a parameter, waits only until that parameter of the group is
+    updated (fy-param-waits): the runtime updates a group's parameters in
+    the order the group names them, so the forward may start on the first
+    while the update of the rest goes on.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group, OptionalAttr<FlatSymbolRefAttr>:$param);
+  let assemblyFormat = "$group (`,` $param^)? attr-dict";
+  let hasVerifier = 1;
 }
 
 def FySched_GroupWaitRowsOp : FySched_Op<"group_wait_rows"> {

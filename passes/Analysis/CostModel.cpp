@@ -1,5 +1,6 @@
 #include "passes/Analysis/CostModel.h"
 #include "passes/Analysis/StepPhases.h"
+#include "dialects/FyGraph/FyGraphOps.h"
 #include "dialects/FySched/FySchedOps.h"
 #include "runtime/optim/update_piece.h"
 
@@ -15,6 +16,7 @@
 
 using namespace mlir;
 namespace fs = fuyou::fysched;
+namespace fg = fuyou::fygraph;
 
 namespace fuyou {
 
@@ -230,6 +232,10 @@ public:
         }
     }
     holds_ = module->hasAttr("fy.loss_scale");
+    for (auto p : module.getOps<fg::ParamOp>())
+      paramElems_[p.getSymName()] = double(cast<RankedTensorType>(p.getType()).getNumElements());
+    for (auto w : rowWaits)
+      rowsTable_[w.getGroup()] = w.getParam();
     for (auto g : module.getOps<fs::GroupOp>()) {
       groupIndex_[g.getSymName()] = int64_t(groupIndex_.size());
       int64_t params = g.getBytes() / 4;
@@ -407,26 +413,65 @@ private:
     // runtime uploads each piece (kUpdatePieceElems) as it is done, so the
     // upload starts after the first piece and ends a piece's copy after the
     // update, if the link keeps up.
+    double upStart = 0;
     if (upload) {
       double part = dur * p_.adamwParams;
       double piece = std::min(part, double(fy::kUpdatePieceElems)), copy = part * 4.0 / p_.h2dBytes;
       double start = std::max(end - dur + piece / p_.adamwParams, end + piece * 4.0 / p_.h2dBytes - copy);
       updated_[g] = onStream(ToDevice, start, copy, out);
+      upStart = updated_[g] - copy;
     } else {
       updated_[g] = end;
     }
+    paramsUpdated(g, end - dur, rows != rowsFirst_.end() && !p.rowsDone, upload ? upStart : -1);
     if (p.writeIssued >= 0)
       writeState(g, std::max(p.writeIssued, end), out);
+  }
+
+  // When each parameter of `g` is usable (group_wait with a parameter): the
+  // update from `start` does them in the group's order, a table read rows
+  // first ahead of the others (its rows before all when `rowsFirst`); on a
+  // GPU what the update did goes up piece by piece on a link busy from
+  // `upStart` (< 0: no upload), so a parameter is usable one piece's copy
+  // after its update, or once the link has sent it and all before it,
+  // whichever is later.
+  void paramsUpdated(StringRef g, double start, bool rowsFirst, double upStart) {
+    auto group = module_.lookupSymbol<fs::GroupOp>(g);
+    if (!group)
+      return;
+    StringRef table = rowsTable_.lookup(g);
+    SmallVector<StringRef> order;
+    if (!table.empty())
+      order.push_back(table);
+    for (Attribute a : group.getParams())
+      if (cast<FlatSymbolRefAttr>(a).getValue() != table)
+        order.push_back(cast<FlatSymbolRefAttr>(a).getValue());
+    double done = rowsFirst ? rowsFirst_.lookup(g) : 0;
+    for (StringRef name : order) {
+      double elems = paramElems_.lookup(name) - (name == table ? rowsFirst_.lookup(g) : 0);
+      done += elems;
+      double t = start + done / p_.adamwParams;
+      if (upStart >= 0)
+        t = std::max(t + std::min(elems, double(fy::kUpdatePieceElems)) * 4.0 / p_.h2dBytes,
+                     upStart + done * 4.0 / p_.h2dBytes);
+      paramUpdated_[name] = t;
+    }
   }
 
   void writeState(StringRef g, double ready, Prediction *out) {
     onStream(Ssd, ready, momentBytes_.lookup(g) / p_.ssdWriteBytes, out);
   }
 
-  // The program waits until `t` for an update of `group`.
+  // The program waits until `t` for an update of `group`; waits for its
+  // parameters one after another count as one.
   void waitFor(double t, StringRef group, StringRef what, Prediction *out) {
-    if (out && t > free_[Compute])
-      out->updateWaits.push_back({("@" + group + what).str(), t - free_[Compute]});
+    if (out && t > free_[Compute]) {
+      std::string name = ("@" + group + what).str();
+      if (!out->updateWaits.empty() && out->updateWaits.back().what == name && what == " parameters")
+        out->updateWaits.back().s += t - free_[Compute];
+      else
+        out->updateWaits.push_back({name, t - free_[Compute]});
+    }
     free_[Compute] = std::max(free_[Compute], t);
   }
 
@@ -509,7 +554,10 @@ private:
       } else if (auto wait = dyn_cast<fs::WaitOp>(op)) {
         free_[Compute] = std::max(free_[Compute], tokens_.lookup(wait.getToken()));
       } else if (auto wait = dyn_cast<fs::GroupWaitOp>(op)) {
-        waitFor(updated_.lookup(wait.getGroup()), wait.getGroup(), "", out);
+        if (auto param = wait.getParam())
+          waitFor(paramUpdated_.lookup(*param), wait.getGroup(), " parameters", out);
+        else
+          waitFor(updated_.lookup(wait.getGroup()), wait.getGroup(), "", out);
       } else if (auto wait = dyn_cast<fs::GroupWaitRowsOp>(op)) {
         waitFor(rowsUpdated_.lookup(wait.getGroup()), wait.getGroup(), " rows", out);
       } else if (auto adamw = dyn_cast<fs::CpuAdamWOp>(op)) {
@@ -550,6 +598,9 @@ private:
   std::array<double, NumStreams> free_{};
   llvm::DenseMap<Value, double> ready_, tokens_;
   llvm::StringMap<double> updated_;  // group -> when its weights are next usable
+  llvm::StringMap<double> paramUpdated_;  // parameter -> when it is next usable
+  llvm::StringMap<double> paramElems_;    // parameter -> its elements
+  llvm::StringMap<StringRef> rowsTable_;  // group -> its table read rows first
   llvm::StringMap<double> rowsUpdated_;  // group -> when the next batch's rows of its table are
   llvm::StringMap<double> rowsFirst_;    // group -> elements of its table updated rows first
   llvm::StringSet<> rowsGradFirst_;      // groups whose table's rows of the gradient go down first

@@ -219,13 +219,21 @@ template <typename OpT> struct GroupPipelineLowering : IndexedLowering<OpT> {
   StringRef fn;
 };
 
+// group_wait(rt, group), or group_wait_param(rt, group, param) for one
+// parameter's update, the parameter by index.
 struct GroupWaitLowering : IndexedLowering<fs::GroupWaitOp> {
-  using IndexedLowering::IndexedLowering;
+  GroupWaitLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &groups,
+                    const llvm::StringMap<int64_t> &params)
+      : IndexedLowering(tc, ctx, groups), params(params) {}
   LogicalResult matchAndRewrite(fs::GroupWaitOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "group_wait", {}, {}, {id(rw, op.getGroup())});
+    if (auto param = op.getParam())
+      call(rw, op, "group_wait_param", {}, {}, {id(rw, op.getGroup()), rw.getI64IntegerAttr(params.lookup(*param))});
+    else
+      call(rw, op, "group_wait", {}, {}, {id(rw, op.getGroup())});
     rw.eraseOp(op);
     return success();
   }
+  const llvm::StringMap<int64_t> &params;
 };
 
 // group_wait_rows(rt, group, param, ids): the group and the table by index.
@@ -353,6 +361,10 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
       module.emitError("fy-convert-fysched-to-emitc needs func.func @train_step");
       return signalPassFailure();
     }
+    if (step.getNumArguments() == 0 || !isa<fs::BufferType>(step.getArgumentTypes()[0])) {
+      step.emitError("fy-convert-fysched-to-emitc: @train_step's first argument must be the token ids' buffer");
+      return signalPassFailure();
+    }
 
     // fy_declare: every parameter in declaration order, then the inputs.
     OpBuilder b(ctx);
@@ -472,7 +484,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     patterns.add<AllocLowering, DeallocLowering, ViewLowering, ConstantLowering, LaunchLowering,
                  CopyLowering, WaitLowering, FuncLowering, ReturnLowering>(tc, ctx);
     patterns.add<ParamLowering, AdamWLowering>(tc, ctx, index);
-    patterns.add<GroupWaitLowering>(tc, ctx, groupIds);
+    patterns.add<GroupWaitLowering>(tc, ctx, groupIds, index);
     patterns.add<GroupWaitRowsLowering>(tc, ctx, groupIds, index);
     patterns.add<GroupPipelineLowering<fs::GradOffloadOp>>(tc, ctx, groupIds, "grad_offload");
     patterns.add<GroupPipelineLowering<fs::StateReadOp>>(tc, ctx, groupIds, "state_read");

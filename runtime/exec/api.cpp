@@ -143,6 +143,10 @@ void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);
   rt->async_optimizer().wait(group);
 }
+void group_wait_param(Runtime* rt, int64_t group, int64_t param) {
+  TraceSpan span(rt->trace(), "compute", "wait for parameter ", param);
+  rt->async_optimizer().wait_param(group, param);
+}
 void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
   TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
   rt->async_optimizer().wait_rows(group, param, ids.as<int64_t>(), ids.numel());

@@ -222,6 +222,9 @@ int64_t group_adamw(Runtime* rt, int64_t group, Tokens... deps) {
 void state_write(Runtime* rt, int64_t group, int64_t update);
 // Waits for the group's update before its parameters are read.
 void group_wait(Runtime* rt, int64_t group);
+// Waits only for parameter `param` of the group (fy-param-waits): the update
+// of the group's later parameters may still be running.
+void group_wait_param(Runtime* rt, int64_t group, int64_t param);
 // Before a gather of the step's tokens `ids` from parameter `param` (a table
 // of the group): waits only for the rows they name, which the group's update
 // does first; a group_wait goes before the table's next read.

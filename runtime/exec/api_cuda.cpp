@@ -96,6 +96,10 @@ void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);
   device_of(rt).group_wait(group);
 }
+void group_wait_param(Runtime* rt, int64_t group, int64_t param) {
+  TraceSpan span(rt->trace(), "compute", "wait for parameter ", param);
+  device_of(rt).group_wait_param(group, param);
+}
 void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
   TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
   device_of(rt).group_wait_rows(group, param, ids);

@@ -22,6 +22,7 @@ size_t page_round(size_t n) { return (n + store::kPageBytes - 1) / store::kPageB
 AsyncOptimizer::AsyncOptimizer(Runtime& rt) : rt_(rt) {
   const TrainOptions& o = rt.options();
   pool_ = std::make_unique<AdamWPool>(int(o.optimizer_threads));
+  param_waits_ = o.param_waits;
   if (!o.ssd_dirs.empty()) {
     // A fresh run; --resume writes the checkpoint's moments in.
     store_ = std::make_unique<store::TensorStore>(rt.store_options("fuyou.store", true));
@@ -58,6 +59,7 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
   }
   if (g.grad_elems > slot_elems_) slot_elems_ = g.grad_elems;
   g.sq_norms.assign(params.size(), 0.0);
+  g.updated.assign(params.size(), 0);
   rt_.settle_state();  // every parameter and the vocabulary are declared by now
   if (store_) {
     // Regions never written read as zeros: AdamW's initial moments (in either format).
@@ -286,6 +288,7 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
   g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
   g.iteration = rt_.step();
   g.pending = g.updating = true;
+  std::fill(g.updated.begin(), g.updated.end(), 0);
   g.rows_ready = false;
   g.rows_done = false;
   if (holds()) {
@@ -325,9 +328,14 @@ void AsyncOptimizer::release_updates() {
   all_in_ = false;
   checked_ = 0;
   awaiting_ = false;
-  double total = 0;
+  // Added in the parameters' order, not the groups': the sum's bits do not
+  // depend on how the program orders a group (fy-param-waits).
+  std::vector<std::pair<int64_t, double>> squares;
   for (const Group& other : groups_)
-    for (double sq : other.sq_norms) total += sq;
+    for (size_t i = 0; i < other.params.size(); ++i) squares.push_back({other.params[i], other.sq_norms[i]});
+  std::sort(squares.begin(), squares.end());
+  double total = 0;
+  for (const auto& sq : squares) total += sq.second;
   float unscale = 1.f;
   if (scaler_) {
     verdict_.scale = scaler_->scale();
@@ -450,6 +458,27 @@ void AsyncOptimizer::wait_group(int64_t group, bool slot) {
   done_cv_.wait(lock, [&] { return !(slot ? g.pending : g.updating) || error_; });
   wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   if (error_) std::rethrow_exception(error_);
+}
+
+void AsyncOptimizer::wait_param(int64_t group, int64_t param) {
+  if (group < 0 || group >= num_groups()) fail("group_wait_param: no group " + std::to_string(group));
+  const Group& g = groups_[size_t(group)];
+  const auto at = std::find(g.params.begin(), g.params.end(), param);
+  if (at == g.params.end())
+    fail("group_wait_param: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
+  if (!param_waits_) return wait_group(group, /*slot=*/false);
+  const size_t i = size_t(at - g.params.begin());
+  auto t0 = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return !g.updating || g.updated[i] || error_; });
+  wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (error_) std::rethrow_exception(error_);
+}
+
+void AsyncOptimizer::param_updated(Group& g, size_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  g.updated[index] = 1;
+  done_cv_.notify_all();
 }
 
 void AsyncOptimizer::declare_rows(int64_t group, int64_t param, int64_t ids) {
@@ -1016,9 +1045,13 @@ void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*
       submit(g.params[i], grad(g, i), m, v, cfg, g.step, pieces);
     }
     if (first >= 0 && part == Part::All) finish_rows(g, rows_job);
-    for (const Piece& piece : pieces) {
+    // A parameter's last piece done (and sent up): wait_param may let it go.
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const Piece& piece = pieces[k];
       pool_->wait(piece.job);
       if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);
+      if (k + 1 == pieces.size() || pieces[k + 1].param != piece.param)
+        param_updated(g, size_t(std::find(g.params.begin(), g.params.end(), piece.param) - g.params.begin()));
     }
   } catch (...) {
     // The pool must be done with the slot's gradients before it is freed.

@@ -144,6 +144,14 @@ class AsyncOptimizer {
   // is done (a micro-batch's accumulation changes none and is not waited
   // for); rethrows a failure.
   void wait(int64_t group);
+  // Returns once parameter `param` of the group is up to date: the group's
+  // update does its parameters in the group's order (a table read rows
+  // first before the rest), so the next forward can read the first while
+  // the others are updated (fy-param-waits). The device's copy of it is
+  // then under way (on_piece_updated has had its last piece). With
+  // set_param_waits(false) (train --param-waits no), the same as wait(group).
+  void wait_param(int64_t group, int64_t param);
+  void set_param_waits(bool on) { param_waits_ = on; }
   // Returns once every queued op (updates and write-backs) is done.
   void wait_all();
   // For an owner going away, also after a failure: drops the updates still
@@ -264,6 +272,7 @@ class AsyncOptimizer {
     float scale = 1.f;             // clipping coefficient applied before AdamW
     bool pending = false;          // its update or accumulation is queued, held or running: the slot is taken
     bool updating = false;         // its update is (the parameters will change)
+    std::vector<uint8_t> updated;  // per parameter, while updating: done (wait_param)
     bool held = false;             // started, waiting for the global norm
     int64_t reads = 0, reads_done = 0;      // read() calls issued and run
     int64_t updates = 0, updates_done = 0;  // update() calls issued and run
@@ -368,6 +377,8 @@ class AsyncOptimizer {
   AdamWPool::Handle submit_rows(Group& g, void* m, void* v, const AdamWConfig& cfg);
   // Waits for the rows job, reports the rows and lets wait_rows return.
   void finish_rows(Group& g, AdamWPool::Handle rows_job);
+  // Marks the group's parameter at `index` updated and wakes wait_param.
+  void param_updated(Group& g, size_t index);
   // Queues the table's rest, in pieces.
   void submit_rest(Group& g, void* m, void* v, const AdamWConfig& cfg, std::vector<Piece>& pieces);
   void read_out_of_core(int64_t group);
@@ -398,6 +409,7 @@ class AsyncOptimizer {
   std::exception_ptr error_;
   bool stop_ = false;
   bool quiescing_ = false;  // quiesce: the worker takes no item
+  bool param_waits_ = true;
   double clip_norm_ = 0;
   double last_norm_ = 0;
   std::unique_ptr<LossScaler> scaler_;

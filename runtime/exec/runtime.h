@@ -42,6 +42,7 @@ struct TrainOptions {
   int64_t ssd_queue_depth = 32;       // I/O operations each store keeps in flight
   bool ssd_read_priority = true;      // activation reads pass the optimizer state's I/O
   bool rows_first = true;  // the embedding's update does the next batch's rows first (AsyncOptimizer::wait_rows)
+  bool param_waits = true;  // the forward waits per parameter, not per group (AsyncOptimizer::wait_param)
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run

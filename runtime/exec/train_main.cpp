@@ -82,6 +82,8 @@ const char kUsage[] =
     "                       activation's read is unfinished (default yes)\n"
     "  --rows-first yes|no  update the rows of the token embedding that the next batch reads before\n"
     "                       the rest, which overlaps the next forward (default yes)\n"
+    "  --param-waits yes|no  the next forward waits for each parameter's update, not for its whole\n"
+    "                       group's (default yes)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE|none  bound the device arena: parameters and the planned temporaries (default:\n"
     "                       the program's fuyou-compile --gpu-mem, if any)\n"
@@ -168,7 +170,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
-                                         "--ssd-read-priority", "--rows-first", "--loss-scale-init",
+                                         "--ssd-read-priority", "--rows-first", "--param-waits", "--loss-scale-init",
                                          "--loss-scale-growth-interval", "--lr-schedule",
                                          "--warmup-steps", "--lr-decay-steps", "--min-lr",
                                          "--grad-accum", "--no-decay", "--decay-1d", "--val-data",
@@ -215,9 +217,9 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         start = comma + 1;
       }
     }
-    else if (flag == "--rows-first") {
-      if (value != "yes" && value != "no") fail("flag '--rows-first' must be yes or no, got '" + value + "'");
-      o->rows_first = value == "yes";
+    else if (flag == "--rows-first" || flag == "--param-waits") {
+      if (value != "yes" && value != "no") fail("flag '" + flag + "' must be yes or no, got '" + value + "'");
+      (flag == "--rows-first" ? o->rows_first : o->param_waits) = value == "yes";
     } else if (flag == "--ssd-read-priority") {
       if (value != "yes" && value != "no") fail("flag '--ssd-read-priority' must be yes or no, got '" + value + "'");
       o->ssd_read_priority = value == "yes";

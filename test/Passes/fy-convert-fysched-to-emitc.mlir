@@ -134,6 +134,16 @@ module {
 
 // -----
 
+// A step without the token ids, one clear error (it crashed).
+module {
+  // expected-error @+1 {{@train_step's first argument must be the token ids' buffer}}
+  func.func @train_step() {
+    return
+  }
+}
+
+// -----
+
 // A loss returned through a view of the step's own buffer: the buffer is
 // copied out and then freed like a returned alloc (nothing else frees it).
 // CHECK-LABEL: emitc.func @fy_train_step

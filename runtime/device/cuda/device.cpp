@@ -91,6 +91,7 @@ CudaDevice::~CudaDevice() {
   if (copy_issued_) cudaEventDestroy(copy_issued_);
   for (cudaEvent_t e : group_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : rows_events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : param_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : landed_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : rows_landed_events_) cudaEventDestroy(e);
   if (grads_ready_) cudaEventDestroy(grads_ready_);
@@ -156,6 +157,8 @@ void CudaDevice::prepare() {
       for (cudaEvent_t& e : group_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       rows_events_.resize(size_t(opt.num_groups()));
       for (cudaEvent_t& e : rows_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      param_events_.resize(size_t(rt_.num_params()));
+      for (cudaEvent_t& e : param_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       landed_events_.resize(size_t(opt.num_groups()));
       for (cudaEvent_t& e : landed_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       rows_landed_events_.resize(size_t(opt.num_groups()));
@@ -202,6 +205,9 @@ void CudaDevice::prepare() {
         FY_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(params_[size_t(param)]) + lo, master + lo,
                                       size_t(n) * sizeof(float), cudaMemcpyHostToDevice, upload_));
         upload_bytes_ += n * int64_t(sizeof(float));
+        // Its last piece: what group_wait_param makes the kernels wait on.
+        if (lo + n == rt_.param(param).value.numel())
+          FY_CUDA_CHECK(cudaEventRecord(param_events_[size_t(param)], upload_));
       });
       opt.set_on_updated([this](int64_t g) { upload_group(g); });
       // The rows the next step gathers, as soon as they are done: the
@@ -519,6 +525,15 @@ void CudaDevice::group_wait(int64_t group) {
   rt_.async_optimizer().wait(group);
   // Kernels after this point wait for the upload on the device, not here.
   FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, group_events_[size_t(group)], 0));
+}
+
+void CudaDevice::group_wait_param(int64_t group, int64_t param) {
+  rt_.async_optimizer().wait_param(group, param);
+  // Streamed parameters are copied up by the program itself.
+  if (rt_.streamed_params()) return;
+  // Without param waits the whole group's update was waited for.
+  FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, rt_.options().param_waits ? param_events_[size_t(param)]
+                                                                         : group_events_[size_t(group)], 0));
 }
 
 void CudaDevice::group_wait_rows(int64_t group, int64_t param, View ids) {

@@ -64,6 +64,9 @@ class CudaDevice final : public Device {
   // group's parameters are read again, its upload must be done.
   int64_t grad_offload(int64_t group, const View* grads, size_t count);
   void group_wait(int64_t group);
+  // One parameter of the group (fy-param-waits): the kernels after it wait
+  // for its upload only, the last piece's event.
+  void group_wait_param(int64_t group, int64_t param);
   // Before a gather of ids from a table of the group: when ids are the
   // step's tokens, the kernels after it wait only for the rows the
   // optimizer updated first (scattered up on the upload stream).
@@ -106,6 +109,7 @@ class CudaDevice final : public Device {
   std::vector<void*> params_;               // device copies, by parameter index
   std::vector<cudaEvent_t> group_events_;   // uploads done, by group
   std::vector<cudaEvent_t> rows_events_;    // the rows-first part's scatter done, by group
+  std::vector<cudaEvent_t> param_events_;   // a parameter's upload done, by parameter
   const int64_t* step_ids_ = nullptr;       // the step's tokens in host memory
   std::vector<cudaEvent_t> landed_events_;  // gradient copies done, by group
   std::vector<cudaEvent_t> rows_landed_events_;  // the rows-first part's gradient copy done, by group

@@ -171,6 +171,15 @@ func.func @rows_of_another_param(%ids: !fysched.buffer<device, tensor<2x3xi64>>)
 // -----
 
 fysched.group @g0 [@w] bytes 128
+func.func @wait_for_another_param() {
+  // expected-error @+1 {{@v is not a parameter of @g0}}
+  fysched.group_wait @g0, @v
+  return
+}
+
+// -----
+
+fysched.group @g0 [@w] bytes 128
 func.func @rows_by_float_ids(%ids: !fysched.buffer<device, tensor<2x3xf32>>) {
   // expected-error @+1 {{ids must be i64}}
   fysched.group_wait_rows @g0, @w[%ids : !fysched.buffer<device, tensor<2x3xf32>>]

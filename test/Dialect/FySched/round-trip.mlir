@@ -74,6 +74,8 @@ func.func @pipeline(%g: !fysched.buffer<device, tensor<4x8xf32>>) {
   %r = fysched.state_read @g0
   // CHECK: fysched.group_wait @g0
   fysched.group_wait @g0
+  // CHECK: fysched.group_wait @g0, @w
+  fysched.group_wait @g0, @w
   // CHECK: %[[O:.*]] = fysched.grad_offload @g0(%[[GR]] : !fysched.buffer<device, tensor<4x8xf32>>)
   %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<4x8xf32>>)
   // CHECK: %[[U:.*]] = fysched.group_adamw @g0 after(%[[O]], %[[R]])
