@@ -413,29 +413,28 @@ private:
     // runtime uploads each piece (kUpdatePieceElems) as it is done, so the
     // upload starts after the first piece and ends a piece's copy after the
     // update, if the link keeps up.
-    double upStart = 0;
+    double linkFree = upload ? free_[ToDevice] : -1;
     if (upload) {
       double part = dur * p_.adamwParams;
       double piece = std::min(part, double(fy::kUpdatePieceElems)), copy = part * 4.0 / p_.h2dBytes;
       double start = std::max(end - dur + piece / p_.adamwParams, end + piece * 4.0 / p_.h2dBytes - copy);
       updated_[g] = onStream(ToDevice, start, copy, out);
-      upStart = updated_[g] - copy;
     } else {
       updated_[g] = end;
     }
-    paramsUpdated(g, end - dur, rows != rowsFirst_.end() && !p.rowsDone, upload ? upStart : -1);
+    paramsUpdated(g, end - dur, rows != rowsFirst_.end() && !p.rowsDone, linkFree);
     if (p.writeIssued >= 0)
       writeState(g, std::max(p.writeIssued, end), out);
   }
 
   // When each parameter of `g` is usable (group_wait with a parameter): the
   // update from `start` does them in the group's order, a table read rows
-  // first ahead of the others (its rows before all when `rowsFirst`); on a
-  // GPU what the update did goes up piece by piece on a link busy from
-  // `upStart` (< 0: no upload), so a parameter is usable one piece's copy
-  // after its update, or once the link has sent it and all before it,
-  // whichever is later.
-  void paramsUpdated(StringRef g, double start, bool rowsFirst, double upStart) {
+  // first ahead of the others (its rows before all when `rowsFirst`). On a
+  // GPU each goes up piece by piece as they are done, on a link free from
+  // `linkFree` (< 0: no upload), as a group's whole upload does above: its
+  // copy starts with its first piece done and the link free, and ends no
+  // sooner than its last piece's copy after its update.
+  void paramsUpdated(StringRef g, double start, bool rowsFirst, double linkFree) {
     auto group = module_.lookupSymbol<fs::GroupOp>(g);
     if (!group)
       return;
@@ -451,9 +450,11 @@ private:
       double elems = paramElems_.lookup(name) - (name == table ? rowsFirst_.lookup(g) : 0);
       done += elems;
       double t = start + done / p_.adamwParams;
-      if (upStart >= 0)
-        t = std::max(t + std::min(elems, double(fy::kUpdatePieceElems)) * 4.0 / p_.h2dBytes,
-                     upStart + done * 4.0 / p_.h2dBytes);
+      if (linkFree >= 0) {
+        double piece = std::min(elems, double(fy::kUpdatePieceElems));
+        double from = std::max(linkFree, t - (elems - piece) / p_.adamwParams);
+        t = linkFree = std::max(from + elems * 4.0 / p_.h2dBytes, t + piece * 4.0 / p_.h2dBytes);
+      }
       paramUpdated_[name] = t;
     }
   }

@@ -1,4 +1,4 @@
-// RUN: fuyou-opt %s --test-print-step-prediction="profile=%S/Inputs/profile-slow-adamw-cuda.json" -o /dev/null | FileCheck %s
+// RUN: fuyou-opt %s -split-input-file --test-print-step-prediction="profile=%S/Inputs/profile-slow-adamw-cuda.json" -o /dev/null | FileCheck %s
 
 // The optimizer's queue as the runtime runs it. An untied table (@g2, 16 rows
 // of 4, the next batch's 6 rows first) and two blocks (@g0 then @g1 in
@@ -75,5 +75,55 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<6xi64>>, %dz: !fysche
   %o2 = fysched.grad_offload @g2(%ge : !fysched.buffer<device, tensor<16x4xf32>>)
   %u2 = fysched.group_adamw @g2 after(%o2, %s2)
   fysched.state_write @g2 after(%u2)
+  return %l : !fysched.buffer<device, tensor<f32>>
+}
+
+// -----
+
+// Waits per parameter (fy-param-waits): one block whose group updates w1
+// (16 params, 8 us) before w2 (48 params, 24 us), the order the forward
+// reads them in, with three launches between the two reads.
+//
+// Step 1 (t in us): nine launches 0-9, the offload at 9, the update 9-41:
+// w1 usable at 17, w2 at 41. Step 2 starts at 9, waits for w1 until 17
+// (8 us), runs the first product and the three adds 17-21, waits for w2
+// until 41 (20 us), then the five launches left 41-46: a step of 37 us,
+// of which 28 waiting. (Waiting for the whole group at the first read, as
+// a plain group_wait does: until 41, then nine launches, 41 us.)
+// CHECK: predicted step: 0.037 ms
+// CHECK: optimizer: busy 0.032 ms
+// CHECK: waits for updates: 0.028 ms (@g0 parameters 0.028 ms)
+
+fygraph.param @h.0.w1 trainable : tensor<4x4xf32>
+fygraph.param @h.0.w2 trainable : tensor<4x12xf32>
+fysched.group @g0 [@h.0.w1, @h.0.w2] bytes 256
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<6xi64>>, %x: !fysched.buffer<device, tensor<6x4xf32>>,
+                      %dz: !fysched.buffer<device, tensor<6x12xf32>>)
+    -> !fysched.buffer<device, tensor<f32>> {
+  %w1 = fysched.get_param @h.0.w1 : <device, tensor<4x4xf32>>
+  %w2 = fysched.get_param @h.0.w2 : <device, tensor<4x12xf32>>
+  %y = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.group_wait @g0, @h.0.w1
+  fysched.launch "matmul" ins(%x, %w1 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<4x4xf32>>) outs(%y : !fysched.buffer<device, tensor<6x4xf32>>) {args = [false, false]}
+  %y1 = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "add" ins(%y, %y : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%y1 : !fysched.buffer<device, tensor<6x4xf32>>)
+  %y2 = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "add" ins(%y1, %y1 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%y2 : !fysched.buffer<device, tensor<6x4xf32>>)
+  %y3 = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "add" ins(%y2, %y2 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%y3 : !fysched.buffer<device, tensor<6x4xf32>>)
+  %z = fysched.alloc : <device, tensor<6x12xf32>>
+  fysched.group_wait @g0, @h.0.w2
+  fysched.launch "matmul" ins(%y3, %w2 : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<4x12xf32>>) outs(%z : !fysched.buffer<device, tensor<6x12xf32>>) {args = [false, false]}
+  %l = fysched.alloc : <device, tensor<f32>>
+  fysched.launch "reduce_sum" ins(%z : !fysched.buffer<device, tensor<6x12xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
+  %gw2 = fysched.alloc : <device, tensor<4x12xf32>>
+  fysched.launch "matmul" ins(%y3, %dz : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x12xf32>>) outs(%gw2 : !fysched.buffer<device, tensor<4x12xf32>>) {args = [true, false]}
+  %dy = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "matmul" ins(%dz, %w2 : !fysched.buffer<device, tensor<6x12xf32>>, !fysched.buffer<device, tensor<4x12xf32>>) outs(%dy : !fysched.buffer<device, tensor<6x4xf32>>) {args = [false, true]}
+  %gw1 = fysched.alloc : <device, tensor<4x4xf32>>
+  fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%gw1 : !fysched.buffer<device, tensor<4x4xf32>>) {args = [true, false]}
+  %o = fysched.grad_offload @g0(%gw1, %gw2 : !fysched.buffer<device, tensor<4x4xf32>>, !fysched.buffer<device, tensor<4x12xf32>>)
+  %u = fysched.group_adamw @g0 after(%o)
   return %l : !fysched.buffer<device, tensor<f32>>
 }
