@@ -325,35 +325,38 @@ def step_start_idle(trace):
 
 
 def rows(d, exe):
-    """The token embedding's update with the next batch's rows first (the
-    default) against whole (--rows-first no): ms/step, interleaved twice, and
-    the GPU's idle time at each step's start from a trace; on the byte tokens
-    (at most 256 distinct rows a batch) and on the Zipf ones (about 3,100)."""
+    """How the next forward waits for the updates: the default (the token
+    embedding's rows first, then each parameter's update, fy-param-waits)
+    against the table's whole update (--rows-first no) and against each
+    group's whole update (--param-waits no): ms/step, interleaved twice, and
+    from a trace the GPU's idle time at each step's start and step / busiest
+    stream; on the byte tokens (at most 256 distinct rows a batch) and on the
+    Zipf ones (about 3,100)."""
+    variants = {"default": [], "whole table": ["--rows-first", "no"], "group waits": ["--param-waits", "no"]}
     for data in (TOKENS, TOKENS_ZIPF):
         if not os.path.exists(data):
             continue
-        ms = {"yes": [], "no": []}
+        ms = {v: [] for v in variants}
         for _ in range(2):
-            for flag in ("yes", "no"):
-                m, err = ours_run(exe, 20, ["--rows-first", flag], log="rows.log", data=data)
+            for v, flags in variants.items():
+                m, err = ours_run(exe, 20, flags, log="rows.log", data=data)
                 if m is None:
-                    print(f"rows: FAIL: --rows-first {flag}: {err.strip()[-400:]}")
+                    print(f"rows: FAIL: {v} {' '.join(flags)}: {err.strip()[-400:]}")
                     return False
-                ms[flag].append(m)
-        idle, overlap = {}, {}
-        for flag in ("yes", "no"):
-            trace = os.path.join(OUT, f"rows_{flag}_{os.path.basename(data)}.trace.json")
-            m, _ = ours_run(exe, 6, ["--rows-first", flag, "--trace", trace], log="rows.log", data=data)
-            idle[flag] = step_start_idle(trace) if m is not None else float("nan")
+                ms[v].append(m)
+        parts = []
+        for i, (v, flags) in enumerate(variants.items()):
+            trace = os.path.join(OUT, f"rows_{i}_{os.path.basename(data)}.trace.json")
+            m, _ = ours_run(exe, 6, flags + ["--trace", trace], log="rows.log", data=data)
+            idle = step_start_idle(trace) if m is not None else float("nan")
             # Issue 4's overlap goal: traced step / the busiest stream's busy time.
             s = trace_busy.summary(trace_busy.per_step(trace, 2)) if m is not None else None
-            overlap[flag] = f"{s['ratio']:.3f} (step {s['step_ms']:.1f}, {s['largest']} {s['busy_ms'][s['largest']]:.1f})" \
+            overlap = f"{s['ratio']:.3f} (step {s['step_ms']:.1f}, {s['largest']} {s['busy_ms'][s['largest']]:.1f})" \
                 if s else "no trace"
-        print(f"rows {os.path.basename(data)}: rows first {' '.join(f'{x:.1f}' for x in ms['yes'])} ms/step, "
-              f"whole {' '.join(f'{x:.1f}' for x in ms['no'])}; whole / rows first "
-              f"{statistics.median(ms['no']) / statistics.median(ms['yes']):.3f}; GPU idle at the step's start "
-              f"{idle['yes']:.2f} ms rows first, {idle['no']:.2f} ms whole; step / busiest stream "
-              f"{overlap['yes']} rows first, {overlap['no']} whole")
+            parts.append(f"{v}: {' '.join(f'{x:.1f}' for x in ms[v])} ms/step "
+                         f"({statistics.median(ms[v]) / statistics.median(ms['default']):.3f} of default), "
+                         f"GPU idle at the step's start {idle:.2f} ms, step / busiest stream {overlap}")
+        print(f"rows {os.path.basename(data)}: " + "; ".join(parts))
     return True
 
 

@@ -18,8 +18,9 @@ no choice changes a bit of the results.
     (fy-choose-placement): it must mix policies.
 
 Each run's losses and trained weights are bit-identical to the run that keeps
-everything on the device (itself identical with the token embedding's update
-done whole, --rows-first no, and rows first, the default), also when each copy between host and device is done
+everything on the device (itself identical with every update waited for whole,
+--rows-first no --param-waits no, and the default: the token embedding's rows
+first, then each parameter's update), also when each copy between host and device is done
 at its wait (FY_DEFER_COPIES=1), and that program is refused under the same
 budget.
 On the CPU target "device memory" is the arena of the memory plan (plus the
@@ -62,14 +63,16 @@ def resident_run(a, tokens, name, shape):
         subprocess.run(common(a, tokens, w("train_resident")) + ["--log-json", w("resident.jsonl"),
                                                                  "--save", w("ckpt_resident")],
                        check=True, stderr=subprocess.DEVNULL)
-        # The token embedding's rows for the next batch updated first (the
-        # default) give the bits of its whole update at once.
-        subprocess.run(common(a, tokens, w("train_resident")) + ["--rows-first", "no", "--log-json", w("whole.jsonl"),
+        # The token embedding's rows for the next batch updated first and each
+        # parameter waited for alone (the default) give the bits of waiting
+        # for each group's whole update.
+        subprocess.run(common(a, tokens, w("train_resident")) + ["--rows-first", "no", "--param-waits", "no",
+                                                                 "--log-json", w("whole.jsonl"),
                                                                  "--save", w("ckpt_whole")],
                        check=True, stderr=subprocess.DEVNULL)
         if losses(w("whole.jsonl")) != losses(w("resident.jsonl")) or weights(w("ckpt_whole")) != weights(
                 w("ckpt_resident")):
-            fail(f"{name}: --rows-first no gave other losses or weights than rows first: "
+            fail(f"{name}: --rows-first no --param-waits no gave other losses or weights than the default: "
                  f"{losses(w('whole.jsonl'))} against {losses(w('resident.jsonl'))}")
         RESIDENT[key] = (w("m.onnx"), w("train_resident"), losses(w("resident.jsonl")), w("ckpt_resident"))
     return RESIDENT[key]
