@@ -237,6 +237,14 @@ public:
     for (auto w : rowWaits)
       rowsTable_[w.getGroup()] = w.getParam();
     for (auto g : module.getOps<fs::GroupOp>()) {
+      // The runtime's order: a table read rows first ahead of the others.
+      StringRef table = rowsTable_.lookup(g.getSymName());
+      SmallVector<StringRef> &order = updateOrder_[g.getSymName()];
+      if (!table.empty())
+        order.push_back(table);
+      for (Attribute a : g.getParams())
+        if (cast<FlatSymbolRefAttr>(a).getValue() != table)
+          order.push_back(cast<FlatSymbolRefAttr>(a).getValue());
       groupIndex_[g.getSymName()] = int64_t(groupIndex_.size());
       int64_t params = g.getBytes() / 4;
       groupParams_[g.getSymName()] = params;
@@ -435,18 +443,12 @@ private:
   // copy starts with its first piece done and the link free, and ends no
   // sooner than its last piece's copy after its update.
   void paramsUpdated(StringRef g, double start, bool rowsFirst, double linkFree) {
-    auto group = module_.lookupSymbol<fs::GroupOp>(g);
-    if (!group)
-      return;
     StringRef table = rowsTable_.lookup(g);
-    SmallVector<StringRef> order;
-    if (!table.empty())
-      order.push_back(table);
-    for (Attribute a : group.getParams())
-      if (cast<FlatSymbolRefAttr>(a).getValue() != table)
-        order.push_back(cast<FlatSymbolRefAttr>(a).getValue());
     double done = rowsFirst ? rowsFirst_.lookup(g) : 0;
-    for (StringRef name : order) {
+    auto order = updateOrder_.find(g);
+    if (order == updateOrder_.end())
+      return;
+    for (StringRef name : order->second) {
       double elems = paramElems_.lookup(name) - (name == table ? rowsFirst_.lookup(g) : 0);
       done += elems;
       double t = start + done / p_.adamwParams;
@@ -602,6 +604,7 @@ private:
   llvm::StringMap<double> paramUpdated_;  // parameter -> when it is next usable
   llvm::StringMap<double> paramElems_;    // parameter -> its elements
   llvm::StringMap<StringRef> rowsTable_;  // group -> its table read rows first
+  llvm::StringMap<SmallVector<StringRef>> updateOrder_;  // group -> its parameters in update order
   llvm::StringMap<double> rowsUpdated_;  // group -> when the next batch's rows of its table are
   llvm::StringMap<double> rowsFirst_;    // group -> elements of its table updated rows first
   llvm::StringSet<> rowsGradFirst_;      // groups whose table's rows of the gradient go down first
