@@ -650,8 +650,25 @@ TEST_F(CudaKernels, MatmulBF16) {
   // Broadcast batches (bf16 copies of whole operands, batch offsets into them).
   check_matmul({2, 12, 128, 128}, {2, 12, 128, 64}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
   check_matmul({3, 1, 40, 24}, {1, 5, 24, 16}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
-  // Operands past the bf16 scratch (128 MB of copies): fp32 operands, FAST_16BF.
-  check_matmul({16384, 4100}, {4100, 48}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
+  // A batched product past the bf16 scratch (128 MiB of copies): fp32 operands, FAST_16BF.
+  check_matmul({2, 8200, 4100}, {2, 4100, 48}, false, false, rng, MatmulPrecision::BF16, kTolBF16);
+}
+
+// One GEMM whose 16-bit copies do not fit the scratch runs in blocks that do,
+// still on 16-bit operands: so against the CPU's bf16 (fp16) rounding of the
+// same operands it agrees to fp32 sums' order (kTol), which fp32 operands
+// with FAST_16BF would not.
+TEST_F(CudaKernels, MatmulPastTheScratchInBlocks) {
+  for (auto [p, r] : {std::pair{MatmulPrecision::BF16, cpu::MatmulOperands::BF16},
+                      std::pair{MatmulPrecision::FP16, cpu::MatmulOperands::FP16}}) {
+    // Row blocks of c: a's rows, a^T's columns (a's batches stacked).
+    check_matmul({16384, 4100}, {4100, 48}, false, false, rng, p, kTol, r);
+    check_matmul({4100, 16388}, {48, 4100}, true, true, rng, p, kTol, r);
+    check_matmul({4, 4100, 4100}, {4100, 40}, false, false, rng, p, kTol, r);
+    // b's copy leaves room for fewer than 1024 rows: blocks of K added into c.
+    check_matmul({400, 20000}, {20000, 3000}, false, false, rng, p, kTol, r);
+    check_matmul({20000, 400}, {3000, 20000}, true, true, rng, p, kTol, r);
+  }
 }
 
 TEST_F(CudaKernels, MatmulFP16) {
@@ -667,8 +684,8 @@ TEST_F(CudaKernels, MatmulFP16) {
     check_matmul({2, 12, 128, 128}, {2, 12, 128, 64}, false, false, rng, p, kTol, r);
     check_matmul({1024, 768}, {1024, 2304}, true, false, rng, p, kTol, r);
   }
-  // Operands past the scratch: fp32 operands, FAST_16F.
-  check_matmul({16384, 4100}, {4100, 48}, false, false, rng, MatmulPrecision::FP16, kTolBF16);
+  // A batched product past the scratch: fp32 operands, FAST_16F.
+  check_matmul({2, 8200, 4100}, {2, 4100, 48}, false, false, rng, MatmulPrecision::FP16, kTolBF16);
 }
 
 TEST_F(CudaKernels, MatmulTF32) {

@@ -11,8 +11,9 @@
 //
 // BF16 (FP16): both operands are rounded to bf16 (fp16) copies in a fixed
 // scratch buffer and multiplied on the tensor cores with fp32 accumulation
-// and output, as autocast does; a product whose operands do not fit the
-// scratch keeps fp32 operands with cuBLAS's COMPUTE_32F_FAST_16BF (_16F),
+// and output, as autocast does. One GEMM whose operands do not fit the
+// scratch runs as blocks that do (split16); a batched product that does not
+// fit keeps fp32 operands with cuBLAS's COMPUTE_32F_FAST_16BF (_16F),
 // slower: TF32-like rates.
 #include "kernels/cuda/scratch.h"
 
@@ -203,19 +204,19 @@ const Plan& plan_for(const Key& k) {
 }
 
 // One (strided-batched) GEMM: `batch` products of a [M,K] (or [K,M]) and
-// b [K,N] (or [N,K]) into c [M,N]; strides in elements. T: float, or
+// b [K,N] (or [N,K]) into c [M,N] (beta 1: added to c); strides in elements. T: float, or
 // __nv_bfloat16 / __half with 16-bit operands, where it returns false
 // (nothing launched) when cuBLASLt has no algorithm for the operands.
 template <class T>
 bool gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t batch,
-          int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s) {
+          int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s, float beta = 0.f) {
   check(batch <= INT32_MAX, "matmul", "too many batches");
   if (batch == 1) sa = sb = sc = 0;
   const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
                  alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, sizeof(float))};
   const Plan& p = plan_for(k);
   if (!p.op) return false;
-  const float alpha = 1.f, beta = 0.f;
+  const float alpha = 1.f;
   FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo,
                                  workspace(s), kWorkspaceBytes, s));
   return true;
@@ -249,6 +250,84 @@ void launch_to_16bit(const float* x, H* y, int64_t n, cudaStream_t s) {
   const int64_t blocks = std::min<int64_t>(((vec ? n / 4 : n) + 255) / 256 + 1, 4096);
   to_16bit<H, H2><<<unsigned(blocks), 256, 0, s>>>(x, y, n, vec);
   FY_CUDA_LAUNCHED("matmul (16-bit operands)");
+}
+
+// A [rows, cols] block of a row-major matrix whose rows are `ld` apart,
+// copied dense: threads run along a row, so reads and writes coalesce.
+template <class H>
+__global__ void block_to_16bit(const float* __restrict__ x, int64_t ld, int64_t rows, int64_t cols,
+                               H* __restrict__ y) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += int64_t(gridDim.x) * blockDim.x)
+      y[r * cols + c] = one_to(x[r * ld + c], y);
+}
+
+template <class H, class H2>
+void launch_block_to_16bit(const float* x, int64_t ld, int64_t rows, int64_t cols, H* y, cudaStream_t s) {
+  if (rows == 0 || cols == 0) return;
+  if (ld == cols) return launch_to_16bit<H, H2>(x, y, rows * cols, s);
+  const dim3 grid(unsigned(std::min<int64_t>((cols + 255) / 256, 64)), unsigned(std::min<int64_t>(rows, 65535)));
+  block_to_16bit<H><<<grid, 256, 0, s>>>(x, ld, rows, cols, y);
+  FY_CUDA_LAUNCHED("matmul (16-bit operand block)");
+}
+
+constexpr size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// One GEMM c[Mt,N] = a[Mt,K] (a^T: [K,Mt]) x b (b^T) whose 16-bit operands do
+// not fit the scratch together: as several products whose operands do.
+// Row blocks of c when b's copy leaves room for 1024 rows of a or more, each
+// a product of the same K; else blocks of K added into c (b's copy alone too
+// large for row blocks to be efficient: the logits' gradient times the
+// embedding table). False (c perhaps partly written) when neither fits or
+// cuBLASLt has no algorithm for a block.
+template <class H, class H2>
+bool split16(const float* pa, const float* pb, float* pc, int64_t Mt, int64_t N, int64_t K, bool ta, bool tb,
+             Mode mode, char* scratch, cudaStream_t s) {
+  constexpr int64_t kMinRows = 1024;
+  const size_t room = kConvertBytes - 256;  // slack for the second copy's alignment
+  const size_t b16 = align256(size_t(K) * size_t(N) * 2);
+  if (b16 < room && int64_t((room - b16) / (size_t(K) * 2)) >= kMinRows) {
+    // c's rows m0.. come from a's rows (a^T: columns) m0.. and all of b.
+    int64_t rows = int64_t((room - b16) / (size_t(K) * 2)) / 64 * 64;
+    const int64_t pieces = (Mt + rows - 1) / rows;
+    rows = ((Mt + pieces - 1) / pieces + 63) / 64 * 64;
+    H* B = reinterpret_cast<H*>(scratch);
+    H* A = reinterpret_cast<H*>(scratch + b16);
+    launch_to_16bit<H, H2>(pb, B, K * N, s);
+    for (int64_t m0 = 0; m0 < Mt; m0 += rows) {
+      const int64_t m = std::min(rows, Mt - m0);
+      if (ta)
+        launch_block_to_16bit<H, H2>(pa + m0, Mt, K, m, A, s);  // dense [K, m]
+      else
+        launch_to_16bit<H, H2>(pa + m0 * K, A, m * K, s);
+      if (!gemm(static_cast<const H*>(A), static_cast<const H*>(B), pc + m0 * N, m, N, K, ta, tb, 1, 0, 0, 0,
+                mode, s))
+        return false;
+    }
+    return true;
+  }
+  // c += a[:, k0..] x b[k0.., :]: both blocks' copies side by side.
+  int64_t depth = int64_t(room / (size_t(Mt + N) * 2)) / 16 * 16;
+  if (depth < 16) return false;
+  const int64_t pieces = (K + depth - 1) / depth;
+  depth = ((K + pieces - 1) / pieces + 15) / 16 * 16;
+  H* A = reinterpret_cast<H*>(scratch);
+  H* B = reinterpret_cast<H*>(scratch + align256(size_t(Mt) * size_t(depth) * 2));
+  for (int64_t k0 = 0; k0 < K; k0 += depth) {
+    const int64_t k = std::min(depth, K - k0);
+    if (ta)
+      launch_to_16bit<H, H2>(pa + k0 * Mt, A, k * Mt, s);  // a^T's rows k0..: [k, Mt]
+    else
+      launch_block_to_16bit<H, H2>(pa + k0, K, Mt, k, A, s);  // dense [Mt, k]
+    if (tb)
+      launch_block_to_16bit<H, H2>(pb + k0, K, N, k, B, s);  // dense [N, k]
+    else
+      launch_to_16bit<H, H2>(pb + k0 * N, B, k * N, s);
+    if (!gemm(static_cast<const H*>(A), static_cast<const H*>(B), pc, Mt, N, k, ta, tb, 1, 0, 0, 0, mode, s,
+              k0 == 0 ? 0.f : 1.f))
+      return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -335,6 +414,17 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
       return;
     if (prec == MatmulPrecision::FP16 &&
         run16(static_cast<__half*>(nullptr), static_cast<__half2*>(nullptr), Mode::FP16Operands))
+      return;
+  } else if ((prec == MatmulPrecision::BF16 || prec == MatmulPrecision::FP16) && bb.numel() == 1 &&
+             (ab.numel() == 1 || !ta)) {
+    // One GEMM (a's batches stack into rows) too large for the scratch: in
+    // blocks whose copies fit, still on the tensor cores' 16-bit operands.
+    auto* scratch = static_cast<char*>(per_stream(lt().convert, s, kConvertBytes));
+    if (prec == MatmulPrecision::BF16 &&
+        split16<__nv_bfloat16, __nv_bfloat162>(pa, pb, pc, nbatch * M, N, K, ta, tb, Mode::BF16Operands, scratch, s))
+      return;
+    if (prec == MatmulPrecision::FP16 &&
+        split16<__half, __half2>(pa, pb, pc, nbatch * M, N, K, ta, tb, Mode::FP16Operands, scratch, s))
       return;
   }
   const Mode mode = prec == MatmulPrecision::FP32   ? Mode::FP32
