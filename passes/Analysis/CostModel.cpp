@@ -2,6 +2,7 @@
 #include "passes/Analysis/StepPhases.h"
 #include "dialects/FyGraph/FyGraphOps.h"
 #include "dialects/FySched/FySchedOps.h"
+#include "runtime/kernels/cuda/scratch.h"
 #include "runtime/optim/update_piece.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -59,8 +60,15 @@ std::string loadProfile(const std::string &path, Profile &out) {
                 {"ssd_write_bytes_per_s", &p.ssdWriteBytes, false}, {"adamw_params_per_s", &p.adamwParams, true},
                 {"matmul_n", &p.matmulN, false}, {"matmul_n64_flops_per_s", &p.matmulN64Flops, false},
                 {"matmul_n256_flops_per_s", &p.matmulN256Flops, false},
+                {"matmul_n1024_flops_per_s", &p.matmulN1024Flops, false},
+                {"matmul_n2048_flops_per_s", &p.matmulN2048Flops, false},
                 {"transcendental_elems_per_s", &p.transcendentalElems, false},
                 {"softmax_elems_per_s", &p.softmaxElems, false}};
+  // Profiles before the field was written: a GPU's were measured at bf16.
+  std::optional<StringRef> precision = obj->getString("matmul_precision");
+  if (precision && *precision != "bf16" && *precision != "fp16" && *precision != "fp32")
+    return "profile '" + path + "': 'matmul_precision' must be bf16, fp16 or fp32";
+  p.matmul16 = precision ? *precision != "fp32" : p.target == "cuda";
   for (Field &f : fields) {
     std::optional<double> v = obj->getNumber(f.key);
     if (!v && !f.required)
@@ -164,19 +172,29 @@ Profile builtinProfile(const std::string &target) {
   return p;
 }
 
-double Profile::matmulRate(double flops) const {
+double Profile::matmulRate(double flops, bool gemmOnly) const {
   // (flops of one n^3 product, rate) for the sizes measured, ascending.
-  SmallVector<std::pair<double, double>, 3> pts;
+  SmallVector<std::pair<double, double>, 5> pts;
   auto add = [&](double n, double rate) {
-    if (n > 0 && rate > 0)
-      pts.push_back({2 * n * n * n, rate});
+    if (!(n > 0 && rate > 0))
+      return;
+    double f = 2 * n * n * n, t = f / rate;
+    // Each operand's copy reads 4 bytes an element and writes 2; at most
+    // half the measured time, lest a noisy bandwidth make the rest vanish.
+    if (gemmOnly && matmul16 && memBytes > 0)
+      t -= std::min(t / 2, 12 * n * n / memBytes);
+    pts.push_back({f, f / t});
   };
   add(64, matmulN64Flops);
   add(256, matmulN256Flops);
+  if (matmulN > 1024)
+    add(1024, matmulN1024Flops);
+  if (matmulN > 2048)
+    add(2048, matmulN2048Flops);
   if (matmulN > 256)
     add(matmulN, matmulFlops);
   if (pts.size() < 2)
-    return matmulFlops;
+    return pts.empty() ? matmulFlops : pts.back().second;
   if (flops <= pts.front().first)
     return pts.front().second;
   for (size_t i = 1; i < pts.size(); ++i)
@@ -208,6 +226,8 @@ class Replay {
 public:
   Replay(ModuleOp module, const Profile &p, bool stateOnSsd) : module_(module), p_(p), stateOnSsd_(stateOnSsd) {
     cuda_ = p.target == "cuda";
+    if (auto prec = module->getAttrOfType<StringAttr>("fy.precision"))
+      operands16_ = cuda_ && (prec.getValue() == "bf16" || prec.getValue() == "fp16");
     bool eightBit = false;
     if (auto opt = module->getAttrOfType<StringAttr>("fy.optimizer"))
       eightBit = opt.getValue() == "adamw8bit";
@@ -322,6 +342,7 @@ private:
       if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && !args.empty())
         if (auto b = dyn_cast<BoolAttr>(args[0]))
           transA = b.getValue();
+      auto b = cast<fs::BufferType>(launch.getIns()[1].getType()).getTensorType();
       int64_t k = a.getDimSize(a.getRank() - (transA ? 2 : 1));
       // The CPU runs a batched product slice by slice, so the rate is a
       // slice's; the GPU runs it as one strided-batched GEMM, at the rate of
@@ -329,7 +350,25 @@ private:
       double flops = 2.0 * double(out.getNumElements()) * double(k);
       double slice = 2.0 * double(k) * double(out.getDimSize(out.getRank() - 1)) *
                      double(out.getRank() > 1 ? out.getDimSize(out.getRank() - 2) : 1);
-      t = std::max(t, flops / p_.matmulRate(p_.target == "cuda" ? flops : slice));
+      // At bf16 / fp16 the GPU multiplies 16-bit copies of the operands, made
+      // first (4 bytes read, 2 written an element), in the scratch or, for
+      // one GEMM too large for it, block by block; a batched product too
+      // large keeps fp32 operands.
+      double na = double(a.getNumElements()), nb = double(b.getNumElements());
+      auto batches = [](RankedTensorType t) {
+        int64_t n = 1;
+        for (int64_t i = 0; i + 2 < t.getRank(); ++i)
+          n *= t.getDimSize(i);
+        return n;
+      };
+      bool fits = 2 * (na + nb) + 256 <= double(fy::cuda::kMatmulConvertBytes);
+      bool oneGemm = batches(b) == 1 && (batches(a) == 1 || !transA);
+      if (operands16_ && (fits || oneGemm)) {
+        double moved = 2 * (na + nb) + 4 * double(out.getNumElements());
+        t = 6 * (na + nb) / p_.memBytes + std::max(moved / p_.memBytes, flops / p_.matmulRate(flops, true));
+      } else {
+        t = std::max(t, flops / p_.matmulRate(cuda_ ? flops : slice));
+      }
     }
     return t + p_.launchS;
   }
@@ -598,6 +637,7 @@ private:
   ModuleOp module_;
   const Profile &p_;
   bool stateOnSsd_, cuda_ = false;
+  bool operands16_ = false;  // products on 16-bit copies of their operands (cuda, bf16 / fp16)
   std::array<double, NumStreams> free_{};
   llvm::DenseMap<Value, double> ready_, tokens_;
   llvm::StringMap<double> updated_;  // group -> when its weights are next usable

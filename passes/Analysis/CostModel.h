@@ -27,6 +27,12 @@ struct Profile {
   // large one at n = matmulN, and elements per second of kernels bound by
   // their exp/tanh (activation functions, softmax-like).
   double matmulN = 0, matmulN64Flops = 0, matmulN256Flops = 0;
+  // Optional: the rate at n = 1024 and 2048, where one matmulN cube and the
+  // small ones leave products of GPT-sized layers to interpolation.
+  double matmulN1024Flops = 0, matmulN2048Flops = 0;
+  // The matmul rates were measured with bf16 (fp16) operands, their 16-bit
+  // copies included (fuyou-calibrate on a GPU); else fp32.
+  bool matmul16 = false;
   double transcendentalElems = 0, softmaxElems = 0;
   // Seconds per launch measured in a program's --trace (loadKernelTimes),
   // by kernel name and its operands' bytes; launches found here are charged
@@ -37,8 +43,9 @@ struct Profile {
   // rate inside a running program, with the copies' traffic beside it).
   bool adamwFromTrace = false;
   // The matmul rate for one product of `flops`: interpolated in log(flops)
-  // between the measured sizes, clamped at the ends.
-  double matmulRate(double flops) const;
+  // between the measured sizes, clamped at the ends. With `gemmOnly`, of
+  // the product alone: the measured cubes' 16-bit copies taken out.
+  double matmulRate(double flops, bool gemmOnly = false) const;
   bool hasSsd() const { return ssdReadBytes > 0 && ssdWriteBytes > 0; }
 };
 

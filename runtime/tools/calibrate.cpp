@@ -348,16 +348,21 @@ int run(int argc, char** argv) {
   std::unique_ptr<fy::Device> device = fy::make_device(rt);
   rt.set_device(device.get());
   // Matrix products at the precision programs default to (fuyou-compile --precision).
-  fy::rt::declare_precision(&rt, device ? "bf16" : "fp32");
+  fy::Profile p;
+  p.matmul_precision = device ? "bf16" : "fp32";
+  fy::rt::declare_precision(&rt, p.matmul_precision.c_str());
   const Plan plan = plan_for(o.quick, device != nullptr);
 
-  fy::Profile p;
   p.target = device ? "cuda" : "cpu";
   p.device = device ? device->name() : cpu_model();
   p.matmul_n = double(plan.matmul_n);
   p.matmul_flops_per_s = matmul_flops_per_s(rt, plan, plan.matmul_n);
   p.matmul_n64_flops_per_s = matmul_flops_per_s(rt, plan, 64);
   p.matmul_n256_flops_per_s = matmul_flops_per_s(rt, plan, 256);
+  // Between 256 and a GPU's 4096 the rate climbs most: a layer's products
+  // (n ~ 1-2k) would otherwise be interpolated from the ends.
+  if (plan.matmul_n > 1024) p.matmul_n1024_flops_per_s = matmul_flops_per_s(rt, plan, 1024);
+  if (plan.matmul_n > 2048) p.matmul_n2048_flops_per_s = matmul_flops_per_s(rt, plan, 2048);
   p.device_mem_bytes_per_s = mem_bytes_per_s(rt, plan);
   transcendental_rates(rt, plan, p);
   p.launch_s = launch_s(rt, plan);

@@ -5,10 +5,14 @@
 //     "format": "fuyou-profile-1",
 //     "target": "cpu",                      (or "cuda")
 //     "device": "<CPU model or GPU name>",
+//     "matmul_precision": "fp32",           (or "bf16": 16-bit operand copies
+//                                            included in the matmul figures)
 //     "matmul_flops_per_s": 1.2e+11,        (n x n x n products, n = matmul_n)
 //     "matmul_n": 1024,
 //     "matmul_n64_flops_per_s": ...,        (the same at n = 64 and 256: small
 //     "matmul_n256_flops_per_s": ...,        products run below the large rate)
+//     "matmul_n1024_flops_per_s": ...,      (and at 1024 and 2048, only where
+//     "matmul_n2048_flops_per_s": ...,       matmul_n is larger)
 //     "device_mem_bytes_per_s": ...,
 //     "transcendental_elems_per_s": ...,    (tanh-GELU: activations bound by arithmetic)
 //     "softmax_elems_per_s": ...,           (softmax over rows of 256)
@@ -33,10 +37,13 @@ namespace fy {
 struct Profile {
   std::string target;  // "cpu" or "cuda": the runtime library the figures come from
   std::string device;  // CPU model name or GPU name
-  double matmul_flops_per_s = 0;      // fp32 matmul at the target's default precision
+  std::string matmul_precision;       // the target's default: "fp32" (cpu) or "bf16" (cuda)
+  double matmul_flops_per_s = 0;      // matmul at that precision
   double matmul_n = 0;                // ... measured on n x n x n products
   double matmul_n64_flops_per_s = 0;
   double matmul_n256_flops_per_s = 0;
+  std::optional<double> matmul_n1024_flops_per_s;  // where matmul_n is larger
+  std::optional<double> matmul_n2048_flops_per_s;
   double device_mem_bytes_per_s = 0;  // elementwise kernel, bytes read + written
   double transcendental_elems_per_s = 0;  // elements of tanh-GELU
   double softmax_elems_per_s = 0;         // elements of a softmax over rows of 256

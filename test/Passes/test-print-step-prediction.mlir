@@ -1,4 +1,31 @@
 // RUN: fuyou-opt %s -split-input-file --test-print-step-prediction="profile=%S/Inputs/profile-slow-adamw-cuda.json" -o /dev/null | FileCheck %s
+// RUN: fuyou-opt %S/Inputs/matmul-costs.mlir -split-input-file --test-print-step-prediction="profile=%S/Inputs/profile-bf16-cuda.json" -o /dev/null | FileCheck %s --check-prefix=MATMUL
+// RUN: sed -e 's/"bf16",/"int8",/' %S/Inputs/profile-bf16-cuda.json > %t.json
+// RUN: not fuyou-opt %S/Inputs/matmul-costs.mlir --test-print-step-prediction="profile=%t.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADPREC
+
+// Matrix products on a GPU at bf16 (Inputs/matmul-costs.mlir, one a step):
+// the profile's n = 1024 product takes 3 ms at 7.158e11 flop/s, measured
+// with its operands' bf16 copies: 12 n^2 bytes at 1.2582912e10 B/s, 1 ms; so
+// the product alone runs at 2^31 flop / 2 ms. Launches 1 us.
+// 1. The same product: copies 1 ms + product 2 ms (its 16-bit operands and
+//    fp32 result, 8 MiB, would take 0.67 ms): the calibration back.
+// MATMUL: predicted step: 3.001 ms
+// 2. 2048x1024 by 1024x512, the same flops: copies of 2.5 Mi elements, 6 B
+//    each, 1.25 ms + 2 ms.
+// MATMUL: predicted step: 3.251 ms
+// 3. The same at fp32: no copies, the measured rate, 3 ms.
+// MATMUL: predicted step: 3.001 ms
+// 4. 16384x8192 by 8192x8: its copies (256 MiB) exceed the runtime's
+//    128 MiB scratch; one GEMM, the runtime runs it in blocks that fit, so
+//    still copies, 805,699,584 B = 64.03 ms, then the product, bound by
+//    moving its bf16 operands and result (269,090,816 B = 21.39 ms).
+// MATMUL: predicted step: 85.42 ms
+// 5. The same a in two batches against a batched b: too large and not one
+//    GEMM, so fp32 operands without copies, bound by moving them and the
+//    result: 537,919,488 B = 42.75 ms.
+// MATMUL: predicted step: 42.75 ms
+// BADPREC: profile '{{.*}}': 'matmul_precision' must be bf16, fp16 or fp32
+
 
 // The optimizer's queue as the runtime runs it. An untied table (@g2, 16 rows
 // of 4, the next batch's 6 rows first) and two blocks (@g0 then @g1 in

@@ -9,8 +9,8 @@ import math
 import re
 import sys
 
-KEYS = ["format", "target", "device", "matmul_flops_per_s", "matmul_n", "matmul_n64_flops_per_s",
-        "matmul_n256_flops_per_s", "device_mem_bytes_per_s", "transcendental_elems_per_s", "softmax_elems_per_s",
+KEYS = ["format", "target", "device", "matmul_precision", "matmul_flops_per_s", "matmul_n", "matmul_n64_flops_per_s",
+        "matmul_n256_flops_per_s", "matmul_n1024_flops_per_s", "matmul_n2048_flops_per_s", "device_mem_bytes_per_s", "transcendental_elems_per_s", "softmax_elems_per_s",
         "launch_s",
         "h2d_bytes_per_s", "d2h_bytes_per_s", "ssd_read_bytes_per_s", "ssd_write_bytes_per_s",
         "adamw_params_per_s", "adamw_alone_params_per_s"]
@@ -23,7 +23,10 @@ def check(text, ssd, target):
     if lines[0] != "{" or lines[-1] != "}":
         return "not one object with its braces on their own lines"
     pairs = json.loads(text, object_pairs_hook=list)
-    want = [k for k in KEYS if (ssd or k not in SSD_KEYS) and (target == "cuda" or k not in DEVICE_KEYS)]
+    n = dict(pairs).get("matmul_n", 0)
+    # The 1024 and 2048 cubes are measured only below the large one.
+    want = [k for k in KEYS if (ssd or k not in SSD_KEYS) and (target == "cuda" or k not in DEVICE_KEYS)
+            and (k != "matmul_n1024_flops_per_s" or n > 1024) and (k != "matmul_n2048_flops_per_s" or n > 2048)]
     if [k for k, _ in pairs] != want:
         return "keys %s, expected %s" % ([k for k, _ in pairs], want)
     if len(lines) != len(want) + 2:
@@ -35,7 +38,9 @@ def check(text, ssd, target):
         return "target %r, expected %r" % (values["target"], target)
     if not values["device"]:
         return "empty device"
-    for line, (key, value) in zip(lines[4:-1], pairs[3:]):
+    if values["matmul_precision"] != ("bf16" if target == "cuda" else "fp32"):
+        return "matmul_precision %r on %s" % (values["matmul_precision"], target)
+    for line, (key, value) in zip(lines[5:-1], pairs[4:]):
         text = re.sub(r",$", "", line.split(": ", 1)[1])
         if not isinstance(value, float) and not isinstance(value, int) or not math.isfinite(value) or value <= 0:
             return "%s is %r, not a positive number" % (key, value)
