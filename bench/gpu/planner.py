@@ -16,12 +16,12 @@
       change them), then a traced run of the greedy program whose per-track
       busy times give the overlap ratio (step / busiest stream).
 
-  kernel-times PREPDIR RESULTS PROFILE   (development machine, after run)
+  kernel-times RESULTS PROFILE   (development machine, after run)
       RESULTS is the run's $OUT (planner.json and each greedy program's
       trace): each measured plan, and the keep-all one, predicted again with
       --kernel-times from that trace (kernels priced at their measured times,
       the rest of the model unchanged), against the measured steps.
-  repredict PREPDIR RESULTS PROFILE      (development machine, after run)
+  repredict RESULTS PROFILE      (development machine, after run)
       The same from PROFILE alone (no trace): e.g. the profile bench/gpu.sh
       calibrated on the GPU machine, against the one the plans were made with.
 
@@ -195,7 +195,8 @@ def run_all(top):
     return len(results) == len(os.listdir(top))
 
 
-def kernel_times(prep, results, profile, use_trace=True):
+def kernel_times(results, profile, use_trace=True):
+    bench = load("planner_bench", os.path.join(ROOT, "bench", "planner", "run.py"))
     fc = os.path.join(ROOT, "build", "bin", "fuyou-compile")
     measured = {r["config"]: r for r in json.load(open(os.path.join(results, "planner.json")))}
     label = "kernel times" if use_trace else "profile " + os.path.basename(profile)
@@ -203,7 +204,6 @@ def kernel_times(prep, results, profile, use_trace=True):
     for name, model, shape, _ in CONFIGS:
         if name not in measured:
             continue
-        cfg = json.load(open(os.path.join(prep, name, "config.json")))
         onnx = os.path.join("/tmp", f"fy_planner_{name}.onnx")
         if not os.path.exists(onnx):
             run([PY, os.path.join(ROOT, "examples", "export.py"), "--model", model, "--out", onnx, "--vocab", "50304",
@@ -211,7 +211,10 @@ def kernel_times(prep, results, profile, use_trace=True):
         base = [fc, onnx, "--target", "cuda", "--state", "memory", "--profile", profile, "--emit=plan"]
         if use_trace:
             base += ["--kernel-times", os.path.join(results, f"planner_{name}.trace.json")]
-        g = cfg["greedy"]
+        # The plan that was measured (the prepared one may differ once the model changes).
+        short, params = measured[name]["plan"].split("+")
+        full = {v: k for k, v in bench.ABBREV.items()}
+        g = {"short": measured[name]["plan"], "activations": [full[c] for c in short], "params": params}
         pred = {}
         for tag, extra in (("plan", ["--activations", ",".join(g["activations"]), "--params", g["params"]]),
                            ("keep", [])):

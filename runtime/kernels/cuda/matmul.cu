@@ -284,7 +284,7 @@ template <class H, class H2>
 bool split16(const float* pa, const float* pb, float* pc, int64_t Mt, int64_t N, int64_t K, bool ta, bool tb,
              Mode mode, char* scratch, cudaStream_t s) {
   constexpr int64_t kMinRows = 1024;
-  const size_t room = kConvertBytes - 256;  // slack for the second copy's alignment
+  const size_t room = kConvertBytes - 256;  // K blocks: slack for B's 256-byte start
   const size_t b16 = align256(size_t(K) * size_t(N) * 2);
   if (b16 < room && int64_t((room - b16) / (size_t(K) * 2)) >= kMinRows) {
     // c's rows m0.. come from a's rows (a^T: columns) m0.. and all of b.
