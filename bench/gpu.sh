@@ -28,7 +28,7 @@ cmake -S "$ROOT" -B $BUILD -G Ninja -DFUYOU_BUILD_COMPILER=OFF -DCMAKE_PREFIX_PA
   -DFY_CBLAS_INCLUDE=$DEPS/usr/include/x86_64-linux-gnu/openblas-pthread \
   -DFY_URING_LIB=$LIB/liburing.so -DCMAKE_CXX_FLAGS="-I$DEPS/usr/include" > "$OUT/cmake.log" 2>&1 \
   || { tail -30 "$OUT/cmake.log"; exit 1; }
-ninja -C $BUILD fuyou_rt_cuda fuyou_cuda_tests fuyou-calibrate-cuda > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 error "$OUT/build.log"; exit 1; }
+ninja -C $BUILD fuyou_rt_cuda fuyou_cuda_tests fuyou-calibrate-cuda fuyou-bench-matmul-cuda > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 error "$OUT/build.log"; exit 1; }
 echo "built the runtime and GPU tests in $(( $(date +%s) - t0 )) s"
 
 # The CUDA libraries CMake found (FindCUDAToolkit's cache entries: full paths).
@@ -66,6 +66,10 @@ if [[ " $STAGES " == *" e2e "* ]]; then
 fi
 
 if [[ " $STAGES " == *" speed "* ]]; then
+  # The logits' gradient products, past the 16-bit scratch: in blocks against fp32 operands.
+  $BUILD/bin/fuyou-bench-matmul-cuda > "$OUT/matmul_blocks.txt" 2>&1
+  row "matmul blocks, fp32-operand ms / blocks ms (logits, dx, dW; d 768 then 1024): $(awk 'NR > 1 {printf "%s ", $(NF-1)}' "$OUT/matmul_blocks.txt")"
+  cat "$OUT/matmul_blocks.txt"
   d=$G/gpt124
   program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
     && row "$(python3 "$ROOT/bench/gpu/run.py" speed "$d" "$d/train" 2>&1 | tail -3)" \

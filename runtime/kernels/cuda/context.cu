@@ -18,6 +18,7 @@ namespace detail {
 namespace {
 cudaStream_t g_stream = nullptr;
 MatmulPrecision g_precision = MatmulPrecision::BF16;
+bool g_blocks = true;
 int* g_error = nullptr;  // one int of device memory, zeroed
 }  // namespace
 
@@ -38,6 +39,8 @@ void set_stream(void* s) { detail::g_stream = static_cast<cudaStream_t>(s); }
 void* stream() { return detail::g_stream; }
 void set_matmul_precision(MatmulPrecision p) { detail::g_precision = p; }
 MatmulPrecision matmul_precision() { return detail::g_precision; }
+void set_matmul_blocks(bool on) { detail::g_blocks = on; }
+bool matmul_blocks() { return detail::g_blocks; }
 
 void synchronize() {
   FY_CUDA_CHECK(cudaStreamSynchronize(detail::g_stream));

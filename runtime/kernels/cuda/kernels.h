@@ -33,6 +33,11 @@ void* stream();
 enum class MatmulPrecision { FP32, TF32, BF16, FP16 };
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
+// BF16 / FP16: one GEMM whose 16-bit operand copies do not fit the scratch
+// runs in blocks whose copies do (the default), else on fp32 operands at
+// FAST_16BF / FAST_16F. For benchmarks that compare the two.
+void set_matmul_blocks(bool on);
+bool matmul_blocks();
 // Device memory matmul takes per stream beyond its operands at precision p:
 // cuBLASLt's workspace and, for BF16 and FP16, the operands' 16-bit copies.
 size_t matmul_scratch_bytes(MatmulPrecision p);

@@ -415,8 +415,8 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
     if (prec == MatmulPrecision::FP16 &&
         run16(static_cast<__half*>(nullptr), static_cast<__half2*>(nullptr), Mode::FP16Operands))
       return;
-  } else if ((prec == MatmulPrecision::BF16 || prec == MatmulPrecision::FP16) && bb.numel() == 1 &&
-             (ab.numel() == 1 || !ta)) {
+  } else if ((prec == MatmulPrecision::BF16 || prec == MatmulPrecision::FP16) && matmul_blocks() &&
+             bb.numel() == 1 && (ab.numel() == 1 || !ta)) {
     // One GEMM (a's batches stack into rows) too large for the scratch: in
     // blocks whose copies fit, still on the tensor cores' 16-bit operands.
     auto* scratch = static_cast<char*>(per_stream(lt().convert, s, kConvertBytes));
