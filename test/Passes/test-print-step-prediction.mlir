@@ -1,12 +1,16 @@
 // RUN: fuyou-opt %s -split-input-file --test-print-step-prediction="profile=%S/Inputs/profile-slow-adamw-cuda.json" -o /dev/null | FileCheck %s
 // RUN: fuyou-opt %S/Inputs/matmul-costs.mlir -split-input-file --test-print-step-prediction="profile=%S/Inputs/profile-bf16-cuda.json" -o /dev/null | FileCheck %s --check-prefix=MATMUL
+// RUN: sed -e 's/"matmul_n": 1024,/"matmul_n": 2048, "matmul_n1024_flops_per_s": 7.158278826666667e11,/' -e 's/"matmul_flops_per_s": 7.158278826666667e11/"matmul_flops_per_s": 1.4316557653333334e12/' %S/Inputs/profile-bf16-cuda.json > %t.n2048.json
+// RUN: fuyou-opt %S/Inputs/matmul-costs.mlir -split-input-file --test-print-step-prediction="profile=%t.n2048.json" -o /dev/null | FileCheck %s --check-prefix=MATMUL
 // RUN: sed -e 's/"bf16",/"int8",/' %S/Inputs/profile-bf16-cuda.json > %t.json
 // RUN: not fuyou-opt %S/Inputs/matmul-costs.mlir --test-print-step-prediction="profile=%t.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADPREC
 
 // Matrix products on a GPU at bf16 (Inputs/matmul-costs.mlir, one a step):
 // the profile's n = 1024 product takes 3 ms at 7.158e11 flop/s, measured
 // with its operands' bf16 copies: 12 n^2 bytes at 1.2582912e10 B/s, 1 ms; so
-// the product alone runs at 2^31 flop / 2 ms. Launches 1 us.
+// the product alone runs at 2^31 flop / 2 ms. Launches 1 us. Every product
+// here has 2^31 flops, so the same figures come out when the profile's large
+// cube is n = 2048 (twice the rate) and n = 1024 is an extra point (%t.n2048.json).
 // 1. The same product: copies 1 ms + product 2 ms (its 16-bit operands and
 //    fp32 result, 8 MiB, would take 0.67 ms): the calibration back.
 // MATMUL: predicted step: 3.001 ms
