@@ -377,7 +377,7 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
   const MatmulPrecision prec = matmul_precision();
   const int64_t nbatch = c.numel() / (M * N);
   // Each operand's copy starts on a 256-byte boundary of the scratch.
-  const size_t a16 = (size_t(a.numel()) * 2 + 255) / 256 * 256, b16 = size_t(b.numel()) * 2;
+  const size_t a16 = align256(size_t(a.numel()) * 2), b16 = size_t(b.numel()) * 2;
   auto run = [&](const auto* A, const auto* B, Mode mode) {
     if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
       // x @ W with a shared W: a's batches stacked into one tall GEMM.
