@@ -118,6 +118,23 @@ def ParamWaits : Pass<"fy-param-waits", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def EarlyOffload : Pass<"fy-early-offload", "mlir::ModuleOp"> {
+  let summary = "Hands a tied table's gradient to the optimizer as soon as its logits part is done";
+  let description = [{
+    A table's gradient made by gather_grad_add(base, dy, ids) of the step's
+    token ids is final in `base` for every row the ids do not name, long
+    before backward reaches the gather: for a tied embedding, right after
+    the logits product's backward. A fysched.grad_offload_early of `base`
+    goes after base is written and after the table's last read in the
+    step, so that the optimizer updates those rows (most of the table)
+    while backward runs, and the group's update at the end of backward is
+    left only the batch's rows: the table's update is off the step's
+    boundary, where the next forward waited for it. Run after
+    fy-param-waits.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
   let summary = "Issues each group's optimizer-state read ahead of its update";
   let description = [{

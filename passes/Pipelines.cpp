@@ -18,6 +18,7 @@ void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o) {
   pm.addPass(createStreamParams(stream));
   pm.addPass(createRowsFirst());
   pm.addPass(createParamWaits());
+  pm.addPass(createEarlyOffload());
   pm.addPass(createInsertDealloc());
   AsyncCopiesOptions copies;
   copies.window = o.copyWindow;

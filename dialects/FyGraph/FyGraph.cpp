@@ -3,6 +3,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -355,6 +356,35 @@ LogicalResult GatherOp::verify() {
 }
 LogicalResult GatherGradOp::verify() {
   return verifyGather(*this, getDtable(), getIndices(), getDy());
+}
+LogicalResult GatherGradAddOp::verify() {
+  if (getBase().getType() != getDtable().getType())
+    return emitOpError("base must have the result's type");
+  return verifyGather(*this, getDtable(), getIndices(), getDy());
+}
+
+namespace {
+// add(t, gather_grad(dy, ids)) -> gather_grad_add(t, dy, ids): one pass over
+// the table instead of a zero table and a sum, and the rows ids do not name
+// stay t's exactly.
+struct AddOfGatherGrad : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op, PatternRewriter &rw) const override {
+    for (auto [scattered, base] : {std::pair(op.getRhs(), op.getLhs()), std::pair(op.getLhs(), op.getRhs())}) {
+      auto gg = scattered.getDefiningOp<GatherGradOp>();
+      if (!gg || !scattered.hasOneUse() || base.getType() != op.getType() || gg.getType() != op.getType())
+        continue;
+      rw.replaceOpWithNewOp<GatherGradAddOp>(op, op.getType(), base, gg.getDy(), gg.getIndices());
+      rw.eraseOp(gg);
+      return success();
+    }
+    return failure();
+  }
+};
+} // namespace
+
+void AddOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *ctx) {
+  results.add<AddOfGatherGrad>(ctx);
 }
 
 LogicalResult DropoutOp::verify() {

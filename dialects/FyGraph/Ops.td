@@ -71,7 +71,11 @@ class FyGraph_BinaryOp<string mnemonic, list<Trait> traits = []>
   let hasVerifier = 1;
 }
 
-def FyGraph_AddOp : FyGraph_BinaryOp<"add", [Commutative]> { let summary = "Broadcasting a + b"; }
+def FyGraph_AddOp : FyGraph_BinaryOp<"add", [Commutative]> {
+  let summary = "Broadcasting a + b";
+  // add(t, gather_grad(dy, ids)) becomes gather_grad_add(t, dy, ids).
+  let hasCanonicalizer = 1;
+}
 def FyGraph_SubOp : FyGraph_BinaryOp<"sub"> { let summary = "Broadcasting a - b"; }
 def FyGraph_MulOp : FyGraph_BinaryOp<"mul", [Commutative]> { let summary = "Broadcasting a * b"; }
 def FyGraph_DivOp : FyGraph_BinaryOp<"div"> { let summary = "Broadcasting a / b"; }
@@ -363,6 +367,21 @@ def FyGraph_GatherGradOp : FyGraph_Op<"gather_grad", [Pure]> {
   let arguments = (ins FyFloatTensor:$dy, FyIndexTensor:$indices);
   let results = (outs FyFloatTensor:$dtable);
   let assemblyFormat = "$dy `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_GatherGradAddOp : FyGraph_Op<"gather_grad_add", [Pure]> {
+  let summary = "A table plus row gradients scattered into it: base + gather_grad(dy, indices)";
+  let description = [{
+    A tied embedding's gradient: the logits product's part (`base`, every row)
+    plus the gather's rows. Each row the indices name is base's row plus the
+    sum of its dy rows in index order, as add(base, gather_grad(dy, indices))
+    gives; every other row is base's row, bit for bit (no + 0.0), so that an
+    optimizer may take those rows as soon as `base` is computed.
+  }];
+  let arguments = (ins FyFloatTensor:$base, FyFloatTensor:$dy, FyIndexTensor:$indices);
+  let results = (outs FyFloatTensor:$dtable);
+  let assemblyFormat = "$base `,` $dy `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -158,5 +158,14 @@ LogicalResult GroupWaitRowsOp::verify() {
   return verifyMember(*this, getGroupAttr(), getParam());
 }
 
+LogicalResult GradOffloadEarlyOp::verify() {
+  if (!cast<BufferType>(getIds().getType()).getTensorType().getElementType().isInteger(64))
+    return emitOpError("ids must be i64");
+  auto grad = cast<BufferType>(getGrad().getType()).getTensorType();
+  if (grad.getRank() != 2 || !grad.getElementType().isF32())
+    return emitOpError("grad must be a 2-D f32 table");
+  return verifyMember(*this, getGroupAttr(), getParam());
+}
+
 #define GET_OP_CLASSES
 #include "dialects/FySched/FySchedOps.cpp.inc"

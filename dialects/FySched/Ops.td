@@ -142,6 +142,26 @@ def FySched_GradOffloadOp : FySched_Op<"grad_offload"> {
   let assemblyFormat = "$group `(` $grads `:` type($grads) `)` attr-dict";
 }
 
+def FySched_GradOffloadEarlyOp : FySched_Op<"grad_offload_early"> {
+  let summary = "Hands the optimizer a table's gradient in every row the step's ids do not name";
+  let description = [{
+    `grad` holds the final gradient of 2-D table `param` of `group` in every
+    row that `ids` (the step's token ids) does not name: a tied embedding's
+    logits part, before the gather's rows are scatter-added into it
+    (gather_grad_add leaves the other rows as they are). The optimizer may
+    copy those rows off the device and update them while backward goes on,
+    so that only the named rows are left for the group's grad_offload; it
+    may also decline (clipping, loss scaling, accumulation, state on SSD,
+    an 8-bit table), and the group's grad_offload then brings everything.
+    Nothing reads the table after it in the step (fy-early-offload); like
+    grad_offload's, `grad` stays allocated until the group's grad_offload.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group, FlatSymbolRefAttr:$param, FySched_Buffer:$grad,
+                       FySched_Buffer:$ids);
+  let assemblyFormat = "$group `,` $param `(` $grad `:` type($grad) `)` `except` `(` $ids `:` type($ids) `)` attr-dict";
+  let hasVerifier = 1;
+}
+
 def FySched_StateReadOp : FySched_Op<"state_read"> {
   let summary = "Starts reading a group's optimizer state from the store into host memory";
   let description = [{

@@ -14,16 +14,19 @@ BufferLiveness::BufferLiveness(Block &block) {
   // Where each grad_offload's copy is known to have landed: the next one,
   // else the block's last op before its terminator.
   llvm::DenseMap<Operation *, Operation *> landed;
-  fs::GradOffloadOp prev;
-  for (Operation &op : block)
-    if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
-      if (prev)
-        landed[prev] = off;
-      prev = off;
+  // A grad_offload_early's copy lands by the grad_offload after it too.
+  SmallVector<Operation *> inFlight;
+  for (Operation &op : block) {
+    if (isa<fs::GradOffloadOp>(op)) {
+      for (Operation *o : inFlight)
+        landed[o] = &op;
+      inFlight.clear();
     }
-  if (prev)
-    landed[prev] = block.mightHaveTerminator() && block.back().getPrevNode() ? block.back().getPrevNode()
-                                                                            : &block.back();
+    if (isa<fs::GradOffloadOp, fs::GradOffloadEarlyOp>(op))
+      inFlight.push_back(&op);
+  }
+  for (Operation *o : inFlight)
+    landed[o] = block.mightHaveTerminator() && block.back().getPrevNode() ? block.back().getPrevNode() : &block.back();
   for (Operation &op : block) {
     if (!isa<fs::AllocOp, fs::ConstantOp>(op))
       continue;
@@ -42,7 +45,7 @@ BufferLiveness::BufferLiveness(Block &block) {
           work.push_back(view.getResult());
         if (isa<fs::DeallocOp>(top))
           continue;  // the end of a lifetime is not a use
-        if (isa<fs::GradOffloadOp>(top))
+        if (isa<fs::GradOffloadOp, fs::GradOffloadEarlyOp>(top))
           top = landed.lookup(top);
         // An asynchronous copy uses both buffers until the wait for it.
         if (auto copy = dyn_cast<fs::CopyOp>(top); copy && copy.getToken())

@@ -236,18 +236,21 @@ struct GroupWaitLowering : IndexedLowering<fs::GroupWaitOp> {
   const llvm::StringMap<int64_t> &params;
 };
 
-// group_wait_rows(rt, group, param, ids): the group and the table by index.
-struct GroupWaitRowsLowering : IndexedLowering<fs::GroupWaitRowsOp> {
-  GroupWaitRowsLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &groups,
-                        const llvm::StringMap<int64_t> &params)
-      : IndexedLowering(tc, ctx, groups), params(params) {}
-  LogicalResult matchAndRewrite(fs::GroupWaitRowsOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "group_wait_rows", {}, a.getIds(),
-         {id(rw, op.getGroup()), rw.getI64IntegerAttr(params.lookup(op.getParam()))}, /*staticFirst=*/true);
+// An op on one parameter of a group, the group and the parameter by index
+// then its operands: group_wait_rows(rt, group, param, ids),
+// grad_offload_early(rt, group, param, grad, ids).
+template <typename OpT> struct GroupParamLowering : IndexedLowering<OpT> {
+  GroupParamLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &groups,
+                     const llvm::StringMap<int64_t> &params, StringRef fn)
+      : IndexedLowering<OpT>(tc, ctx, groups), params(params), fn(fn) {}
+  LogicalResult matchAndRewrite(OpT op, typename OpT::Adaptor a, ConversionPatternRewriter &rw) const override {
+    call(rw, op, fn, {}, a.getOperands(),
+         {this->id(rw, op.getGroup()), rw.getI64IntegerAttr(params.lookup(op.getParam()))}, /*staticFirst=*/true);
     rw.eraseOp(op);
     return success();
   }
   const llvm::StringMap<int64_t> &params;
+  StringRef fn;
 };
 
 struct LaunchLowering : OpConversionPattern<fs::LaunchOp> {
@@ -485,7 +488,8 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
                  CopyLowering, WaitLowering, FuncLowering, ReturnLowering>(tc, ctx);
     patterns.add<ParamLowering, AdamWLowering>(tc, ctx, index);
     patterns.add<GroupWaitLowering>(tc, ctx, groupIds, index);
-    patterns.add<GroupWaitRowsLowering>(tc, ctx, groupIds, index);
+    patterns.add<GroupParamLowering<fs::GroupWaitRowsOp>>(tc, ctx, groupIds, index, "group_wait_rows");
+    patterns.add<GroupParamLowering<fs::GradOffloadEarlyOp>>(tc, ctx, groupIds, index, "grad_offload_early");
     patterns.add<GroupPipelineLowering<fs::GradOffloadOp>>(tc, ctx, groupIds, "grad_offload");
     patterns.add<GroupPipelineLowering<fs::StateReadOp>>(tc, ctx, groupIds, "state_read");
     patterns.add<GroupPipelineLowering<fs::GroupAdamWOp>>(tc, ctx, groupIds, "group_adamw");

@@ -151,5 +151,10 @@ void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
   TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
   rt->async_optimizer().wait_rows(group, param, ids.as<int64_t>(), ids.numel());
 }
+void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
+  TraceSpan span(rt->trace(), "compute", "early rows out, group ", group);
+  if (!started().empty()) run_uploads_reading(rt, param);
+  rt->async_optimizer().offload_early(group, param, grad, ids.as<int64_t>(), ids.numel());
+}
 
 }  // namespace fy::rt

@@ -162,6 +162,7 @@ void concat(Runtime* rt, int64_t axis, View out, Views... ins) {
 }
 void gather(Runtime* rt, View table, View idx, View out);
 void gather_grad(Runtime* rt, View dy, View idx, View dtable);
+void gather_grad_add(Runtime* rt, View base, View dy, View idx, View dtable);
 
 // ---- normalisation ----
 void layer_norm(Runtime* rt, View x, View scale, View bias, View y, View mean, View inv_std, int64_t axis, double eps);
@@ -229,5 +230,10 @@ void group_wait_param(Runtime* rt, int64_t group, int64_t param);
 // of the group): waits only for the rows they name, which the group's update
 // does first; a group_wait goes before the table's next read.
 void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids);
+// fysched.grad_offload_early: `grad` is table `param`'s final gradient in
+// every row the step's token ids do not name; the optimizer may update
+// those rows now, while backward goes on (or decline: the group's
+// grad_offload then brings them).
+void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids);
 
 }  // namespace fy::rt

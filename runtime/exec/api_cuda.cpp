@@ -104,5 +104,9 @@ void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
   TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
   device_of(rt).group_wait_rows(group, param, ids);
 }
+void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
+  TraceSpan span(rt->trace(), "compute", "early rows out, group ", group);
+  device_of(rt).grad_offload_early(group, param, grad, ids);
+}
 
 }  // namespace fy::rt

@@ -23,6 +23,7 @@ AsyncOptimizer::AsyncOptimizer(Runtime& rt) : rt_(rt) {
   const TrainOptions& o = rt.options();
   pool_ = std::make_unique<AdamWPool>(int(o.optimizer_threads));
   param_waits_ = o.param_waits;
+  early_on_ = o.early_rows;
   if (!o.ssd_dirs.empty()) {
     // A fresh run; --resume writes the checkpoint's moments in.
     store_ = std::make_unique<store::TensorStore>(rt.store_options("fuyou.store", true));
@@ -155,7 +156,7 @@ void AsyncOptimizer::combine(Group& g) {
 
 namespace {
 const char* op_name(int op) {
-  static const char* names[] = {"grad_offload", "state_read", "group_adamw", "state_write", "gradient check"};
+  static const char* names[] = {"grad_offload", "state_read", "group_adamw", "state_write", "gradient check", "early rows"};
   return names[op];
 }
 }  // namespace
@@ -180,9 +181,11 @@ AsyncOptimizer::Token AsyncOptimizer::peek_token(int64_t token, int64_t group, c
 
 int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) {
   if (group < 0 || group >= num_groups()) fail("grad_offload: no group " + std::to_string(group));
-  wait_group(group, /*slot=*/true);  // a group is updated (or accumulated) once at a time
-  if (slots_.empty()) make_slots();
   Group& g = groups_[size_t(group)];
+  // A group is updated (or accumulated) once at a time; offload_early took
+  // this update's slot already.
+  if (!g.early) wait_group(group, /*slot=*/true);
+  if (slots_.empty()) make_slots();
   if (count != g.params.size())
     fail("grad_offload: group " + std::to_string(group) + " has " + std::to_string(g.params.size()) +
          " parameters, got " + std::to_string(count) + " gradients");
@@ -192,27 +195,28 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
       fail("grad_offload: gradient of '" + p.name + "' is " + dtype_name(grads[i].dtype) + " " +
            grads[i].shape.str() + ", parameter is F32 " + p.value.shape.str());
   }
-  {
-    // A host slot for the gradients: wait for the optimizer to free one.
-    TraceSpan span(rt_.trace(), "compute", "wait for a gradient slot");
-    auto t0 = Clock::now();
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return !free_slots_.empty() || error_; });
-    wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
-    if (error_) std::rethrow_exception(error_);
-    g.slot = free_slots_.back();
-    free_slots_.pop_back();
-  }
+  if (!g.early) take_slot(g);
   // The rows the next step gathers first (a device copies their gradient
   // ahead of the whole one), then the gradients leave the device (on the
-  // CPU target: a copy).
-  plan_rows(g, rt_.step());
+  // CPU target: a copy). After offload_early the rows are the step's own,
+  // the only ones of the table left.
+  if (!g.early) plan_rows(g, rt_.step());
   g.rows_from_copy = g.rows_index >= 0 && g.row_grads && copies_row_grads(g);
   if (g.rows_from_copy) {
     const View table{grads[g.rows_index].data, rt_.param(g.rows_param).value.shape, DType::F32};
     g.rows_landed = copy_rows_out_(group, table, g.rows, g.row_count, g.row_grads);
   }
   for (size_t i = 0; i < count; ++i) {
+    if (g.early && int(i) == g.rows_index) {
+      // The early part reads the rest of this slot now: only the named rows
+      // go in, unless the device copied them to row_grads (offload_early
+      // declines a device that cannot).
+      if (g.rows_from_copy) continue;
+      const int64_t d = grads[i].shape[1];
+      for (int64_t k = 0; k < g.row_count; ++k)
+        std::memcpy(grad(g, i) + g.rows[k] * d, grads[i].as<float>() + g.rows[k] * d, size_t(d) * sizeof(float));
+      continue;
+    }
     if (copy_out_)
       copy_out_(grads[i], grad(g, i));
     else
@@ -235,6 +239,69 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
   std::lock_guard<std::mutex> lock(mu_);
   g.offloaded = ++offloads_;
   return new_token(Op::Offload, group, 0);
+}
+
+void AsyncOptimizer::take_slot(Group& g) {
+  // A host slot for the gradients: wait for the optimizer to free one.
+  TraceSpan span(rt_.trace(), "compute", "wait for a gradient slot");
+  auto t0 = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return !free_slots_.empty() || error_; });
+  wait_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (error_) std::rethrow_exception(error_);
+  g.slot = free_slots_.back();
+  free_slots_.pop_back();
+}
+
+bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& grad_view, const int64_t* ids,
+                                   int64_t n) {
+  if (group < 0 || group >= num_groups()) fail("grad_offload_early: no group " + std::to_string(group));
+  Group& g = groups_[size_t(group)];
+  const auto at = std::find(g.params.begin(), g.params.end(), param);
+  if (at == g.params.end())
+    fail("grad_offload_early: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
+  const Runtime::Param& p = rt_.param(param);
+  if (grad_view.dtype != DType::F32 || grad_view.shape != p.value.shape || p.value.shape.rank != 2)
+    fail("grad_offload_early: gradient of '" + p.name + "' is " + dtype_name(grad_view.dtype) + " " +
+         grad_view.shape.str() + ", parameter is F32 " + p.value.shape.str() + " (a 2-D table)");
+  // The named rows' gradient must come down on its own at grad_offload: on
+  // a device, through the rows' copy.
+  if (!early_on_ || store_ || holds() || accum_ > 1 || p.q8_block || rt_.recording_grads() || g.rows_param != param ||
+      !g.rows || n > g.rows_capacity || (copy_out_ && !copies_row_grads(g)))
+    return false;
+  wait_group(group, /*slot=*/true);
+  if (slots_.empty()) make_slots();
+  const int64_t table_rows = p.value.shape[0];
+  g.row_mask.assign(size_t(table_rows), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    if (ids[k] < 0 || ids[k] >= table_rows)
+      fail("grad_offload_early: token id " + std::to_string(ids[k]) + " is out of range for '" + p.name + "' of " +
+           std::to_string(table_rows) + " rows");
+    g.row_mask[size_t(ids[k])] = 1;
+  }
+  take_slot(g);
+  g.row_count = 0;
+  for (int64_t r = 0; r < table_rows; ++r)
+    if (g.row_mask[size_t(r)]) g.rows[g.row_count++] = r;
+  g.rows_index = int(at - g.params.begin());
+  if (copy_out_)
+    copy_out_(grad_view, grad(g, size_t(g.rows_index)));
+  else
+    std::memcpy(grad(g, size_t(g.rows_index)), grad_view.data, grad_view.nbytes());
+  if (copy_fence_) g.early_landed = copy_fence_(group);
+  std::lock_guard<std::mutex> lock(mu_);
+  // As update() would set them: the step's AdamW, and nothing of the group
+  // to be read until its update is done.
+  g.step = rt_.step();
+  g.iteration = rt_.step();
+  g.early = g.pending = g.updating = true;
+  g.early_done = false;
+  std::fill(g.updated.begin(), g.updated.end(), 0);
+  g.rows_ready = false;
+  g.rows_done = false;
+  queue_.push_back(Item{Op::Early, group, 0});
+  work_cv_.notify_one();
+  return true;
 }
 
 int64_t AsyncOptimizer::read(int64_t group) {
@@ -525,7 +592,9 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return !g.updating || g.rows_ready || error_; });
   bool rows = false;
-  if (!error_ && g.updating) {
+  if (!error_ && g.updating && g.early_done) {
+    rows = true;  // the early part did every row the rows part did not
+  } else if (!error_ && g.updating) {
     // The first part holds the rows next_ids named; this batch must be among them.
     rows = true;
     for (int64_t i = 0; i < n && rows; ++i)
@@ -564,18 +633,18 @@ void AsyncOptimizer::quiesce() noexcept {
   quiescing_ = true;
   done_cv_.wait(lock, [&] { return !running_; });
   auto drop = [&](Group& g) {
-    g.pending = g.updating = g.held = g.rows_done = false;
+    g.pending = g.updating = g.held = g.rows_done = g.early = g.early_done = false;
     settle_landings(g);  // the slot is reused only once its copies are in
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
   };
   for (const Item& it : queue_)
-    if (it.op == Op::Update) drop(groups_[size_t(it.group)]);
+    if (it.op == Op::Update || it.op == Op::Early) drop(groups_[size_t(it.group)]);
   queue_.clear();
   held_.clear();
-  // Held for the verdict, or offloaded by a step that failed before its update.
+  // Held for the verdict, or offloaded (early too) by a step that failed before its update.
   for (Group& g : groups_)
-    if (g.held || (g.slot >= 0 && !g.pending)) drop(g);
+    if (g.held || (g.slot >= 0 && (!g.pending || g.early))) drop(g);
   tokens_.clear();
   started_ = 0;
   all_in_ = awaiting_ = false;
@@ -608,12 +677,13 @@ int AsyncOptimizer::runnable() const {
         if (g.updates_done >= it.seq) return int(i);
         break;
       case Op::Update:
-        if (first < 0 && g.reads_done >= it.after_read) first = int(i);
+        if (first < 0 && g.reads_done >= it.after_read && !waits_for_early(it)) first = int(i);
         break;
       case Op::Read:
         if (first < 0 && can_stage(it.group)) first = int(i);
         break;
       case Op::Check:
+      case Op::Early:
         if (first < 0) first = int(i);
         break;
       case Op::Offload:
@@ -628,7 +698,8 @@ int AsyncOptimizer::runnable() const {
   int earliest = first;
   for (size_t i = size_t(first) + 1; i < queue_.size(); ++i) {
     const Item& it = queue_[i];
-    if (it.op != Op::Update || groups_[size_t(it.group)].reads_done < it.after_read) continue;
+    if (it.op == Op::Early && landed(it)) return int(i);
+    if (it.op != Op::Update || groups_[size_t(it.group)].reads_done < it.after_read || waits_for_early(it)) continue;
     if (landed(it)) return int(i);
     if (groups_[size_t(it.group)].offloaded < groups_[size_t(queue_[size_t(earliest)].group)].offloaded)
       earliest = int(i);
@@ -639,7 +710,7 @@ int AsyncOptimizer::runnable() const {
 bool AsyncOptimizer::landed(const Item& it) const {
   // An update that starts with the rows of their own copy needs only those.
   const Group& g = groups_[size_t(it.group)];
-  const Landing& l = g.rows_from_copy && !g.rows_done ? g.rows_landed : g.landed;
+  const Landing& l = it.op == Op::Early ? g.early_landed : g.rows_from_copy && !g.rows_done ? g.rows_landed : g.landed;
   return !l.wait || !l.ready || l.ready();
 }
 
@@ -688,6 +759,9 @@ void AsyncOptimizer::run(const Item& item) {
       TraceSpan span(rt_.trace(), "cpu optimizer", "accumulate gradients, group ", item.group,
                      int64_t(g.grad_elems * 4));
       accumulate(g, item.first_micro);
+    } else if (item.op == Op::Early) {
+      await(g.early_landed, "early rows' gradients landed wait, group ", item.group);
+      update_in_memory(g, Part::Early);
     } else if (item.op == Op::Check) {
       await(g.landed, "gradients landed wait, group ", item.group);
       if (g.combine) combine(g);
@@ -724,7 +798,7 @@ void AsyncOptimizer::run(const Item& item) {
     // The slot is freed below: not while a copy may still be writing it. The
     // landings are an update's or a check's only: a read or write-back of
     // the group may fail while its next offload is setting them.
-    if (item.op == Op::Update || item.op == Op::Check) settle_landings(g);
+    if (item.op == Op::Update || item.op == Op::Check || item.op == Op::Early) settle_landings(g);
     again = false;
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_) error_ = std::current_exception();
@@ -737,6 +811,8 @@ void AsyncOptimizer::run(const Item& item) {
     work_cv_.notify_one();
   } else if (item.op == Op::Read) {
     g.reads_done = std::max(g.reads_done, item.seq);
+  } else if (item.op == Op::Early) {
+    g.early_done = true;
   } else if (item.op == Op::Check) {
     if (++checked_ == groups_.size() && all_in_) release_updates();
   } else if (item.op == Op::Update) {
@@ -748,6 +824,7 @@ void AsyncOptimizer::finish_update(Group& g, int64_t seq) {
   free_slots_.push_back(g.slot);
   g.slot = -1;
   g.pending = g.updating = false;
+  g.early = g.early_done = false;
   g.updates_done = seq;
 }
 
@@ -758,7 +835,7 @@ void AsyncOptimizer::await(Landing& l, const char* what, int64_t group) {
 }
 
 void AsyncOptimizer::settle_landings(Group& g) noexcept {
-  for (Landing* l : {&g.rows_landed, &g.landed})
+  for (Landing* l : {&g.early_landed, &g.rows_landed, &g.landed})
     if (l->wait) {
       try {
         wait_once(*l);
@@ -768,15 +845,22 @@ void AsyncOptimizer::settle_landings(Group& g) noexcept {
 }
 
 int64_t AsyncOptimizer::update_bytes(const Group& g, Part part) const {
+  const int64_t rows = g.rows_param >= 0 ? g.row_count * rt_.param(g.rows_param).value.shape[1] : 0;
+  if (part == Part::Early) return (rt_.param(g.rows_param).value.numel() - rows) * 16;
   int64_t elems = g.grad_elems;
-  if (part == Part::Rest) elems -= g.row_count * rt_.param(g.rows_param).value.shape[1];
+  if (part == Part::Rest) elems -= rows;
+  if (g.early_done) elems -= rt_.param(g.rows_param).value.numel() - rows;
   return elems * 16;
 }
 
 void AsyncOptimizer::update_in_memory(Group& g, Part part) {
   // The rows part has a slice of its own (finish_rows).
   std::optional<TraceSpan> span;
-  if (part != Part::Rows) span.emplace(rt_.trace(), "cpu optimizer", "adamw", -1, update_bytes(g, part));
+  if (part == Part::Early)
+    span.emplace(rt_.trace(), "cpu optimizer", "adamw early rows, group ", int64_t(&g - groups_.data()),
+                 update_bytes(g, part));
+  else if (part != Part::Rows)
+    span.emplace(rt_.trace(), "cpu optimizer", "adamw", -1, update_bytes(g, part));
   update_pieces(
       g,
       [&](size_t i) {
@@ -1027,29 +1111,35 @@ void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*
     // The rows first go to the pool first: its workers take jobs in order.
     const AdamWConfig cfg = adamw_config(g);
     const int first = g.rows_index;
-    if (first >= 0 && part != Part::Rest) {
+    if (first >= 0 && part != Part::Rest && part != Part::Early) {
       auto [m, v] = state(size_t(first));
       rows_job = submit_rows(g, m, v, cfg);
     }
     if (part == Part::Rows) {
       finish_rows(g, rows_job);
+      if (g.early_done) param_updated(g, size_t(first));  // no piece of it is left
       return;
     }
-    if (first >= 0) {
+    // After the early part the table's rest is done; that part is the rest alone.
+    if (first >= 0 && !g.early_done) {
       auto [m, v] = state(size_t(first));
       submit_rest(g, m, v, cfg, pieces);
     }
-    for (size_t i = 0; i < g.params.size(); ++i) {
+    for (size_t i = 0; i < g.params.size() && part != Part::Early; ++i) {
       if (int(i) == first) continue;
       auto [m, v] = state(i);
       submit(g.params[i], grad(g, i), m, v, cfg, g.step, pieces);
     }
-    if (first >= 0 && part == Part::All) finish_rows(g, rows_job);
+    if (first >= 0 && part == Part::All) {
+      finish_rows(g, rows_job);
+      if (g.early_done) param_updated(g, size_t(first));  // no piece of it is left
+    }
     // A parameter's last piece done (and sent up): wait_param may let it go.
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Piece& piece = pieces[k];
       pool_->wait(piece.job);
       if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);
+      if (part == Part::Early) continue;  // the named rows are still to come
       if (k + 1 == pieces.size() || pieces[k + 1].param != piece.param)
         param_updated(g, size_t(std::find(g.params.begin(), g.params.end(), piece.param) - g.params.begin()));
     }

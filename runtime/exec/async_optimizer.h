@@ -112,6 +112,21 @@ class AsyncOptimizer {
   // first calls, a batch other than next_ids said, an 8-bit table).
   bool wait_rows(int64_t group, int64_t param, const int64_t* ids, int64_t n);
 
+  // ---- a table's rows early (fysched.grad_offload_early) ----
+  // A tied embedding's gradient is final in every row the step's ids do not
+  // name once the logits product's backward has run; the gather's rows are
+  // added only at the end of backward. The program hands those rows over
+  // there: they leave the device into the group's slot and are updated
+  // while backward goes on, and the group's grad_offload then brings only
+  // the named rows of the table (and the group's other parameters), whose
+  // update is the rows-first part. AdamW is elementwise: the bits are those
+  // of one whole update. Declines (false; the grad_offload brings it all)
+  // without rows first's buffers (wait_rows has not made them), with the
+  // state on SSD, clipping, loss scaling, accumulation, an 8-bit table,
+  // recorded gradients, or set_early(false) (train --early-rows no).
+  bool offload_early(int64_t group, int64_t param, const View& grad, const int64_t* ids, int64_t n);
+  void set_early(bool on) { early_on_ = on; }
+
   // fp32 updates go to the pool in pieces of this many elements, 8-bit ones whole.
   static constexpr int64_t kPiece = kUpdatePieceElems;
   static_assert(kPiece % AdamWPool::kChunk == 0, "pieces end on the pool's chunk boundaries");
@@ -239,7 +254,8 @@ class AsyncOptimizer {
 
  private:
   // Check: the norms of a held group's gradients, once they have landed.
-  enum class Op { Offload, Read, Update, Write, Check };
+  // Early: a table's rows that offload_early handed over.
+  enum class Op { Offload, Read, Update, Write, Check, Early };
   // A queued op of the pipeline; offloads run on the caller's thread.
   struct Item {
     Op op;
@@ -302,6 +318,11 @@ class AsyncOptimizer {
     // for the rest (in memory only: see run).
     bool rows_done = false;
     int64_t rows_capacity = 0, row_count = 0;
+    // offload_early took this update's table rows that the step's ids do
+    // not name (the slot is taken, and rows/row_mask name the step's ids);
+    // early_done: their update has run; early_landed: their copy.
+    bool early = false, early_done = false;
+    Landing early_landed;
   };
   // Host room for one group's moments, filled by reads issued ahead.
   struct Staging {
@@ -331,6 +352,13 @@ class AsyncOptimizer {
   // A group's update of sequence `seq` is over (run, or skipped): its slot is free (under mu_).
   void finish_update(Group& g, int64_t seq);
   bool holds() const { return clip_norm_ > 0 || scaler_; }
+  // Takes a free host slot for the group's gradients (waits for one).
+  void take_slot(Group& g);
+  // An update of a group whose early part has not run yet must wait for it.
+  bool waits_for_early(const Item& it) const {
+    const Group& g = groups_[size_t(it.group)];
+    return it.op == Op::Update && g.early && !g.early_done;
+  }
   // On the pool: one thread took 4 ms per 28 MB of gradients on an H100 host.
   void check_norms(Group& g);
   // Blocks until a landing of group `group`'s gradients (g.landed: all of
@@ -341,8 +369,9 @@ class AsyncOptimizer {
   // failure or a drop (the device's teardown reports its errors).
   static void settle_landings(Group& g) noexcept;
   // Which part of an update to do: all of it, or (rows_from_copy) the
-  // table's rows, or the rest once they are done.
-  enum class Part { All, Rows, Rest };
+  // table's rows, or the rest once they are done, or (offload_early) the
+  // table's rows the step's ids do not name, alone.
+  enum class Part { All, Rows, Rest, Early };
   void update_in_memory(Group& g, Part part);
   // An update's bytes in its trace slice: 16 a parameter (a Rest's lacks the rows).
   int64_t update_bytes(const Group& g, Part part) const;
@@ -410,6 +439,7 @@ class AsyncOptimizer {
   bool stop_ = false;
   bool quiescing_ = false;  // quiesce: the worker takes no item
   bool param_waits_ = true;
+  bool early_on_ = true;
   double clip_norm_ = 0;
   double last_norm_ = 0;
   std::unique_ptr<LossScaler> scaler_;

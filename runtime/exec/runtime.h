@@ -43,6 +43,7 @@ struct TrainOptions {
   bool ssd_read_priority = true;      // activation reads pass the optimizer state's I/O
   bool rows_first = true;  // the embedding's update does the next batch's rows first (AsyncOptimizer::wait_rows)
   bool param_waits = true;  // the forward waits per parameter, not per group (AsyncOptimizer::wait_param)
+  bool early_rows = true;  // a tied table's rows the batch does not read go early (AsyncOptimizer::offload_early)
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run

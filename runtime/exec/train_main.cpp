@@ -84,6 +84,10 @@ const char kUsage[] =
     "                       the rest, which overlaps the next forward (default yes)\n"
     "  --param-waits yes|no  the next forward waits for each parameter's update, not for its whole\n"
     "                       group's (default yes)\n"
+    "  --early-rows yes|no  a tied embedding's rows that the step's batch does not read are updated\n"
+    "                       as soon as the logits' backward has made their gradient, while backward\n"
+    "                       goes on (default yes; with --rows-first yes, the state in memory, no\n"
+    "                       clipping, loss scaling or --grad-accum)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE|none  bound the device arena: parameters and the planned temporaries (default:\n"
     "                       the program's fuyou-compile --gpu-mem, if any)\n"
@@ -170,7 +174,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
-                                         "--ssd-read-priority", "--rows-first", "--param-waits", "--loss-scale-init",
+                                         "--ssd-read-priority", "--rows-first", "--param-waits", "--early-rows", "--loss-scale-init",
                                          "--loss-scale-growth-interval", "--lr-schedule",
                                          "--warmup-steps", "--lr-decay-steps", "--min-lr",
                                          "--grad-accum", "--no-decay", "--decay-1d", "--val-data",
@@ -217,9 +221,10 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         start = comma + 1;
       }
     }
-    else if (flag == "--rows-first" || flag == "--param-waits") {
+    else if (flag == "--rows-first" || flag == "--param-waits" || flag == "--early-rows") {
       if (value != "yes" && value != "no") fail("flag '" + flag + "' must be yes or no, got '" + value + "'");
-      (flag == "--rows-first" ? o->rows_first : o->param_waits) = value == "yes";
+      (flag == "--rows-first" ? o->rows_first : flag == "--param-waits" ? o->param_waits : o->early_rows) =
+          value == "yes";
     } else if (flag == "--ssd-read-priority") {
       if (value != "yes" && value != "no") fail("flag '--ssd-read-priority' must be yes or no, got '" + value + "'");
       o->ssd_read_priority = value == "yes";

@@ -54,6 +54,10 @@ def main():
                     help="also train with --rows-first no: same bits; and the main run (traced) must have "
                          "updated the next step's embedding rows first in every step but the last, "
                          "each the rows its forward read")
+    ap.add_argument("--bitwise-vs-early", action="store_true",
+                    help="also train with --early-rows no: same bits; and the main run (traced) must have "
+                         "updated the tied embedding's rows that each step's batch does not read early "
+                         "(during backward) in every step but the first, whose gradients it records")
     ap.add_argument("--bitwise-vs-external", action="store_true",
                     help="also compile the model saved with ONNX external data (as torch.onnx.export writes "
                          "one over 2 GiB), in one file and in a file per tensor: same bits")
@@ -128,7 +132,7 @@ def main():
     for f in (w("ours.jsonl"), w("ours_grads.safetensors")):
         if os.path.exists(f):
             os.remove(f)
-    trace = ["--trace", w("ours.trace.json")] if a.bitwise_vs_whole else []
+    trace = ["--trace", w("ours.trace.json")] if a.bitwise_vs_whole or a.bitwise_vs_early else []
     run([w("train"), "--data", data, "--steps", str(a.steps), "--log-json", w("ours.jsonl"),
          "--dump-grads", w("ours_grads.safetensors"), "--log-every", "5", "--save", w("ckpt")] + hp + scaling + trace)
     def same_bits(binary, tag, what, extra=()):
@@ -163,6 +167,13 @@ def main():
             sys.exit(f"e2e: FAIL: the embedding's rows went first in {first} updates, not {a.steps - 1}, "
                      f"and {missed} forwards found other rows than those")
         same_bits(w("train"), "whole", "the embedding's update done whole (--rows-first no)", ["--rows-first", "no"])
+    if a.bitwise_vs_early:
+        events = json.load(open(w("ours.trace.json")))["traceEvents"]
+        early = sum(1 for e in events if e.get("name", "").startswith("adamw early rows"))
+        if early != a.steps - 1:
+            sys.exit(f"e2e: FAIL: the embedding's rows went early in {early} updates, not {a.steps - 1}")
+        same_bits(w("train"), "not_early", "the embedding's rows all updated at the end (--early-rows no)",
+                  ["--early-rows", "no"])
     if a.bitwise_vs_external:
         # Every tensor outside the model file; the importer reads the small
         # ones for shape inference and the weights straight into place.

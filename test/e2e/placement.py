@@ -20,7 +20,8 @@ no choice changes a bit of the results.
 Each run's losses and trained weights are bit-identical to the run that keeps
 everything on the device (itself identical with every update waited for whole,
 --rows-first no --param-waits no, and the default: the token embedding's rows
-first, then each parameter's update), also when each copy between host and device is done
+first, its rows the batch does not read during backward, then each
+parameter's update), also when each copy between host and device is done
 at its wait (FY_DEFER_COPIES=1), and that program is refused under the same
 budget.
 On the CPU target "device memory" is the arena of the memory plan (plus the

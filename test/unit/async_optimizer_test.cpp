@@ -497,6 +497,106 @@ TEST(AsyncOptimizer, RowsFirstReleasesTheNextBatchsRowsBeforeTheRest) {
   EXPECT_THROW(opt.wait_rows(group, 1, next.data(), int64_t(next.size())), fy::Error);
 }
 
+// A tied table's rows early (offload_early): handed the table's gradient
+// with the step's rows still unfinished (NaN here), the optimizer updates
+// every other row before the group's grad_offload comes, and leaves the
+// step's rows as they were; the grad_offload then brings the whole
+// gradient and the update ends with the step's rows. Every parameter's bits
+// are the inline update's after every step, and the next forward's rows
+// (some named by the step, some not) are ready once wait_rows returns.
+TEST(AsyncOptimizer, EarlyRowsAreUpdatedBeforeTheGroupsOffload) {
+  const int64_t R = kTableRows, D = kRowLen;
+  fy::Runtime inline_rt, async_rt;
+  declare_table_and_ln(inline_rt, async_rt);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t group = opt.declare_group({0, 1});
+  const std::vector<int64_t> batch = {3, 2998, 3, 640, 17};
+  const std::vector<int64_t> next = {17, 5, 2999, 5, 1};  // 17 is the step's too
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = next;
+    return true;
+  });
+  // "ln"'s pieces are held until released: the table is then done, ln not.
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t pieces = 0;
+  bool released = false, held_in_time = true;
+  opt.set_on_piece_updated([&](int64_t param, int64_t, int64_t) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (param == 1) held_in_time &= cv.wait_for(lock, std::chrono::seconds(20), [&] { return released; });
+    ++pieces;
+    cv.notify_all();
+  });
+  auto release = [&](bool v) {
+    std::lock_guard<std::mutex> lock(mu);
+    released = v;
+    cv.notify_all();
+  };
+  std::mt19937 gen(41);
+  for (int64_t step = 1; step <= 4; ++step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    // The first call makes rows first's buffers, which the early rows need;
+    // later ones return while ln's update is held back.
+    EXPECT_EQ(opt.wait_rows(group, 0, next.data(), int64_t(next.size())), step > 1) << "step " << step;
+    if (step > 1) {
+      const float* want = inline_rt.param(0).value.as<float>();
+      const float* got = async_rt.param(0).value.as<float>();
+      for (int64_t r : next)
+        EXPECT_EQ(0, std::memcmp(got + r * D, want + r * D, D * sizeof(float))) << "row " << r << ", step " << step;
+    }
+    release(true);
+    opt.wait(group);
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+      ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " before step " << step;
+    }
+    release(false);
+    const std::vector<float> before(async_rt.param(0).value.as<float>(), async_rt.param(0).value.as<float>() + R * D);
+    std::vector<std::vector<float>> grads;
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+    std::vector<float> logits_part = grads[0];
+    for (int64_t r : batch)
+      std::fill_n(logits_part.begin() + r * D, D, std::numeric_limits<float>::quiet_NaN());
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      pieces = 0;
+    }
+    fy::View early = views[0];
+    early.data = logits_part.data();
+    ASSERT_TRUE(opt.offload_early(group, 0, early, batch.data(), int64_t(batch.size()))) << "step " << step;
+    {
+      // All of the table's pieces, before any grad_offload.
+      const int64_t table_pieces = (R * D + fy::AsyncOptimizer::kPiece - 1) / fy::AsyncOptimizer::kPiece;
+      std::unique_lock<std::mutex> lock(mu);
+      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return pieces == table_pieces; })) << "step " << step;
+    }
+    const float* want = inline_rt.param(0).value.as<float>();
+    const float* got = async_rt.param(0).value.as<float>();
+    for (int64_t r = 0; r < R; ++r) {
+      const bool named = std::find(batch.begin(), batch.end(), r) != batch.end();
+      ASSERT_EQ(0, std::memcmp(got + r * D, named ? &before[size_t(r * D)] : want + r * D, D * sizeof(float)))
+          << (named ? "a named row changed early" : "an unnamed row is not the update's") << ", row " << r
+          << ", step " << step;
+    }
+    opt.start(group, views.data(), views.size());
+  }
+  release(true);
+  opt.wait_all();
+  EXPECT_TRUE(held_in_time) << "wait_rows waited for ln's pieces held back until it returned";
+  for (int64_t i = 0; i < 2; ++i) {
+    const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+    EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " at the end";
+  }
+  // Declined: without the feature, with clipping; a parameter of another group is the program's mistake.
+  opt.set_early(false);
+  EXPECT_FALSE(opt.offload_early(group, 0, async_rt.param(0).value, batch.data(), int64_t(batch.size())));
+  opt.set_early(true);
+  opt.set_clip_norm(1.0);
+  EXPECT_FALSE(opt.offload_early(group, 0, async_rt.param(0).value, batch.data(), int64_t(batch.size())));
+  EXPECT_THROW(opt.offload_early(group, 5, async_rt.param(0).value, batch.data(), int64_t(batch.size())), fy::Error);
+}
+
 // Rows first on a device that copies the rows' gradient ahead of the whole
 // one (set_gradient_rows_copy): the rows are updated and reported while the
 // whole gradient is still on its way (here its landing is held until

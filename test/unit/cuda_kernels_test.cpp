@@ -23,6 +23,7 @@
 #include <limits>
 #include <memory>
 #include <sstream>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -938,6 +939,19 @@ TEST_F(CudaKernels, GatherGradRepeatedIndicesDeterministic) {
     check_op("gather_grad V=" + std::to_string(c.V) + " D=" + std::to_string(c.D) + " idx " + c.idx.str(), {idx, dy},
              {out({c.V, c.D})}, [](auto& in, auto& o) { cpu::gather_grad(in[0], in[1], o[0]); },
              [](auto& in, auto& o) { gpu::gather_grad(in[0], in[1], o[0]); }, RunOpts{5, 0});
+  }
+}
+
+// The tied table's gradient: the CPU's bits (base's row plus the summed
+// rows; unnamed rows base's own), deterministic over runs.
+TEST_F(CudaKernels, GatherGradAddMatchesTheCpu) {
+  for (const auto& [V, D, n] : {std::tuple<int64_t, int64_t, int64_t>{50304, 768, 512}, {7, 1001, 300}, {64, 4, 9}}) {
+    HostTensor idx = rand_int(Shape{n}, I64, rng, 0, V / 2);  // the upper half never named
+    HostTensor dy = rand_f32(Shape{n, D}, rng), base = rand_f32(Shape{V, D}, rng);
+    base.view().as<float>()[(V - 1) * D] = -0.0f;
+    check_op("gather_grad_add V=" + std::to_string(V) + " D=" + std::to_string(D), {base, idx, dy}, {exact({V, D})},
+             [](auto& in, auto& o) { cpu::gather_grad_add(in[0], in[1], in[2], o[0]); },
+             [](auto& in, auto& o) { gpu::gather_grad_add(in[0], in[1], in[2], o[0]); }, RunOpts{3, 0});
   }
 }
 

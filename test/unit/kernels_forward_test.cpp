@@ -499,6 +499,34 @@ TEST(Gather, GradScatterAddsRepeats) {
   expect_close(dt, want, 1e-14, 1e-14);
 }
 
+// A tied table's gradient: base plus the gather's rows. The rows named are
+// bit for bit add(base, gather_grad(dy)); every other row is base's own,
+// -0.0 included (an add of gather_grad's zero would make it +0.0).
+TEST(Gather, GradAddKeepsUnnamedRowsAndRoundsAsTheSum) {
+  Rng rng(13);
+  const int64_t R = 9, D = 70, n = 24;
+  HostTensor idx({n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) set(idx, i, double(rng.integer(0, 4)));  // rows 5..8 never named
+  HostTensor dy = rand_tensor({n, D}, DType::F32, rng), base = rand_tensor({R, D}, DType::F32, rng);
+  float* pb = base.view().as<float>();
+  pb[6 * D + 3] = -0.0f;
+  pb[1 * D + 2] = -0.0f;  // a named row's -0.0 is summed
+  HostTensor got({R, D}, DType::F32), scattered({R, D}, DType::F32), sum({R, D}, DType::F32);
+  fy::cpu::fill(got, 7.0);
+  k::gather_grad_add(base, idx, dy, got);
+  k::gather_grad(idx, dy, scattered);
+  k::binary(fy::cpu::BinOp::Add, base, scattered, sum);
+  const float* g = got.view().as<float>();
+  const float* s = sum.view().as<float>();
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < D; ++c) {
+      const float want = r < 5 ? s[r * D + c] : pb[r * D + c];
+      EXPECT_EQ(0, std::memcmp(&g[r * D + c], &want, sizeof(float))) << "row " << r << " col " << c;
+    }
+  EXPECT_TRUE(std::signbit(g[6 * D + 3]));
+  EXPECT_THROW(k::gather_grad_add(base, idx, dy, base), fy::Error);  // in place is refused
+}
+
 TEST(LayerNorm, AgainstNaive) {
   Rng rng(12);
   for (DType dt : {DType::F32, DType::F64})

@@ -95,6 +95,7 @@ CudaDevice::~CudaDevice() {
   for (cudaEvent_t e : landed_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : rows_landed_events_) cudaEventDestroy(e);
   if (grads_ready_) cudaEventDestroy(grads_ready_);
+  if (early_landed_) cudaEventDestroy(early_landed_);
   for (cudaEvent_t e : trace_events_) cudaEventDestroy(e);
   for (void* p : params_) cudaFree(p);
   for (void* p : blocks_) cudaFree(p);
@@ -169,6 +170,7 @@ void CudaDevice::prepare() {
                                        [e] { return cudaEventQuery(e) != cudaErrorNotReady; }};
       };
       FY_CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
+      FY_CUDA_CHECK(cudaEventCreateWithFlags(&early_landed_, cudaEventDisableTiming));
       // On their own stream, behind the kernels that made them (grad_offload
       // below): the copies overlap the next group's backward, and only the
       // optimizer waits for them.
@@ -512,8 +514,22 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
   // op (BufferLiveness): kernels from here on may reuse their memory, so
   // they wait for that copy on the device.
   if (last_offload_ >= 0) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(last_offload_)], 0));
+  // An early table's gradient is kept up to here too.
+  if (early_in_flight_) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, early_landed_, 0));
+  early_in_flight_ = false;
   last_offload_ = group;
   return token;
+}
+
+void CudaDevice::grad_offload_early(int64_t group, int64_t param, View grad, View ids) {
+  // The optimizer needs the step's tokens on the host; other ids: the whole update later.
+  if (ids.data != idx_ || !step_ids_) return;
+  // Behind the kernels that wrote the gradient and read the table last.
+  FY_CUDA_CHECK(cudaEventRecord(grads_ready_, compute_));
+  FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
+  if (!rt_.async_optimizer().offload_early(group, param, grad, step_ids_, ids.numel())) return;
+  FY_CUDA_CHECK(cudaEventRecord(early_landed_, download_));
+  early_in_flight_ = true;
 }
 
 void CudaDevice::upload_group(int64_t group) {

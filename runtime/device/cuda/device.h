@@ -71,6 +71,10 @@ class CudaDevice final : public Device {
   // step's tokens, the kernels after it wait only for the rows the
   // optimizer updated first (scattered up on the upload stream).
   void group_wait_rows(int64_t group, int64_t param, View ids);
+  // The table's rows the step's ids do not name go down and are updated
+  // early (AsyncOptimizer::offload_early); until the group's grad_offload
+  // later kernels may not reuse `grad`'s memory.
+  void grad_offload_early(int64_t group, int64_t param, View grad, View ids);
 
   // --trace: each kernel's time on the GPU, from events around it on the
   // compute stream, written to the "gpu" track when the step is over (the
@@ -116,6 +120,8 @@ class CudaDevice final : public Device {
   cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
   cudaEvent_t copy_issued_ = nullptr;       // the kernels before a started copy done
   int64_t last_offload_ = -1;               // group whose copy later kernels must wait for
+  bool early_in_flight_ = false;            // an early copy (early_landed_) since the last grad_offload
+  cudaEvent_t early_landed_ = nullptr;
   std::unordered_map<size_t, std::vector<void*>> free_;  // pool: capacity -> buffers
   std::unordered_map<void*, size_t> live_;               // pool: buffer -> capacity
   std::vector<void*> blocks_;

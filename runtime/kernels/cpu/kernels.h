@@ -79,6 +79,10 @@ void cast(View x, View y);
 void gather(View table, View idx_i64, View out);
 // dtable = 0, then dtable[idx[i]] += dy[i] in index order.
 void gather_grad(View idx_i64, View dy, View dtable);
+// dtable = base, except that each row r the indices name is base[r] plus
+// the sum of r's dy rows in index order: add(base, gather_grad) without the
+// + 0.0 on the other rows. dtable and base are different buffers.
+void gather_grad_add(View base, View idx_i64, View dy, View dtable);
 
 // ---- normalisation ---------------------------------------------------------------
 // Normalises over dims [axis, rank). scale (and bias) have x.shape[axis:]

@@ -192,16 +192,38 @@ void gather(View table, View idx, View out) {
   for (int64_t i = 0; i < n; ++i) std::memcpy(po + size_t(i) * row, pt + size_t(pi[i]) * row, row);
 }
 
-void gather_grad(View idx, View dy, View dtable) {
-  check(dy.dtype == dtable.dtype, "gather_grad", "dtype mismatch");
-  const int64_t D = check_gather("gather_grad", idx, dtable.shape, dy);
-  fill(dtable, 0.0);
-  dispatch_float(dy.dtype, "gather_grad", [&](auto tag) {
+namespace {
+// dtable[r] = base[r] + (the sum of r's dy rows in index order) for each row
+// r the indices name, base[r] (bit for bit) for the others; no base: 0.
+void scatter_rows(const View& idx, const View& dy, const View* base, View dtable) {
+  const char* op = base ? "gather_grad_add" : "gather_grad";
+  check(dy.dtype == dtable.dtype, op, "dtype mismatch");
+  const int64_t D = check_gather(op, idx, dtable.shape, dy);
+  if (base) {
+    check(base->dtype == dtable.dtype, op, "dtype mismatch");
+    check_shape(*base, dtable.shape, op, "base");
+    check(base->data != dtable.data, op, "base and result must be different buffers");
+    std::memcpy(dtable.data, base->data, dtable.nbytes());
+  } else {
+    fill(dtable, 0.0);
+  }
+  const int64_t* pi = idx.as<int64_t>();
+  const int64_t n = idx.numel();
+  // The rows named, each once, in first-named order: summed from zero, then base added.
+  std::vector<int64_t> named;
+  if (base) {
+    std::vector<uint8_t> seen(size_t(dtable.shape[0]), 0);
+    for (int64_t i = 0; i < n; ++i)
+      if (!seen[size_t(pi[i])]) {
+        seen[size_t(pi[i])] = 1;
+        named.push_back(pi[i]);
+      }
+  }
+  dispatch_float(dy.dtype, op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int64_t* pi = idx.as<int64_t>();
     const T* pdy = dy.as<T>();
+    const T* pb = base ? base->as<T>() : nullptr;
     T* pdt = dtable.as<T>();
-    const int64_t n = idx.numel();
     // Threads own disjoint column blocks and each visits indices in order, so
     // repeated indices are accumulated in the same order for any thread count.
     constexpr int64_t kBlock = 64;
@@ -209,13 +231,22 @@ void gather_grad(View idx, View dy, View dtable) {
 #pragma omp parallel for schedule(static) if (nblocks > 1 && n * D >= kParallelMin)
     for (int64_t blk = 0; blk < nblocks; ++blk) {
       const int64_t c0 = blk * kBlock, c1 = c0 + kBlock < D ? c0 + kBlock : D;
+      for (int64_t r : named)
+        for (int64_t c = c0; c < c1; ++c) pdt[r * D + c] = T(0);
       for (int64_t i = 0; i < n; ++i) {
         T* dst = pdt + pi[i] * D;
         const T* src = pdy + i * D;
         for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
       }
+      for (int64_t r : named)
+        for (int64_t c = c0; c < c1; ++c) pdt[r * D + c] = pb[r * D + c] + pdt[r * D + c];
     }
   });
 }
+}  // namespace
+
+void gather_grad(View idx, View dy, View dtable) { scatter_rows(idx, dy, nullptr, dtable); }
+
+void gather_grad_add(View base, View idx, View dy, View dtable) { scatter_rows(idx, dy, &base, dtable); }
 
 }  // namespace fy::cpu

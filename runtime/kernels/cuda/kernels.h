@@ -83,6 +83,9 @@ void cast(View x, View y);
 void gather(View table, View idx_i64, View out);
 // dtable = 0, then dtable[idx[i]] += dy[i], rows summed in index order.
 void gather_grad(View idx_i64, View dy, View dtable);
+// dtable = base, except that each row r the indices name is base[r] plus
+// the sum of r's dy rows in index order (the CPU's bits); dtable and base are different buffers.
+void gather_grad_add(View base, View idx_i64, View dy, View dtable);
 // table[rows[i]] = values[i] for every i (rows distinct, in range): the
 // background optimizer's updated rows into a device table. values [n, D]
 // F32 and rows [n] I64 may be page-locked host memory, which the kernel

@@ -239,7 +239,7 @@ __global__ void k_keys(const int64_t* idx, int64_t n, int64_t rows, uint64_t* ke
 // writes the table row. Runs are found by binary search in the sorted keys.
 template <int V>
 __global__ void k_gather_grad_runs(const uint64_t* keys, const int64_t* pos, int64_t n, uint64_t rows,
-                                   const float* dy, float* dtable, int64_t D) {
+                                   const float* dy, const float* base, float* dtable, int64_t D) {
   const int64_t dv = D / V;
   for (int64_t k = blockIdx.x; k < n; k += gridDim.x) {
     const uint64_t key = keys[k];
@@ -263,11 +263,15 @@ __global__ void k_gather_grad_runs(const uint64_t* keys, const int64_t* pos, int
           acc.z += v.z;
           acc.w += v.w;
         }
+        if (base) {  // base's row plus the sum, as add(base, gather_grad) rounds
+          const float4 b = *reinterpret_cast<const float4*>(base + int64_t(key) * D + 4 * c);
+          acc = make_float4(b.x + acc.x, b.y + acc.y, b.z + acc.z, b.w + acc.w);
+        }
         *reinterpret_cast<float4*>(out + 4 * c) = acc;
       } else {
         float acc = 0.f;
         for (int64_t e = k; e < end; ++e) acc += dy[pos[e] * D + c];
-        out[c] = acc;
+        out[c] = base ? base[int64_t(key) * D + c] + acc : acc;
       }
     }
   }
@@ -372,13 +376,25 @@ void gather(View table, View idx, View out) {
   }
 }
 
-void gather_grad(View idx, View dy, View dtable) {
-  check(dy.dtype == dtable.dtype, "gather_grad", "dtype mismatch");
-  const int64_t D = check_gather("gather_grad", idx, dtable.shape, dy);
+namespace {
+// dtable[r] = base[r] + (r's dy rows summed in index order) for the rows the
+// indices name, base[r] for the others; no base: 0 instead.
+void scatter_rows(const View& idx, const View& dy, const View* base, View dtable) {
+  const char* op = base ? "gather_grad_add" : "gather_grad";
+  check(dy.dtype == dtable.dtype, op, "dtype mismatch");
+  const int64_t D = check_gather(op, idx, dtable.shape, dy);
   if (dy.dtype != DType::F32)
-    fail(std::string("fy::cuda::gather_grad: unsupported dtype ") + dtype_name(dy.dtype) +
+    fail(std::string("fy::cuda::") + op + ": unsupported dtype " + dtype_name(dy.dtype) +
          " (the CUDA kernels take F32)");
-  if (dtable.nbytes()) FY_CUDA_CHECK(cudaMemsetAsync(dtable.data, 0, dtable.nbytes(), current_stream()));
+  if (base) {
+    check(base->dtype == dtable.dtype && base->shape == dtable.shape, op, "base must have the result's type");
+    check(base->data != dtable.data, op, "base and result must be different buffers");
+    if (dtable.nbytes())
+      FY_CUDA_CHECK(cudaMemcpyAsync(dtable.data, base->data, dtable.nbytes(), cudaMemcpyDeviceToDevice,
+                                    current_stream()));
+  } else if (dtable.nbytes()) {
+    FY_CUDA_CHECK(cudaMemsetAsync(dtable.data, 0, dtable.nbytes(), current_stream()));
+  }
   const int64_t n = idx.numel(), rows = dtable.shape[0];
   if (n == 0) return;
   const int64_t* pi = static_cast<const int64_t*>(idx.data);
@@ -398,29 +414,35 @@ void gather_grad(View idx, View dy, View dtable) {
                                                 static_cast<int64_t*>(nullptr), n, 0, end_bit, current_stream()));
   const size_t vec_bytes = round256(size_t(n) * 8);
   Scratch scratch(4 * vec_bytes + round256(sort_bytes));
-  char* base = static_cast<char*>(scratch.p);
-  uint64_t* keys_in = reinterpret_cast<uint64_t*>(base);
-  uint64_t* keys_out = reinterpret_cast<uint64_t*>(base + vec_bytes);
-  int64_t* pos_in = reinterpret_cast<int64_t*>(base + 2 * vec_bytes);
-  int64_t* pos_out = reinterpret_cast<int64_t*>(base + 3 * vec_bytes);
-  void* temp = base + 4 * vec_bytes;
+  char* scratch_at = static_cast<char*>(scratch.p);
+  uint64_t* keys_in = reinterpret_cast<uint64_t*>(scratch_at);
+  uint64_t* keys_out = reinterpret_cast<uint64_t*>(scratch_at + vec_bytes);
+  int64_t* pos_in = reinterpret_cast<int64_t*>(scratch_at + 2 * vec_bytes);
+  int64_t* pos_out = reinterpret_cast<int64_t*>(scratch_at + 3 * vec_bytes);
+  void* temp = scratch_at + 4 * vec_bytes;
   k_keys<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(pi, n, rows, keys_in, pos_in, flag);
   FY_CUDA_LAUNCHED("k_keys");
   FY_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys_in, keys_out, pos_in, pos_out, n, 0, end_bit,
                                                 current_stream()));
   const float* pdy = static_cast<const float*>(dy.data);
+  const float* pb = base ? static_cast<const float*>(base->data) : nullptr;
   float* pdt = static_cast<float*>(dtable.data);
-  const bool vec = D % 4 == 0 && addr(pdy) % 16 == 0 && addr(pdt) % 16 == 0;
+  const bool vec = D % 4 == 0 && addr(pdy) % 16 == 0 && addr(pdt) % 16 == 0 && addr(pb) % 16 == 0;
   const int64_t dv = vec ? D / 4 : D;
   const int threads = dv >= kThreads ? kThreads : int((dv + 31) / 32 * 32);
   const unsigned grid = unsigned(n < (1 << 20) ? n : (1 << 20));
   if (vec) {
-    k_gather_grad_runs<4><<<grid, threads, 0, current_stream()>>>(keys_out, pos_out, n, uint64_t(rows), pdy, pdt, D);
+    k_gather_grad_runs<4><<<grid, threads, 0, current_stream()>>>(keys_out, pos_out, n, uint64_t(rows), pdy, pb, pdt, D);
   } else {
-    k_gather_grad_runs<1><<<grid, threads, 0, current_stream()>>>(keys_out, pos_out, n, uint64_t(rows), pdy, pdt, D);
+    k_gather_grad_runs<1><<<grid, threads, 0, current_stream()>>>(keys_out, pos_out, n, uint64_t(rows), pdy, pb, pdt, D);
   }
   FY_CUDA_LAUNCHED("k_gather_grad_runs");
 }
+}  // namespace
+
+void gather_grad(View idx, View dy, View dtable) { scatter_rows(idx, dy, nullptr, dtable); }
+
+void gather_grad_add(View base, View idx, View dy, View dtable) { scatter_rows(idx, dy, &base, dtable); }
 
 namespace {
 // A block per row: one coalesced row copy each, between the table's rows

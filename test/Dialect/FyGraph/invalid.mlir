@@ -73,6 +73,22 @@ func.func @gather(%t: tensor<16x8xf32>, %i: tensor<2x4xi64>) -> tensor<2x8xf32> 
 
 // -----
 
+func.func @gather_grad_add_base(%t: tensor<16x4xf32>, %dy: tensor<2x8xf32>, %i: tensor<2xi64>) -> tensor<16x8xf32> {
+  // expected-error @+1 {{base must have the result's type}}
+  %0 = fygraph.gather_grad_add %t, %dy, %i : (tensor<16x4xf32>, tensor<2x8xf32>, tensor<2xi64>) -> tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+
+// -----
+
+func.func @gather_grad_add_rows(%t: tensor<16x8xf32>, %dy: tensor<3x8xf32>, %i: tensor<2xi64>) -> tensor<16x8xf32> {
+  // expected-error @+1 {{gathered shape must be indices' shape + table shape[1:]}}
+  %0 = fygraph.gather_grad_add %t, %dy, %i : (tensor<16x8xf32>, tensor<3x8xf32>, tensor<2xi64>) -> tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+
+// -----
+
 func.func @sce(%s: tensor<8x16xf32>, %l: tensor<4xi64>) -> tensor<f32> {
   // expected-error @+1 {{labels must have the scores' shape without the class dim 1}}
   %loss, %lp = fygraph.softmax_cross_entropy_loss %s, %l : (tensor<8x16xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<8x16xf32>)

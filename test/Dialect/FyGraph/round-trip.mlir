@@ -72,6 +72,9 @@ func.func @forward(%idx: tensor<2x4xi64>, %tgt: tensor<2x4xi64>) -> tensor<f32> 
   %rx, %rsc = fygraph.rms_norm_grad %x, %x, %g, %ir {axis = 2 : i64}
       : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x1xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
   %gg = fygraph.gather_grad %x, %idx : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>
+  // CHECK: fygraph.gather_grad_add %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x8xf32>, tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>
+  %gga = fygraph.gather_grad_add %gg, %x, %idx : (tensor<16x8xf32>, tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>
+  fygraph.adamw @wte, %gga : tensor<16x8xf32>
   // CHECK: fygraph.adamw @wte, %{{.*}} : tensor<16x8xf32>
   fygraph.adamw @wte, %gg : tensor<16x8xf32>
   %scores = fygraph.transpose %drg {perm = array<i64: 0, 2, 1>} : tensor<2x4x16xf32> -> tensor<2x16x4xf32>

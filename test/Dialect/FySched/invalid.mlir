@@ -188,6 +188,24 @@ func.func @rows_by_float_ids(%ids: !fysched.buffer<device, tensor<2x3xf32>>) {
 
 // -----
 
+fysched.group @g0 [@w] bytes 128
+func.func @early_rows_of_a_vector(%ids: !fysched.buffer<device, tensor<2x3xi64>>, %g: !fysched.buffer<device, tensor<32xf32>>) {
+  // expected-error @+1 {{grad must be a 2-D f32 table}}
+  fysched.grad_offload_early @g0, @w(%g : !fysched.buffer<device, tensor<32xf32>>) except(%ids : !fysched.buffer<device, tensor<2x3xi64>>)
+  return
+}
+
+// -----
+
+fysched.group @g0 [@w] bytes 128
+func.func @early_rows_of_another_param(%ids: !fysched.buffer<device, tensor<2x3xi64>>, %g: !fysched.buffer<device, tensor<8x4xf32>>) {
+  // expected-error @+1 {{@v is not a parameter of @g0}}
+  fysched.grad_offload_early @g0, @v(%g : !fysched.buffer<device, tensor<8x4xf32>>) except(%ids : !fysched.buffer<device, tensor<2x3xi64>>)
+  return
+}
+
+// -----
+
 // A parameter twice would leave another's update unrewritten (found by
 // mutating fy-async-optimizer's test).
 // expected-error @+1 {{names parameter @w twice}}

@@ -93,3 +93,12 @@ func.func @rows_first(%ids: !fysched.buffer<device, tensor<2x3xi64>>) {
   fysched.group_wait_rows @g0, @w[%ids : !fysched.buffer<device, tensor<2x3xi64>>]
   return
 }
+
+// A table's gradient final in every row but those the ids name.
+// CHECK-LABEL: func.func @early_rows
+// CHECK-SAME: (%[[IDS:.*]]: !fysched.buffer<device, tensor<2x3xi64>>, %[[G:.*]]: !fysched.buffer<device, tensor<8x4xf32>>)
+func.func @early_rows(%ids: !fysched.buffer<device, tensor<2x3xi64>>, %g: !fysched.buffer<device, tensor<8x4xf32>>) {
+  // CHECK: fysched.grad_offload_early @g0, @w(%[[G]] : <device, tensor<8x4xf32>>) except(%[[IDS]] : <device, tensor<2x3xi64>>)
+  fysched.grad_offload_early @g0, @w(%g : !fysched.buffer<device, tensor<8x4xf32>>) except(%ids : !fysched.buffer<device, tensor<2x3xi64>>)
+  return
+}

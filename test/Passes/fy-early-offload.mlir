@@ -1,0 +1,90 @@
+// RUN: fuyou-opt %s -split-input-file --fy-early-offload | FileCheck %s
+// RUN: fuyou-opt %s -split-input-file --fy-early-offload --fy-convert-fysched-to-emitc | FileCheck %s --check-prefix=EMITC
+
+// A tied embedding: its gradient is the logits part %dw plus the gather's
+// rows. The logits part goes to the optimizer after the table's last read
+// (the input gradient's product), not right after %dw is written.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[IDX:[^:]*]]: !fysched.buffer<device, tensor<2x3xi64>>
+// CHECK: fysched.launch "matmul" ins(%[[DL:.*]], %[[Y:.*]] : {{.*}}) outs(%[[DW:.*]] : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+// CHECK-NEXT: %[[DX:.*]] = fysched.alloc
+// CHECK-NEXT: fysched.launch "matmul" ins(%[[DL]], %[[E:.*]] : {{.*}}) outs(%[[DX]]
+// CHECK-NEXT: fysched.grad_offload_early @g0, @wte.weight(%[[DW]] : <device, tensor<8x4xf32>>) except(%[[IDX]] : <device, tensor<2x3xi64>>)
+// CHECK-NEXT: %[[G:.*]] = fysched.alloc
+// CHECK-NEXT: fysched.launch "gather_grad_add" ins(%[[DW]], %{{.*}}, %[[IDX]]
+// CHECK-NEXT: fysched.grad_offload @g0(%[[G]]
+// CHECK-NOT: grad_offload_early
+
+// The program hands the runtime the group's and the table's indices.
+// EMITC-LABEL: emitc.func @fy_train_step
+// EMITC: emitc.call_opaque "fy::rt::grad_offload_early"(%{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"0LL">, #emitc.opaque<"0LL">, 1 : index, 2 : index]}
+
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@wte.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysched.buffer<device, tensor<6x4xf32>>,
+                      %dl: !fysched.buffer<device, tensor<6x8xf32>>, %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  %e = fysched.get_param @wte.weight : <device, tensor<8x4xf32>>
+  %dw = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+  %dx = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "matmul" ins(%dl, %e : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%dx : !fysched.buffer<device, tensor<6x4xf32>>) {args = [false, false]}
+  %g = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "gather_grad_add" ins(%dw, %drows, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %u = fysched.group_adamw @g0 after(%o)
+  return
+}
+
+// -----
+
+// The table read again after the sum (a recomputed gather, say) would see
+// rows updated early; ids that are not the step's tokens (positions) name
+// other rows: both keep their whole update at the end.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: grad_offload_early
+
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fygraph.param @wpe.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@wte.weight, @wpe.weight] bytes 256
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %pos: !fysched.buffer<device, tensor<2x3xi64>>,
+                      %y: !fysched.buffer<device, tensor<6x4xf32>>, %dl: !fysched.buffer<device, tensor<6x8xf32>>,
+                      %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  %e = fysched.get_param @wte.weight : <device, tensor<8x4xf32>>
+  %p = fysched.get_param @wpe.weight : <device, tensor<8x4xf32>>
+  %dw = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+  %dp = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dp : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+  %g = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "gather_grad_add" ins(%dw, %drows, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %again = fysched.alloc : <device, tensor<2x3x4xf32>>
+  %ev = fysched.view %e : <device, tensor<8x4xf32>> -> <device, tensor<32xf32>>
+  fysched.launch "gather" ins(%e, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%again : !fysched.buffer<device, tensor<2x3x4xf32>>)
+  %gp = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "gather_grad_add" ins(%dp, %drows, %pos : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%gp : !fysched.buffer<device, tensor<8x4xf32>>)
+  %o = fysched.grad_offload @g0(%g, %gp : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>)
+  return
+}
+
+// -----
+
+// With loss scaling every update waits for the step's verdict: nothing to gain.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: grad_offload_early
+
+module attributes {fy.loss_scale} {
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@wte.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysched.buffer<device, tensor<6x4xf32>>,
+                      %dl: !fysched.buffer<device, tensor<6x8xf32>>, %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  %dw = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+  %g = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "gather_grad_add" ins(%dw, %drows, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  return
+}
+}
