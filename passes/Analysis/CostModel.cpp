@@ -387,6 +387,7 @@ private:
     double rowsReady;           // its rows' own gradient copy has landed; < 0: none
     bool rowsDone = false;      // the rows part has run
     double writeIssued = -1;    // the program reached its state_write
+    bool early = false;         // a table's rows the batch does not read (grad_offload_early)
   };
 
   double landedAt(const Pending &p) const { return p.rowsReady >= 0 && !p.rowsDone ? p.rowsReady : p.ready; }
@@ -412,9 +413,17 @@ private:
       return groupIndex_.lookup(a.group) > groupIndex_.lookup(b.group);
     });
     while (!pending_.empty()) {
+      // A group's update waits for its early rows.
+      auto blocked = [&](const Pending &p) {
+        return !p.early && llvm::any_of(pending_, [&](const Pending &q) { return q.early && q.group == p.group; });
+      };
       size_t pick = 0;
+      while (blocked(pending_[pick]))
+        ++pick;
       for (size_t i = 0; i < pending_.size(); ++i)
-        if (landedAt(pending_[i]) <= free_[Optimizer]) {
+        if (blocked(pending_[i]))
+          continue;
+        else if (landedAt(pending_[i]) <= free_[Optimizer]) {
           pick = i;
           break;
         } else if (landedAt(pending_[i]) < landedAt(pending_[pick])) {
@@ -424,12 +433,38 @@ private:
     }
   }
 
+  // The early rows of `g`'s table (all but the batch's), then their upload
+  // on a GPU, piece by piece as they are done.
+  void runEarly(const Pending &p, Prediction *out) {
+    double elems = paramElems_.lookup(earlyTable_.lookup(p.group)) - rowsFirst_.lookup(p.group);
+    double dur = elems / p_.adamwParams;
+    double end = onStream(Optimizer, p.ready, dur, out);
+    if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
+      uploadPieces(end, dur, out);
+  }
+
+  // The upload of an update of `dur` ending at `end`: it starts after the
+  // first piece (kUpdatePieceElems) and ends a piece's copy after the
+  // update, if the link keeps up. Returns its end.
+  double uploadPieces(double end, double dur, Prediction *out) {
+    double part = dur * p_.adamwParams;
+    double piece = std::min(part, double(fy::kUpdatePieceElems)), copy = part * 4.0 / p_.h2dBytes;
+    double start = std::max(end - dur + piece / p_.adamwParams, end + piece * 4.0 / p_.h2dBytes - copy);
+    return onStream(ToDevice, start, copy, out);
+  }
+
   // Runs pending_[i] (or its rows part) on the optimizer stream.
   void runPending(size_t i, Prediction *out) {
     Pending p = pending_[i];
     pending_.erase(pending_.begin() + i);
+    if (p.early)
+      return runEarly(p, out);
     StringRef g = p.group;
+    // After its early rows, a table has only the batch's left.
+    const bool early = earlyTaken_.contains(g);
     double params = groupParams_.lookup(g), dur = params / p_.adamwParams;
+    if (early)
+      dur -= (paramElems_.lookup(earlyTable_.lookup(g)) - rowsFirst_.lookup(g)) / p_.adamwParams;
     bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
     auto rows = rowsFirst_.find(g);
     double rowsDur = rows != rowsFirst_.end() ? rows->second / p_.adamwParams : 0;
@@ -461,15 +496,9 @@ private:
     // upload starts after the first piece and ends a piece's copy after the
     // update, if the link keeps up.
     double linkFree = upload ? free_[ToDevice] : -1;
-    if (upload) {
-      double part = dur * p_.adamwParams;
-      double piece = std::min(part, double(fy::kUpdatePieceElems)), copy = part * 4.0 / p_.h2dBytes;
-      double start = std::max(end - dur + piece / p_.adamwParams, end + piece * 4.0 / p_.h2dBytes - copy);
-      updated_[g] = onStream(ToDevice, start, copy, out);
-    } else {
-      updated_[g] = end;
-    }
-    paramsUpdated(g, end - dur, rows != rowsFirst_.end() && !p.rowsDone, linkFree);
+    updated_[g] = upload ? uploadPieces(end, dur, out) : end;
+    paramsUpdated(g, end - dur, rows != rowsFirst_.end() && !p.rowsDone, early, linkFree);
+    earlyTaken_.erase(g);
     if (p.writeIssued >= 0)
       writeState(g, std::max(p.writeIssued, end), out);
   }
@@ -481,14 +510,15 @@ private:
   // `linkFree` (< 0: no upload), as a group's whole upload does above: its
   // copy starts with its first piece done and the link free, and ends no
   // sooner than its last piece's copy after its update.
-  void paramsUpdated(StringRef g, double start, bool rowsFirst, double linkFree) {
+  void paramsUpdated(StringRef g, double start, bool rowsFirst, bool early, double linkFree) {
     StringRef table = rowsTable_.lookup(g);
     double done = rowsFirst ? rowsFirst_.lookup(g) : 0;
     auto order = updateOrder_.find(g);
     if (order == updateOrder_.end())
       return;
     for (StringRef name : order->second) {
-      double elems = paramElems_.lookup(name) - (name == table ? rowsFirst_.lookup(g) : 0);
+      // The table's rest is done (early rows) or comes now.
+      double elems = name != table ? paramElems_.lookup(name) : early ? 0 : paramElems_.lookup(name) - rowsFirst_.lookup(g);
       done += elems;
       double t = start + done / p_.adamwParams;
       if (linkFree >= 0) {
@@ -552,15 +582,40 @@ private:
           ready_[rootBuffer(v)] = end;
       } else if (auto copy = dyn_cast<fs::CopyOp>(op)) {
         copyOp(copy, issue, out);
+      } else if (auto early = dyn_cast<fs::GradOffloadEarlyOp>(op)) {
+        // As the runtime: in memory, without loss scaling, for a table read
+        // rows first (on a GPU, one whose rows of the gradient come down on
+        // their own at the group's grad_offload).
+        StringRef g = early.getGroup();
+        if (stateOnSsd_ || holds_ || rowsTable_.lookup(g) != early.getParam() ||
+            (cuda_ && !rowsGradFirst_.contains(g)))
+          continue;
+        runUntil(issue, out);
+        waitFor(updateEnd_.lookup(g), g, " before its early rows go down", out);
+        double ready = std::max(free_[Compute], readyOf(early.getGrad()));
+        double landed = onStream(cuda_ ? ToHost : Compute, ready, bytesOf(early.getGrad().getType()) / p_.d2hBytes, out);
+        earlyTable_[g] = early.getParam();
+        earlyTaken_.insert(g);
+        Pending p{g, Value(), landed, -1};
+        p.early = true;
+        pending_.push_back(p);
       } else if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
         runUntil(issue, out);
         // The runtime updates a group once at a time: the program waits here
         // for the step before's update (what a group without a group_wait in
-        // the step, an untied table read rows first, waits for).
-        waitFor(updateEnd_.lookup(off.getGroup()), off.getGroup(), " before its gradient goes down", out);
+        // the step, an untied table read rows first, waits for); after its
+        // early rows, there.
+        const bool early = earlyTaken_.contains(off.getGroup());
+        if (!early)
+          waitFor(updateEnd_.lookup(off.getGroup()), off.getGroup(), " before its gradient goes down", out);
         double ready = free_[Compute], bytes = 0;
-        for (Value g : off.getGrads())
-          ready = std::max(ready, readyOf(g)), bytes += bytesOf(g.getType());
+        auto group = module_.lookupSymbol<fs::GroupOp>(off.getGroupAttr());
+        for (auto [i, g] : llvm::enumerate(off.getGrads())) {
+          ready = std::max(ready, readyOf(g));
+          // The early table's batch rows come down with the rows' own copy.
+          if (!(early && group && cast<FlatSymbolRefAttr>(group.getParams()[i]).getValue() == earlyTable_.lookup(off.getGroup())))
+            bytes += bytesOf(g.getType());
+        }
         // On a GPU a table read rows first sends the next batch's rows of its
         // gradient down ahead of the whole one (gathered by a kernel).
         if (rowsGradFirst_.contains(off.getGroup()))
@@ -650,6 +705,8 @@ private:
   llvm::StringSet<> rowsGradFirst_;      // groups whose table's rows of the gradient go down first
   llvm::StringMap<double> rowsLanded_;   // group -> when that copy lands
   llvm::StringMap<double> updateEnd_;    // group -> when the optimizer is done with its last update
+  llvm::StringMap<StringRef> earlyTable_;  // group -> its table updated early (grad_offload_early)
+  llvm::StringSet<> earlyTaken_;         // groups whose early rows this step's update follows
   llvm::StringMap<int64_t> groupIndex_;  // group -> its place in the module (backward order)
   SmallVector<Pending> pending_;         // updates queued, not yet run
   int64_t updatesPerStep_ = 0;
