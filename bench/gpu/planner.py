@@ -163,6 +163,13 @@ def run_all(top):
                                   common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", gtrace, "--param-waits", "no"],
                                   os.path.join(out, f"planner_{name}_group_waits.jsonl"))
         sg = busy.summary(busy.per_step(gtrace, 2)) if gms is not None else None
+        # And with the tied table's rows all updated at the step's end (no
+        # early rows at run time): the same losses.
+        etrace = os.path.join(out, f"planner_{name}_early_no.trace.json")
+        ems, elosses, _ = measure(os.path.join(d, "train"), tokens, 12,
+                                  common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", etrace, "--early-rows", "no"],
+                                  os.path.join(out, f"planner_{name}_early_no.jsonl"))
+        se = busy.summary(busy.per_step(etrace, 2)) if ems is not None else None
         g = cfg["greedy"]
         row = {"config": name, "plan": g["short"], "gpu_mem_mib": cfg["gpu_mem"] / 2**20,
                "greedy_over_exhaustive": cfg["greedy_over_exhaustive"], "predicted_ms": g["predicted_ms"],
@@ -170,7 +177,8 @@ def run_all(top):
                "keep_predicted_ms": cfg["keep"]["predicted_ms"], "keep_measured_ms": kms,
                "keep_measured_over_predicted": kms / cfg["keep"]["predicted_ms"],
                "losses_bit_identical_to_keep": losses == klosses, "overlap": s, "overlap_rows_first_no": sw,
-               "overlap_param_waits_no": sg, "param_waits_no_losses_identical": glosses == losses}
+               "overlap_param_waits_no": sg, "param_waits_no_losses_identical": glosses == losses,
+               "early_rows_no_ms": ems, "overlap_early_rows_no": se, "early_rows_no_losses_identical": elosses == losses}
         results.append(row)
         ov = (f"traced step {s['step_ms']:.1f} ms, busiest {s['largest']} {s['busy_ms'][s['largest']]:.1f} ms "
               f"-> {s['ratio']:.3f}") if s else "no trace"
@@ -179,6 +187,9 @@ def run_all(top):
         if sg:
             ov += (f" (--param-waits no: step {sg['step_ms']:.1f} ms -> {sg['ratio']:.3f}, losses "
                    f"{'identical' if glosses == losses else 'DIFFER'})")
+        if se:
+            ov += (f" (--early-rows no: {ems:.1f} ms/step, traced step {se['step_ms']:.1f} ms -> {se['ratio']:.3f}, "
+                   f"losses {'identical' if elosses == losses else 'DIFFER'})")
         print(f"planner {name}: {g['short']} under {row['gpu_mem_mib']:.0f} MiB, greedy/exh "
               f"{row['greedy_over_exhaustive']:.3f}; predicted {g['predicted_ms']:.1f} ms, measured {ms:.1f} "
               f"-> {row['measured_over_predicted']:.3f}; keep-all {cfg['keep']['predicted_ms']:.1f} / {kms:.1f} "

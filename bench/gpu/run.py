@@ -326,13 +326,16 @@ def step_start_idle(trace):
 
 def rows(d, exe):
     """How the next forward waits for the updates: the default (the token
-    embedding's rows first, then each parameter's update, fy-param-waits)
-    against the table's whole update (--rows-first no) and against each
-    group's whole update (--param-waits no): ms/step, interleaved twice, and
+    embedding's rows first, its rows the batch does not read updated during
+    backward, then each parameter's update, fy-param-waits) against all of
+    the table's rows updated at the step's end (--early-rows no), the
+    table's whole update (--rows-first no) and each group's whole update
+    (--param-waits no): ms/step, interleaved twice, and
     from a trace the GPU's idle time at each step's start and step / busiest
     stream; on the byte tokens (at most 256 distinct rows a batch) and on the
     Zipf ones (about 3,100)."""
-    variants = {"default": [], "whole table": ["--rows-first", "no"], "group waits": ["--param-waits", "no"]}
+    variants = {"default": [], "table at the end": ["--early-rows", "no"], "whole table": ["--rows-first", "no"],
+                "group waits": ["--param-waits", "no"]}
     for data in (TOKENS, TOKENS_ZIPF):
         if not os.path.exists(data):
             continue
