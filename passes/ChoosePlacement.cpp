@@ -25,7 +25,8 @@ namespace {
 struct Plan {
   SmallVector<StringRef> acts;  // one policy per forward segment
   StringRef params = "keep";
-  std::string key() const { return llvm::join(acts, ",") + "/" + params.str(); }
+  bool earlyRows = true;  // a tied table's rows handed over early (fy-early-offload)
+  std::string key() const { return llvm::join(acts, ",") + "/" + params.str() + (earlyRows ? "" : "/late"); }
 };
 
 struct Outcome {
@@ -51,6 +52,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       return fail("search must be greedy or exhaustive, got '" + search + "'");
     if (params != "auto" && params != "keep" && params != "stream")
       return fail("params must be keep, stream or auto, got '" + params + "'");
+    if (earlyRows != "auto" && earlyRows != "yes" && earlyRows != "no")
+      return fail("early-rows must be yes, no or auto, got '" + earlyRows + "'");
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step)
       return fail("no @train_step to plan");
@@ -64,13 +67,28 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       policies_.push_back("ssd");
     paramChoices_ = params == "auto" ? SmallVector<StringRef>{"keep", "stream"} : SmallVector<StringRef>{params};
 
+    early_ = earlyRows != "no";
     std::optional<Plan> best = search == "greedy" ? greedy(module) : exhaustive(module);
     if (!best)
       return signalPassFailure();
+    // A tied table's early rows move its gradient's copy ahead of the
+    // blocks' on the link and its update among theirs: kept only where the
+    // model predicts a shorter step (same memory: the buffer is live anyway).
+    bool tied = llvm::any_of(body.getOps<fuyou::fysched::LaunchOp>(),
+                             [](fuyou::fysched::LaunchOp l) { return l.getKernel() == "gather_grad_add"; });
+    if (tied && earlyRows == "auto") {
+      Plan late = *best;
+      late.earlyRows = false;
+      double earlyStep = cache_[best->key()].pred.stepS;
+      if (const Outcome &l = evaluate(module, late); fits(l) && l.pred.stepS < earlyStep * (1 - 1e-9))
+        best = late;
+    }
     const Outcome &o = cache_[best->key()];
     Builder b(&getContext());
     module->setAttr("fy.plan.activations", b.getStringAttr(llvm::join(best->acts, ",")));
     module->setAttr("fy.plan.params", b.getStringAttr(best->params));
+    if (tied)
+      module->setAttr("fy.plan.early_rows", b.getStringAttr(best->earlyRows ? "yes" : "no"));
     module->setAttr("fy.plan.predicted_step_s", b.getF64FloatAttr(o.pred.stepS));
     module->setAttr("fy.plan.evaluated", b.getI64IntegerAttr(int64_t(cache_.size())));
     module->setAttr("fy.plan.profile", b.getStringAttr(prof_.source));
@@ -88,6 +106,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     if (auto it = cache_.find(key); it != cache_.end())
       return it->second;
     OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+    if (!plan.earlyRows)
+      (*copy)->setAttr("fy.plan.early_rows", StringAttr::get(&getContext(), "no"));
     PassManager pm(&getContext());
     fuyou::PlacementOptions place;
     place.activations = llvm::join(plan.acts, ",");
@@ -159,6 +179,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
 
   std::optional<Plan> greedy(ModuleOp module) {
     Plan cur;
+    cur.earlyRows = early_;
     cur.acts.assign(segments_, "keep");
     cur.params = paramChoices_.front();
     // Towards the budgets: the cheapest change that fits, else the one that
@@ -221,6 +242,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       std::fill(digit.begin(), digit.end(), 0);
       while (true) {
         Plan q;
+        q.earlyRows = early_;
         q.params = par;
         for (size_t d : digit)
           q.acts.push_back(policies_[d]);
@@ -258,6 +280,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
 
   fuyou::Profile prof_;
   bool stateOnSsd_ = false;
+  bool early_ = true;  // the plans tried hand a tied table's rows over early (early-rows=no: not)
   int64_t segments_ = 1;
   SmallVector<StringRef> policies_, paramChoices_;
   llvm::StringMap<Outcome> cache_;  // plan key -> its outcome

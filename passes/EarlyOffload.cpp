@@ -4,7 +4,8 @@
 // the whole table. Every row the step's ids do not name is final as soon as
 // the logits part is written: grad_offload_early hands those rows to the
 // optimizer there, after the table's last read in the step, so most of the
-// table is updated while backward runs.
+// table is updated while backward runs. Only for a table read rows first
+// (fy-rows-first), which the runtime's part for the step's rows builds on.
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,8 +35,10 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    // With loss scaling every update waits for the step's verdict anyway.
-    if (!step || step.getNumArguments() == 0 || module->hasAttr("fy.loss_scale"))
+    // With loss scaling every update waits for the step's verdict anyway;
+    // the planner may have found the step faster without (fy.plan.early_rows).
+    auto plan = module->getAttrOfType<StringAttr>("fy.plan.early_rows");
+    if (!step || step.getNumArguments() == 0 || module->hasAttr("fy.loss_scale") || (plan && plan.getValue() == "no"))
       return;
     Block &body = step.getBody().front();
     for (fs::GradOffloadOp off : llvm::to_vector(body.getOps<fs::GradOffloadOp>()))
@@ -45,6 +48,12 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
   }
 
   void early(Block &body, fs::GradOffloadOp off, Value grad, FlatSymbolRefAttr param, Value tokens) {
+    // The runtime hands the rows over on top of rows first (fy-rows-first):
+    // the step's rows are its first part.
+    if (llvm::none_of(body.getOps<fs::GroupWaitRowsOp>(), [&](fs::GroupWaitRowsOp w) {
+          return w.getGroup() == off.getGroup() && w.getParam() == param.getValue();
+        }))
+      return;
     fs::LaunchOp sum = writerOf(grad);
     if (!sum || sum.getKernel() != "gather_grad_add" || sum.getIns().size() != 3 || sum.getIns()[2] != tokens)
       return;

@@ -129,8 +129,10 @@ def EarlyOffload : Pass<"fy-early-offload", "mlir::ModuleOp"> {
     step, so that the optimizer updates those rows (most of the table)
     while backward runs, and the group's update at the end of backward is
     left only the batch's rows: the table's update is off the step's
-    boundary, where the next forward waited for it. Run after
-    fy-param-waits.
+    boundary, where the next forward waited for it. Only for a table read
+    rows first (a group_wait_rows of it in the step), and not where
+    fy-choose-placement predicted the step faster without
+    (fy.plan.early_rows = "no"). Run after fy-param-waits.
   }];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
@@ -195,6 +197,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
            "a program's --trace: its kernels' measured times replace the profile's rates for the same kernels and bytes">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
     Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">,
+    Option<"earlyRows", "early-rows", "std::string", /*default=*/"\"auto\"",
+           "a tied table's rows handed over early (fy-early-offload): yes, no, or auto (the faster of the two)">,
     Option<"state", "state", "std::string", /*default=*/"\"auto\"",
            "where AdamW's moments live when the program runs: ssd (run with --ssd), memory, or auto (ssd when the profile has SSD rates)">
   ];

@@ -92,6 +92,8 @@ def parse_plan(text):
         out["plans_evaluated"] = int(m.group(1))
         out["activations"] = m.group(2).split(",")
         out["params"] = m.group(3)
+        e = re.search(r"a tied table's rows early: (\w+)", text)
+        out["early_rows"] = e.group(1) if e else None
     else:  # no planner run: placement given or defaulted
         out["activations"] = re.findall(r"^segment \d+: (\w+)", text, re.M)
         out["params"] = "stream" if "parameters: streamed" in text else "keep"
@@ -104,7 +106,9 @@ def parse_plan(text):
 
 
 def short(plan):
-    return "".join(ABBREV.get(p, p) for p in plan["activations"]) + "+" + plan["params"]
+    """K/H/S/R per segment + the parameters' placement, and "+late" where a tied table's rows are not early."""
+    return ("".join(ABBREV.get(p, p) for p in plan["activations"]) + "+" + plan["params"] +
+            ("+late" if plan.get("early_rows") == "no" else ""))
 
 
 def measure(exe, a, w, gpu_mem, tag, trace=False):

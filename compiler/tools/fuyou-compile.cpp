@@ -39,6 +39,7 @@ struct Options {
   std::string profile;               // the planner's machine profile (empty: built-in)
   std::string kernelTimes;           // a program's --trace whose kernel times the planner uses
   std::string planSearch = "greedy";
+  std::string earlyRows = "auto";    // a tied table's rows handed over early: yes, no, auto (the planner's)
   std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
   std::string ssd;                   // --calibrate: where to measure the SSD
@@ -71,6 +72,9 @@ const char *kUsage =
     "                     [--kernel-times TRACE]  kernel times measured by a program's --trace on this\n"
     "                                          machine, used where they cover a launch (else the profile)\n"
     "                     [--plan-search greedy|exhaustive]  how the planner searches (default greedy)\n"
+    "                     [--early-rows yes|no|auto]  hand a tied embedding's rows that the batch does not\n"
+    "                                          read to the optimizer during backward (auto: where the\n"
+    "                                          planner predicts a faster step; yes when no planner runs)\n"
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
@@ -160,6 +164,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--profile") o.profile = next();
     else if (a == "--kernel-times") o.kernelTimes = next();
     else if (a == "--plan-search") o.planSearch = next();
+    else if (a == "--early-rows") o.earlyRows = next();
     else if (a == "--state") o.state = next();
     else if (a == "--calibrate") o.calibrate = true;
     else if (a == "--ssd") o.ssd = next();
@@ -198,6 +203,8 @@ Options parse(int argc, char **argv) {
   }
   if (o.planSearch != "greedy" && o.planSearch != "exhaustive")
     die("--plan-search must be greedy or exhaustive, got '" + o.planSearch + "'");
+  if (o.earlyRows != "yes" && o.earlyRows != "no" && o.earlyRows != "auto")
+    die("--early-rows must be yes, no or auto, got '" + o.earlyRows + "'");
   if (o.precision.empty())
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision == "tf32")
@@ -335,6 +342,8 @@ int main(int argc, char **argv) {
     if (opts.activations != "auto") {  // as given: --emit=plan names it
       (*module)->setAttr("fy.plan.activations", mlir::StringAttr::get(&ctx, opts.activations));
       (*module)->setAttr("fy.plan.params", mlir::StringAttr::get(&ctx, opts.params));
+      if (opts.earlyRows == "no")
+        (*module)->setAttr("fy.plan.early_rows", mlir::StringAttr::get(&ctx, "no"));
     } else {
       fuyou::ChoosePlacementOptions choose;
       choose.gpuMem = opts.gpuMem;
@@ -347,6 +356,7 @@ int main(int argc, char **argv) {
       choose.activationPrefetch = opts.activationPrefetch;
       choose.target = opts.target;
       choose.search = opts.planSearch;
+      choose.earlyRows = opts.earlyRows;
       choose.params = opts.params;
       choose.state = opts.state;
       pm.addPass(fuyou::createChoosePlacement(choose));

@@ -13,6 +13,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 
 using namespace mlir;
@@ -397,8 +398,42 @@ private:
   void runUntil(double t, Prediction *out) {
     if (holds_)
       return;  // the updates wait for every gradient's norm
-    while (!pending_.empty() && std::max(free_[Optimizer], landedAt(pending_.front())) < t)
+    while (!pending_.empty() && std::max(free_[Optimizer], landedAt(pending_.front())) < t) {
+      fill(landedAt(pending_.front()), out);
       runPending(0, out);
+    }
+    fill(t, out);
+  }
+
+  // A table's early pieces run only when the worker has nothing else: while
+  // it would be idle before `until` (a piece started then runs whole).
+  void fill(double until, Prediction *out) {
+    while (!fillers_.empty()) {
+      Filler &f = fillers_.front();
+      double start = std::max(free_[Optimizer], f.ready);
+      if (start >= until)
+        return;
+      double piece = std::min(f.elems, double(fy::kUpdatePieceElems));
+      double end = onStream(Optimizer, start, piece / p_.adamwParams, out);
+      if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
+        end = onStream(ToDevice, end, piece * 4.0 / p_.h2dBytes, out);
+      f.elems -= piece;
+      if (f.elems <= 0) {
+        StringRef g = f.group;
+        fillers_.erase(fillers_.begin());
+        earlyDone_[g] = end;
+        tableDone(g, end);
+      }
+    }
+  }
+
+  // A table handed over early is whole once its early pieces (done at
+  // `end`) and the group's update are both done.
+  void tableDone(StringRef g, double end) {
+    updated_[g] = std::max(updated_.lookup(g), end);
+    updateEnd_[g] = std::max(updateEnd_.lookup(g), end);
+    StringRef table = earlyTable_.lookup(g);
+    paramUpdated_[table] = std::max(paramUpdated_.lookup(table), end);
   }
 
   void runReleased(Prediction *out) {
@@ -413,34 +448,32 @@ private:
       return groupIndex_.lookup(a.group) > groupIndex_.lookup(b.group);
     });
     while (!pending_.empty()) {
-      // A group's update waits for its early rows.
-      auto blocked = [&](const Pending &p) {
-        return !p.early && llvm::any_of(pending_, [&](const Pending &q) { return q.early && q.group == p.group; });
-      };
       size_t pick = 0;
-      while (blocked(pending_[pick]))
-        ++pick;
       for (size_t i = 0; i < pending_.size(); ++i)
-        if (blocked(pending_[i]))
-          continue;
-        else if (landedAt(pending_[i]) <= free_[Optimizer]) {
+        if (landedAt(pending_[i]) <= free_[Optimizer]) {
           pick = i;
           break;
         } else if (landedAt(pending_[i]) < landedAt(pending_[pick])) {
           pick = i;
         }
+      fill(landedAt(pending_[pick]), out);
       runPending(pick, out);
     }
+    fill(std::numeric_limits<double>::infinity(), out);
   }
 
-  // The early rows of `g`'s table (all but the batch's), then their upload
-  // on a GPU, piece by piece as they are done.
+  // The first part of `g`'s table handed over early: the next batch's rows
+  // among its early ones (at most as many as a batch's, and no more than
+  // the table holds besides the step's), scattered up on a GPU; the rest
+  // becomes the table's early pieces.
   void runEarly(const Pending &p, Prediction *out) {
-    double elems = paramElems_.lookup(earlyTable_.lookup(p.group)) - rowsFirst_.lookup(p.group);
-    double dur = elems / p_.adamwParams;
-    double end = onStream(Optimizer, p.ready, dur, out);
+    double table = paramElems_.lookup(earlyTable_.lookup(p.group)), rows = rowsFirst_.lookup(p.group);
+    double first = std::min(rows, table - rows);
+    double end = onStream(Optimizer, p.ready, first / p_.adamwParams, out);
     if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
-      uploadPieces(end, dur, out);
+      end = onStream(ToDevice, end, first * 4.0 / p_.h2dBytes + p_.launchS, out);
+    earlyRows_[p.group] = end;
+    fillers_.push_back({p.group, end, table - rows - first});
   }
 
   // The upload of an update of `dur` ending at `end`: it starts after the
@@ -468,8 +501,11 @@ private:
     bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
     auto rows = rowsFirst_.find(g);
     double rowsDur = rows != rowsFirst_.end() ? rows->second / p_.adamwParams : 0;
+    // The next batch's rows: the step's (here) and, after an early part, its others.
     auto rowsUpdated = [&](double done) {
       rowsUpdated_[g] = upload ? onStream(ToDevice, done, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out) : done;
+      if (early)
+        rowsUpdated_[g] = std::max(rowsUpdated_[g], earlyRows_.lookup(g));
     };
     double end;
     if (p.rowsReady >= 0 && !p.rowsDone) {
@@ -498,7 +534,14 @@ private:
     double linkFree = upload ? free_[ToDevice] : -1;
     updated_[g] = upload ? uploadPieces(end, dur, out) : end;
     paramsUpdated(g, end - dur, rows != rowsFirst_.end() && !p.rowsDone, early, linkFree);
-    earlyTaken_.erase(g);
+    if (early) {
+      earlyTaken_.erase(g);
+      // Its early pieces done before: the table is whole when both are
+      // (else the last piece makes it so, in fill).
+      auto done = earlyDone_.find(g);
+      if (done != earlyDone_.end())
+        tableDone(g, done->second);
+    }
     if (p.writeIssued >= 0)
       writeState(g, std::max(p.writeIssued, end), out);
   }
@@ -596,6 +639,7 @@ private:
         double landed = onStream(cuda_ ? ToHost : Compute, ready, bytesOf(early.getGrad().getType()) / p_.d2hBytes, out);
         earlyTable_[g] = early.getParam();
         earlyTaken_.insert(g);
+        earlyDone_.erase(g);
         Pending p{g, Value(), landed, -1};
         p.early = true;
         pending_.push_back(p);
@@ -707,6 +751,14 @@ private:
   llvm::StringMap<double> updateEnd_;    // group -> when the optimizer is done with its last update
   llvm::StringMap<StringRef> earlyTable_;  // group -> its table updated early (grad_offload_early)
   llvm::StringSet<> earlyTaken_;         // groups whose early rows this step's update follows
+  llvm::StringMap<double> earlyRows_;    // group -> when the next batch's rows among its early ones are up
+  llvm::StringMap<double> earlyDone_;    // group -> when this step's early pieces ended
+  // A table's early pieces left to run when the worker is idle, from `ready`.
+  struct Filler {
+    StringRef group;
+    double ready, elems;
+  };
+  SmallVector<Filler> fillers_;
   llvm::StringMap<int64_t> groupIndex_;  // group -> its place in the module (backward order)
   SmallVector<Pending> pending_;         // updates queued, not yet run
   int64_t updatesPerStep_ = 0;
@@ -738,7 +790,9 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
        << "\n";
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.evaluated"))
     os << "planner: " << n.getInt() << " plans evaluated, chose activations " << str("fy.plan.activations")
-       << ", parameters " << str("fy.plan.params") << "\n";
+       << ", parameters " << str("fy.plan.params")
+       << (str("fy.plan.early_rows").empty() ? "" : ", a tied table's rows early: " + str("fy.plan.early_rows").str())
+       << "\n";
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return;

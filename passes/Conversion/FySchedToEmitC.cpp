@@ -470,6 +470,15 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
                             ll(cast<fs::BufferType>(w.getIds().getType()).getNumElements())}),
             ArrayAttr());
       });
+    // Tables handed over early (after their rows first, which they need).
+    if (async)
+      step.walk([&](fs::GradOffloadEarlyOp e) {
+        auto ll = [&](int64_t v) -> Attribute { return opaque(ctx, std::to_string(v) + "LL"); };
+        b.create<emitc::CallOpaqueOp>(
+            e.getLoc(), TypeRange{}, "fy::rt::declare_early_rows", ValueRange{rt},
+            b.getArrayAttr({b.getIndexAttr(0), ll(groupIds.lookup(e.getGroup())), ll(index.lookup(e.getParam()))}),
+            ArrayAttr());
+      });
     b.create<emitc::ReturnOp>(module.getLoc(), Value());
     for (Operation *d : decls)
       d->erase();

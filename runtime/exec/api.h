@@ -205,6 +205,10 @@ int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params);
 // step: the table it reads rows first and how many ids a step gathers, so
 // that --cpu-mem counts the rows' buffers before the first step.
 void declare_rows_first(Runtime* rt, int64_t group, int64_t param, int64_t ids);
+// Declared by fy_declare after declare_rows_first, for each grad_offload_early
+// of the step: the table handed over early (the buffers of the next batch's
+// rows among its early ones count from the start).
+void declare_early_rows(Runtime* rt, int64_t group, int64_t param);
 // A group's update as the program spells it (fysched grad_offload,
 // state_read, group_adamw, state_write): each returns a token that the later
 // ones take as their dependencies; all but grad_offload only queue work.

@@ -90,6 +90,9 @@ size_t AsyncOptimizer::rows_host_bytes() const {
       const size_t row_bytes = size_t(g.rows_capacity * t[1]) * 4;
       n += size_t(g.rows_capacity) * 8 + size_t(t[0]) + (on_rows_updated_ ? row_bytes : 0) +
            (copies_row_grads(g) ? row_bytes : 0);
+      // A table handed over early: the next batch's rows among its early ones, and their mask.
+      if (g.early_declared && early_on_)
+        n += size_t(g.rows_capacity) * 8 + size_t(t[0]) + (on_rows_updated_ ? row_bytes : 0);
     }
   return n;
 }
@@ -266,8 +269,9 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
          grad_view.shape.str() + ", parameter is F32 " + p.value.shape.str() + " (a 2-D table)");
   // The named rows' gradient must come down on its own at grad_offload: on
   // a device, through the rows' copy.
-  if (!early_on_ || store_ || holds() || accum_ > 1 || p.q8_block || rt_.recording_grads() || g.rows_param != param ||
-      !g.rows || n > g.rows_capacity || (copy_out_ && !copies_row_grads(g)))
+  if (!early_on_ || !g.early_declared || store_ || holds() || accum_ > 1 || p.q8_block || rt_.recording_grads() ||
+      g.rows_param != param || !g.rows || !g.early_rows || n > g.rows_capacity ||
+      (copy_out_ && !copies_row_grads(g)) || (on_rows_updated_ && !g.early_values))
     return false;
   wait_group(group, /*slot=*/true);
   if (slots_.empty()) make_slots();
@@ -279,10 +283,17 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
            std::to_string(table_rows) + " rows");
     g.row_mask[size_t(ids[k])] = 1;
   }
+  // The next batch's rows among the early ones go first (none after the last step).
+  g.early_mask.assign(size_t(table_rows), 0);
+  if (next_ids_ && next_ids_(rt_.step(), next_ids_buf_))
+    for (int64_t id : next_ids_buf_)
+      if (id >= 0 && id < table_rows && !g.row_mask[size_t(id)]) g.early_mask[size_t(id)] = 1;
   take_slot(g);
-  g.row_count = 0;
-  for (int64_t r = 0; r < table_rows; ++r)
+  g.row_count = g.early_count = 0;
+  for (int64_t r = 0; r < table_rows; ++r) {
     if (g.row_mask[size_t(r)]) g.rows[g.row_count++] = r;
+    if (g.early_mask[size_t(r)] && g.early_count < g.rows_capacity) g.early_rows[g.early_count++] = r;
+  }
   g.rows_index = int(at - g.params.begin());
   if (copy_out_)
     copy_out_(grad_view, grad(g, size_t(g.rows_index)));
@@ -295,13 +306,27 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
   g.step = rt_.step();
   g.iteration = rt_.step();
   g.early = g.pending = g.updating = true;
-  g.early_done = false;
+  g.early_first_done = g.early_done = false;
+  g.early_piece = 0;
+  g.early_pieces = (p.value.numel() + kPiece - 1) / kPiece;
+  g.final_seq = 0;
   std::fill(g.updated.begin(), g.updated.end(), 0);
   g.rows_ready = false;
   g.rows_done = false;
+  ++early_updates_;
   queue_.push_back(Item{Op::Early, group, 0});
   work_cv_.notify_one();
   return true;
+}
+
+void AsyncOptimizer::declare_early(int64_t group, int64_t param) {
+  if (group < 0 || group >= num_groups()) fail("grad_offload_early: no group " + std::to_string(group));
+  Group& g = groups_[size_t(group)];
+  if (std::find(g.params.begin(), g.params.end(), param) == g.params.end())
+    fail("grad_offload_early: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
+  // offload_early declines a table that is not the group's read rows first.
+  std::lock_guard<std::mutex> lock(mu_);
+  g.early_declared = true;
 }
 
 int64_t AsyncOptimizer::read(int64_t group) {
@@ -583,6 +608,10 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
       g.rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
       if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
       if (copies_row_grads(g)) g.row_grads = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
+      if (g.early_declared && early_on_) {  // the next batch's rows among the early ones
+        g.early_rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
+        if (on_rows_updated_) g.early_values = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
+      }
     }
     std::lock_guard<std::mutex> lock(mu_);
     g.rows_made = true;
@@ -590,15 +619,15 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
   }
   auto t0 = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return !g.updating || g.rows_ready || error_; });
+  // After an early part the rows are the step's and the next batch's others.
+  done_cv_.wait(lock, [&] { return !g.updating || (g.rows_ready && (!g.early || g.early_first_done)) || error_; });
   bool rows = false;
-  if (!error_ && g.updating && g.early_done) {
-    rows = true;  // the early part did every row the rows part did not
-  } else if (!error_ && g.updating) {
+  if (!error_ && g.updating) {
     // The first part holds the rows next_ids named; this batch must be among them.
     rows = true;
     for (int64_t i = 0; i < n && rows; ++i)
-      rows = ids[i] >= 0 && ids[i] < int64_t(g.row_mask.size()) && g.row_mask[size_t(ids[i])];
+      rows = ids[i] >= 0 && ids[i] < int64_t(g.row_mask.size()) &&
+             (g.row_mask[size_t(ids[i])] || (g.early && g.early_mask[size_t(ids[i])]));
     if (!rows) {
       // Not the batch next_ids named: the whole update then (the same bits, later).
       TraceSpan span(rt_.trace(), "compute", "wait for the whole update, rows first missed, group ", group);
@@ -633,7 +662,8 @@ void AsyncOptimizer::quiesce() noexcept {
   quiescing_ = true;
   done_cv_.wait(lock, [&] { return !running_; });
   auto drop = [&](Group& g) {
-    g.pending = g.updating = g.held = g.rows_done = g.early = g.early_done = false;
+    g.pending = g.updating = g.held = g.rows_done = g.early = g.early_first_done = g.early_done = false;
+    g.final_seq = 0;
     settle_landings(g);  // the slot is reused only once its copies are in
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
@@ -668,7 +698,8 @@ bool AsyncOptimizer::can_stage(int64_t group) const {
 int AsyncOptimizer::runnable() const {
   if (quiescing_) return -1;
   // Write-backs first: they only issue I/O, and they free staging buffers.
-  int first = -1;
+  // A table's early pieces only when nothing else can run (filler).
+  int first = -1, filler = -1;
   for (size_t i = 0; i < queue_.size(); ++i) {
     const Item& it = queue_[i];
     const Group& g = groups_[size_t(it.group)];
@@ -677,20 +708,26 @@ int AsyncOptimizer::runnable() const {
         if (g.updates_done >= it.seq) return int(i);
         break;
       case Op::Update:
-        if (first < 0 && g.reads_done >= it.after_read && !waits_for_early(it)) first = int(i);
+        if (first < 0 && g.reads_done >= it.after_read) first = int(i);
         break;
       case Op::Read:
         if (first < 0 && can_stage(it.group)) first = int(i);
         break;
-      case Op::Check:
       case Op::Early:
+        if (early_filler(it)) {
+          if (filler < 0) filler = int(i);
+          break;
+        }
+        [[fallthrough]];
+      case Op::Check:
         if (first < 0) first = int(i);
         break;
       case Op::Offload:
         break;
     }
   }
-  if (first < 0 || queue_[size_t(first)].op != Op::Update || landed(queue_[size_t(first)])) return first;
+  if (first < 0) return filler;
+  if (queue_[size_t(first)].op != Op::Update || landed(queue_[size_t(first)])) return first;
   // After backward the updates are queued in the next forward's order, which
   // is the reverse of the order their gradients land in: rather than wait on
   // the first, update the first that has landed, or else wait on the one
@@ -698,12 +735,14 @@ int AsyncOptimizer::runnable() const {
   int earliest = first;
   for (size_t i = size_t(first) + 1; i < queue_.size(); ++i) {
     const Item& it = queue_[i];
-    if (it.op == Op::Early && landed(it)) return int(i);
-    if (it.op != Op::Update || groups_[size_t(it.group)].reads_done < it.after_read || waits_for_early(it)) continue;
+    if (it.op == Op::Early && !early_filler(it) && landed(it)) return int(i);
+    if (it.op != Op::Update || groups_[size_t(it.group)].reads_done < it.after_read) continue;
     if (landed(it)) return int(i);
     if (groups_[size_t(it.group)].offloaded < groups_[size_t(queue_[size_t(earliest)].group)].offloaded)
       earliest = int(i);
   }
+  // Nothing has landed: a table's early piece rather than a wait.
+  if (filler >= 0 && landed(queue_[size_t(filler)])) return filler;
   return earliest;
 }
 
@@ -761,7 +800,7 @@ void AsyncOptimizer::run(const Item& item) {
       accumulate(g, item.first_micro);
     } else if (item.op == Op::Early) {
       await(g.early_landed, "early rows' gradients landed wait, group ", item.group);
-      update_in_memory(g, Part::Early);
+      again = run_early(g);
     } else if (item.op == Op::Check) {
       await(g.landed, "gradients landed wait, group ", item.group);
       if (g.combine) combine(g);
@@ -792,7 +831,17 @@ void AsyncOptimizer::run(const Item& item) {
         if (g.combine) combine(g);
         update(g.rows_done ? Part::Rest : Part::All);
       }
-      if (!again && on_updated_) on_updated_(item.group);
+      // The group is done when its early pieces are too (the last of them finishes it).
+      if (!again && !(g.early && !g.early_done)) finish_table(g);
+      if (!again && on_updated_ && !(g.early && !g.early_done)) on_updated_(item.group);
+    }
+    if (item.op == Op::Early && !again) {
+      std::lock_guard<std::mutex> lock(mu_);
+      g.early_done = true;
+    }
+    if (item.op == Op::Early && !again && g.final_seq) {
+      finish_table(g);
+      if (on_updated_) on_updated_(item.group);
     }
   } catch (...) {
     // The slot is freed below: not while a copy may still be writing it. The
@@ -806,25 +855,34 @@ void AsyncOptimizer::run(const Item& item) {
   std::lock_guard<std::mutex> lock(mu_);
   busy_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count() - landed_wait_;
   if (again) {
-    g.rows_done = true;
+    if (item.op != Op::Early) g.rows_done = true;
     queue_.push_back(item);
     work_cv_.notify_one();
   } else if (item.op == Op::Read) {
     g.reads_done = std::max(g.reads_done, item.seq);
   } else if (item.op == Op::Early) {
-    g.early_done = true;
+    if (g.final_seq) finish_update(g, g.final_seq);
   } else if (item.op == Op::Check) {
     if (++checked_ == groups_.size() && all_in_) release_updates();
   } else if (item.op == Op::Update) {
-    finish_update(g, item.seq);
+    if (g.early && !g.early_done && !error_)
+      g.final_seq = item.seq;  // the early pieces left finish it
+    else
+      finish_update(g, item.seq);
   }
+}
+
+void AsyncOptimizer::finish_table(Group& g) {
+  // After an early part: the table is whole once both parts are done.
+  if (g.early && g.rows_index >= 0) param_updated(g, size_t(g.rows_index));
 }
 
 void AsyncOptimizer::finish_update(Group& g, int64_t seq) {
   free_slots_.push_back(g.slot);
   g.slot = -1;
   g.pending = g.updating = false;
-  g.early = g.early_done = false;
+  g.early = g.early_first_done = g.early_done = false;
+  g.final_seq = 0;
   g.updates_done = seq;
 }
 
@@ -846,20 +904,16 @@ void AsyncOptimizer::settle_landings(Group& g) noexcept {
 
 int64_t AsyncOptimizer::update_bytes(const Group& g, Part part) const {
   const int64_t rows = g.rows_param >= 0 ? g.row_count * rt_.param(g.rows_param).value.shape[1] : 0;
-  if (part == Part::Early) return (rt_.param(g.rows_param).value.numel() - rows) * 16;
   int64_t elems = g.grad_elems;
   if (part == Part::Rest) elems -= rows;
-  if (g.early_done) elems -= rt_.param(g.rows_param).value.numel() - rows;
+  if (g.early) elems -= rt_.param(g.rows_param).value.numel() - rows;  // its rest goes early
   return elems * 16;
 }
 
 void AsyncOptimizer::update_in_memory(Group& g, Part part) {
   // The rows part has a slice of its own (finish_rows).
   std::optional<TraceSpan> span;
-  if (part == Part::Early)
-    span.emplace(rt_.trace(), "cpu optimizer", "adamw early rows, group ", int64_t(&g - groups_.data()),
-                 update_bytes(g, part));
-  else if (part != Part::Rows)
+  if (part != Part::Rows)
     span.emplace(rt_.trace(), "cpu optimizer", "adamw", -1, update_bytes(g, part));
   update_pieces(
       g,
@@ -1081,26 +1135,60 @@ void AsyncOptimizer::finish_rows(Group& g, AdamWPool::Handle rows_job) {
   done_cv_.notify_all();
 }
 
-void AsyncOptimizer::submit_rest(Group& g, void* m, void* v, const AdamWConfig& cfg, std::vector<Piece>& pieces) {
+AdamWPool::Handle AsyncOptimizer::submit_rest_piece(Group& g, int64_t lo, int64_t len, bool early, void* m, void* v,
+                                                    const AdamWConfig& cfg) {
   const size_t i = size_t(g.rows_index);
   const Runtime::Param& p = rt_.param(g.params[i]);
-  const int64_t n = p.value.numel(), d = n / p.value.shape[0];
-  float* w = p.value.as<float>();
-  float *mf = static_cast<float*>(m), *vf = static_cast<float*>(v);
+  const int64_t d = p.value.numel() / p.value.shape[0];
+  auto rest = std::make_shared<Runs>();
+  for (int64_t r = lo / d; r * d < lo + len; ++r) {
+    if (g.row_mask[size_t(r)] || (early && g.early_mask[size_t(r)])) continue;
+    const int64_t a = std::max(lo, r * d), b = std::min(lo + len, (r + 1) * d);
+    rest->add(a, b - a);
+  }
+  return submit_runs(*pool_, rest, p.value.as<float>(), grad(g, i), false, static_cast<float*>(m),
+                     static_cast<float*>(v), rt_.param_config(cfg, g.params[i]), g.step, nullptr);
+}
+
+void AsyncOptimizer::submit_rest(Group& g, void* m, void* v, const AdamWConfig& cfg, std::vector<Piece>& pieces) {
+  const int64_t param = g.params[size_t(g.rows_index)], n = rt_.param(param).value.numel();
   // The usual pieces, each reported (and uploaded) whole: its rows of the
   // first part go up again, the same bytes.
   for (int64_t lo = 0; lo < n; lo += kPiece) {
     const int64_t len = std::min(kPiece, n - lo);
-    auto rest = std::make_shared<Runs>();
-    for (int64_t r = lo / d; r * d < lo + len; ++r) {
-      if (g.row_mask[size_t(r)]) continue;
-      const int64_t a = std::max(lo, r * d), b = std::min(lo + len, (r + 1) * d);
-      rest->add(a, b - a);
-    }
-    pieces.push_back({submit_runs(*pool_, rest, w, grad(g, i), false, mf, vf, rt_.param_config(cfg, g.params[i]), g.step,
-                                  nullptr),
-                      g.params[i], lo, len});
+    pieces.push_back({submit_rest_piece(g, lo, len, false, m, v, cfg), param, lo, len});
   }
+}
+
+bool AsyncOptimizer::run_early(Group& g) {
+  const int64_t group = int64_t(&g - groups_.data());
+  const size_t i = size_t(g.rows_index);
+  const int64_t param = g.params[i];
+  const Runtime::Param& p = rt_.param(param);
+  const int64_t n = p.value.numel(), d = n / p.value.shape[0];
+  const AdamWConfig cfg = adamw_config(g);
+  if (!g.early_first_done) {
+    // The next batch's rows among the early ones, reported as the rows first are.
+    auto rows = std::make_shared<Runs>();
+    for (int64_t k = 0; k < g.early_count; ++k) rows->add(g.early_rows[k] * d, d);
+    {
+      TraceSpan span(rt_.trace(), "cpu optimizer", "adamw early rows first, group ", group, g.early_count * d * 16);
+      pool_->wait(submit_runs(*pool_, rows, p.value.as<float>(), grad(g, i), false, p.m.as<float>(), p.v.as<float>(),
+                              rt_.param_config(cfg, param), g.step, on_rows_updated_ ? g.early_values : nullptr));
+    }
+    if (on_rows_updated_ && g.early_count) on_rows_updated_(group, param, g.early_rows, g.early_count, g.early_values);
+    std::lock_guard<std::mutex> lock(mu_);
+    g.early_first_done = true;
+    done_cv_.notify_all();
+    return true;
+  }
+  const int64_t lo = g.early_piece * kPiece, len = std::min(kPiece, n - lo);
+  {
+    TraceSpan span(rt_.trace(), "cpu optimizer", "adamw early rows, group ", group, len * 16);
+    pool_->wait(submit_rest_piece(g, lo, len, true, p.m.data, p.v.data, cfg));
+  }
+  if (on_piece_updated_) on_piece_updated_(param, lo, len);
+  return ++g.early_piece < g.early_pieces;
 }
 
 void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state,
@@ -1111,35 +1199,30 @@ void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*
     // The rows first go to the pool first: its workers take jobs in order.
     const AdamWConfig cfg = adamw_config(g);
     const int first = g.rows_index;
-    if (first >= 0 && part != Part::Rest && part != Part::Early) {
+    if (first >= 0 && part != Part::Rest) {
       auto [m, v] = state(size_t(first));
       rows_job = submit_rows(g, m, v, cfg);
     }
     if (part == Part::Rows) {
       finish_rows(g, rows_job);
-      if (g.early_done) param_updated(g, size_t(first));  // no piece of it is left
       return;
     }
-    // After the early part the table's rest is done; that part is the rest alone.
-    if (first >= 0 && !g.early_done) {
+    // The table's rest goes early, piece by piece (run_early).
+    if (first >= 0 && !g.early) {
       auto [m, v] = state(size_t(first));
       submit_rest(g, m, v, cfg, pieces);
     }
-    for (size_t i = 0; i < g.params.size() && part != Part::Early; ++i) {
+    for (size_t i = 0; i < g.params.size(); ++i) {
       if (int(i) == first) continue;
       auto [m, v] = state(i);
       submit(g.params[i], grad(g, i), m, v, cfg, g.step, pieces);
     }
-    if (first >= 0 && part == Part::All) {
-      finish_rows(g, rows_job);
-      if (g.early_done) param_updated(g, size_t(first));  // no piece of it is left
-    }
+    if (first >= 0 && part == Part::All) finish_rows(g, rows_job);
     // A parameter's last piece done (and sent up): wait_param may let it go.
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Piece& piece = pieces[k];
       pool_->wait(piece.job);
       if (on_piece_updated_) on_piece_updated_(piece.param, piece.lo, piece.n);
-      if (part == Part::Early) continue;  // the named rows are still to come
       if (k + 1 == pieces.size() || pieces[k + 1].param != piece.param)
         param_updated(g, size_t(std::find(g.params.begin(), g.params.end(), piece.param) - g.params.begin()));
     }

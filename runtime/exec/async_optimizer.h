@@ -116,16 +116,27 @@ class AsyncOptimizer {
   // A tied embedding's gradient is final in every row the step's ids do not
   // name once the logits product's backward has run; the gather's rows are
   // added only at the end of backward. The program hands those rows over
-  // there: they leave the device into the group's slot and are updated
-  // while backward goes on, and the group's grad_offload then brings only
-  // the named rows of the table (and the group's other parameters), whose
-  // update is the rows-first part. AdamW is elementwise: the bits are those
-  // of one whole update. Declines (false; the grad_offload brings it all)
-  // without rows first's buffers (wait_rows has not made them), with the
-  // state on SSD, clipping, loss scaling, accumulation, an 8-bit table,
-  // recorded gradients, or set_early(false) (train --early-rows no).
+  // there: they leave the device into the group's slot, and the rows of
+  // them that the next batch gathers are updated as soon as they land (in
+  // queue order, reported through on_rows_updated); the rest goes piece by
+  // piece whenever the worker has nothing else to run, before or after
+  // the group's update, which the group's grad_offload brings: the step's
+  // rows of the table (the rows-first part) and the group's other
+  // parameters. So the next forward's gather waits for its rows only, the
+  // blocks' updates never wait behind the table's, and the table is whole
+  // when the group's update and its early pieces are all done. AdamW is
+  // elementwise: the bits are those of one whole update. Declines (false;
+  // the grad_offload brings it all) for a table declare_early did not name,
+  // before wait_rows has made rows first's buffers, with the state on SSD,
+  // clipping, loss scaling, accumulation, an 8-bit table, recorded
+  // gradients, or set_early(false) (train --early-rows no).
   bool offload_early(int64_t group, int64_t param, const View& grad, const int64_t* ids, int64_t n);
+  // Names table `param` of `group` (read rows first) as handed over early
+  // by the program, before its first step, so that host memory counts the
+  // buffers of the next batch's rows among them.
+  void declare_early(int64_t group, int64_t param);
   void set_early(bool on) { early_on_ = on; }
+  int64_t early_updates() const { return early_updates_; }  // offload_early calls taken
 
   // fp32 updates go to the pool in pieces of this many elements, 8-bit ones whole.
   static constexpr int64_t kPiece = kUpdatePieceElems;
@@ -319,10 +330,21 @@ class AsyncOptimizer {
     bool rows_done = false;
     int64_t rows_capacity = 0, row_count = 0;
     // offload_early took this update's table rows that the step's ids do
-    // not name (the slot is taken, and rows/row_mask name the step's ids);
-    // early_done: their update has run; early_landed: their copy.
-    bool early = false, early_done = false;
+    // not name (the slot is taken, and rows/row_mask name the step's ids),
+    // their copy landing with early_landed. First the next batch's rows
+    // among them (early_mask; early_rows, early_count of them, their new
+    // values into early_values for on_rows_updated), then the rest in
+    // early_pieces pieces of the table, early_piece done so far; the
+    // group's update may run in between, and whichever of the two ends last
+    // finishes the group (final_seq: the update's, once it has run).
+    bool early_declared = false;
+    bool early = false, early_first_done = false, early_done = false;
+    int64_t early_piece = 0, early_pieces = 0, final_seq = 0;
     Landing early_landed;
+    std::vector<uint8_t> early_mask;
+    int64_t* early_rows = nullptr;
+    float* early_values = nullptr;
+    int64_t early_count = 0;
   };
   // Host room for one group's moments, filled by reads issued ahead.
   struct Staging {
@@ -351,14 +373,25 @@ class AsyncOptimizer {
   void release_updates();  // the step's last update is in: order or unhold them
   // A group's update of sequence `seq` is over (run, or skipped): its slot is free (under mu_).
   void finish_update(Group& g, int64_t seq);
+  // After a table's early part and the group's update are both done: the
+  // table's wait_param may return.
+  void finish_table(Group& g);
   bool holds() const { return clip_norm_ > 0 || scaler_; }
   // Takes a free host slot for the group's gradients (waits for one).
   void take_slot(Group& g);
-  // An update of a group whose early part has not run yet must wait for it.
-  bool waits_for_early(const Item& it) const {
-    const Group& g = groups_[size_t(it.group)];
-    return it.op == Op::Update && g.early && !g.early_done;
+  // An early item that runs only when nothing else can: the table's pieces
+  // (the next batch's rows among the early ones go in queue order).
+  bool early_filler(const Item& it) const {
+    return it.op == Op::Early && groups_[size_t(it.group)].early_first_done;
   }
+  // One turn of a table's early part: its next batch's rows, or one piece
+  // of the rest; false when that was the last.
+  bool run_early(Group& g);
+  // Queues AdamW over the table's rest within [lo, lo + len) of its
+  // elements: the rows that neither the step's ids (row_mask) nor, with
+  // `early`, the next batch's early rows (early_mask) name.
+  AdamWPool::Handle submit_rest_piece(Group& g, int64_t lo, int64_t len, bool early, void* m, void* v,
+                                      const AdamWConfig& cfg);
   // On the pool: one thread took 4 ms per 28 MB of gradients on an H100 host.
   void check_norms(Group& g);
   // Blocks until a landing of group `group`'s gradients (g.landed: all of
@@ -369,9 +402,8 @@ class AsyncOptimizer {
   // failure or a drop (the device's teardown reports its errors).
   static void settle_landings(Group& g) noexcept;
   // Which part of an update to do: all of it, or (rows_from_copy) the
-  // table's rows, or the rest once they are done, or (offload_early) the
-  // table's rows the step's ids do not name, alone.
-  enum class Part { All, Rows, Rest, Early };
+  // table's rows, or the rest once they are done.
+  enum class Part { All, Rows, Rest };
   void update_in_memory(Group& g, Part part);
   // An update's bytes in its trace slice: 16 a parameter (a Rest's lacks the rows).
   int64_t update_bytes(const Group& g, Part part) const;
@@ -440,6 +472,7 @@ class AsyncOptimizer {
   bool quiescing_ = false;  // quiesce: the worker takes no item
   bool param_waits_ = true;
   bool early_on_ = true;
+  int64_t early_updates_ = 0;
   double clip_norm_ = 0;
   double last_norm_ = 0;
   std::unique_ptr<LossScaler> scaler_;

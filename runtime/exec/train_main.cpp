@@ -839,10 +839,15 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     double step_ms = (total_ms + tail_ms) / steps;
     double opt_ms = opt.busy_seconds() * 1000.0 / steps;
     double compute_ms = step_ms - (opt.wait_seconds() * 1000.0 + val_wait_ms) / steps;
+    // Whether a tied table's rows went early (fy-early-offload), when the program has them.
+    char early[96] = "";
+    if (opt.early_updates() > 0)
+      std::snprintf(early, sizeof early, "; the embedding's rows early in %lld of %lld steps",
+                    (long long)opt.early_updates(), (long long)(o.steps - first));
     std::fprintf(stderr,
                  "train: per step: %.2f ms, compute %.2f ms, optimizer %.2f ms (in the background, "
-                 "%d groups)\n",
-                 step_ms, compute_ms, opt_ms, int(opt.num_groups()));
+                 "%d groups%s)\n",
+                 step_ms, compute_ms, opt_ms, int(opt.num_groups()), early);
     if (const store::TensorStore* st = opt.store()) {
       store::StoreCounters c = st->counters();
       double per = steps * double(rt.trainable_elements());

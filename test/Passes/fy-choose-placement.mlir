@@ -10,6 +10,10 @@
 // RUN: not fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=NOPROF
 // RUN: not fuyou-opt %s --fy-choose-placement=search=random 2>&1 | FileCheck %s --check-prefix=BADSEARCH
 // RUN: not fuyou-opt %s --fy-place-activations=policy=auto 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// RUN: sed -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 8e6/' %S/Inputs/profile-slow-adamw-cuda.json > %t.fast.json
+// RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.fast.json state=memory" | FileCheck %s --check-prefix=TIEDFAST
+// RUN: sed -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 2.56e7/' %S/Inputs/profile-slow-adamw-cuda.json > %t.slow.json
+// RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.slow.json state=memory" | FileCheck %s --check-prefix=TIEDSLOW
 // RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cpu.json state=memory" | FileCheck %s --check-prefix=BATCHCPU
 // RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cuda.json state=memory" | FileCheck %s --check-prefix=BATCHGPU
 
@@ -82,3 +86,20 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
   fysched.launch "unary_grad_gelu" ins(%a, %h, %g1 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g0 : !fysched.buffer<device, tensor<4x8xf32>>)
   return %l : !fysched.buffer<device, tensor<f32>>
 }
+
+// A tied table (Inputs/tied-planner.mlir, the step of
+// Inputs/early-rows.mlir before placement): its early rows are kept where
+// the model predicts the step faster with them. With copies free and AdamW
+// at 8 params/us, 18 us against 20 (worked in test-print-step-prediction.mlir):
+// TIEDFAST: fy.plan.activations = "keep,keep", fy.plan.early_rows = "yes"
+// With AdamW at 2 params/us and the device-to-host link at 25.6 B/us, the
+// table's early copy (256 B, 10 us) goes down ahead of the block's gradient
+// (64 B, 2.5 us) and its batch's rows (4.75 us with the gather), and the
+// next batch's rows among the early ones (12 us) are updated before them:
+// step 2 offloads the block at 65 us and the table at 67, and its
+// gradients land at 72.5 and 77.25 instead of 65 and 69.75, so its forward
+// waits 28 us for the rows, 6 for the block and 7 for the whole table,
+// and the step takes 54 us. Without: the block lands at 65 and updates
+// first, then the batch's rows, then the rest of the table: its forward
+// waits 21.5 us for the rows and 17 for the table, 51.5 us a step.
+// TIEDSLOW: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"

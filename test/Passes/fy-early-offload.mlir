@@ -15,7 +15,10 @@
 // CHECK-NEXT: fysched.grad_offload @g0(%[[G]]
 // CHECK-NOT: grad_offload_early
 
-// The program hands the runtime the group's and the table's indices.
+// The program declares the table (so that its buffers count from the start)
+// and hands the runtime the group's and the table's indices.
+// EMITC: emitc.call_opaque "fy::rt::declare_rows_first"(%{{.*}}) {args = [0 : index, #emitc.opaque<"0LL">, #emitc.opaque<"0LL">, #emitc.opaque<"6LL">]}
+// EMITC-NEXT: emitc.call_opaque "fy::rt::declare_early_rows"(%{{.*}}) {args = [0 : index, #emitc.opaque<"0LL">, #emitc.opaque<"0LL">]}
 // EMITC-LABEL: emitc.func @fy_train_step
 // EMITC: emitc.call_opaque "fy::rt::grad_offload_early"(%{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"0LL">, #emitc.opaque<"0LL">, 1 : index, 2 : index]}
 
@@ -24,6 +27,7 @@ fysched.group @g0 [@wte.weight] bytes 128
 
 func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysched.buffer<device, tensor<6x4xf32>>,
                       %dl: !fysched.buffer<device, tensor<6x8xf32>>, %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  fysched.group_wait_rows @g0, @wte.weight[%idx : <device, tensor<2x3xi64>>]
   %e = fysched.get_param @wte.weight : <device, tensor<8x4xf32>>
   %dw = fysched.alloc : <device, tensor<8x4xf32>>
   fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
@@ -51,6 +55,7 @@ fysched.group @g0 [@wte.weight, @wpe.weight] bytes 256
 func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %pos: !fysched.buffer<device, tensor<2x3xi64>>,
                       %y: !fysched.buffer<device, tensor<6x4xf32>>, %dl: !fysched.buffer<device, tensor<6x8xf32>>,
                       %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  fysched.group_wait_rows @g0, @wte.weight[%idx : <device, tensor<2x3xi64>>]
   %e = fysched.get_param @wte.weight : <device, tensor<8x4xf32>>
   %p = fysched.get_param @wpe.weight : <device, tensor<8x4xf32>>
   %dw = fysched.alloc : <device, tensor<8x4xf32>>
@@ -80,6 +85,49 @@ fysched.group @g0 [@wte.weight] bytes 128
 
 func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysched.buffer<device, tensor<6x4xf32>>,
                       %dl: !fysched.buffer<device, tensor<6x8xf32>>, %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  fysched.group_wait_rows @g0, @wte.weight[%idx : <device, tensor<2x3xi64>>]
+  %dw = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+  %g = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "gather_grad_add" ins(%dw, %drows, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  return
+}
+}
+
+// -----
+
+// A table not read rows first (streamed, say): the runtime's rows part is
+// missing, so no early rows.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: grad_offload_early
+
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@wte.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysched.buffer<device, tensor<6x4xf32>>,
+                      %dl: !fysched.buffer<device, tensor<6x8xf32>>, %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  %dw = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+  %g = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "gather_grad_add" ins(%dw, %drows, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  return
+}
+
+// -----
+
+// The planner predicted the step faster without (fy.plan.early_rows = "no").
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: grad_offload_early
+
+module attributes {fy.plan.early_rows = "no"} {
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@wte.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysched.buffer<device, tensor<6x4xf32>>,
+                      %dl: !fysched.buffer<device, tensor<6x8xf32>>, %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  fysched.group_wait_rows @g0, @wte.weight[%idx : <device, tensor<2x3xi64>>]
   %dw = fysched.alloc : <device, tensor<8x4xf32>>
   fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
   %g = fysched.alloc : <device, tensor<8x4xf32>>

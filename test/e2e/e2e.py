@@ -169,7 +169,7 @@ def main():
         same_bits(w("train"), "whole", "the embedding's update done whole (--rows-first no)", ["--rows-first", "no"])
     if a.bitwise_vs_early:
         events = json.load(open(w("ours.trace.json")))["traceEvents"]
-        early = sum(1 for e in events if e.get("name", "").startswith("adamw early rows"))
+        early = sum(1 for e in events if e.get("name", "").startswith("adamw early rows first"))
         if early != a.steps - 1:
             sys.exit(f"e2e: FAIL: the embedding's rows went early in {early} updates, not {a.steps - 1}")
         same_bits(w("train"), "not_early", "the embedding's rows all updated at the end (--early-rows no)",

@@ -510,6 +510,8 @@ TEST(AsyncOptimizer, EarlyRowsAreUpdatedBeforeTheGroupsOffload) {
   declare_table_and_ln(inline_rt, async_rt);
   fy::AsyncOptimizer& opt = async_rt.async_optimizer();
   const int64_t group = opt.declare_group({0, 1});
+  opt.declare_rows(group, 0, 5);
+  opt.declare_early(group, 0);
   const std::vector<int64_t> batch = {3, 2998, 3, 640, 17};
   const std::vector<int64_t> next = {17, 5, 2999, 5, 1};  // 17 is the step's too
   opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
@@ -588,6 +590,7 @@ TEST(AsyncOptimizer, EarlyRowsAreUpdatedBeforeTheGroupsOffload) {
     const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
     EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " at the end";
   }
+  EXPECT_EQ(opt.early_updates(), 4);
   // Declined: without the feature, with clipping; a parameter of another group is the program's mistake.
   opt.set_early(false);
   EXPECT_FALSE(opt.offload_early(group, 0, async_rt.param(0).value, batch.data(), int64_t(batch.size())));
@@ -595,6 +598,94 @@ TEST(AsyncOptimizer, EarlyRowsAreUpdatedBeforeTheGroupsOffload) {
   opt.set_clip_norm(1.0);
   EXPECT_FALSE(opt.offload_early(group, 0, async_rt.param(0).value, batch.data(), int64_t(batch.size())));
   EXPECT_THROW(opt.offload_early(group, 5, async_rt.param(0).value, batch.data(), int64_t(batch.size())), fy::Error);
+}
+
+// A table's early pieces give way: handed over before a block's gradient
+// lands, the table's rows the next batch gathers go first, but its pieces
+// wait while the block's update can run (the next forward needs the block
+// before the logits product needs the table). The table's own update (the
+// step's rows) does not wait for them either; the bits are the inline
+// update's. Here on a "device" whose copies land when released, the block's
+// update is queued before the table's copy lands.
+TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
+  const int64_t D = kRowLen;
+  fy::Runtime inline_rt, async_rt;
+  declare_table_and_ln(inline_rt, async_rt);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t block = opt.declare_group({1}), table = opt.declare_group({0});
+  opt.declare_rows(table, 0, 4);
+  opt.declare_early(table, 0);
+  const std::vector<int64_t> batch = {9, 1200, 9, 33}, next = {1200, 7, 2500, 7};
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = next;
+    return true;
+  });
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  std::vector<std::pair<const fy::View, float*>> in_flight;
+  opt.set_gradient_copy([&](const fy::View& src, float* dst) { in_flight.emplace_back(src, dst); },
+                        [&](int64_t) {
+                          return fy::AsyncOptimizer::Landing{
+                              [&] {
+                                std::unique_lock<std::mutex> lock(mu);
+                                cv.wait_for(lock, std::chrono::seconds(20), [&] { return released; });
+                                for (auto& [src, dst] : in_flight) std::memcpy(dst, src.data, size_t(src.nbytes()));
+                                in_flight.clear();
+                              },
+                              [&] {
+                                std::lock_guard<std::mutex> lock(mu);
+                                return released;
+                              }};
+                        });
+  opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+    return deferred_rows_landing(src, rows, count, dst);
+  });
+  std::vector<int64_t> order;  // parameters as their pieces are done
+  opt.set_on_piece_updated([&](int64_t param, int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(param);
+  });
+  auto release = [&](bool v) {
+    std::lock_guard<std::mutex> lock(mu);
+    released = v;
+    cv.notify_all();
+  };
+  std::mt19937 gen(43);
+  std::vector<std::vector<float>> grads;  // read when they land, after the step's calls
+  std::vector<float> logits_part;
+  for (int64_t step = 1; step <= 3; ++step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    opt.wait_rows(table, 0, next.data(), int64_t(next.size()));
+    opt.wait(block);
+    opt.wait(table);
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+      ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " before step " << step;
+    }
+    if (step > 1) EXPECT_EQ(order, (std::vector<int64_t>{1, 0})) << "step " << step - 1;
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+    logits_part = grads[0];
+    for (int64_t r : batch) std::fill_n(logits_part.begin() + r * D, D, std::numeric_limits<float>::quiet_NaN());
+    fy::View early = views[0];
+    early.data = logits_part.data();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      order.clear();
+    }
+    release(false);
+    ASSERT_TRUE(opt.offload_early(table, 0, early, batch.data(), int64_t(batch.size()))) << "step " << step;
+    opt.start(block, &views[1], 1);
+    release(true);
+    opt.start(table, &views[0], 1);
+  }
+  opt.wait_all();
+  for (int64_t i = 0; i < 2; ++i) {
+    const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+    EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " at the end";
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 0}));
 }
 
 // Rows first on a device that copies the rows' gradient ahead of the whole

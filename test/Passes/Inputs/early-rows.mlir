@@ -7,11 +7,13 @@
 // logits' backward.
 //
 // With the early rows (t in us): step 1 hands the table's logits part over
-// at 6 and the worker updates its 40 other elements 6-11 while backward
-// runs; @g0 11-13; the table's gradient (its batch's rows) lands at 14, the
-// rows 14-17, up at 18. Step 2 starts at 13, waits for the rows (5 us),
-// and the logits product finds the whole table done (it was at 18): its
-// backward ends at 31, a step of 18 us.
+// at 6; the worker updates the next batch's rows among its 40 other
+// elements first (as many as a batch's, 24: 6-9, up at 10), then the 16
+// left as a piece while it has nothing else to do (9-11); @g0 11-13; the
+// table's gradient (its batch's rows) lands at 14, the rows 14-17, up at
+// 18. Step 2 starts at 13, waits for the rows (5 us), and the logits
+// product finds the whole table done (at 18): its backward ends at 31, a
+// step of 18 us.
 // EARLY: predicted step: 0.018 ms
 // EARLY: optimizer: busy 0.01 ms
 // EARLY: waits for updates: 0.005 ms (@g1 rows 0.005 ms)
