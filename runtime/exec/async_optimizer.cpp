@@ -292,7 +292,9 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
   g.row_count = g.early_count = 0;
   for (int64_t r = 0; r < table_rows; ++r) {
     if (g.row_mask[size_t(r)]) g.rows[g.row_count++] = r;
+    // (No more than wait_rows made room for; past that a row is left to the pieces.)
     if (g.early_mask[size_t(r)] && g.early_count < g.rows_capacity) g.early_rows[g.early_count++] = r;
+    else g.early_mask[size_t(r)] = 0;
   }
   g.rows_index = int(at - g.params.begin());
   if (copy_out_)
