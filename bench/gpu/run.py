@@ -80,6 +80,9 @@ def e2e(name, d):
             print(f"e2e {name} {prec}: FAIL: our program exited {r.returncode}: {r.stderr.strip()[-300:]}")
             ok = False
             continue
+        early = re.search(r"the embedding's rows early in (\d+ of \d+) steps", r.stderr)
+        if prec == "bf16":
+            rows.append(f"bf16: a tied table's rows early in {early.group(1) if early else 'no'} steps")
         r = sh([sys.executable, os.path.join(ROOT, "test/e2e/oracle.py"), "--onnx", os.path.join(d, "model.onnx"),
                 "--data", TOKENS, "--batch", str(B), "--seq", str(T), "--steps", str(steps), "--out-losses", ref,
                 "--device", "cuda"] + oracle_args, log=f"e2e_{name}.log")
@@ -100,15 +103,20 @@ def e2e(name, d):
                     f"{a[-1]['loss']:.4f} vs torch {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}{skips}")
     # The same bf16 program placed otherwise: activations in host memory
     # (--activations host), on SSD through it (ssd), computed again (recompute);
-    # parameters streamed (--params stream). Bit-identical losses.
+    # parameters streamed (--params stream); and the bf16 program itself with
+    # a tied table's rows all updated at the step's end (--early-rows no).
+    # Bit-identical losses.
     for variant, what in (("host", "activations on host"), ("ssd", "activations on SSD"),
-                          ("recompute", "activations recomputed"), ("stream", "parameters streamed")):
+                          ("recompute", "activations recomputed"), ("stream", "parameters streamed"),
+                          ("early_no", "the tied table's rows all at the end")):
         log = os.path.join(OUT, f"{name}_bf16_{variant}.jsonl")
-        extra = []
+        extra, exe = [], os.path.join(d, f"train_bf16_{variant}")
         if variant == "ssd":
             extra = ["--ssd", os.path.join("/tmp", f"fyssd_e2e_{name}")]
             os.makedirs(extra[1], exist_ok=True)
-        r = sh([os.path.join(d, f"train_bf16_{variant}"), "--data", TOKENS, "--steps", str(steps), "--log-json", log,
+        if variant == "early_no":
+            extra, exe = ["--early-rows", "no"], os.path.join(d, "train_bf16")
+        r = sh([exe, "--data", TOKENS, "--steps", str(steps), "--log-json", log,
                 "--log-every", "100"] + extra, log=f"e2e_{name}.log")
         same = r.returncode == 0 and [x["loss"] for x in read_log(log)] == \
             [x["loss"] for x in read_log(os.path.join(OUT, f"{name}_bf16.jsonl"))]
