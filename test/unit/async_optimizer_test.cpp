@@ -79,6 +79,23 @@ void expect_reported_rows(fy::Runtime& inline_rt, const std::vector<int64_t>& ro
     EXPECT_EQ(0, std::memcmp(&values[k * kRowLen], w + rows[k] * kRowLen, kRowLen * sizeof(float))) << "row " << rows[k];
 }
 
+// A gate the test opens and closes and the optimizer's hooks wait at (20 s
+// at most: wait() says whether it opened in time).
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  void set(bool v) {
+    std::lock_guard<std::mutex> lock(mu);
+    open = v;
+    cv.notify_all();
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(20), [&] { return open; });
+  }
+};
+
 // Random gradients for parameters 0 and 1 of `rt` (kept in `grads`), applied
 // there by the inline AdamW; returns views of them for the background one.
 std::vector<fy::View> inline_step(fy::Runtime& rt, std::vector<std::vector<float>>& grads, std::mt19937& gen) {
@@ -519,21 +536,17 @@ TEST(AsyncOptimizer, EarlyRowsAreUpdatedBeforeTheGroupsOffload) {
     return true;
   });
   // "ln"'s pieces are held until released: the table is then done, ln not.
+  Gate gate;
   std::mutex mu;
   std::condition_variable cv;
   int64_t pieces = 0;
-  bool released = false, held_in_time = true;
+  std::atomic<bool> held_in_time{true};
   opt.set_on_piece_updated([&](int64_t param, int64_t, int64_t) {
-    std::unique_lock<std::mutex> lock(mu);
-    if (param == 1) held_in_time &= cv.wait_for(lock, std::chrono::seconds(20), [&] { return released; });
+    if (param == 1 && !gate.wait()) held_in_time = false;
+    std::lock_guard<std::mutex> lock(mu);
     ++pieces;
     cv.notify_all();
   });
-  auto release = [&](bool v) {
-    std::lock_guard<std::mutex> lock(mu);
-    released = v;
-    cv.notify_all();
-  };
   std::mt19937 gen(41);
   for (int64_t step = 1; step <= 4; ++step) {
     inline_rt.set_step(step);
@@ -547,13 +560,13 @@ TEST(AsyncOptimizer, EarlyRowsAreUpdatedBeforeTheGroupsOffload) {
       for (int64_t r : next)
         EXPECT_EQ(0, std::memcmp(got + r * D, want + r * D, D * sizeof(float))) << "row " << r << ", step " << step;
     }
-    release(true);
+    gate.set(true);
     opt.wait(group);
     for (int64_t i = 0; i < 2; ++i) {
       const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
       ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " before step " << step;
     }
-    release(false);
+    gate.set(false);
     const std::vector<float> before(async_rt.param(0).value.as<float>(), async_rt.param(0).value.as<float>() + R * D);
     std::vector<std::vector<float>> grads;
     std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
@@ -583,7 +596,7 @@ TEST(AsyncOptimizer, EarlyRowsAreUpdatedBeforeTheGroupsOffload) {
     }
     opt.start(group, views.data(), views.size());
   }
-  release(true);
+  gate.set(true);
   opt.wait_all();
   EXPECT_TRUE(held_in_time) << "wait_rows waited for ln's pieces held back until it returned";
   for (int64_t i = 0; i < 2; ++i) {
@@ -620,22 +633,26 @@ TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
     ids = next;
     return true;
   });
-  std::mutex mu;
-  std::condition_variable cv;
-  bool released = false;
+  // The "device": copies land (in the slot) once the gate opens.
+  Gate gate;
+  std::mutex mu;  // in_flight, order
   std::vector<std::pair<const fy::View, float*>> in_flight;
-  opt.set_gradient_copy([&](const fy::View& src, float* dst) { in_flight.emplace_back(src, dst); },
+  opt.set_gradient_copy(
+      [&](const fy::View& src, float* dst) {
+        std::lock_guard<std::mutex> lock(mu);
+        in_flight.emplace_back(src, dst);
+      },
                         [&](int64_t) {
                           return fy::AsyncOptimizer::Landing{
                               [&] {
-                                std::unique_lock<std::mutex> lock(mu);
-                                cv.wait_for(lock, std::chrono::seconds(20), [&] { return released; });
+                                gate.wait();
+                                std::lock_guard<std::mutex> lock(mu);
                                 for (auto& [src, dst] : in_flight) std::memcpy(dst, src.data, size_t(src.nbytes()));
                                 in_flight.clear();
                               },
                               [&] {
-                                std::lock_guard<std::mutex> lock(mu);
-                                return released;
+                                std::lock_guard<std::mutex> lock(gate.mu);
+                                return gate.open;
                               }};
                         });
   opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
@@ -646,11 +663,6 @@ TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
     std::lock_guard<std::mutex> lock(mu);
     order.push_back(param);
   });
-  auto release = [&](bool v) {
-    std::lock_guard<std::mutex> lock(mu);
-    released = v;
-    cv.notify_all();
-  };
   std::mt19937 gen(43);
   std::vector<std::vector<float>> grads;  // read when they land, after the step's calls
   std::vector<float> logits_part;
@@ -674,10 +686,10 @@ TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
       std::lock_guard<std::mutex> lock(mu);
       order.clear();
     }
-    release(false);
+    gate.set(false);
     ASSERT_TRUE(opt.offload_early(table, 0, early, batch.data(), int64_t(batch.size()))) << "step " << step;
     opt.start(block, &views[1], 1);
-    release(true);
+    gate.set(true);
     opt.start(table, &views[0], 1);
   }
   opt.wait_all();
