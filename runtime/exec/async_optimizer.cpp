@@ -187,7 +187,8 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
   Group& g = groups_[size_t(group)];
   // A group is updated (or accumulated) once at a time; offload_early took
   // this update's slot already.
-  if (!g.early) wait_group(group, /*slot=*/true);
+  const bool early = g.early_taken;
+  if (!early) wait_group(group, /*slot=*/true);
   if (slots_.empty()) make_slots();
   if (count != g.params.size())
     fail("grad_offload: group " + std::to_string(group) + " has " + std::to_string(g.params.size()) +
@@ -198,19 +199,19 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
       fail("grad_offload: gradient of '" + p.name + "' is " + dtype_name(grads[i].dtype) + " " +
            grads[i].shape.str() + ", parameter is F32 " + p.value.shape.str());
   }
-  if (!g.early) take_slot(g);
+  if (!early) take_slot(g);
   // The rows the next step gathers first (a device copies their gradient
   // ahead of the whole one), then the gradients leave the device (on the
   // CPU target: a copy). After offload_early the rows are the step's own,
   // the only ones of the table left.
-  if (!g.early) plan_rows(g, rt_.step());
+  if (!early) plan_rows(g, rt_.step());
   g.rows_from_copy = g.rows_index >= 0 && g.row_grads && copies_row_grads(g);
   if (g.rows_from_copy) {
     const View table{grads[g.rows_index].data, rt_.param(g.rows_param).value.shape, DType::F32};
     g.rows_landed = copy_rows_out_(group, table, g.rows, g.row_count, g.row_grads);
   }
   for (size_t i = 0; i < count; ++i) {
-    if (g.early && int(i) == g.rows_index) {
+    if (early && int(i) == g.rows_index) {
       // The early part reads the rest of this slot now: only the named rows
       // go in, unless the device copied them to row_grads (offload_early
       // declines a device that cannot).
@@ -307,7 +308,7 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
   // to be read until its update is done.
   g.step = rt_.step();
   g.iteration = rt_.step();
-  g.early = g.pending = g.updating = true;
+  g.early = g.pending = g.updating = g.early_taken = true;
   g.early_first_done = g.early_done = false;
   g.early_piece = 0;
   g.early_pieces = (p.value.numel() + kPiece - 1) / kPiece;
@@ -378,13 +379,17 @@ int64_t AsyncOptimizer::update(int64_t group, const int64_t* deps, size_t count)
     return new_token(Op::Update, group, item.seq);
   }
   // AdamW's step count: skipped steps do not advance it (a held update's
-  // is settled by its verdict).
-  g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
-  g.iteration = rt_.step();
-  g.pending = g.updating = true;
-  std::fill(g.updated.begin(), g.updated.end(), 0);
-  g.rows_ready = false;
-  g.rows_done = false;
+  // is settled by its verdict). After offload_early, which set all this
+  // for the step, its early part may be reading them.
+  if (!g.early_taken) {
+    g.step = rt_.step() - (scaler_ ? scaler_->skipped() : 0);
+    g.iteration = rt_.step();
+    g.pending = g.updating = true;
+    std::fill(g.updated.begin(), g.updated.end(), 0);
+    g.rows_ready = false;
+    g.rows_done = false;
+  }
+  g.early_taken = false;
   if (holds()) {
     g.held = true;
     held_.push_back(item);
@@ -664,7 +669,7 @@ void AsyncOptimizer::quiesce() noexcept {
   quiescing_ = true;
   done_cv_.wait(lock, [&] { return !running_; });
   auto drop = [&](Group& g) {
-    g.pending = g.updating = g.held = g.rows_done = g.early = g.early_first_done = g.early_done = false;
+    g.pending = g.updating = g.held = g.rows_done = g.early = g.early_first_done = g.early_done = g.early_taken = false;
     g.final_seq = 0;
     settle_landings(g);  // the slot is reused only once its copies are in
     if (g.slot >= 0) free_slots_.push_back(g.slot);

@@ -339,6 +339,9 @@ class AsyncOptimizer {
     // finishes the group (final_seq: the update's, once it has run).
     bool early_declared = false;
     bool early = false, early_first_done = false, early_done = false;
+    // The program's thread's own note that this step's offload_early took the
+    // slot (its grad_offload and group_adamw then leave what it set alone).
+    bool early_taken = false;
     int64_t early_piece = 0, early_pieces = 0, final_seq = 0;
     Landing early_landed;
     std::vector<uint8_t> early_mask;
