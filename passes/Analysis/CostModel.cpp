@@ -410,21 +410,37 @@ private:
   void fill(double until, Prediction *out) {
     while (!fillers_.empty()) {
       Filler &f = fillers_.front();
+      if (f.done >= int64_t(f.chunks.size()) && f.chunksLeft > 0)
+        return;  // its chunk of the gradient has not been sent for yet
       double start = std::max(free_[Optimizer], f.ready);
+      if (f.done < int64_t(f.chunks.size()))
+        start = std::max(start, f.chunks[f.done]);
       if (start >= until)
         return;
-      double piece = std::min(f.elems, double(fy::kUpdatePieceElems));
+      double piece = f.elems / double(f.pieces - f.done);
       double end = onStream(Optimizer, start, piece / p_.adamwParams, out);
       if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
         end = onStream(ToDevice, end, piece * 4.0 / p_.h2dBytes, out);
       f.elems -= piece;
-      if (f.elems <= 0) {
+      if (++f.done == f.pieces) {
         StringRef g = f.group;
         fillers_.erase(fillers_.begin());
         earlyDone_[g] = end;
         tableDone(g, end);
       }
     }
+  }
+
+  // On a GPU a table's early gradient goes down in chunks of a piece each,
+  // behind the blocks' gradients: one after each other group's, the rest
+  // after the table's own rows (`all`). Returns when the last one issued lands.
+  void sendChunks(double ready, bool all, Prediction *out) {
+    for (Filler &f : fillers_)
+      for (int64_t n = all ? f.chunksLeft : std::min<int64_t>(1, f.chunksLeft); n > 0; --n, --f.chunksLeft) {
+        double k = double(f.pieces - f.chunksLeft);
+        double elems = std::min(double(fy::kUpdatePieceElems), f.tableElems - k * double(fy::kUpdatePieceElems));
+        f.chunks.push_back(onStream(ToHost, ready, elems * 4.0 / p_.d2hBytes, out));
+      }
   }
 
   // A table handed over early is whole once its early pieces (done at
@@ -470,10 +486,14 @@ private:
     double table = paramElems_.lookup(earlyTable_.lookup(p.group)), rows = rowsFirst_.lookup(p.group);
     double first = std::min(rows, table - rows);
     double end = onStream(Optimizer, p.ready, first / p_.adamwParams, out);
-    if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
-      end = onStream(ToDevice, end, first * 4.0 / p_.h2dBytes + p_.launchS, out);
-    earlyRows_[p.group] = end;
-    fillers_.push_back({p.group, end, table - rows - first});
+    earlyRows_[p.group] = cuda_ && !module_->hasAttr("fysched.streamed_params")
+                              ? onStream(ToDevice, end, first * 4.0 / p_.h2dBytes + p_.launchS, out)
+                              : end;
+    // Its pieces were set out when the part was handed over (its chunks go
+    // down from there); they follow these rows.
+    for (Filler &f : fillers_)
+      if (f.group == p.group)
+        f.ready = end;
   }
 
   // The upload of an update of `dur` ending at `end`: it starts after the
@@ -636,7 +656,22 @@ private:
         runUntil(issue, out);
         waitFor(updateEnd_.lookup(g), g, " before its early rows go down", out);
         double ready = std::max(free_[Compute], readyOf(early.getGrad()));
-        double landed = onStream(cuda_ ? ToHost : Compute, ready, bytesOf(early.getGrad().getType()) / p_.d2hBytes, out);
+        double table = paramElems_.lookup(early.getParam()), rows = rowsFirst_.lookup(g);
+        Filler f{g, std::numeric_limits<double>::infinity(), table - rows - std::min(rows, table - rows)};
+        f.tableElems = table;
+        f.pieces = int64_t(std::ceil(table / double(fy::kUpdatePieceElems)));
+        double landed;
+        if (cuda_) {
+          // The next batch's rows among them gathered down first; then the
+          // chunks, the first now.
+          landed = onStream(ToHost, ready, std::min(rows, table - rows) * 4.0 / p_.d2hBytes + p_.launchS, out);
+          f.chunksLeft = f.pieces;
+        } else {
+          landed = onStream(Compute, ready, bytesOf(early.getGrad().getType()) / p_.d2hBytes, out);
+        }
+        fillers_.push_back(f);
+        if (cuda_)
+          sendChunks(ready, false, out);
         earlyTable_[g] = early.getParam();
         earlyTaken_.insert(g);
         earlyDone_.erase(g);
@@ -666,6 +701,10 @@ private:
           rowsLanded_[off.getGroup()] =
               onStream(ToHost, ready, rowsFirst_.lookup(off.getGroup()) * 4.0 / p_.d2hBytes + p_.launchS, out);
         tokens_[off.getToken()] = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out);
+        // A table's early chunks follow: one behind another group's
+        // gradient, all that are left behind its own.
+        if (cuda_)
+          sendChunks(ready, early, out);
       } else if (auto read = dyn_cast<fs::StateReadOp>(op)) {
         double bytes = momentBytes_.lookup(read.getGroup());
         tokens_[read.getToken()] = stateOnSsd_ ? onStream(Ssd, issue, bytes / p_.ssdReadBytes, out) : issue;
@@ -753,10 +792,17 @@ private:
   llvm::StringSet<> earlyTaken_;         // groups whose early rows this step's update follows
   llvm::StringMap<double> earlyRows_;    // group -> when the next batch's rows among its early ones are up
   llvm::StringMap<double> earlyDone_;    // group -> when this step's early pieces ended
-  // A table's early pieces left to run when the worker is idle, from `ready`.
+  // A table's early pieces left to run when the worker is idle, from `ready`:
+  // `elems` of work in `pieces` pieces; on a GPU piece k also waits for the
+  // k-th chunk of the table's gradient to land (chunks: the landings of
+  // those issued so far, `chunksLeft` still to issue).
   struct Filler {
     StringRef group;
     double ready, elems;
+    int64_t pieces, done = 0;
+    SmallVector<double> chunks;
+    int64_t chunksLeft = 0;
+    double tableElems = 0;
   };
   SmallVector<Filler> fillers_;
   llvm::StringMap<int64_t> groupIndex_;  // group -> its place in the module (backward order)

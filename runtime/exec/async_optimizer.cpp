@@ -92,7 +92,8 @@ size_t AsyncOptimizer::rows_host_bytes() const {
            (copies_row_grads(g) ? row_bytes : 0);
       // A table handed over early: the next batch's rows among its early ones, and their mask.
       if (g.early_declared && early_on_)
-        n += size_t(g.rows_capacity) * 8 + size_t(t[0]) + (on_rows_updated_ ? row_bytes : 0);
+        n += size_t(g.rows_capacity) * 8 + size_t(t[0]) + (on_rows_updated_ ? row_bytes : 0) +
+             (copy_chunk_out_ && copy_rows_out_ ? row_bytes : 0);
     }
   return n;
 }
@@ -227,6 +228,13 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
       std::memcpy(grad(g, i), grads[i].data, grads[i].nbytes());
   }
   if (copy_fence_) g.landed = copy_fence_(group);
+  // A table's early chunks go behind: one behind another group's gradients,
+  // all that are left behind its own rows.
+  if (early_sending_ >= 0) {
+    Group& table = groups_[size_t(early_sending_)];
+    send_early_chunks(table, early_sending_ == group ? int64_t(table.early_chunks.size()) : 1);
+    if (early_sending_ == group) early_sending_ = -1;
+  }
   g.combine = accum_ > 1 && !accumulating();
   const bool record = rt_.recording_grads() && !accumulating();
   if (g.landed.wait && record) {
@@ -272,7 +280,8 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
   // a device, through the rows' copy.
   if (!early_on_ || !g.early_declared || store_ || holds() || accum_ > 1 || p.q8_block || rt_.recording_grads() ||
       g.rows_param != param || !g.rows || !g.early_rows || n > g.rows_capacity ||
-      (copy_out_ && !copies_row_grads(g)) || (on_rows_updated_ && !g.early_values))
+      (copy_out_ && !copies_row_grads(g)) || (on_rows_updated_ && !g.early_values) ||
+      (copy_chunk_out_ && !g.early_grads))
     return false;
   wait_group(group, /*slot=*/true);
   if (slots_.empty()) make_slots();
@@ -298,11 +307,29 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
     else g.early_mask[size_t(r)] = 0;
   }
   g.rows_index = int(at - g.params.begin());
-  if (copy_out_)
-    copy_out_(grad_view, grad(g, size_t(g.rows_index)));
-  else
-    std::memcpy(grad(g, size_t(g.rows_index)), grad_view.data, grad_view.nbytes());
-  if (copy_fence_) g.early_landed = copy_fence_(group);
+  const int64_t pieces = (p.value.numel() + kPiece - 1) / kPiece;
+  g.early_chunks.assign(size_t(pieces), Landing{});
+  g.early_sent = 0;
+  if (copy_chunk_out_) {
+    // The next batch's rows among them first, then the part in chunks
+    // (send_early_chunks), so that it does not hold up the blocks' gradients.
+    g.early_src = grad_view;
+    g.early_landed = copy_rows_out_(group, grad_view, g.early_rows, g.early_count, g.early_grads);
+  } else {
+    if (copy_out_)
+      copy_out_(grad_view, grad(g, size_t(g.rows_index)));
+    else
+      std::memcpy(grad(g, size_t(g.rows_index)), grad_view.data, grad_view.nbytes());
+    if (copy_fence_) g.early_landed = copy_fence_(group);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!copy_chunk_out_) g.early_sent = pieces;  // all in with the part
+  }
+  if (copy_chunk_out_) {
+    send_early_chunks(g, 1);
+    early_sending_ = group;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   // As update() would set them: the step's AdamW, and nothing of the group
   // to be read until its update is done.
@@ -320,6 +347,20 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
   queue_.push_back(Item{Op::Early, group, 0});
   work_cv_.notify_one();
   return true;
+}
+
+void AsyncOptimizer::send_early_chunks(Group& g, int64_t n) {
+  const int64_t group = int64_t(&g - groups_.data());
+  const int64_t numel = g.early_src.numel(), pieces = int64_t(g.early_chunks.size());
+  float* slot = grad(g, size_t(g.rows_index));
+  for (int64_t k = g.early_sent; k < pieces && n > 0; ++k, --n) {
+    const int64_t lo = k * kPiece, len = std::min(kPiece, numel - lo);
+    Landing l = copy_chunk_out_(group, g.early_src, lo, len, slot + lo);
+    std::lock_guard<std::mutex> lock(mu_);
+    g.early_chunks[size_t(k)] = std::move(l);
+    g.early_sent = k + 1;
+    work_cv_.notify_one();
+  }
 }
 
 void AsyncOptimizer::declare_early(int64_t group, int64_t param) {
@@ -618,6 +659,7 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
       if (g.early_declared && early_on_) {  // the next batch's rows among the early ones
         g.early_rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
         if (on_rows_updated_) g.early_values = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
+        if (copy_chunk_out_ && copy_rows_out_) g.early_grads = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -683,6 +725,7 @@ void AsyncOptimizer::quiesce() noexcept {
   for (Group& g : groups_)
     if (g.held || (g.slot >= 0 && (!g.pending || g.early))) drop(g);
   tokens_.clear();
+  early_sending_ = -1;
   started_ = 0;
   all_in_ = awaiting_ = false;
   checked_ = 0;
@@ -722,7 +765,7 @@ int AsyncOptimizer::runnable() const {
         break;
       case Op::Early:
         if (early_filler(it)) {
-          if (filler < 0) filler = int(i);
+          if (filler < 0 && early_sent(it)) filler = int(i);
           break;
         }
         [[fallthrough]];
@@ -756,7 +799,10 @@ int AsyncOptimizer::runnable() const {
 bool AsyncOptimizer::landed(const Item& it) const {
   // An update that starts with the rows of their own copy needs only those.
   const Group& g = groups_[size_t(it.group)];
-  const Landing& l = it.op == Op::Early ? g.early_landed : g.rows_from_copy && !g.rows_done ? g.rows_landed : g.landed;
+  const Landing& l = it.op != Op::Early          ? (g.rows_from_copy && !g.rows_done ? g.rows_landed : g.landed)
+                     : !g.early_first_done       ? g.early_landed
+                     : g.early_piece < g.early_sent ? g.early_chunks[size_t(g.early_piece)]
+                                                    : g.early_landed;
   return !l.wait || !l.ready || l.ready();
 }
 
@@ -806,7 +852,6 @@ void AsyncOptimizer::run(const Item& item) {
                      int64_t(g.grad_elems * 4));
       accumulate(g, item.first_micro);
     } else if (item.op == Op::Early) {
-      await(g.early_landed, "early rows' gradients landed wait, group ", item.group);
       again = run_early(g);
     } else if (item.op == Op::Check) {
       await(g.landed, "gradients landed wait, group ", item.group);
@@ -900,7 +945,9 @@ void AsyncOptimizer::await(Landing& l, const char* what, int64_t group) {
 }
 
 void AsyncOptimizer::settle_landings(Group& g) noexcept {
-  for (Landing* l : {&g.early_landed, &g.rows_landed, &g.landed})
+  std::vector<Landing*> all = {&g.early_landed, &g.rows_landed, &g.landed};
+  for (Landing& l : g.early_chunks) all.push_back(&l);
+  for (Landing* l : all)
     if (l->wait) {
       try {
         wait_once(*l);
@@ -1175,13 +1222,17 @@ bool AsyncOptimizer::run_early(Group& g) {
   const int64_t n = p.value.numel(), d = n / p.value.shape[0];
   const AdamWConfig cfg = adamw_config(g);
   if (!g.early_first_done) {
-    // The next batch's rows among the early ones, reported as the rows first are.
+    // The next batch's rows among the early ones, reported as the rows first
+    // are; in chunks, from their own gradient copy.
+    await(g.early_landed, "early rows' gradients landed wait, group ", group);
     auto rows = std::make_shared<Runs>();
     for (int64_t k = 0; k < g.early_count; ++k) rows->add(g.early_rows[k] * d, d);
+    const bool packed = g.early_grads && copy_chunk_out_;
     {
       TraceSpan span(rt_.trace(), "cpu optimizer", "adamw early rows first, group ", group, g.early_count * d * 16);
-      pool_->wait(submit_runs(*pool_, rows, p.value.as<float>(), grad(g, i), false, p.m.as<float>(), p.v.as<float>(),
-                              rt_.param_config(cfg, param), g.step, on_rows_updated_ ? g.early_values : nullptr));
+      pool_->wait(submit_runs(*pool_, rows, p.value.as<float>(), packed ? g.early_grads : grad(g, i), packed,
+                              p.m.as<float>(), p.v.as<float>(), rt_.param_config(cfg, param), g.step,
+                              on_rows_updated_ ? g.early_values : nullptr));
     }
     if (on_rows_updated_ && g.early_count) on_rows_updated_(group, param, g.early_rows, g.early_count, g.early_values);
     std::lock_guard<std::mutex> lock(mu_);
@@ -1190,6 +1241,7 @@ bool AsyncOptimizer::run_early(Group& g) {
     return true;
   }
   const int64_t lo = g.early_piece * kPiece, len = std::min(kPiece, n - lo);
+  await(g.early_chunks[size_t(g.early_piece)], "early chunk landed wait, group ", group);
   {
     TraceSpan span(rt_.trace(), "cpu optimizer", "adamw early rows, group ", group, len * 16);
     pool_->wait(submit_rest_piece(g, lo, len, true, p.m.data, p.v.data, cfg));

@@ -136,6 +136,17 @@ class AsyncOptimizer {
   // buffers of the next batch's rows among them.
   void declare_early(int64_t group, int64_t param);
   void set_early(bool on) { early_on_ = on; }
+  // How a device takes elements [lo, lo + n) of a table's gradient to dst,
+  // one chunk of an early part (a piece's worth), and that copy's own
+  // landing. With it (and set_gradient_rows_copy) a device's early part
+  // does not cross the link at once, ahead of the blocks' gradients: the
+  // next batch's rows among it go down first (gathered, into their own
+  // buffer), one chunk now, one behind each other group's gradients, and
+  // the rest behind the table's own rows; each piece waits for its chunk.
+  void set_gradient_chunk_copy(
+      std::function<Landing(int64_t group, const View& src, int64_t lo, int64_t n, float* dst)> f) {
+    copy_chunk_out_ = std::move(f);
+  }
   int64_t early_updates() const { return early_updates_; }  // offload_early calls taken
 
   // fp32 updates go to the pool in pieces of this many elements, 8-bit ones whole.
@@ -348,6 +359,13 @@ class AsyncOptimizer {
     int64_t* early_rows = nullptr;
     float* early_values = nullptr;
     int64_t early_count = 0;
+    // In chunks (set_gradient_chunk_copy): the next batch's rows among the
+    // early ones come down into early_grads (early_landed), and the part
+    // from early_src chunk by chunk, early_sent of them so far.
+    float* early_grads = nullptr;
+    View early_src;
+    std::vector<Landing> early_chunks;
+    int64_t early_sent = 0;
   };
   // Host room for one group's moments, filled by reads issued ahead.
   struct Staging {
@@ -387,6 +405,14 @@ class AsyncOptimizer {
   bool early_filler(const Item& it) const {
     return it.op == Op::Early && groups_[size_t(it.group)].early_first_done;
   }
+  // A filler whose chunk has been sent for (under mu_).
+  bool early_sent(const Item& it) const {
+    const Group& g = groups_[size_t(it.group)];
+    return g.early_piece < g.early_sent;
+  }
+  // Sends up to n more chunks of the group's early part (the program's thread).
+  void send_early_chunks(Group& g, int64_t n);
+  int64_t early_sending_ = -1;  // the group whose early chunks are being sent (the program's thread)
   // One turn of a table's early part: its next batch's rows, or one piece
   // of the rest; false when that was the last.
   bool run_early(Group& g);
@@ -509,6 +535,7 @@ class AsyncOptimizer {
   std::vector<int64_t> next_ids_buf_;  // grad_offload's
   std::function<void(int64_t, int64_t, const int64_t*, int64_t, const float*)> on_rows_updated_;
   std::function<Landing(int64_t, const View&, const int64_t*, int64_t, float*)> copy_rows_out_;
+  std::function<Landing(int64_t, const View&, int64_t, int64_t, float*)> copy_chunk_out_;
   double landed_wait_ = 0;  // the worker's, for the item it runs
   std::thread thread_;
 };

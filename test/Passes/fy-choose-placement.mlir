@@ -14,6 +14,7 @@
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.fast.json state=memory" | FileCheck %s --check-prefix=TIEDFAST
 // RUN: sed -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 2.56e7/' %S/Inputs/profile-slow-adamw-cuda.json > %t.slow.json
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.slow.json state=memory" | FileCheck %s --check-prefix=TIEDSLOW
+// RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.fast.json state=memory early-rows=no" | FileCheck %s --check-prefix=TIEDNO
 // RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cpu.json state=memory" | FileCheck %s --check-prefix=BATCHCPU
 // RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cuda.json state=memory" | FileCheck %s --check-prefix=BATCHGPU
 
@@ -92,14 +93,15 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // the model predicts the step faster with them. With copies free and AdamW
 // at 8 params/us, 18 us against 20 (worked in test-print-step-prediction.mlir):
 // TIEDFAST: fy.plan.activations = "keep,keep", fy.plan.early_rows = "yes"
-// With AdamW at 2 params/us and the device-to-host link at 25.6 B/us, the
-// table's early copy (256 B, 10 us) goes down ahead of the block's gradient
-// (64 B, 2.5 us) and its batch's rows (4.75 us with the gather), and the
-// next batch's rows among the early ones (12 us) are updated before them:
-// step 2 offloads the block at 65 us and the table at 67, and its
-// gradients land at 72.5 and 77.25 instead of 65 and 69.75, so its forward
-// waits 28 us for the rows, 6 for the block and 7 for the whole table,
-// and the step takes 54 us. Without: the block lands at 65 and updates
-// first, then the batch's rows, then the rest of the table: its forward
-// waits 21.5 us for the rows and 17 for the table, 51.5 us a step.
+// With AdamW at 2 params/us and the device-to-host link at 25.6 B/us the
+// table's part (256 B, one chunk: 10 us) goes down right behind the next
+// batch's rows among it (4.75 us with the gather) and ahead of the block's
+// gradient (2.5 us), which lands at 23.25 us instead of 13.5, and its update
+// runs after those rows' and the piece's: step 1 has the table's batch rows
+// up at 51.75, and step 2's forward waits 38.75 us for them; 51.75 us a
+// step. Without: the block lands at 13.5 and updates first, the rows are up
+// at 34.5, the rest of the table at 53.5; step 2 waits 21.5 us for the rows
+// and 17 for the table, 51.5 us a step. The planner takes the faster.
 // TIEDSLOW: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"
+// Forced either way, the planner does not try the other.
+// TIEDNO: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"

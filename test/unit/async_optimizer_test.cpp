@@ -700,6 +700,85 @@ TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
   EXPECT_EQ(order, (std::vector<int64_t>{1, 0}));
 }
 
+// On a device a table's early part crosses the link in chunks of a piece,
+// behind the other groups' gradients: the next batch's rows among it first
+// (gathered), one chunk right away, one behind each other group's
+// gradients, the rest behind the table's own rows; and the bits are the
+// inline update's. A table of three pieces (2,050 x 4,096).
+TEST(AsyncOptimizer, EarlyChunksGoDownBehindTheOtherGradients) {
+  const int64_t R = 2050, D = 4096;
+  fy::Runtime inline_rt, async_rt;
+  for (fy::Runtime* rt : {&inline_rt, &async_rt}) {
+    rt->declare_param("wte", fy::Shape{R, D}, fy::DType::F32, true);
+    rt->declare_param("ln", fy::Shape{D}, fy::DType::F32, true);
+    for (int64_t i = 0; i < 2; ++i) {
+      fy::View v = rt->param(i).value;
+      for (int64_t k = 0; k < v.numel(); ++k) v.as<float>()[k] = float(k % 89) * 0.01f - 0.4f;
+    }
+  }
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  ASSERT_EQ((R * D + fy::AsyncOptimizer::kPiece - 1) / fy::AsyncOptimizer::kPiece, 3);
+  const int64_t block = opt.declare_group({1}), table = opt.declare_group({0});
+  opt.declare_rows(table, 0, 4);
+  opt.declare_early(table, 0);
+  const std::vector<int64_t> batch = {9, 1200, 9, 33}, next = {1200, 7, 2049, 7};
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = next;
+    return true;
+  });
+  // The "device" copies at once and says what it copied, in order.
+  std::mutex mu;
+  std::vector<std::string> log;
+  auto note = [&](std::string what) {
+    std::lock_guard<std::mutex> lock(mu);
+    log.push_back(std::move(what));
+  };
+  auto at_once = [] { return fy::AsyncOptimizer::Landing{[] {}, [] { return true; }}; };
+  opt.set_gradient_copy(
+      [&](const fy::View& src, float* dst) {
+        note("gradient");
+        std::memcpy(dst, src.data, size_t(src.nbytes()));
+      },
+      [&](int64_t) { return at_once(); });
+  opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+    note("rows");
+    for (int64_t k = 0; k < count; ++k)
+      std::memcpy(dst + k * D, src.as<float>() + rows[k] * D, size_t(D) * sizeof(float));
+    return at_once();
+  });
+  opt.set_gradient_chunk_copy([&](int64_t, const fy::View& src, int64_t lo, int64_t n, float* dst) {
+    note("chunk " + std::to_string(lo / fy::AsyncOptimizer::kPiece));
+    std::memcpy(dst, src.as<float>() + lo, size_t(n) * sizeof(float));
+    return at_once();
+  });
+  std::mt19937 gen(47);
+  std::vector<std::vector<float>> grads;
+  std::vector<float> logits_part;
+  for (int64_t step = 1; step <= 2; ++step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    opt.wait_rows(table, 0, next.data(), int64_t(next.size()));
+    opt.wait(block);
+    opt.wait(table);
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+    logits_part = grads[0];
+    for (int64_t r : batch) std::fill_n(logits_part.begin() + r * D, D, std::numeric_limits<float>::quiet_NaN());
+    fy::View early = views[0];
+    early.data = logits_part.data();
+    log.clear();
+    ASSERT_TRUE(opt.offload_early(table, 0, early, batch.data(), int64_t(batch.size()))) << "step " << step;
+    opt.start(block, &views[1], 1);
+    opt.start(table, &views[0], 1);
+    opt.wait_all();
+    EXPECT_EQ(log, (std::vector<std::string>{"rows", "chunk 0", "gradient", "chunk 1", "rows", "chunk 2"}))
+        << "step " << step;
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+      ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " after step " << step;
+    }
+  }
+}
+
 // Rows first on a device that copies the rows' gradient ahead of the whole
 // one (set_gradient_rows_copy): the rows are updated and reported while the
 // whole gradient is still on its way (here its landing is held until

@@ -96,6 +96,7 @@ CudaDevice::~CudaDevice() {
   for (cudaEvent_t e : rows_landed_events_) cudaEventDestroy(e);
   if (grads_ready_) cudaEventDestroy(grads_ready_);
   if (early_landed_) cudaEventDestroy(early_landed_);
+  for (cudaEvent_t e : chunk_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : trace_events_) cudaEventDestroy(e);
   for (void* p : params_) cudaFree(p);
   for (void* p : blocks_) cudaFree(p);
@@ -198,6 +199,23 @@ void CudaDevice::prepare() {
         cudaEvent_t e = rows_landed_events_[size_t(group)];
         FY_CUDA_CHECK(cudaEventRecord(e, download_));
         return landing(e);
+      });
+      // A tied table's early part goes down chunk by chunk behind the
+      // blocks' gradients (AsyncOptimizer::set_gradient_chunk_copy), each
+      // chunk with an event of its own: the piece that needs it waits for it
+      // alone. A chunk's event is recorded again a step later, when that
+      // step's early part has long been done.
+      opt.set_gradient_chunk_copy([this, landing](int64_t, const View& src, int64_t lo, int64_t n, float* dst) {
+        FY_CUDA_CHECK(cudaMemcpyAsync(dst, static_cast<const float*>(src.data) + lo, size_t(n) * sizeof(float),
+                                      cudaMemcpyDeviceToHost, download_));
+        copy_out_bytes_ += n * int64_t(sizeof(float));
+        const size_t k = size_t(lo / AsyncOptimizer::kPiece);
+        while (chunk_events_.size() <= k) {
+          chunk_events_.emplace_back();
+          FY_CUDA_CHECK(cudaEventCreateWithFlags(&chunk_events_.back(), cudaEventDisableTiming));
+        }
+        FY_CUDA_CHECK(cudaEventRecord(chunk_events_[k], download_));
+        return landing(chunk_events_[k]);
       });
       // Each piece of an update goes up as soon as it is done (streamed
       // parameters have no working copies: the program copies the masters).
@@ -514,9 +532,13 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
   // op (BufferLiveness): kernels from here on may reuse their memory, so
   // they wait for that copy on the device.
   if (last_offload_ >= 0) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(last_offload_)], 0));
-  // An early table's gradient is kept up to here too.
-  if (early_in_flight_) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, early_landed_, 0));
-  early_in_flight_ = false;
+  // An early table's gradient is kept up to its own group's grad_offload,
+  // which has sent its last chunks: behind them.
+  if (early_in_flight_ && group == early_group_) {
+    FY_CUDA_CHECK(cudaEventRecord(early_landed_, download_));
+    FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, early_landed_, 0));
+    early_in_flight_ = false;
+  }
   last_offload_ = group;
   return token;
 }
@@ -528,8 +550,8 @@ void CudaDevice::grad_offload_early(int64_t group, int64_t param, View grad, Vie
   FY_CUDA_CHECK(cudaEventRecord(grads_ready_, compute_));
   FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
   if (!rt_.async_optimizer().offload_early(group, param, grad, step_ids_, ids.numel())) return;
-  FY_CUDA_CHECK(cudaEventRecord(early_landed_, download_));
   early_in_flight_ = true;
+  early_group_ = group;
 }
 
 void CudaDevice::upload_group(int64_t group) {

@@ -120,8 +120,10 @@ class CudaDevice final : public Device {
   cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
   cudaEvent_t copy_issued_ = nullptr;       // the kernels before a started copy done
   int64_t last_offload_ = -1;               // group whose copy later kernels must wait for
-  bool early_in_flight_ = false;            // an early copy (early_landed_) since the last grad_offload
-  cudaEvent_t early_landed_ = nullptr;
+  bool early_in_flight_ = false;            // a table's early chunks are going down (until its grad_offload)
+  int64_t early_group_ = -1;                // that table's group
+  cudaEvent_t early_landed_ = nullptr;      // behind its last chunk
+  std::vector<cudaEvent_t> chunk_events_;   // one per chunk of an early part
   std::unordered_map<size_t, std::vector<void*>> free_;  // pool: capacity -> buffers
   std::unordered_map<void*, size_t> live_;               // pool: buffer -> capacity
   std::vector<void*> blocks_;

@@ -7,10 +7,11 @@
 // logits' backward.
 //
 // With the early rows (t in us): step 1 hands the table's logits part over
-// at 6; the worker updates the next batch's rows among its 40 other
-// elements first (as many as a batch's, 24: 6-9, up at 10), then the 16
-// left as a piece while it has nothing else to do (9-11); @g0 11-13; the
-// table's gradient (its batch's rows) lands at 14, the rows 14-17, up at
+// at 6; the next batch's rows among its 40 other elements (as many as a
+// batch's, 24) are gathered down (a launch, 6-7) and updated first (7-10,
+// up at 11); the part itself goes down behind them, and its 16 elements left
+// run as a piece while the worker has nothing else to do (10-12); @g0 12-14;
+// the table's gradient (its batch's rows) lands at 14, the rows 14-17, up at
 // 18. Step 2 starts at 13, waits for the rows (5 us), and the logits
 // product finds the whole table done (at 18): its backward ends at 31, a
 // step of 18 us.
