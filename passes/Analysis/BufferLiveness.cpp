@@ -14,19 +14,29 @@ BufferLiveness::BufferLiveness(Block &block) {
   // Where each grad_offload's copy is known to have landed: the next one,
   // else the block's last op before its terminator.
   llvm::DenseMap<Operation *, Operation *> landed;
-  // A grad_offload_early's copy lands by the grad_offload after it too.
-  SmallVector<Operation *> inFlight;
+  // A grad_offload_early's chunks go down up to its own group's grad_offload.
+  Operation *last = block.mightHaveTerminator() && block.back().getPrevNode() ? block.back().getPrevNode() : &block.back();
+  SmallVector<fs::GradOffloadEarlyOp> early;
+  Operation *prev = nullptr;
   for (Operation &op : block) {
-    if (isa<fs::GradOffloadOp>(op)) {
-      for (Operation *o : inFlight)
-        landed[o] = &op;
-      inFlight.clear();
+    if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
+      if (prev)
+        landed[prev] = &op;
+      prev = &op;
+      for (fs::GradOffloadEarlyOp &e : early)
+        if (e && e.getGroup() == off.getGroup()) {
+          landed[e] = &op;
+          e = nullptr;
+        }
     }
-    if (isa<fs::GradOffloadOp, fs::GradOffloadEarlyOp>(op))
-      inFlight.push_back(&op);
+    if (auto e = dyn_cast<fs::GradOffloadEarlyOp>(op))
+      early.push_back(e);
   }
-  for (Operation *o : inFlight)
-    landed[o] = block.mightHaveTerminator() && block.back().getPrevNode() ? block.back().getPrevNode() : &block.back();
+  if (prev)
+    landed[prev] = last;
+  for (fs::GradOffloadEarlyOp e : early)
+    if (e)
+      landed[e] = last;
   for (Operation &op : block) {
     if (!isa<fs::AllocOp, fs::ConstantOp>(op))
       continue;

@@ -232,6 +232,7 @@ public:
     bool eightBit = false;
     if (auto opt = module->getAttrOfType<StringAttr>("fy.optimizer"))
       eightBit = opt.getValue() == "adamw8bit";
+    eightBit_ = eightBit;
     // At most one row per token: the bound, as the batch's ids are not known here.
     SmallVector<fs::GroupWaitRowsOp> rowWaits;
     module.walk([&](fs::GroupWaitRowsOp w) { rowWaits.push_back(w); });
@@ -244,6 +245,9 @@ public:
           int64_t ids = cast<fs::BufferType>(w.getIds().getType()).getTensorType().getNumElements();
           const int64_t rows = std::min(table.getDimSize(0), ids);
           rowsFirst_[w.getGroup()] = double(rows * table.getDimSize(1));
+          // The runtime hands a table over early only if a batch's ids fit its rows.
+          if (ids > table.getDimSize(0))
+            noEarly_.insert(w.getGroup());
           // On a GPU the runtime sends these rows of the gradient down
           // first when they are at most half the table, unless the updates
           // wait for every gradient: loss scaling's verdict (clipping, a
@@ -419,8 +423,10 @@ private:
         return;
       double piece = f.elems / double(f.pieces - f.done);
       double end = onStream(Optimizer, start, piece / p_.adamwParams, out);
+      // Up goes the piece's whole range of the table, as the runtime sends it.
+      double range = std::min(double(fy::kUpdatePieceElems), f.tableElems - double(f.done) * fy::kUpdatePieceElems);
       if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
-        end = onStream(ToDevice, end, piece * 4.0 / p_.h2dBytes, out);
+        end = onStream(ToDevice, end, range * 4.0 / p_.h2dBytes, out);
       f.elems -= piece;
       if (++f.done == f.pieces) {
         StringRef g = f.group;
@@ -650,7 +656,7 @@ private:
         // rows first (on a GPU, one whose rows of the gradient come down on
         // their own at the group's grad_offload).
         StringRef g = early.getGroup();
-        if (stateOnSsd_ || holds_ || rowsTable_.lookup(g) != early.getParam() ||
+        if (stateOnSsd_ || holds_ || eightBit_ || noEarly_.contains(g) || rowsTable_.lookup(g) != early.getParam() ||
             (cuda_ && !rowsGradFirst_.contains(g)))
           continue;
         runUntil(issue, out);
@@ -789,6 +795,8 @@ private:
   llvm::StringMap<double> rowsLanded_;   // group -> when that copy lands
   llvm::StringMap<double> updateEnd_;    // group -> when the optimizer is done with its last update
   llvm::StringMap<StringRef> earlyTable_;  // group -> its table updated early (grad_offload_early)
+  llvm::StringSet<> noEarly_;            // groups whose table the runtime does not hand over early
+  bool eightBit_ = false;                // 8-bit moments: no early rows either
   llvm::StringSet<> earlyTaken_;         // groups whose early rows this step's update follows
   llvm::StringMap<double> earlyRows_;    // group -> when the next batch's rows among its early ones are up
   llvm::StringMap<double> earlyDone_;    // group -> when this step's early pieces ended

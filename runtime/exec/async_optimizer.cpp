@@ -285,6 +285,9 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
     return false;
   wait_group(group, /*slot=*/true);
   if (slots_.empty()) make_slots();
+  // It holds its slot through backward: the other groups need another. And
+  // one table's chunks go down at a time.
+  if ((slots_.size() < 2 && groups_.size() > 1) || (copy_chunk_out_ && early_sending_ >= 0)) return false;
   const int64_t table_rows = p.value.shape[0];
   g.row_mask.assign(size_t(table_rows), 0);
   for (int64_t k = 0; k < n; ++k) {
@@ -713,7 +716,7 @@ void AsyncOptimizer::quiesce() noexcept {
   auto drop = [&](Group& g) {
     g.pending = g.updating = g.held = g.rows_done = g.early = g.early_first_done = g.early_done = g.early_taken = false;
     g.final_seq = 0;
-    settle_landings(g);  // the slot is reused only once its copies are in
+    settle_landings(g, g.early_sent);  // the slot is reused only once its copies are in
     if (g.slot >= 0) free_slots_.push_back(g.slot);
     g.slot = -1;
   };
@@ -776,7 +779,15 @@ int AsyncOptimizer::runnable() const {
         break;
     }
   }
-  if (first < 0) return filler;
+  if (first < 0) {
+    // A piece whose chunk is still on its way does not hold the worker
+    // (the group's update may come first): it looks again shortly.
+    if (filler >= 0 && !landed(queue_[size_t(filler)])) {
+      filler_waiting_ = true;
+      return -1;
+    }
+    return filler;
+  }
   if (queue_[size_t(first)].op != Op::Update || landed(queue_[size_t(first)])) return first;
   // After backward the updates are queued in the next forward's order, which
   // is the reverse of the order their gradients land in: rather than wait on
@@ -812,7 +823,14 @@ void AsyncOptimizer::worker() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       int i = -1;
-      work_cv_.wait(lock, [&] { return stop_ || (i = runnable()) >= 0; });
+      for (;;) {
+        filler_waiting_ = false;
+        if (stop_ || (i = runnable()) >= 0) break;
+        if (filler_waiting_)
+          work_cv_.wait_for(lock, std::chrono::microseconds(100));  // a chunk's landing wakes nobody
+        else
+          work_cv_.wait(lock);
+      }
       if (i < 0) return;  // stopping, and nothing left that can run
       item = queue_[size_t(i)];
       queue_.erase(queue_.begin() + i);
@@ -852,7 +870,8 @@ void AsyncOptimizer::run(const Item& item) {
                      int64_t(g.grad_elems * 4));
       accumulate(g, item.first_micro);
     } else if (item.op == Op::Early) {
-      again = run_early(g);
+      // Left over by an update that failed and finished the group: nothing to do.
+      if (g.early) again = run_early(g);
     } else if (item.op == Op::Check) {
       await(g.landed, "gradients landed wait, group ", item.group);
       if (g.combine) combine(g);
@@ -899,7 +918,14 @@ void AsyncOptimizer::run(const Item& item) {
     // The slot is freed below: not while a copy may still be writing it. The
     // landings are an update's or a check's only: a read or write-back of
     // the group may fail while its next offload is setting them.
-    if (item.op == Op::Update || item.op == Op::Check || item.op == Op::Early) settle_landings(g);
+    if (item.op == Op::Update || item.op == Op::Check || item.op == Op::Early) {
+      int64_t sent;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        sent = g.early_sent;
+      }
+      settle_landings(g, sent);
+    }
     again = false;
     std::lock_guard<std::mutex> lock(mu_);
     if (!error_) error_ = std::current_exception();
@@ -944,9 +970,10 @@ void AsyncOptimizer::await(Landing& l, const char* what, int64_t group) {
   landed_wait_ += wait_once(l);
 }
 
-void AsyncOptimizer::settle_landings(Group& g) noexcept {
+void AsyncOptimizer::settle_landings(Group& g, int64_t chunks) noexcept {
   std::vector<Landing*> all = {&g.early_landed, &g.rows_landed, &g.landed};
-  for (Landing& l : g.early_chunks) all.push_back(&l);
+  // Only the chunks sent: the program's thread may be setting the next.
+  for (int64_t k = 0; k < chunks && k < int64_t(g.early_chunks.size()); ++k) all.push_back(&g.early_chunks[size_t(k)]);
   for (Landing* l : all)
     if (l->wait) {
       try {

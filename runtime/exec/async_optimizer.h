@@ -413,6 +413,7 @@ class AsyncOptimizer {
   // Sends up to n more chunks of the group's early part (the program's thread).
   void send_early_chunks(Group& g, int64_t n);
   int64_t early_sending_ = -1;  // the group whose early chunks are being sent (the program's thread)
+  mutable bool filler_waiting_ = false;  // runnable() found only a piece whose chunk is on its way
   // One turn of a table's early part: its next batch's rows, or one piece
   // of the rest; false when that was the last.
   bool run_early(Group& g);
@@ -427,9 +428,9 @@ class AsyncOptimizer {
   // them in its slot; g.rows_landed: the first part's rows) is in; adds the
   // seconds waited to landed_wait_. `what` names the trace's wait slice.
   void await(Landing& l, const char* what, int64_t group);
-  // Waits out both landings, ignoring errors: before a slot is freed on a
+  // Waits out every landing (the first `chunks` early ones), ignoring errors: before a slot is freed on a
   // failure or a drop (the device's teardown reports its errors).
-  static void settle_landings(Group& g) noexcept;
+  static void settle_landings(Group& g, int64_t chunks) noexcept;
   // Which part of an update to do: all of it, or (rows_from_copy) the
   // table's rows, or the rest once they are done.
   enum class Part { All, Rows, Rest };

@@ -59,3 +59,31 @@ func.func @async_copy(%x: !fysched.buffer<device, tensor<4xf32>>, %y: !fysched.b
   fysched.dealloc %h : !fysched.buffer<host, tensor<4xf32>>
   return
 }
+
+// -----
+
+// A table's early part (grad_offload_early) goes down in chunks until its
+// own group's grad_offload, past another group's (@g1 here): it lives until
+// then (position 8), not until the next grad_offload (5).
+fygraph.param @wte trainable : tensor<4x4xf32>
+fygraph.param @wpe trainable : tensor<4x4xf32>
+fygraph.param @q trainable : tensor<4xf32>
+fysched.group @g0 [@wte, @wpe] bytes 128
+fysched.group @g1 [@q] bytes 16
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2xi64>>, %x: !fysched.buffer<device, tensor<4x4xf32>>,
+                      %gq: !fysched.buffer<device, tensor<4xf32>>, %gp: !fysched.buffer<device, tensor<4x4xf32>>) {
+  // expected-remark @+1 {{64 bytes live [0, 8]}}
+  %dw = fysched.alloc : <device, tensor<4x4xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<4x4xf32>>)
+  fysched.grad_offload_early @g0, @wte(%dw : <device, tensor<4x4xf32>>) except(%idx : <device, tensor<2xi64>>)
+  %o1 = fysched.grad_offload @g1(%gq : !fysched.buffer<device, tensor<4xf32>>)
+  // expected-remark @+1 {{64 bytes live [4, 9]}}
+  %g = fysched.alloc : <device, tensor<4x4xf32>>
+  fysched.launch "neg" ins(%dw : !fysched.buffer<device, tensor<4x4xf32>>) outs(%g : !fysched.buffer<device, tensor<4x4xf32>>)
+  fysched.dealloc %dw : !fysched.buffer<device, tensor<4x4xf32>>
+  %u1 = fysched.group_adamw @g1 after(%o1)
+  %o0 = fysched.grad_offload @g0(%g, %gp : !fysched.buffer<device, tensor<4x4xf32>>, !fysched.buffer<device, tensor<4x4xf32>>)
+  %u0 = fysched.group_adamw @g0 after(%o0)
+  return
+}

@@ -700,6 +700,38 @@ TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
   EXPECT_EQ(order, (std::vector<int64_t>{1, 0}));
 }
 
+// With a single gradient slot and other groups, a table's early part would
+// hold the slot through backward while the next group waits for it: declined.
+TEST(AsyncOptimizer, EarlyRowsNeedASecondSlot) {
+  const std::vector<int64_t> batch = {3, 4};
+  for (size_t slots : {1, 2}) {
+    fy::Runtime rt;
+    rt.declare_param("wte", fy::Shape{kTableRows, kRowLen}, fy::DType::F32, true);
+    rt.declare_param("ln", fy::Shape{kRowLen}, fy::DType::F32, true);
+    fy::AsyncOptimizer& o = rt.async_optimizer();
+    const int64_t b = o.declare_group({1}), t = o.declare_group({0});
+    o.declare_rows(t, 0, 2);
+    o.declare_early(t, 0);
+    o.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+      ids = {1, 2};
+      return true;
+    });
+    o.set_slots(slots);
+    rt.set_step(1);
+    o.wait_rows(t, 0, batch.data(), 2);
+    EXPECT_EQ(o.offload_early(t, 0, rt.param(0).value, batch.data(), 2), slots == 2) << slots << " slots";
+    std::vector<float> zeros(size_t(kRowLen), 0.f);
+    fy::View g = rt.param(1).value;
+    g.data = zeros.data();
+    o.start(b, &g, 1);  // with one slot and the early part taken, this would wait forever
+    std::vector<float> tg(size_t(kTableRows * kRowLen), 0.f);
+    fy::View gt = rt.param(0).value;
+    gt.data = tg.data();
+    o.start(t, &gt, 1);
+    o.wait_all();
+  }
+}
+
 // On a device a table's early part crosses the link in chunks of a piece,
 // behind the other groups' gradients: the next batch's rows among it first
 // (gathered), one chunk right away, one behind each other group's
