@@ -163,7 +163,8 @@ void CudaDevice::prepare() {
       for (cudaEvent_t& e : param_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       landed_events_.resize(size_t(opt.num_groups()));
       for (cudaEvent_t& e : landed_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      rows_landed_events_.resize(size_t(opt.num_groups()));
+      rows_landed_events_.resize(2 * size_t(opt.num_groups()));
+      rows_copies_.assign(size_t(opt.num_groups()), 0);
       for (cudaEvent_t& e : rows_landed_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       // ready() says "landed" on an error too: the wait that follows reports it.
       auto landing = [](cudaEvent_t e) {
@@ -196,7 +197,10 @@ void CudaDevice::prepare() {
         gather_rows(src, View{const_cast<int64_t*>(rows), Shape{count}, DType::I64},
                     View{dst, Shape{count, d}, DType::F32}, download_);
         copy_out_bytes_ += count * d * int64_t(sizeof(float));
-        cudaEvent_t e = rows_landed_events_[size_t(group)];
+        // Two events a group, taken in turn: a table's early rows and its
+        // step's own rows are two copies of one update, each waited for alone
+        // (an event is recorded again only once the update it served is done).
+        cudaEvent_t e = rows_landed_events_[2 * size_t(group) + size_t(rows_copies_[size_t(group)]++ % 2)];
         FY_CUDA_CHECK(cudaEventRecord(e, download_));
         return landing(e);
       });

@@ -116,7 +116,8 @@ class CudaDevice final : public Device {
   std::vector<cudaEvent_t> param_events_;   // a parameter's upload done, by parameter
   const int64_t* step_ids_ = nullptr;       // the step's tokens in host memory
   std::vector<cudaEvent_t> landed_events_;  // gradient copies done, by group
-  std::vector<cudaEvent_t> rows_landed_events_;  // the rows-first part's gradient copy done, by group
+  std::vector<cudaEvent_t> rows_landed_events_;  // the rows-first part's gradient copy done, two by group
+  std::vector<int64_t> rows_copies_;             // rows copies a group has made (which of its two events)
   cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
   cudaEvent_t copy_issued_ = nullptr;       // the kernels before a started copy done
   int64_t last_offload_ = -1;               // group whose copy later kernels must wait for
