@@ -732,6 +732,60 @@ TEST(AsyncOptimizer, EarlyRowsNeedASecondSlot) {
   }
 }
 
+// A piece whose chunk of the gradient is still on its way does not hold the
+// worker: the block's update, queued after the table's early part and
+// landed, runs while the chunk is held back.
+TEST(AsyncOptimizer, EarlyPieceWaitingForItsChunkDoesNotHoldTheWorker) {
+  fy::Runtime rt;
+  rt.declare_param("wte", fy::Shape{kTableRows, kRowLen}, fy::DType::F32, true);
+  rt.declare_param("ln", fy::Shape{kRowLen}, fy::DType::F32, true);
+  fy::AsyncOptimizer& opt = rt.async_optimizer();
+  const int64_t block = opt.declare_group({1}), table = opt.declare_group({0});
+  opt.declare_rows(table, 0, 2);
+  opt.declare_early(table, 0);
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = {1, 2};
+    return true;
+  });
+  Gate chunk;  // the table's chunk lands when it opens
+  auto at_once = [] { return fy::AsyncOptimizer::Landing{[] {}, [] { return true; }}; };
+  opt.set_gradient_copy([](const fy::View& src, float* dst) { std::memcpy(dst, src.data, size_t(src.nbytes())); },
+                        [&](int64_t) { return at_once(); });
+  opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+    for (int64_t k = 0; k < count; ++k)
+      std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen, kRowLen * sizeof(float));
+    return at_once();
+  });
+  opt.set_gradient_chunk_copy([&](int64_t, const fy::View& src, int64_t lo, int64_t n, float* dst) {
+    return fy::AsyncOptimizer::Landing{[&chunk, src, lo, n, dst] {
+                                         chunk.wait();
+                                         std::memcpy(dst, src.as<float>() + lo, size_t(n) * sizeof(float));
+                                       },
+                                       [&chunk] {
+                                         std::lock_guard<std::mutex> lock(chunk.mu);
+                                         return chunk.open;
+                                       }};
+  });
+  const std::vector<int64_t> batch = {3, 4};
+  rt.set_step(1);
+  opt.wait_rows(table, 0, batch.data(), 2);
+  std::vector<float> gt(size_t(kTableRows * kRowLen), 0.01f), gl(size_t(kRowLen), 0.02f);
+  fy::View table_grad = rt.param(0).value, ln_grad = rt.param(1).value;
+  table_grad.data = gt.data();
+  ln_grad.data = gl.data();
+  ASSERT_TRUE(opt.offload_early(table, 0, table_grad, batch.data(), 2));
+  // Give the worker the time to take the early rows and look for more.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  opt.start(block, &ln_grad, 1);
+  auto done = std::async(std::launch::async, [&] { opt.wait(block); });
+  EXPECT_EQ(done.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the block's update waited behind a piece whose chunk had not landed";
+  chunk.set(true);
+  done.wait();
+  opt.start(table, &table_grad, 1);
+  opt.wait_all();
+}
+
 // On a device a table's early part crosses the link in chunks of a piece,
 // behind the other groups' gradients: the next batch's rows among it first
 // (gathered), one chunk right away, one behind each other group's
