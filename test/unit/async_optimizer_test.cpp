@@ -786,6 +786,61 @@ TEST(AsyncOptimizer, EarlyPieceWaitingForItsChunkDoesNotHoldTheWorker) {
   opt.wait_all();
 }
 
+// A table's update that fails (its gradient's copy reports an error) ends
+// the group while its early pieces are still queued: they then do nothing
+// (they would read a freed slot), and the error reaches the program.
+TEST(AsyncOptimizer, EarlyPiecesLeftAfterAFailedUpdateDoNothing) {
+  fy::Runtime rt;
+  rt.declare_param("wte", fy::Shape{kTableRows, kRowLen}, fy::DType::F32, true);
+  fy::AsyncOptimizer& opt = rt.async_optimizer();
+  const int64_t table = opt.declare_group({0});
+  opt.declare_rows(table, 0, 2);
+  opt.declare_early(table, 0);
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = {1, 2};
+    return true;
+  });
+  Gate chunk;
+  std::atomic<int64_t> pieces{0};
+  opt.set_on_piece_updated([&](int64_t, int64_t, int64_t) { ++pieces; });
+  auto at_once = [] { return fy::AsyncOptimizer::Landing{[] {}, [] { return true; }}; };
+  opt.set_gradient_copy([](const fy::View&, float*) {},
+                        [](int64_t) {
+                          return fy::AsyncOptimizer::Landing{[] { fy::fail("test: the gradient's copy failed"); },
+                                                             [] { return true; }};
+                        });
+  opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+    for (int64_t k = 0; k < count; ++k)
+      std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen, kRowLen * sizeof(float));
+    return at_once();
+  });
+  opt.set_gradient_chunk_copy([&](int64_t, const fy::View& src, int64_t lo, int64_t n, float* dst) {
+    return fy::AsyncOptimizer::Landing{[&chunk, src, lo, n, dst] {
+                                         chunk.wait();
+                                         std::memcpy(dst, src.as<float>() + lo, size_t(n) * sizeof(float));
+                                       },
+                                       [&chunk] {
+                                         std::lock_guard<std::mutex> lock(chunk.mu);
+                                         return chunk.open;
+                                       }};
+  });
+  const std::vector<int64_t> batch = {3, 4};
+  rt.set_step(1);
+  opt.wait_rows(table, 0, batch.data(), 2);
+  std::vector<float> gt(size_t(kTableRows * kRowLen), 0.01f);
+  fy::View grad = rt.param(0).value;
+  grad.data = gt.data();
+  ASSERT_TRUE(opt.offload_early(table, 0, grad, batch.data(), 2));
+  // Queued ahead of the piece, whose chunk then lands; the update's landing fails.
+  opt.start(table, &grad, 1);
+  chunk.set(true);
+  EXPECT_THROW(opt.wait(table), fy::Error);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the piece left in the queue may run now
+  EXPECT_EQ(pieces.load(), 0) << "a piece of a group that failed and finished ran";
+  EXPECT_THROW(opt.wait_all(), fy::Error);
+  opt.quiesce();
+}
+
 // On a device a table's early part crosses the link in chunks of a piece,
 // behind the other groups' gradients: the next batch's rows among it first
 // (gathered), one chunk right away, one behind each other group's
