@@ -67,7 +67,6 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       policies_.push_back("ssd");
     paramChoices_ = params == "auto" ? SmallVector<StringRef>{"keep", "stream"} : SmallVector<StringRef>{params};
 
-    early_ = earlyRows != "no";
     std::optional<Plan> best = search == "greedy" ? greedy(module) : exhaustive(module);
     if (!best)
       return signalPassFailure();
@@ -179,7 +178,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
 
   std::optional<Plan> greedy(ModuleOp module) {
     Plan cur;
-    cur.earlyRows = early_;
+    cur.earlyRows = earlyRows != "no";
     cur.acts.assign(segments_, "keep");
     cur.params = paramChoices_.front();
     // Towards the budgets: the cheapest change that fits, else the one that
@@ -242,7 +241,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       std::fill(digit.begin(), digit.end(), 0);
       while (true) {
         Plan q;
-        q.earlyRows = early_;
+        q.earlyRows = earlyRows != "no";
         q.params = par;
         for (size_t d : digit)
           q.acts.push_back(policies_[d]);
@@ -280,7 +279,6 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
 
   fuyou::Profile prof_;
   bool stateOnSsd_ = false;
-  bool early_ = true;  // the plans tried hand a tied table's rows over early (early-rows=no: not)
   int64_t segments_ = 1;
   SmallVector<StringRef> policies_, paramChoices_;
   llvm::StringMap<Outcome> cache_;  // plan key -> its outcome

@@ -40,20 +40,22 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
     auto plan = module->getAttrOfType<StringAttr>("fy.plan.early_rows");
     if (!step || step.getNumArguments() == 0 || module->hasAttr("fy.loss_scale") || (plan && plan.getValue() == "no"))
       return;
+    // The runtime hands the rows over on top of rows first (fy-rows-first):
+    // the step's rows are its first part. So each table read rows first.
     Block &body = step.getBody().front();
-    for (fs::GradOffloadOp off : llvm::to_vector(body.getOps<fs::GradOffloadOp>()))
-      if (auto group = module.lookupSymbol<fs::GroupOp>(off.getGroupAttr()))
-        for (auto [grad, param] : llvm::zip(off.getGrads(), group.getParams()))
-          early(body, off, grad, cast<FlatSymbolRefAttr>(param), step.getArgument(0));
+    for (fs::GroupWaitRowsOp w : llvm::to_vector(body.getOps<fs::GroupWaitRowsOp>())) {
+      auto group = module.lookupSymbol<fs::GroupOp>(w.getGroupAttr());
+      auto offs = llvm::make_filter_range(body.getOps<fs::GradOffloadOp>(),
+                                          [&](fs::GradOffloadOp o) { return o.getGroup() == w.getGroup(); });
+      if (!group || offs.empty())
+        continue;
+      for (auto [grad, param] : llvm::zip((*offs.begin()).getGrads(), group.getParams()))
+        if (cast<FlatSymbolRefAttr>(param).getValue() == w.getParam())
+          early(body, *offs.begin(), grad, cast<FlatSymbolRefAttr>(param), step.getArgument(0));
+    }
   }
 
   void early(Block &body, fs::GradOffloadOp off, Value grad, FlatSymbolRefAttr param, Value tokens) {
-    // The runtime hands the rows over on top of rows first (fy-rows-first):
-    // the step's rows are its first part.
-    if (llvm::none_of(body.getOps<fs::GroupWaitRowsOp>(), [&](fs::GroupWaitRowsOp w) {
-          return w.getGroup() == off.getGroup() && w.getParam() == param.getValue();
-        }))
-      return;
     fs::LaunchOp sum = writerOf(grad);
     if (!sum || sum.getKernel() != "gather_grad_add" || sum.getIns().size() != 3 || sum.getIns()[2] != tokens)
       return;

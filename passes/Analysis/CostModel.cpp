@@ -229,10 +229,8 @@ public:
     cuda_ = p.target == "cuda";
     if (auto prec = module->getAttrOfType<StringAttr>("fy.precision"))
       operands16_ = cuda_ && (prec.getValue() == "bf16" || prec.getValue() == "fp16");
-    bool eightBit = false;
     if (auto opt = module->getAttrOfType<StringAttr>("fy.optimizer"))
-      eightBit = opt.getValue() == "adamw8bit";
-    eightBit_ = eightBit;
+      eightBit_ = opt.getValue() == "adamw8bit";
     // At most one row per token: the bound, as the batch's ids are not known here.
     SmallVector<fs::GroupWaitRowsOp> rowWaits;
     module.walk([&](fs::GroupWaitRowsOp w) { rowWaits.push_back(w); });
@@ -275,7 +273,7 @@ public:
       groupParams_[g.getSymName()] = params;
       // fp32 m and v, or 8-bit codes with a float absmax per 256 (small tensors
       // keep fp32: this is the bound for the large ones that dominate).
-      momentBytes_[g.getSymName()] = eightBit ? params * 2 + params / 256 * 8 : params * 8;
+      momentBytes_[g.getSymName()] = eightBit_ ? params * 2 + params / 256 * 8 : params * 8;
     }
   }
 
@@ -424,9 +422,8 @@ private:
       double piece = f.elems / double(f.pieces - f.done);
       double end = onStream(Optimizer, start, piece / p_.adamwParams, out);
       // Up goes the piece's whole range of the table, as the runtime sends it.
-      double range = std::min(double(fy::kUpdatePieceElems), f.tableElems - double(f.done) * fy::kUpdatePieceElems);
       if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
-        end = onStream(ToDevice, end, range * 4.0 / p_.h2dBytes, out);
+        end = onStream(ToDevice, end, f.chunkElems(f.done) * 4.0 / p_.h2dBytes, out);
       f.elems -= piece;
       if (++f.done == f.pieces) {
         StringRef g = f.group;
@@ -442,11 +439,8 @@ private:
   // after the table's own rows (`all`). Returns when the last one issued lands.
   void sendChunks(double ready, bool all, Prediction *out) {
     for (Filler &f : fillers_)
-      for (int64_t n = all ? f.chunksLeft : std::min<int64_t>(1, f.chunksLeft); n > 0; --n, --f.chunksLeft) {
-        double k = double(f.pieces - f.chunksLeft);
-        double elems = std::min(double(fy::kUpdatePieceElems), f.tableElems - k * double(fy::kUpdatePieceElems));
-        f.chunks.push_back(onStream(ToHost, ready, elems * 4.0 / p_.d2hBytes, out));
-      }
+      for (int64_t n = all ? f.chunksLeft : std::min<int64_t>(1, f.chunksLeft); n > 0; --n, --f.chunksLeft)
+        f.chunks.push_back(onStream(ToHost, ready, f.chunkElems(f.pieces - f.chunksLeft) * 4.0 / p_.d2hBytes, out));
   }
 
   // A table handed over early is whole once its early pieces (done at
@@ -694,13 +688,11 @@ private:
         if (!early)
           waitFor(updateEnd_.lookup(off.getGroup()), off.getGroup(), " before its gradient goes down", out);
         double ready = free_[Compute], bytes = 0;
-        auto group = module_.lookupSymbol<fs::GroupOp>(off.getGroupAttr());
-        for (auto [i, g] : llvm::enumerate(off.getGrads())) {
-          ready = std::max(ready, readyOf(g));
-          // The early table's batch rows come down with the rows' own copy.
-          if (!(early && group && cast<FlatSymbolRefAttr>(group.getParams()[i]).getValue() == earlyTable_.lookup(off.getGroup())))
-            bytes += bytesOf(g.getType());
-        }
+        for (Value g : off.getGrads())
+          ready = std::max(ready, readyOf(g)), bytes += bytesOf(g.getType());
+        // The early table's batch rows come down with the rows' own copy.
+        if (early)
+          bytes -= paramElems_.lookup(earlyTable_.lookup(off.getGroup())) * 4.0;
         // On a GPU a table read rows first sends the next batch's rows of its
         // gradient down ahead of the whole one (gathered by a kernel).
         if (rowsGradFirst_.contains(off.getGroup()))
@@ -811,6 +803,10 @@ private:
     SmallVector<double> chunks;
     int64_t chunksLeft = 0;
     double tableElems = 0;
+    // Elements of the table in piece (and chunk) k.
+    double chunkElems(int64_t k) const {
+      return std::min(double(fy::kUpdatePieceElems), tableElems - double(k) * double(fy::kUpdatePieceElems));
+    }
   };
   SmallVector<Filler> fillers_;
   llvm::StringMap<int64_t> groupIndex_;  // group -> its place in the module (backward order)

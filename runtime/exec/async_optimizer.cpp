@@ -318,20 +318,15 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
     // (send_early_chunks), so that it does not hold up the blocks' gradients.
     g.early_src = grad_view;
     g.early_landed = copy_rows_out_(group, grad_view, g.early_rows, g.early_count, g.early_grads);
+    send_early_chunks(g, 1);
+    early_sending_ = group;
   } else {
     if (copy_out_)
       copy_out_(grad_view, grad(g, size_t(g.rows_index)));
     else
       std::memcpy(grad(g, size_t(g.rows_index)), grad_view.data, grad_view.nbytes());
     if (copy_fence_) g.early_landed = copy_fence_(group);
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!copy_chunk_out_) g.early_sent = pieces;  // all in with the part
-  }
-  if (copy_chunk_out_) {
-    send_early_chunks(g, 1);
-    early_sending_ = group;
+    g.early_sent = pieces;  // all in with the part (no item of the group is queued to read it)
   }
   std::lock_guard<std::mutex> lock(mu_);
   // As update() would set them: the step's AdamW, and nothing of the group
@@ -341,7 +336,6 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
   g.early = g.pending = g.updating = g.early_taken = true;
   g.early_first_done = g.early_done = false;
   g.early_piece = 0;
-  g.early_pieces = (p.value.numel() + kPiece - 1) / kPiece;
   g.final_seq = 0;
   std::fill(g.updated.begin(), g.updated.end(), 0);
   g.rows_ready = false;
@@ -872,6 +866,16 @@ void AsyncOptimizer::run(const Item& item) {
     } else if (item.op == Op::Early) {
       // Left over by an update that failed and finished the group: nothing to do.
       if (g.early) again = run_early(g);
+      if (!again) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          g.early_done = true;
+        }
+        if (g.final_seq) {  // the group's update ran before: the group is done now
+          finish_table(g);
+          if (on_updated_) on_updated_(item.group);
+        }
+      }
     } else if (item.op == Op::Check) {
       await(g.landed, "gradients landed wait, group ", item.group);
       if (g.combine) combine(g);
@@ -903,16 +907,10 @@ void AsyncOptimizer::run(const Item& item) {
         update(g.rows_done ? Part::Rest : Part::All);
       }
       // The group is done when its early pieces are too (the last of them finishes it).
-      if (!again && !(g.early && !g.early_done)) finish_table(g);
-      if (!again && on_updated_ && !(g.early && !g.early_done)) on_updated_(item.group);
-    }
-    if (item.op == Op::Early && !again) {
-      std::lock_guard<std::mutex> lock(mu_);
-      g.early_done = true;
-    }
-    if (item.op == Op::Early && !again && g.final_seq) {
-      finish_table(g);
-      if (on_updated_) on_updated_(item.group);
+      if (!again && !(g.early && !g.early_done)) {
+        finish_table(g);
+        if (on_updated_) on_updated_(item.group);
+      }
     }
   } catch (...) {
     // The slot is freed below: not while a copy may still be writing it. The
@@ -1274,7 +1272,7 @@ bool AsyncOptimizer::run_early(Group& g) {
     pool_->wait(submit_rest_piece(g, lo, len, true, p.m.data, p.v.data, cfg));
   }
   if (on_piece_updated_) on_piece_updated_(param, lo, len);
-  return ++g.early_piece < g.early_pieces;
+  return ++g.early_piece < int64_t(g.early_chunks.size());
 }
 
 void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state,

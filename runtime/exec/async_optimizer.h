@@ -344,8 +344,8 @@ class AsyncOptimizer {
     // not name (the slot is taken, and rows/row_mask name the step's ids),
     // their copy landing with early_landed. First the next batch's rows
     // among them (early_mask; early_rows, early_count of them, their new
-    // values into early_values for on_rows_updated), then the rest in
-    // early_pieces pieces of the table, early_piece done so far; the
+    // values into early_values for on_rows_updated), then the rest piece by
+    // piece (early_chunks: each piece's copy), early_piece done so far; the
     // group's update may run in between, and whichever of the two ends last
     // finishes the group (final_seq: the update's, once it has run).
     bool early_declared = false;
@@ -353,7 +353,7 @@ class AsyncOptimizer {
     // The program's thread's own note that this step's offload_early took the
     // slot (its grad_offload and group_adamw then leave what it set alone).
     bool early_taken = false;
-    int64_t early_piece = 0, early_pieces = 0, final_seq = 0;
+    int64_t early_piece = 0, final_seq = 0;
     Landing early_landed;
     std::vector<uint8_t> early_mask;
     int64_t* early_rows = nullptr;

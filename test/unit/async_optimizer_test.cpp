@@ -94,7 +94,30 @@ struct Gate {
     std::unique_lock<std::mutex> lock(mu);
     return cv.wait_for(lock, std::chrono::seconds(20), [&] { return open; });
   }
+  bool is_open() {
+    std::lock_guard<std::mutex> lock(mu);
+    return open;
+  }
 };
+
+fy::AsyncOptimizer::Landing landed_at_once() { return fy::AsyncOptimizer::Landing{[] {}, [] { return true; }}; }
+
+// The part of a "device" that a table's early rows need (the table kRowLen
+// wide): their rows gathered at once, each chunk landing once `chunk` opens.
+void early_device(fy::AsyncOptimizer& opt, Gate& chunk) {
+  opt.set_gradient_rows_copy([](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+    for (int64_t k = 0; k < count; ++k)
+      std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen, kRowLen * sizeof(float));
+    return landed_at_once();
+  });
+  opt.set_gradient_chunk_copy([&chunk](int64_t, const fy::View& src, int64_t lo, int64_t n, float* dst) {
+    return fy::AsyncOptimizer::Landing{[&chunk, src, lo, n, dst] {
+                                         chunk.wait();
+                                         std::memcpy(dst, src.as<float>() + lo, size_t(n) * sizeof(float));
+                                       },
+                                       [&chunk] { return chunk.is_open(); }};
+  });
+}
 
 // Random gradients for parameters 0 and 1 of `rt` (kept in `grads`), applied
 // there by the inline AdamW; returns views of them for the background one.
@@ -650,10 +673,7 @@ TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
                                 for (auto& [src, dst] : in_flight) std::memcpy(dst, src.data, size_t(src.nbytes()));
                                 in_flight.clear();
                               },
-                              [&] {
-                                std::lock_guard<std::mutex> lock(gate.mu);
-                                return gate.open;
-                              }};
+                              [&] { return gate.is_open(); }};
                         });
   opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
     return deferred_rows_landing(src, rows, count, dst);
@@ -748,24 +768,9 @@ TEST(AsyncOptimizer, EarlyPieceWaitingForItsChunkDoesNotHoldTheWorker) {
     return true;
   });
   Gate chunk;  // the table's chunk lands when it opens
-  auto at_once = [] { return fy::AsyncOptimizer::Landing{[] {}, [] { return true; }}; };
   opt.set_gradient_copy([](const fy::View& src, float* dst) { std::memcpy(dst, src.data, size_t(src.nbytes())); },
-                        [&](int64_t) { return at_once(); });
-  opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
-    for (int64_t k = 0; k < count; ++k)
-      std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen, kRowLen * sizeof(float));
-    return at_once();
-  });
-  opt.set_gradient_chunk_copy([&](int64_t, const fy::View& src, int64_t lo, int64_t n, float* dst) {
-    return fy::AsyncOptimizer::Landing{[&chunk, src, lo, n, dst] {
-                                         chunk.wait();
-                                         std::memcpy(dst, src.as<float>() + lo, size_t(n) * sizeof(float));
-                                       },
-                                       [&chunk] {
-                                         std::lock_guard<std::mutex> lock(chunk.mu);
-                                         return chunk.open;
-                                       }};
-  });
+                        [](int64_t) { return landed_at_once(); });
+  early_device(opt, chunk);
   const std::vector<int64_t> batch = {3, 4};
   rt.set_step(1);
   opt.wait_rows(table, 0, batch.data(), 2);
@@ -803,27 +808,12 @@ TEST(AsyncOptimizer, EarlyPiecesLeftAfterAFailedUpdateDoNothing) {
   Gate chunk;
   std::atomic<int64_t> pieces{0};
   opt.set_on_piece_updated([&](int64_t, int64_t, int64_t) { ++pieces; });
-  auto at_once = [] { return fy::AsyncOptimizer::Landing{[] {}, [] { return true; }}; };
   opt.set_gradient_copy([](const fy::View&, float*) {},
                         [](int64_t) {
                           return fy::AsyncOptimizer::Landing{[] { fy::fail("test: the gradient's copy failed"); },
                                                              [] { return true; }};
                         });
-  opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
-    for (int64_t k = 0; k < count; ++k)
-      std::memcpy(dst + k * kRowLen, src.as<float>() + rows[k] * kRowLen, kRowLen * sizeof(float));
-    return at_once();
-  });
-  opt.set_gradient_chunk_copy([&](int64_t, const fy::View& src, int64_t lo, int64_t n, float* dst) {
-    return fy::AsyncOptimizer::Landing{[&chunk, src, lo, n, dst] {
-                                         chunk.wait();
-                                         std::memcpy(dst, src.as<float>() + lo, size_t(n) * sizeof(float));
-                                       },
-                                       [&chunk] {
-                                         std::lock_guard<std::mutex> lock(chunk.mu);
-                                         return chunk.open;
-                                       }};
-  });
+  early_device(opt, chunk);
   const std::vector<int64_t> batch = {3, 4};
   rt.set_step(1);
   opt.wait_rows(table, 0, batch.data(), 2);
@@ -874,23 +864,22 @@ TEST(AsyncOptimizer, EarlyChunksGoDownBehindTheOtherGradients) {
     std::lock_guard<std::mutex> lock(mu);
     log.push_back(std::move(what));
   };
-  auto at_once = [] { return fy::AsyncOptimizer::Landing{[] {}, [] { return true; }}; };
   opt.set_gradient_copy(
       [&](const fy::View& src, float* dst) {
         note("gradient");
         std::memcpy(dst, src.data, size_t(src.nbytes()));
       },
-      [&](int64_t) { return at_once(); });
+      [&](int64_t) { return landed_at_once(); });
   opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
     note("rows");
     for (int64_t k = 0; k < count; ++k)
       std::memcpy(dst + k * D, src.as<float>() + rows[k] * D, size_t(D) * sizeof(float));
-    return at_once();
+    return landed_at_once();
   });
   opt.set_gradient_chunk_copy([&](int64_t, const fy::View& src, int64_t lo, int64_t n, float* dst) {
     note("chunk " + std::to_string(lo / fy::AsyncOptimizer::kPiece));
     std::memcpy(dst, src.as<float>() + lo, size_t(n) * sizeof(float));
-    return at_once();
+    return landed_at_once();
   });
   std::mt19937 gen(47);
   std::vector<std::vector<float>> grads;
