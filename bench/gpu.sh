@@ -5,7 +5,8 @@
 # OpenBLAS, liburing and GoogleTest come unpacked from .gpu/debs), runs the
 # tests, the e2e oracle, the speed comparison and the out-of-core run, and
 # prints a table. Run from the repository root: bench/gpu.sh [STAGES]
-# where STAGES is any of "test e2e speed ooc planner" (default: all).
+# where STAGES is any of "test e2e speed ooc planner" (default: all), run in
+# the order given: a lease can end before the last.
 set -uo pipefail
 ROOT=$(pwd)
 G=$ROOT/.gpu
@@ -44,28 +45,31 @@ program() {  # CPP EXE: a generated program against the CUDA runtime
 declare -a TABLE
 row() { TABLE+=("$1"); echo "$1"; }
 
-# The cost model's rates for this machine (fuyou-compile --calibrate --target cuda).
-mkdir -p /tmp/fycal && $BUILD/bin/fuyou-calibrate-cuda --ssd /tmp/fycal -o "$OUT/profile_cuda.json" \
-  && row "calibrated: $(tr -d '\n ' < "$OUT/profile_cuda.json")"
+# The cost model's rates for this machine (fuyou-compile --calibrate --target cuda),
+# once for several runs of this script into one OUT.
+if [ ! -s "$OUT/profile_cuda.json" ]; then
+  mkdir -p /tmp/fycal && $BUILD/bin/fuyou-calibrate-cuda --ssd /tmp/fycal -o "$OUT/profile_cuda.json" \
+    && row "calibrated: $(tr -d '\n ' < "$OUT/profile_cuda.json")"
+fi
 
-if [[ " $STAGES " == *" test "* ]]; then
+stage_test() {
   $BUILD/bin/fuyou_cuda_tests --gtest_brief=1 > "$OUT/gpu_tests.log" 2>&1
   rc=$?
   row "gpu kernel tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (exit $rc)"
   grep -E "^\[  FAILED  \]|Failure|error" "$OUT/gpu_tests.log" | head -20
-fi
+}
 
-if [[ " $STAGES " == *" e2e "* ]]; then
-  for m in gpt2 llama; do
+stage_e2e() {
+  for m in ${E2E_MODELS:-gpt2 llama}; do
     progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute"
     for p in $progs; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" & done
     wait  # side by side; a row from a background job would not reach TABLE
     for p in $progs; do [ -x "$G/$m/train_$p" ] || row "e2e $m: build of train_$p failed"; done
     row "$(python3 "$ROOT/bench/gpu/run.py" e2e $m "$G/$m" 2>&1 | tail -3)"
   done
-fi
+}
 
-if [[ " $STAGES " == *" speed "* ]]; then
+stage_speed() {
   # The logits' gradient products, past the 16-bit scratch: in blocks against fp32 operands.
   $BUILD/bin/fuyou-bench-matmul-cuda > "$OUT/matmul_blocks.txt" 2>&1
   row "matmul blocks, fp32-operand ms / blocks ms (logits, dx, dW; d 768 then 1024): $(awk 'NR > 1 {printf "%s ", $(NF-1)}' "$OUT/matmul_blocks.txt")"
@@ -77,23 +81,24 @@ if [[ " $STAGES " == *" speed "* ]]; then
   # The same model placed otherwise: activations recomputed, in host memory,
   # the planner's choice under --gpu-mem, weights streamed (bench/gpu/prepare.sh).
   v=()
-  names=${VARIANTS:-gpt124r gpt124h0 gpt124h1 gpt124h gpt124ha8 gpt124p gpt124s gpt124s4 gpt124s16}
+  names=${VARIANTS-gpt124r gpt124h0 gpt124h1 gpt124h gpt124ha8 gpt124p gpt124s gpt124s4 gpt124s16}
   for x in $names; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" & done
   wait  # the builds side by side: the GPU machine has the cores
   for x in $names; do [ -x "$G/$x/train" ] && v+=("$G/$x/train"); done
+  [ ${#v[@]} -gt 0 ] || return 0
   python3 "$ROOT/bench/gpu/run.py" variants "$d/train.weights.safetensors" "$d/train" "${v[@]}" 2>&1 | tee "$OUT/variants.txt"
   while read -r l; do row "$l"; done < <(grep '^variant' "$OUT/variants.txt")
-fi
+}
 
-if [[ " $STAGES " == *" ooc "* ]]; then
+stage_ooc() {
   for m in ${OOC_MODELS:-gpt350 gpt350s}; do  # resident weights, streamed weights
     d=$G/$m
     program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
       && row "$(python3 "$ROOT/bench/gpu/run.py" ooc "$d" "$d/train" /tmp/fyssd_$m 2>&1 | tail -3)"
   done
-fi
+}
 
-if [[ " $STAGES " == *" planner "* ]]; then
+stage_planner() {
   # The planner's choices under --gpu-mem, planned on the development machine
   # (bench/gpu/planner.py prepare), against the keep-all programs.
   for d in "$G"/planner/*/; do
@@ -102,7 +107,14 @@ if [[ " $STAGES " == *" planner "* ]]; then
   wait
   python3 "$ROOT/bench/gpu/planner.py" run "$G/planner" 2>&1 | tee "$OUT/planner.txt"
   while read -r l; do row "$l"; done < <(grep '^planner' "$OUT/planner.txt" | grep -v ': busy ')
-fi
+}
+
+for st in $STAGES; do
+  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test e2e speed ooc planner)"; exit 1; }
+  s0=$(date +%s)
+  "stage_$st"
+  echo "gpu.sh: stage $st took $(( $(date +%s) - s0 )) s"
+done
 
 echo
 echo "=== bench/gpu.sh on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%F) ==="
