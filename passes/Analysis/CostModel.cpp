@@ -355,8 +355,11 @@ private:
                      double(out.getRank() > 1 ? out.getDimSize(out.getRank() - 2) : 1);
       // At bf16 / fp16 the GPU multiplies 16-bit copies of the operands, made
       // first (4 bytes read, 2 written an element), in the scratch or, for
-      // one GEMM too large for it, block by block; a batched product too
-      // large keeps fp32 operands.
+      // one GEMM too large for it, in row blocks. One whose b leaves no room
+      // for row blocks runs on fp32 operands at FAST_16BF, whose own
+      // conversion costs about as much (the logits' input gradient at d 1024
+      // on an H100: 2.00 ms, priced so 2.03); a batched product too large
+      // keeps fp32 operands, priced at the calibrated rate.
       double na = double(a.getNumElements()), nb = double(b.getNumElements());
       auto batches = [](RankedTensorType t) {
         int64_t n = 1;

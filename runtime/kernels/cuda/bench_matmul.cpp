@@ -2,7 +2,9 @@
 // bf16, their gradient ones too large for the 16-bit scratch, timed both ways
 // the runtime can run those (fy::cuda::set_matmul_blocks): in blocks on
 // 16-bit copies, or on fp32 operands at FAST_16BF. Side by side in one
-// process; the forward product, which fits, is the reference rate.
+// process; the forward product, which fits, is the reference rate. (The
+// input gradient's, whose table copy leaves no room for row blocks, runs on
+// fp32 operands both ways since blocks of K lost to them at stop 32.)
 //
 // usage: fuyou-bench-matmul-cuda [--reps N]   (on a GPU machine)
 #include <cuda_runtime.h>

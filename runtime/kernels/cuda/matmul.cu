@@ -204,19 +204,19 @@ const Plan& plan_for(const Key& k) {
 }
 
 // One (strided-batched) GEMM: `batch` products of a [M,K] (or [K,M]) and
-// b [K,N] (or [N,K]) into c [M,N] (beta 1: added to c); strides in elements. T: float, or
+// b [K,N] (or [N,K]) into c [M,N]; strides in elements. T: float, or
 // __nv_bfloat16 / __half with 16-bit operands, where it returns false
 // (nothing launched) when cuBLASLt has no algorithm for the operands.
 template <class T>
 bool gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t batch,
-          int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s, float beta = 0.f) {
+          int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s) {
   check(batch <= INT32_MAX, "matmul", "too many batches");
   if (batch == 1) sa = sb = sc = 0;
   const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
                  alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, sizeof(float))};
   const Plan& p = plan_for(k);
   if (!p.op) return false;
-  const float alpha = 1.f;
+  const float alpha = 1.f, beta = 0.f;
   FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo,
                                  workspace(s), kWorkspaceBytes, s));
   return true;
@@ -274,57 +274,35 @@ void launch_block_to_16bit(const float* x, int64_t ld, int64_t rows, int64_t col
 constexpr size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // One GEMM c[Mt,N] = a[Mt,K] (a^T: [K,Mt]) x b (b^T) whose 16-bit operands do
-// not fit the scratch together: as several products whose operands do.
-// Row blocks of c when b's copy leaves room for 1024 rows of a or more, each
-// a product of the same K; else blocks of K added into c (b's copy alone too
-// large for row blocks to be efficient: the logits' gradient times the
-// embedding table). False (c perhaps partly written) when neither fits or
-// cuBLASLt has no algorithm for a block.
+// not fit the scratch together: in row blocks of c, each a product of the
+// same K with all of b, when b's copy leaves room for 1024 rows of a or more.
+// False otherwise (the caller runs it on fp32 operands), or when cuBLASLt has
+// no algorithm for a block (c perhaps partly written). Blocks of K added into
+// c instead were slower than fp32 operands on an H100 for the one such
+// product in our models, the logits' input gradient (2.68 against 2.00 ms at
+// d 1024, bench/RESULTS.md, stop 32).
 template <class H, class H2>
 bool split16(const float* pa, const float* pb, float* pc, int64_t Mt, int64_t N, int64_t K, bool ta, bool tb,
              Mode mode, char* scratch, cudaStream_t s) {
   constexpr int64_t kMinRows = 1024;
-  const size_t room = kConvertBytes - 256;  // K blocks: slack for B's 256-byte start
+  const size_t room = kConvertBytes - 256;
   const size_t b16 = align256(size_t(K) * size_t(N) * 2);
-  if (b16 < room && int64_t((room - b16) / (size_t(K) * 2)) >= kMinRows) {
-    // c's rows m0.. come from a's rows (a^T: columns) m0.. and all of b.
-    int64_t rows = int64_t((room - b16) / (size_t(K) * 2)) / 64 * 64;
-    const int64_t pieces = (Mt + rows - 1) / rows;
-    rows = ((Mt + pieces - 1) / pieces + 63) / 64 * 64;
-    H* B = reinterpret_cast<H*>(scratch);
-    H* A = reinterpret_cast<H*>(scratch + b16);
-    launch_to_16bit<H, H2>(pb, B, K * N, s);
-    for (int64_t m0 = 0; m0 < Mt; m0 += rows) {
-      const int64_t m = std::min(rows, Mt - m0);
-      if (ta)
-        launch_block_to_16bit<H, H2>(pa + m0, Mt, K, m, A, s);  // dense [K, m]
-      else
-        launch_to_16bit<H, H2>(pa + m0 * K, A, m * K, s);
-      if (!gemm(static_cast<const H*>(A), static_cast<const H*>(B), pc + m0 * N, m, N, K, ta, tb, 1, 0, 0, 0,
-                mode, s))
-        return false;
-    }
-    return true;
-  }
-  // c += a[:, k0..] x b[k0.., :]: both blocks' copies side by side.
-  int64_t depth = int64_t(room / (size_t(Mt + N) * 2)) / 16 * 16;
-  if (depth < 16) return false;
-  const int64_t pieces = (K + depth - 1) / depth;
-  depth = ((K + pieces - 1) / pieces + 15) / 16 * 16;
-  H* A = reinterpret_cast<H*>(scratch);
-  H* B = reinterpret_cast<H*>(scratch + align256(size_t(Mt) * size_t(depth) * 2));
-  for (int64_t k0 = 0; k0 < K; k0 += depth) {
-    const int64_t k = std::min(depth, K - k0);
+  if (b16 >= room || int64_t((room - b16) / (size_t(K) * 2)) < kMinRows) return false;
+  // c's rows m0.. come from a's rows (a^T: columns) m0.. and all of b.
+  int64_t rows = int64_t((room - b16) / (size_t(K) * 2)) / 64 * 64;
+  const int64_t pieces = (Mt + rows - 1) / rows;
+  rows = ((Mt + pieces - 1) / pieces + 63) / 64 * 64;
+  H* B = reinterpret_cast<H*>(scratch);
+  H* A = reinterpret_cast<H*>(scratch + b16);
+  launch_to_16bit<H, H2>(pb, B, K * N, s);
+  for (int64_t m0 = 0; m0 < Mt; m0 += rows) {
+    const int64_t m = std::min(rows, Mt - m0);
     if (ta)
-      launch_to_16bit<H, H2>(pa + k0 * Mt, A, k * Mt, s);  // a^T's rows k0..: [k, Mt]
+      launch_block_to_16bit<H, H2>(pa + m0, Mt, K, m, A, s);  // dense [K, m]
     else
-      launch_block_to_16bit<H, H2>(pa + k0, K, Mt, k, A, s);  // dense [Mt, k]
-    if (tb)
-      launch_block_to_16bit<H, H2>(pb + k0, K, N, k, B, s);  // dense [N, k]
-    else
-      launch_to_16bit<H, H2>(pb + k0 * N, B, k * N, s);
-    if (!gemm(static_cast<const H*>(A), static_cast<const H*>(B), pc, Mt, N, k, ta, tb, 1, 0, 0, 0, mode, s,
-              k0 == 0 ? 0.f : 1.f))
+      launch_to_16bit<H, H2>(pa + m0 * K, A, m * K, s);
+    if (!gemm(static_cast<const H*>(A), static_cast<const H*>(B), pc + m0 * N, m, N, K, ta, tb, 1, 0, 0, 0, mode,
+              s))
       return false;
   }
   return true;
