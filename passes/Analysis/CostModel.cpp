@@ -442,8 +442,18 @@ private:
   // after the table's own rows (`all`). Returns when the last one issued lands.
   void sendChunks(double ready, bool all, Prediction *out) {
     for (Filler &f : fillers_)
-      for (int64_t n = all ? f.chunksLeft : std::min<int64_t>(1, f.chunksLeft); n > 0; --n, --f.chunksLeft)
+      for (int64_t n = all ? f.chunksLeft : std::min<int64_t>(1, f.chunksLeft); n > 0; --n, --f.chunksLeft) {
         f.chunks.push_back(onStream(ToHost, ready, f.chunkElems(f.pieces - f.chunksLeft) * 4.0 / p_.d2hBytes, out));
+        chunksLanded_[f.group] = f.chunks.back();
+      }
+  }
+
+  // The GPU's stream waits until `t` for a gradient copy to land before the
+  // kernels after it reuse the copied memory.
+  void copyWait(double t, Prediction *out) {
+    if (out && t > free_[Compute])
+      out->copyWaitS += t - free_[Compute];
+    free_[Compute] = std::max(free_[Compute], t);
   }
 
   // A table handed over early is whole once its early pieces (done at
@@ -628,6 +638,7 @@ private:
   double replayStep(Block &body, const StepPhases &phases, Prediction *out) {
     ready_.clear();
     tokens_.clear();
+    lastLanded_ = 0;
     int64_t updatesIssued = 0;
     for (Operation &op : body) {
       double issue = free_[Compute];  // the program's thread reaches op
@@ -702,10 +713,16 @@ private:
           rowsLanded_[off.getGroup()] =
               onStream(ToHost, ready, rowsFirst_.lookup(off.getGroup()) * 4.0 / p_.d2hBytes + p_.launchS, out);
         tokens_[off.getToken()] = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out);
-        // A table's early chunks follow: one behind another group's
-        // gradient, all that are left behind its own.
-        if (cuda_)
+        if (cuda_) {
+          // A table's early chunks follow: one behind another group's
+          // gradient, all that are left behind its own.
           sendChunks(ready, early, out);
+          // The memory plan frees the previous group's gradients here, so
+          // the kernels after this wait for their copy (the runtime's
+          // grad_offload); after an early table's own, for its chunks.
+          copyWait(std::max(lastLanded_, early ? chunksLanded_.lookup(off.getGroup()) : 0.0), out);
+          lastLanded_ = tokens_[off.getToken()];
+        }
       } else if (auto read = dyn_cast<fs::StateReadOp>(op)) {
         double bytes = momentBytes_.lookup(read.getGroup());
         tokens_[read.getToken()] = stateOnSsd_ ? onStream(Ssd, issue, bytes / p_.ssdReadBytes, out) : issue;
@@ -746,6 +763,8 @@ private:
         onStream(Compute, ready, bytesOf(adamw.getGrad().getType()) / 4.0 / p_.adamwParams, out);
       }
     }
+    // And the step's end for the last group's copy.
+    copyWait(lastLanded_, out);
     return free_[Compute];
   }
 
@@ -795,6 +814,8 @@ private:
   llvm::StringSet<> earlyTaken_;         // groups whose early rows this step's update follows
   llvm::StringMap<double> earlyRows_;    // group -> when the next batch's rows among its early ones are up
   llvm::StringMap<double> earlyDone_;    // group -> when this step's early pieces ended
+  llvm::StringMap<double> chunksLanded_;  // group -> when its early chunks sent so far land
+  double lastLanded_ = 0;                // when the step's last gradient copy lands (GPU)
   // A table's early pieces left to run when the worker is idle, from `ready`:
   // `elems` of work in `pieces` pieces; on a GPU piece k also waits for the
   // k-th chunk of the table's gradient to land (chunks: the landings of
@@ -902,6 +923,8 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   for (size_t i = 0; i < p.updateWaits.size(); ++i)
     os << (i ? ", " : " (") << p.updateWaits[i].what << " " << ms(p.updateWaits[i].s);
   os << (p.updateWaits.empty() ? "\n" : ")\n");
+  if (p.copyWaitS > 0)
+    os << "  waits for gradient copies: " << ms(p.copyWaitS) << "\n";
   // Where the kernels' time goes: the five costliest (ties by name).
   std::vector<std::pair<double, std::string>> kernels;
   for (auto &entry : p.kernelS)

@@ -83,6 +83,8 @@ struct Prediction {
     double s;
   };
   std::vector<Wait> updateWaits;
+  // Where the GPU waits for a gradient copy before reusing its memory.
+  double copyWaitS = 0;
 };
 
 // Predicts a module after fy-plan-memory. `stateOnSsd`: AdamW's moments move

@@ -43,19 +43,22 @@
 // update runs 8-16. @g2's offload is the last: the queue (@g1) is reordered
 // for the next forward, the table first. Its rows' gradient lands at 13: the
 // rows run 16-28 (up at 29), then @g1 28-36, then the table's rest 36-56.
-// Step 2 starts at 12 and waits for the rows (17 us), gathers 29-30, adds
+// The step's end waits for its last gradient copy, the rows' gather (13).
+// Step 2 starts at 13 and waits for the rows (16 us), gathers 29-30, adds
 // 30-33, waits for @g1 (3 us); backward offloads @g0 at 40 and @g1 at 42, and
 // @g2's at 44 waits for the table's previous update (12 us). The queue then
 // holds @g0 and @g1 (the worker busy until 56): reordered, the table's rows
 // land at 57, so @g1 (landed) runs first 56-64, the rows 64-76, @g0 76-84,
-// the rest 84-104. Step 2 ends at 56: 44 us, less than the optimizer's 48 us
-// of work, which is then the step.
+// the rest 84-104. Step 2 ends at 57 (that copy again: 1 us of waits for
+// gradient copies): 44 us, less than the optimizer's 48 us of work, which
+// is then the step.
 // (In program order instead, @g1 would run before the table's rows, and the
 // rows wait would be 25 us.)
 // CHECK: predicted step: 0.048 ms
 // CHECK: device-to-host: busy 0.001 ms
 // CHECK: optimizer: busy 0.048 ms
-// CHECK: waits for updates: 0.032 ms (@g2 rows 0.017 ms, @g1 0.003 ms, @g2 before its gradient goes down 0.012 ms)
+// CHECK: waits for updates: 0.031 ms (@g2 rows 0.016 ms, @g1 0.003 ms, @g2 before its gradient goes down 0.012 ms)
+// CHECK-NEXT: waits for gradient copies: 0.001 ms
 
 fygraph.param @wte.weight trainable : tensor<16x4xf32>
 fygraph.param @h.0.w trainable : tensor<4x4xf32>

@@ -12,18 +12,21 @@
 // up at 11); the part itself goes down behind them, and its 16 elements left
 // run as a piece while the worker has nothing else to do (10-12); @g0 12-14;
 // the table's gradient (its batch's rows) lands at 14, the rows 14-17, up at
-// 18. Step 2 starts at 13, waits for the rows (5 us), and the logits
-// product finds the whole table done (at 18): its backward ends at 31, a
-// step of 18 us.
+// 18. Step 1 ends when that copy has landed (14: 1 us of waits for gradient
+// copies); step 2 starts then, waits for the rows (4 us), and the logits
+// product finds the whole table done (at 18): its backward ends at 31 and
+// its last copy lands at 32, a step of 18 us.
 // EARLY: predicted step: 0.018 ms
 // EARLY: optimizer: busy 0.01 ms
-// EARLY: waits for updates: 0.005 ms (@g1 rows 0.005 ms)
+// EARLY: waits for updates: 0.004 ms (@g1 rows 0.004 ms)
+// EARLY-NEXT: waits for gradient copies: 0.001 ms
 //
 // Without them the table's rest runs after its rows, 17-22, and step 2's
 // logits product waits for it (2 us more): 20 us.
 // EARLY: predicted step: 0.02 ms
 // EARLY: optimizer: busy 0.01 ms
-// EARLY: waits for updates: 0.007 ms (@g1 rows 0.005 ms, @g1 0.002 ms)
+// EARLY: waits for updates: 0.006 ms (@g1 rows 0.004 ms, @g1 0.002 ms)
+// EARLY-NEXT: waits for gradient copies: 0.001 ms
 
 fygraph.param @wte.weight trainable : tensor<16x4xf32>
 fygraph.param @h.0.w trainable : tensor<4x4xf32>
