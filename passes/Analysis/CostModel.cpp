@@ -534,7 +534,10 @@ private:
     bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
     auto rows = rowsFirst_.find(g);
     double rowsDur = rows != rowsFirst_.end() ? rows->second / p_.adamwParams : 0;
-    // The next batch's rows: the step's (here) and, after an early part, its others.
+    // The next batch's rows: the step's (here) and, after an early part, its
+    // others. (The runtime then sends the step's rows the next batch also
+    // names up first and the rest after; how many that is depends on the
+    // data, so the model keeps the wait for all of them: an upper bound.)
     auto rowsUpdated = [&](double done) {
       rowsUpdated_[g] = upload ? onStream(ToDevice, done, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out) : done;
       if (early)

@@ -296,19 +296,27 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
            std::to_string(table_rows) + " rows");
     g.row_mask[size_t(ids[k])] = 1;
   }
-  // The next batch's rows among the early ones go first (none after the last step).
+  // The next batch's rows go first (none after the last step): those among
+  // the early ones, and at the group's update those among the step's.
   g.early_mask.assign(size_t(table_rows), 0);
+  g.next_mask.assign(size_t(table_rows), 0);
   if (next_ids_ && next_ids_(rt_.step(), next_ids_buf_))
     for (int64_t id : next_ids_buf_)
-      if (id >= 0 && id < table_rows && !g.row_mask[size_t(id)]) g.early_mask[size_t(id)] = 1;
+      if (id >= 0 && id < table_rows) {
+        g.next_mask[size_t(id)] = 1;
+        if (!g.row_mask[size_t(id)]) g.early_mask[size_t(id)] = 1;
+      }
   take_slot(g);
   g.row_count = g.early_count = 0;
   for (int64_t r = 0; r < table_rows; ++r) {
-    if (g.row_mask[size_t(r)]) g.rows[g.row_count++] = r;
+    if (g.row_mask[size_t(r)] && g.next_mask[size_t(r)]) g.rows[g.row_count++] = r;
     // (No more than wait_rows made room for; past that a row is left to the pieces.)
     if (g.early_mask[size_t(r)] && g.early_count < g.rows_capacity) g.early_rows[g.early_count++] = r;
     else g.early_mask[size_t(r)] = 0;
   }
+  g.rows_next = g.row_count;
+  for (int64_t r = 0; r < table_rows; ++r)
+    if (g.row_mask[size_t(r)] && !g.next_mask[size_t(r)]) g.rows[g.row_count++] = r;
   g.rows_index = int(at - g.params.begin());
   const int64_t pieces = (p.value.numel() + kPiece - 1) / kPiece;
   g.early_chunks.assign(size_t(pieces), Landing{});
@@ -673,7 +681,8 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
     rows = true;
     for (int64_t i = 0; i < n && rows; ++i)
       rows = ids[i] >= 0 && ids[i] < int64_t(g.row_mask.size()) &&
-             (g.row_mask[size_t(ids[i])] || (g.early && g.early_mask[size_t(ids[i])]));
+             (g.early ? g.next_mask[size_t(ids[i])] && (g.row_mask[size_t(ids[i])] || g.early_mask[size_t(ids[i])])
+                      : g.row_mask[size_t(ids[i])]);
     if (!rows) {
       // Not the batch next_ids named: the whole update then (the same bits, later).
       TraceSpan span(rt_.trace(), "compute", "wait for the whole update, rows first missed, group ", group);
@@ -1182,36 +1191,51 @@ void AsyncOptimizer::plan_rows(Group& g, int64_t step) {
       if (g.row_count == g.rows_capacity) return;  // more ids than wait_rows was given
       g.rows[g.row_count++] = r;
     }
+  g.rows_next = g.row_count;
   for (size_t i = 0; i < g.params.size(); ++i)
     if (g.params[i] == g.rows_param) g.rows_index = int(i);
 }
 
-AdamWPool::Handle AsyncOptimizer::submit_rows(Group& g, void* m, void* v, const AdamWConfig& cfg) {
+AdamWPool::Handle AsyncOptimizer::submit_rows(Group& g, int64_t from, int64_t to, void* m, void* v,
+                                               const AdamWConfig& cfg) {
   const size_t i = size_t(g.rows_index);
   const Runtime::Param& p = rt_.param(g.params[i]);
   const int64_t d = p.value.numel() / p.value.shape[0];
   // The pool's jobs cannot report a bad argument: check it here, as submit does.
   if (g.step < 1) fail("group_adamw: step must be >= 1, got " + std::to_string(g.step));
-  auto first = std::make_shared<Runs>();
-  for (int64_t k = 0; k < g.row_count; ++k) first->add(g.rows[k] * d, d);
-  return submit_runs(*pool_, first, p.value.as<float>(), g.rows_from_copy ? g.row_grads : grad(g, i),
+  auto rows = std::make_shared<Runs>();
+  for (int64_t k = from; k < to; ++k) rows->add(g.rows[k] * d, d);
+  // Packed gradients and values: these rows' start among all of them.
+  return submit_runs(*pool_, rows, p.value.as<float>(), g.rows_from_copy ? g.row_grads + from * d : grad(g, i),
                      g.rows_from_copy, static_cast<float*>(m), static_cast<float*>(v), rt_.param_config(cfg, g.params[i]),
-                     g.step,
-                     on_rows_updated_ ? g.row_values : nullptr);
+                     g.step, on_rows_updated_ ? g.row_values + from * d : nullptr);
 }
 
-void AsyncOptimizer::finish_rows(Group& g, AdamWPool::Handle rows_job) {
+void AsyncOptimizer::finish_rows(Group& g, AdamWPool::Handle rows_job, AdamWPool::Handle others_job) {
   const int64_t group = int64_t(&g - groups_.data());
   const View& table = rt_.param(g.rows_param).value;
+  const int64_t d = table.numel() / table.shape[0];
   {
-    TraceSpan span(rt_.trace(), "cpu optimizer", "adamw rows first, group ", group,
-                   g.row_count * (table.numel() / table.shape[0]) * 16);
+    TraceSpan span(rt_.trace(), "cpu optimizer", "adamw rows first, group ", group, g.rows_next * d * 16);
     pool_->wait(rows_job);
   }
-  if (on_rows_updated_) on_rows_updated_(group, g.rows_param, g.rows, g.row_count, g.row_values);
-  std::lock_guard<std::mutex> lock(mu_);
-  g.rows_ready = true;
-  done_cv_.notify_all();
+  if (on_rows_updated_ && g.rows_next) on_rows_updated_(group, g.rows_param, g.rows, g.rows_next, g.row_values);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    g.rows_ready = true;
+    done_cv_.notify_all();
+  }
+  // After an early part, the step's rows the next batch does not name: the
+  // table is whole (the caller goes on) once they are done and up too.
+  if (g.rows_next == g.row_count) return;
+  {
+    TraceSpan span(rt_.trace(), "cpu optimizer", "adamw the batch's other rows, group ", group,
+                   (g.row_count - g.rows_next) * d * 16);
+    pool_->wait(others_job);
+  }
+  if (on_rows_updated_)
+    on_rows_updated_(group, g.rows_param, g.rows + g.rows_next, g.row_count - g.rows_next,
+                     g.row_values + g.rows_next * d);
 }
 
 AdamWPool::Handle AsyncOptimizer::submit_rest_piece(Group& g, int64_t lo, int64_t len, bool early, void* m, void* v,
@@ -1278,17 +1302,18 @@ bool AsyncOptimizer::run_early(Group& g) {
 void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*, void*>(size_t)>& state,
                                    Part part) {
   std::vector<Piece> pieces;
-  AdamWPool::Handle rows_job;
+  AdamWPool::Handle rows_job, others_job;
   try {
     // The rows first go to the pool first: its workers take jobs in order.
     const AdamWConfig cfg = adamw_config(g);
     const int first = g.rows_index;
     if (first >= 0 && part != Part::Rest) {
       auto [m, v] = state(size_t(first));
-      rows_job = submit_rows(g, m, v, cfg);
+      rows_job = submit_rows(g, 0, g.rows_next, m, v, cfg);
+      if (g.rows_next < g.row_count) others_job = submit_rows(g, g.rows_next, g.row_count, m, v, cfg);
     }
     if (part == Part::Rows) {
-      finish_rows(g, rows_job);
+      finish_rows(g, rows_job, others_job);
       return;
     }
     // The table's rest goes early, piece by piece (run_early).
@@ -1301,7 +1326,7 @@ void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*
       auto [m, v] = state(i);
       submit(g.params[i], grad(g, i), m, v, cfg, g.step, pieces);
     }
-    if (first >= 0 && part == Part::All) finish_rows(g, rows_job);
+    if (first >= 0 && part == Part::All) finish_rows(g, rows_job, others_job);
     // A parameter's last piece done (and sent up): wait_param may let it go.
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Piece& piece = pieces[k];
@@ -1313,6 +1338,7 @@ void AsyncOptimizer::update_pieces(Group& g, const std::function<std::pair<void*
   } catch (...) {
     // The pool must be done with the slot's gradients before it is freed.
     pool_->wait(rows_job);
+    pool_->wait(others_job);
     for (const Piece& piece : pieces) pool_->wait(piece.job);
     throw;
   }

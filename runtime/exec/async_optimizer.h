@@ -340,6 +340,11 @@ class AsyncOptimizer {
     // for the rest (in memory only: see run).
     bool rows_done = false;
     int64_t rows_capacity = 0, row_count = 0;
+    // The first rows_next of rows are the next batch's: all of them, but
+    // after an early part, where rows are the step's own, those the next
+    // batch also names (next_mask), ahead of the others.
+    int64_t rows_next = 0;
+    std::vector<uint8_t> next_mask;
     // offload_early took this update's table rows that the step's ids do
     // not name (the slot is taken, and rows/row_mask name the step's ids),
     // their copy landing with early_landed. First the next batch's rows
@@ -463,11 +468,12 @@ class AsyncOptimizer {
   // when the rows are at most half the table's bytes (the compiler's cost
   // model has the same rule), and the update has no other gradient to wait for.
   bool copies_row_grads(const Group& g) const;
-  // Queues the table's rows part (one job) and returns it; from the rows'
-  // own gradient copy when there is one.
-  AdamWPool::Handle submit_rows(Group& g, void* m, void* v, const AdamWConfig& cfg);
-  // Waits for the rows job, reports the rows and lets wait_rows return.
-  void finish_rows(Group& g, AdamWPool::Handle rows_job);
+  // Queues rows[from, to) of the table's rows part (one job) and returns
+  // it; from the rows' own gradient copy when there is one.
+  AdamWPool::Handle submit_rows(Group& g, int64_t from, int64_t to, void* m, void* v, const AdamWConfig& cfg);
+  // Waits for the rows job (the first rows_next rows), reports them and
+  // lets wait_rows return; then the same for the others' job, if any.
+  void finish_rows(Group& g, AdamWPool::Handle rows_job, AdamWPool::Handle others_job);
   // Marks the group's parameter at `index` updated and wakes wait_param.
   void param_updated(Group& g, size_t index);
   // Queues the table's rest, in pieces.

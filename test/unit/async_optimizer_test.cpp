@@ -752,6 +752,77 @@ TEST(AsyncOptimizer, EarlyRowsNeedASecondSlot) {
   }
 }
 
+// After an early part the group's update is the step's own rows: those the
+// next batch also names go up first and let wait_rows return; the others
+// (which only the next logits product reads) follow. Here the others' upload
+// is held back: wait_rows must return meanwhile, and every row goes up with
+// the inline update's bits.
+TEST(AsyncOptimizer, EarlyModeStepsRowsTheNextBatchNamesGoFirst) {
+  const int64_t D = kRowLen;
+  fy::Runtime inline_rt, async_rt;
+  declare_table_and_ln(inline_rt, async_rt);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t group = opt.declare_group({0, 1});
+  opt.declare_rows(group, 0, 5);
+  opt.declare_early(group, 0);
+  const std::vector<int64_t> batch = {640, 3, 17, 2998, 3};
+  const std::vector<int64_t> next = {17, 5, 2998, 1, 5};  // 17 and 2998 are the step's too
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = next;
+    return true;
+  });
+  Gate others;
+  std::mutex mu;
+  std::vector<std::vector<int64_t>> calls;  // rows of each upload, in order
+  std::vector<std::vector<float>> values;
+  opt.set_on_rows_updated([&](int64_t, int64_t, const int64_t* rows, int64_t count, const float* v) {
+    const std::vector<int64_t> these(rows, rows + count);
+    if (these == std::vector<int64_t>{3, 640}) others.wait();
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(these);
+    values.emplace_back(v, v + count * D);
+  });
+  std::mt19937 gen(7);
+  for (int64_t step = 1; step <= 2; ++step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    opt.wait_rows(group, 0, next.data(), int64_t(next.size()));
+    std::vector<std::vector<float>> grads;
+    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.clear();
+      values.clear();
+    }
+    ASSERT_TRUE(opt.offload_early(group, 0, views[0], batch.data(), int64_t(batch.size()))) << "step " << step;
+    opt.start(group, views.data(), views.size());
+    // The next step's rows are ready while the step's others are held back.
+    auto rows_ready = std::async(std::launch::async, [&] {
+      return opt.wait_rows(group, 0, next.data(), int64_t(next.size()));
+    });
+    const bool in_time = rows_ready.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    others.set(true);
+    EXPECT_TRUE(in_time) << "wait_rows waited for the step's rows the next batch does not name, step " << step;
+    EXPECT_TRUE(rows_ready.get()) << "step " << step;
+    opt.wait(group);
+    others.set(false);
+    std::lock_guard<std::mutex> lock(mu);
+    // The early ones (5, 1), the step's the next batch names, then its others.
+    const std::vector<std::vector<int64_t>> want = {{1, 5}, {17, 2998}, {3, 640}};
+    ASSERT_EQ(calls, want) << "step " << step;
+    const float* master = inline_rt.param(0).value.as<float>();
+    for (size_t c = 0; c < calls.size(); ++c)
+      for (size_t k = 0; k < calls[c].size(); ++k)
+        EXPECT_EQ(0, std::memcmp(&values[c][k * D], master + calls[c][k] * D, D * sizeof(float)))
+            << "row " << calls[c][k] << ", step " << step;
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+      EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << ", step " << step;
+    }
+  }
+  opt.wait_all();
+}
+
 // A piece whose chunk of the gradient is still on its way does not hold the
 // worker: the block's update, queued after the table's early part and
 // landed, runs while the chunk is held back.
