@@ -29,6 +29,8 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/kernels.h"
+#include "optim/adamw.h"
+#include "optim/adamw_kernels.h"
 #include "test_util.h"
 
 namespace fyt {
@@ -1361,6 +1363,44 @@ TEST_F(CudaKernels, Copy) {
     HostTensor x = rand_any(c.x, c.dt, rng);
     check_op(std::string("copy ") + name(c.dt) + " " + c.x.str() + " -> " + c.y.str(), {x}, {exact(c.y, c.dt)},
              [](auto& in, auto& o) { cpu::copy(in[0], o[0]); }, [](auto& in, auto& o) { gpu::copy(in[0], o[0]); });
+  }
+}
+
+// ---- optimizer -------------------------------------------------------------------------
+
+// The GPU's AdamW is the CPU's bit for bit: five steps from the same random
+// state with the same random gradients, with weight decay, a loss scale's
+// unscale and a clip coefficient, on a length no block size divides.
+TEST_F(CudaKernels, AdamWMatchesTheCpuBitForBit) {
+  const int64_t n = 1000003;
+  fy::AdamWConfig cfg;
+  cfg.lr = 3e-4;
+  cfg.weight_decay = 0.1f;
+  cfg.grad_unscale = 1.f / 1024;
+  cfg.grad_coef = 0.7f;
+  HostTensor p = rand_f32(Shape{n}, rng), m = rand_f32(Shape{n}, rng, -1e-3, 1e-3), v = rand_f32(Shape{n}, rng, 0, 1e-4);
+  std::vector<DevPtr> keep;
+  View dp = to_device(p.view(), keep), dm = to_device(m.view(), keep), dv = to_device(v.view(), keep);
+  for (int64_t step = 1; step <= 5; ++step) {
+    HostTensor g = rand_f32(Shape{n}, rng, -1000, 1000);
+    fy::adamw_step(p.view().as<float>(), g.view().as<float>(), m.view().as<float>(), v.view().as<float>(), n, cfg,
+                   step);
+    const fy::adamw_detail::Scalars c = fy::adamw_detail::make_scalars(cfg, step);
+    const gpu::AdamWScalars s{c.decay,         c.beta1,    c.one_m_b1, c.beta2,   c.one_m_b2,
+                              c.neg_step_size, c.bc2_sqrt, c.eps,      c.unscale, c.coef};
+    gpu::adamw(s, dp, to_device(g.view(), keep), dm, dv);
+    gpu::synchronize();
+    for (auto [want, got, name] : {std::tuple{&p, dp, "p"}, {&m, dm, "m"}, {&v, dv, "v"}}) {
+      HostTensor h = to_host(got);
+      const float* a = want->view().as<float>();
+      const float* b = h.view().as<float>();
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < n; ++i)
+        if (std::memcmp(a + i, b + i, sizeof(float)) != 0 && bad++ == 0) first = i;
+      ASSERT_EQ(bad, 0) << name << " after step " << step << ": " << bad << " of " << n
+                        << " elements differ, the first at " << first << ": cpu " << a[first] << ", gpu "
+                        << b[first];
+    }
   }
 }
 

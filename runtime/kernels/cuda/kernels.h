@@ -34,8 +34,9 @@ enum class MatmulPrecision { FP32, TF32, BF16, FP16 };
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
 // BF16 / FP16: one GEMM whose 16-bit operand copies do not fit the scratch
-// runs in blocks whose copies do (the default), else on fp32 operands at
-// FAST_16BF / FAST_16F. For benchmarks that compare the two.
+// runs in row blocks whose copies do, where b's copy leaves room for them (the
+// default), else on fp32 operands at FAST_16BF / FAST_16F. Off: always the
+// latter. For benchmarks that compare the two.
 void set_matmul_blocks(bool on);
 bool matmul_blocks();
 // Device memory matmul takes per stream beyond its operands at precision p:
@@ -45,6 +46,15 @@ size_t matmul_scratch_bytes(MatmulPrecision p);
 // Blocks until every queued kernel on the current stream is done; fails
 // with the first error a kernel raised.
 void synchronize();
+
+// ---- optimizer ---------------------------------------------------------------
+// One AdamW step over F32 p, g, m, v of as many elements each, in place, bit
+// for bit the CPU's (fy::adamw_step): the step's scalars as the CPU computes
+// them (optim/adamw_kernels.h's Scalars, field for field).
+struct AdamWScalars {
+  float decay, beta1, one_m_b1, beta2, one_m_b2, neg_step_size, bc2_sqrt, eps, unscale, coef;
+};
+void adamw(const AdamWScalars& s, View p, View g, View m, View v);
 
 // ---- elementwise -----------------------------------------------------------
 enum class BinOp { Add, Sub, Mul, Div, Pow };
