@@ -24,7 +24,7 @@ struct AsyncOptimizer : fuyou::impl::AsyncOptimizerBase<AsyncOptimizer> {
     if (!step)
       return;
     for (auto group : module.getOps<fs::GroupOp>())
-      if (failed(rewriteGroup(step, group)))
+      if (!group.getOnDevice() && failed(rewriteGroup(step, group)))  // fy-device-optimizer's stay inline
         return signalPassFailure();
   }
 

@@ -72,6 +72,25 @@ def PartitionGroups : Pass<"fy-partition-groups", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def DeviceOptimizer : Pass<"fy-device-optimizer", "mlir::ModuleOp"> {
+  let summary = "Runs the AdamW of the groups at the step's boundary on the device";
+  let description = [{
+    The last `last` groups backward completes are the first the next
+    forward reads: their updates, on the CPU, can only start once backward
+    ends and must end before the forward gets far, so the device idles
+    between the two. This marks them `on_device`: their fysched.cpu_adamw
+    ops stay where backward makes each gradient final and run on the
+    device (fy::cuda::adamw, bit for bit the CPU's AdamW), their moments in
+    device memory; fy-async-optimizer leaves them alone. Run after
+    fy-partition-groups. Not with dynamic loss scaling or 8-bit moments.
+  }];
+  let options = [
+    Option<"last", "last", "int64_t", /*default=*/"0",
+           "How many of the groups backward completes last (0: none)">
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def AsyncOptimizer : Pass<"fy-async-optimizer", "mlir::ModuleOp"> {
   let summary = "Runs each layer group's AdamW in the background, overlapped with backward";
   let description = [{

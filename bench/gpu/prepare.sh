@@ -46,7 +46,8 @@ for m in gpt2 llama; do
     --param-prefetch 2 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_ssd" --target cuda --precision bf16 --activations ssd 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_recompute" --target cuda --precision bf16 --activations recompute 2>/dev/null
-  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute}
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_devopt" --target cuda --precision bf16 --device-optimizer 3 2>/dev/null
+  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,devopt}
 done
 
 # Big models: compiled from ONNX exported here, weights drawn on the GPU

@@ -103,11 +103,13 @@ def e2e(name, d):
                     f"{a[-1]['loss']:.4f} vs torch {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}{skips}")
     # The same bf16 program placed otherwise: activations in host memory
     # (--activations host), on SSD through it (ssd), computed again (recompute);
-    # parameters streamed (--params stream); and the bf16 program itself with
-    # a tied table's rows all updated at the step's end (--early-rows no).
+    # parameters streamed (--params stream); the last three groups' AdamW on
+    # the GPU (--device-optimizer 3); and the bf16 program itself with a tied
+    # table's rows all updated at the step's end (--early-rows no).
     # Bit-identical losses.
     for variant, what in (("host", "activations on host"), ("ssd", "activations on SSD"),
                           ("recompute", "activations recomputed"), ("stream", "parameters streamed"),
+                          ("devopt", "the last three groups' AdamW on the GPU"),
                           ("early_no", "the tied table's rows all at the end")):
         log = os.path.join(OUT, f"{name}_bf16_{variant}.jsonl")
         extra, exe = [], os.path.join(d, f"train_bf16_{variant}")
@@ -120,8 +122,22 @@ def e2e(name, d):
                 "--log-every", "100"] + extra, log=f"e2e_{name}.log")
         same = r.returncode == 0 and [x["loss"] for x in read_log(log)] == \
             [x["loss"] for x in read_log(os.path.join(OUT, f"{name}_bf16.jsonl"))]
+        note = ""
+        if variant == "devopt" and same:
+            # Its masters and moments come back from the device for a
+            # checkpoint: the same bytes as the CPU optimizer's.
+            saved = []
+            for tag, x in (("base", os.path.join(d, "train_bf16")), ("devopt", exe)):
+                ck = os.path.join("/tmp", f"fyck_{name}_{tag}")
+                sh(["rm", "-rf", ck])
+                sh([x, "--data", TOKENS, "--steps", "5", "--log-every", "100", "--save", ck], log=f"e2e_{name}.log")
+                saved.append({f: open(os.path.join(ck, f), "rb").read() for f in sorted(os.listdir(ck))
+                              if f != "manifest.json"} if os.path.isdir(ck) else None)
+            ck_same = saved[0] is not None and saved[0] == saved[1]
+            note = ", checkpoint the same bytes" if ck_same else ", checkpoint DIFFERENT"
+            ok &= ck_same
         ok &= same
-        rows.append(f"{what}: losses {'bit-identical' if same else 'DIFFER'}"
+        rows.append(f"{what}: losses {'bit-identical' if same else 'DIFFER'}{note}"
                     + ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr.strip()[-200:]})"))
     ok &= validation(name, d, cfg, rows)
     print(f"e2e {name}: {'PASS' if ok else 'FAIL'}: " + "; ".join(rows))

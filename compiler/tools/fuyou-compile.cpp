@@ -28,6 +28,7 @@ struct Options {
   int64_t batch = 0, seq = 0;
   std::vector<std::string> freeze;
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
+  int64_t deviceOptimizer = 0;  // groups at the step's boundary whose AdamW runs on the GPU
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
   int64_t ssdReadAhead = 4;    // activations read from SSD ahead of need
@@ -78,6 +79,9 @@ const char *kUsage =
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
+    "                     [--device-optimizer N]  the AdamW of the N layer groups backward completes last\n"
+    "                                          (the next forward's first) on the GPU, inline, their\n"
+    "                                          moments in device memory (default 0)\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters (e.g. 16M)\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
@@ -151,6 +155,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--freeze") o.freeze.push_back(next());
     else if (a == "--emit") o.emit = next();
     else if (a == "--sync-optimizer") o.syncOptimizer = true;
+    else if (a == "--device-optimizer") o.deviceOptimizer = parseCount("device-optimizer", next(), 0);
     else if (a == "--max-group-bytes") o.maxGroupBytes = parseSize("max-group-bytes", next());
     else if (a == "--activations") o.activations = next();
     else if (a == "--params") o.params = next();
@@ -192,6 +197,8 @@ Options parse(int argc, char **argv) {
     die("--params auto needs --activations auto: the planner chooses both");
   if (o.state != "auto" && o.state != "ssd" && o.state != "memory")
     die("--state must be ssd, memory or auto, got '" + o.state + "'");
+  if (o.deviceOptimizer > 0 && o.state == "ssd")
+    die("--device-optimizer keeps those groups' moments in device memory and the others' in host memory: not with --state ssd");
   if (o.syncOptimizer) {
     // Such a program cannot take --ssd, which activations on SSD and the
     // state on SSD both need.
@@ -333,6 +340,9 @@ int main(int argc, char **argv) {
     fuyou::PartitionGroupsOptions groups;
     groups.maxBytes = opts.maxGroupBytes;
     pm.addPass(fuyou::createPartitionGroups(groups));
+    fuyou::DeviceOptimizerOptions device;
+    device.last = opts.deviceOptimizer;
+    pm.addPass(fuyou::createDeviceOptimizer(device));
     if (!opts.syncOptimizer) {
       pm.addPass(fuyou::createAsyncOptimizer());
       fuyou::PrefetchStateOptions prefetch;

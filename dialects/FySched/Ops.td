@@ -104,11 +104,13 @@ def FySched_CpuAdamWOp : FySched_Op<"cpu_adamw"> {
   let summary = "AdamW update of a parameter on the CPU from its gradient";
   let description = [{
     `group` names the fysched.group the parameter belongs to, once
-    fy-partition-groups has run.
+    fy-partition-groups has run; `on_device` (fy-device-optimizer): on a
+    device the update runs there, in stream order, its moments in device
+    memory.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, FySched_Buffer:$grad,
-                       OptionalAttr<FlatSymbolRefAttr>:$group);
-  let assemblyFormat = "$param `,` $grad (`group` $group^)? attr-dict `:` type($grad)";
+                       OptionalAttr<FlatSymbolRefAttr>:$group, UnitAttr:$on_device);
+  let assemblyFormat = "$param `,` $grad (`group` $group^)? (`on_device` $on_device^)? attr-dict `:` type($grad)";
 }
 
 def FySched_GroupOp : FySched_Op<"group", [Symbol]> {
@@ -117,9 +119,15 @@ def FySched_GroupOp : FySched_Op<"group", [Symbol]> {
     Groups are declared in the order backward completes them: the first
     group's gradients are all ready first, so its update can start while
     backward still runs for the others.
+
+    `on_device` (fy-device-optimizer): the group's AdamW runs on the device,
+    in stream order, each parameter's as soon as its gradient is final
+    (its fysched.cpu_adamw ops stay; fy-async-optimizer leaves the group
+    alone), its moments in device memory: no gradient goes down, no weight
+    comes up, and the next forward waits for nothing.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, ArrayAttr:$params, I64Attr:$bytes);
-  let assemblyFormat = "$sym_name $params `bytes` $bytes attr-dict";
+  let arguments = (ins SymbolNameAttr:$sym_name, ArrayAttr:$params, I64Attr:$bytes, UnitAttr:$on_device);
+  let assemblyFormat = "$sym_name $params `bytes` $bytes (`on_device` $on_device^)? attr-dict";
   let hasVerifier = 1;
 }
 

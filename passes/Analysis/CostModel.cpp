@@ -302,6 +302,11 @@ public:
     auto reserved = module_->getAttrOfType<IntegerAttr>("fysched.reserved_device_bytes");
     out.deviceBytes = (module_->hasAttr("fysched.streamed_params") ? 0 : attr("fysched.param_bytes")) +
                       attr("fysched.arena_bytes") + (reserved ? reserved.getInt() : 0);
+    // On a GPU the moments of the groups updated there (fy-device-optimizer).
+    if (cuda_)
+      for (auto g : module_.getOps<fs::GroupOp>())
+        if (g.getOnDevice())
+          out.deviceBytes += 2 * g.getBytes();
     out.hostBytes = attr("fysched.host_arena_bytes");
     return out;
   }
@@ -763,7 +768,13 @@ private:
         waitFor(rowsUpdated_.lookup(wait.getGroup()), wait.getGroup(), " rows", out);
       } else if (auto adamw = dyn_cast<fs::CpuAdamWOp>(op)) {
         double ready = std::max(issue, readyOf(adamw.getGrad()));
-        onStream(Compute, ready, bytesOf(adamw.getGrad().getType()) / 4.0 / p_.adamwParams, out);
+        double bytes = bytesOf(adamw.getGrad().getType());
+        // On a GPU's stream (fy-device-optimizer): p, m and v read and
+        // written, g read, 28 bytes a parameter; else on the CPU, inline.
+        if (cuda_ && adamw.getOnDevice())
+          onStream(Compute, ready, 7 * bytes / p_.memBytes + p_.launchS, out);
+        else
+          onStream(Compute, ready, bytes / 4.0 / p_.adamwParams, out);
       }
     }
     // And the step's end for the last group's copy.

@@ -99,7 +99,7 @@ template <>
 LogicalResult OneToOne<fg::AdamWOp, fs::CpuAdamWOp>::matchAndRewrite(
     fg::AdamWOp op, OpAdaptor adaptor, ConversionPatternRewriter &rw) const {
   rw.replaceOpWithNewOp<fs::CpuAdamWOp>(op, op.getParamAttr(), adaptor.getGrad(),
-                                        /*group=*/FlatSymbolRefAttr());
+                                        /*group=*/FlatSymbolRefAttr(), /*on_device=*/UnitAttr());
   return success();
 }
 

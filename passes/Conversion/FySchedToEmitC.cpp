@@ -197,7 +197,8 @@ struct ParamLowering : IndexedLowering<fs::GetParamOp> {
 struct AdamWLowering : IndexedLowering<fs::CpuAdamWOp> {
   using IndexedLowering::IndexedLowering;
   LogicalResult matchAndRewrite(fs::CpuAdamWOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "cpu_adamw", {}, a.getGrad(), {id(rw, op.getParam())}, /*staticFirst=*/true);
+    call(rw, op, op.getOnDevice() ? "device_adamw" : "cpu_adamw", {}, a.getGrad(), {id(rw, op.getParam())},
+         /*staticFirst=*/true);
     rw.eraseOp(op);
     return success();
   }
@@ -448,7 +449,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     bool async = false;
     step.walk([&](fs::GroupAdamWOp) { async = true; });
     for (auto g : llvm::make_early_inc_range(module.getOps<fs::GroupOp>())) {
-      if (async) {
+      if (async && !g.getOnDevice()) {  // those on the device update inline
         SmallVector<int64_t> members;
         for (Attribute a : g.getParams())
           members.push_back(index.lookup(cast<FlatSymbolRefAttr>(a).getValue()));

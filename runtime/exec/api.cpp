@@ -134,6 +134,8 @@ void cpu_adamw(Runtime* rt, int64_t index, View grad) {
   rt->adamw(index, grad);
 }
 
+void device_adamw(Runtime* rt, int64_t index, View grad) { cpu_adamw(rt, index, grad); }
+
 int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
   TraceSpan span(rt->trace(), "compute", "gradients out, group ", group);
   run_uploads_of_group(rt, group);

@@ -197,6 +197,10 @@ void loss_scale(Runtime* rt, View seed);
 // ---- optimiser ----
 // AdamW on parameter `index` with its gradient, at the current step.
 void cpu_adamw(Runtime* rt, int64_t index, View grad);
+// The same for a parameter of a group fy-device-optimizer put on the
+// device: there, in stream order, its moments in device memory (the same
+// bits). On the CPU target cpu_adamw itself.
+void device_adamw(Runtime* rt, int64_t index, View grad);
 
 // ---- layer groups updated in the background (AsyncOptimizer) ----
 // Declared by fy_declare, in the order backward completes them; returns the id.

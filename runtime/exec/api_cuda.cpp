@@ -88,6 +88,10 @@ namespace K = ::fy::cuda;
 #include "exec/api_kernels.inc"
 
 void cpu_adamw(Runtime* rt, int64_t index, View grad) { device_of(rt).adamw(index, grad); }
+void device_adamw(Runtime* rt, int64_t index, View grad) {
+  FY_KERNEL_SPAN(rt, "adamw", grad, grad, grad, grad, grad, grad, grad);  // p, m, v read and written, g read
+  device_of(rt).device_adamw(index, grad);
+}
 
 int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
   return device_of(rt).grad_offload(group, grads.begin(), grads.size());

@@ -40,6 +40,10 @@ class Device {
   virtual void settle_host(const void* /*data*/, size_t /*bytes*/) {}
   // A line for the end of the run (what the device did), or "".
   virtual std::string summary() const { return ""; }
+  // Brings back to the host the master weights and AdamW moments of the
+  // parameters the device updates itself (device_adamw), before the host
+  // reads them (a checkpoint).
+  virtual void settle_masters() {}
 };
 
 // Defined by each target's runtime library: null on the CPU target. Called

@@ -804,6 +804,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     const bool stopping = g_stop_signal.load() != 0 && s + 1 < o.steps;
     if ((o.save_every > 0 && (s + 1) % o.save_every == 0 && s + 1 < o.steps) || (stopping && !o.save_dir.empty())) {
       if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
+      if (device) device->settle_masters();
       save_checkpoint(rt, o.save_dir, s + 1);
     }
     if (stopping) {
@@ -867,6 +868,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   }
   if (device && first < o.steps)
     if (std::string line = device->summary(); !line.empty()) std::fprintf(stderr, "train: %s\n", line.c_str());
+  if (device) device->settle_masters();
   if (!o.save_dir.empty()) save_checkpoint(rt, o.save_dir, o.steps);
   if (rt.trace()) rt.trace()->write();
   return 0;

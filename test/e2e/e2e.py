@@ -50,6 +50,9 @@ def main():
                     help="also build with activations recomputed and weights streamed: same bits")
     ap.add_argument("--bitwise-vs-sync", action="store_true",
                     help="also build with --sync-optimizer: losses and trained weights must match bit for bit")
+    ap.add_argument("--bitwise-vs-device-optimizer", action="store_true",
+                    help="also build with --device-optimizer 3 (the last three groups inline; on the CPU target "
+                         "cpu_adamw): losses and trained weights must match bit for bit")
     ap.add_argument("--bitwise-vs-whole", action="store_true",
                     help="also train with --rows-first no: same bits; and the main run (traced) must have "
                          "updated the next step's embedding rows first in every step but the last, "
@@ -159,6 +162,9 @@ def main():
     if a.bitwise_vs_sync:
         run([a.compiler, w("model.onnx"), "-o", w("train_sync"), "--sync-optimizer"] + freeze)
         same_bits(w("train_sync"), "sync", "the synchronous optimizer")
+    if a.bitwise_vs_device_optimizer:
+        run([a.compiler, w("model.onnx"), "-o", w("train_devopt"), "--device-optimizer", "3"] + freeze)
+        same_bits(w("train_devopt"), "devopt", "the last three groups' AdamW inline (--device-optimizer 3)")
     if a.bitwise_vs_whole:
         events = json.load(open(w("ours.trace.json")))["traceEvents"]
         first = sum(1 for e in events if e.get("name", "").startswith("adamw rows first"))

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "exec/async_optimizer.h"
+// The step's AdamW scalars as the CPU computes them, for device_adamw.
+#include "optim/adamw_kernels.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/cuda/scratch.h"
@@ -99,6 +101,7 @@ CudaDevice::~CudaDevice() {
   for (cudaEvent_t e : chunk_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : trace_events_) cudaEventDestroy(e);
   for (void* p : params_) cudaFree(p);
+  for (const Moments& mv : moments_) cudaFree(mv.m), cudaFree(mv.v);
   for (void* p : blocks_) cudaFree(p);
   for (void* p : {idx_, tgt_, loss_}) cudaFree(p);
   if (host_grad_) cudaFreeHost(host_grad_);
@@ -254,6 +257,7 @@ void CudaDevice::prepare() {
     prepared_ = true;
   }
   // The masters are final (loaded or restored): every working copy up.
+  settle_masters();  // (any this device updated itself first come back)
   for (int64_t i = 0; i < rt_.num_params() && !rt_.streamed_params(); ++i) {
     const View& v = rt_.param(i).value;
     FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, compute_));
@@ -518,6 +522,58 @@ void CudaDevice::adamw(int64_t index, View grad) {
   FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(index)], p.value.data, p.value.nbytes(), cudaMemcpyHostToDevice,
                                 compute_));
   upload_bytes_ += int64_t(p.value.nbytes());
+}
+
+void CudaDevice::device_adamw(int64_t index, View grad) {
+  const Runtime::Param& p = rt_.param(index);
+  if (!p.trainable) fail("device_adamw: parameter '" + p.name + "' is not trainable");
+  if (grad.dtype != DType::F32 || grad.numel() != p.value.numel())
+    fail("device_adamw: gradient of '" + p.name + "' is " + dtype_name(grad.dtype) + " " + grad.shape.str() +
+         ", parameter is F32 " + p.value.shape.str());
+  const int64_t step = rt_.step();
+  if (step < 1) fail("device_adamw: step number must start at 1, got " + std::to_string(step));
+  // The working copy is the master while the device updates it; its moments
+  // start from the host's (zeros, or a checkpoint's).
+  if (rt_.streamed_params() || p.q8_block || !p.m.data)
+    fail("device_adamw: '" + p.name + "' is updated on the device (fuyou-compile --device-optimizer), which needs "
+         "resident parameters and fp32 moments in memory: run without --ssd, --params stream and 8-bit state");
+  if (rt_.recording_grads()) {  // --dump-grads: step 1's gradient, as cpu_adamw records it
+    std::vector<float> host(size_t(grad.numel()));
+    FY_CUDA_CHECK(cudaMemcpyAsync(host.data(), grad.data, grad.nbytes(), cudaMemcpyDeviceToHost, compute_));
+    synchronize();
+    rt_.record_grad(index, View{host.data(), grad.shape, DType::F32});
+  }
+  if (moments_.empty()) moments_.resize(size_t(rt_.num_params()));
+  Moments& mv = moments_[size_t(index)];
+  const size_t bytes = size_t(p.value.nbytes());
+  if (!mv.m) {
+    reserve(2 * granule(bytes), ("AdamW's moments of '" + p.name + "' on the device").c_str());
+    FY_CUDA_CHECK(cudaMalloc(&mv.m, bytes ? bytes : 1));
+    FY_CUDA_CHECK(cudaMalloc(&mv.v, bytes ? bytes : 1));
+    FY_CUDA_CHECK(cudaMemcpyAsync(mv.m, p.m.data, bytes, cudaMemcpyHostToDevice, compute_));
+    FY_CUDA_CHECK(cudaMemcpyAsync(mv.v, p.v.data, bytes, cudaMemcpyHostToDevice, compute_));
+  }
+  const adamw_detail::Scalars s = adamw_detail::make_scalars(rt_.param_config(rt_.adamw_config(step), index), step);
+  cuda::adamw({s.decay, s.beta1, s.one_m_b1, s.beta2, s.one_m_b2, s.neg_step_size, s.bc2_sqrt, s.eps, s.unscale, s.coef},
+              View{params_[size_t(index)], p.value.shape, DType::F32}, grad, View{mv.m, p.value.shape, DType::F32},
+              View{mv.v, p.value.shape, DType::F32});
+  mv.host_stale = true;
+}
+
+void CudaDevice::settle_masters() {
+  bool any = false;
+  for (size_t i = 0; i < moments_.size(); ++i) {
+    Moments& mv = moments_[i];
+    if (!mv.host_stale) continue;
+    const Runtime::Param& p = rt_.param(int64_t(i));
+    const size_t bytes = size_t(p.value.nbytes());
+    FY_CUDA_CHECK(cudaMemcpyAsync(p.value.data, params_[i], bytes, cudaMemcpyDeviceToHost, compute_));
+    FY_CUDA_CHECK(cudaMemcpyAsync(p.m.data, mv.m, bytes, cudaMemcpyDeviceToHost, compute_));
+    FY_CUDA_CHECK(cudaMemcpyAsync(p.v.data, mv.v, bytes, cudaMemcpyDeviceToHost, compute_));
+    mv.host_stale = false;
+    any = true;
+  }
+  if (any) synchronize();
 }
 
 int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count) {

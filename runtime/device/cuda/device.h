@@ -60,6 +60,12 @@ class CudaDevice final : public Device {
   // Synchronous optimizer: the gradient to the host, AdamW there, the
   // parameter back (queued on the compute stream).
   void adamw(int64_t index, View grad);
+  // fy-device-optimizer's groups: AdamW here on the compute stream, on the
+  // fp32 working copy (the master while the device updates it) with the
+  // moments in device memory, taken from the host's at the first update;
+  // settle_masters() brings all three back.
+  void device_adamw(int64_t index, View grad);
+  void settle_masters() override;
   // Layer groups: gradients out through the optimizer's slots; before a
   // group's parameters are read again, its upload must be done.
   int64_t grad_offload(int64_t group, const View* grads, size_t count);
@@ -134,6 +140,11 @@ class CudaDevice final : public Device {
   int64_t trims_ = 0;        // cached temporaries freed to fit --gpu-mem
   void *idx_ = nullptr, *tgt_ = nullptr, *loss_ = nullptr;
   float* host_grad_ = nullptr;  // page-locked, for the synchronous optimizer
+  struct Moments {
+    float *m = nullptr, *v = nullptr;
+    bool host_stale = false;  // updated here since the host last had the values
+  };
+  std::vector<Moments> moments_;  // device_adamw's, by parameter index
   size_t host_grad_elems_ = 0;
   int64_t copy_out_bytes_ = 0;
   std::atomic<int64_t> upload_bytes_{0};  // the optimizer's thread adds to it
