@@ -869,6 +869,13 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   };
   os << "profile: " << profile.source << " (" << profile.target << ", " << profile.device << ")\n";
   os << "optimizer state: " << (stateOnSsd ? "on SSD (--ssd)" : "in host memory") << "\n";
+  // fy-device-optimizer's groups: their AdamW inline on the device.
+  std::string onDevice;
+  for (auto g : module.getOps<fs::GroupOp>())
+    if (g.getOnDevice())
+      onDevice += (onDevice.empty() ? "@" : ", @") + g.getSymName().str();
+  if (!onDevice.empty())
+    os << "AdamW on the device: " << onDevice << " (their moments in device memory)\n";
   Prediction p = predictStep(module, profile, stateOnSsd);
   if (!profile.kernelTimesSource.empty())
     os << "kernel times: " << p.launchesTimed << " of " << p.launches << " launches a step from "

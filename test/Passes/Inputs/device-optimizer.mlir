@@ -4,6 +4,7 @@
 // each) and its update on the GPU's stream (1 us: its 28 B a parameter take
 // no time at this rate), 3 us a step, no optimizer work; the device holds
 // the parameter (64 B), the arena (64 B) and the moments (128 B).
+// DEVOPT: AdamW on the device: @g0 (their moments in device memory)
 // DEVOPT: device: 256 B
 // DEVOPT: predicted step: 0.003 ms
 // DEVOPT: compute: busy 0.003 ms
@@ -12,6 +13,7 @@
 //
 // The same update inline on the CPU (fysched.cpu_adamw without on_device):
 // 16 parameters at 2 params/us, 8 us on the program's thread: 10 us.
+// DEVOPT-NOT: AdamW on the device
 // DEVOPT: device: 128 B
 // DEVOPT: predicted step: 0.01 ms
 // DEVOPT: compute: busy 0.01 ms
