@@ -103,6 +103,7 @@ stage_planner() {
   # (bench/gpu/planner.py prepare), against the keep-all programs.
   for d in "$G"/planner/*/; do
     program "$d/train.cpp" "$d/train" & program "$d/keep.cpp" "$d/keep" &
+    [ -f "$d/devopt.cpp" ] && program "$d/devopt.cpp" "$d/devopt" &
   done
   wait
   python3 "$ROOT/bench/gpu/planner.py" run "$G/planner" 2>&1 | tee "$OUT/planner.txt"

@@ -97,10 +97,24 @@ def prepare(profile, out, traces=None):
             f.write(run(base + ["--emit=cpp", "--gpu-mem", str(budget)]).stdout)
         with open(os.path.join(d, "keep.cpp"), "w") as f:
             f.write(run(base + ["--emit=cpp"]).stdout)
+        # And with the AdamW of the groups at the step's boundary on the GPU
+        # (--device-optimizer N): the most groups whose moments still fit.
+        for n in (3, 2, 1):
+            r = run(base + ["--emit=plan", "--gpu-mem", str(budget), "--device-optimizer", str(n)], check=False)
+            if r.returncode == 0:
+                cfg["devopt"] = bench.parse_plan(r.stdout)
+                cfg["devopt"]["short"] = bench.short(cfg["devopt"])
+                cfg["devopt"]["groups"] = n
+                with open(os.path.join(d, "devopt.cpp"), "w") as f:
+                    f.write(run(base + ["--emit=cpp", "--gpu-mem", str(budget), "--device-optimizer", str(n)]).stdout)
+                break
         os.replace(onnx + ".json", os.path.join(d, "model.json"))
         os.remove(onnx)
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f, indent=1)
+        if "devopt" in cfg:
+            print(f"{name}: --device-optimizer {cfg['devopt']['groups']}: {cfg['devopt']['short']} "
+                  f"{cfg['devopt']['predicted_ms']:.2f} ms predicted")
         print(f"{name}: --gpu-mem {budget / 2**20:.0f} MiB ({budget / keep['device_bytes']:.2f} of keep-all); "
               f"greedy {cfg['greedy']['short']} {cfg['greedy']['predicted_ms']:.2f} ms "
               f"({cfg['greedy']['plans_evaluated']} plans), exhaustive {cfg['exhaustive']['short']} "
@@ -170,6 +184,28 @@ def run_all(top):
                                   common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", etrace, "--early-rows", "no"],
                                   os.path.join(out, f"planner_{name}_early_no.jsonl"))
         se = busy.summary(busy.per_step(etrace, 2)) if ems is not None else None
+        # The boundary groups' AdamW on the GPU (bench/gpu/planner.py prepare):
+        # the same losses as keep-all, and its own overlap.
+        dv = None
+        if os.path.exists(os.path.join(d, "devopt")):
+            dms, dlosses, derr = measure(os.path.join(d, "devopt"), tokens, 12, common + ["--gpu-mem", str(cfg["gpu_mem"])],
+                                         os.path.join(out, f"planner_{name}_devopt.jsonl"))
+            dtrace = os.path.join(out, f"planner_{name}_devopt.trace.json")
+            tdms, _, _ = measure(os.path.join(d, "devopt"), tokens, 6,
+                                 common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", dtrace],
+                                 os.path.join(out, f"planner_{name}_devopt_traced.jsonl"))
+            sd = busy.summary(busy.per_step(dtrace, 2)) if tdms is not None else None
+            dv = {"groups": cfg["devopt"]["groups"], "plan": cfg["devopt"]["short"],
+                  "predicted_ms": cfg["devopt"]["predicted_ms"], "measured_ms": dms, "error": None if dms else derr,
+                  "losses_bit_identical_to_keep": dlosses == klosses if dms else False, "overlap": sd}
+            if dms:
+                print(f"planner {name}: --device-optimizer {dv['groups']}: {dv['plan']} predicted "
+                      f"{dv['predicted_ms']:.1f} ms, measured {dms:.1f} -> {dms / dv['predicted_ms']:.3f}; losses "
+                      f"{'bit-identical' if dv['losses_bit_identical_to_keep'] else 'DIFFER'} to keep-all; "
+                      + (f"traced step {sd['step_ms']:.1f} ms, busiest {sd['largest']} "
+                         f"{sd['busy_ms'][sd['largest']]:.1f} ms -> {sd['ratio']:.3f}" if sd else "no trace"))
+            else:
+                print(f"planner {name}: --device-optimizer {dv['groups']}: FAIL: {derr}")
         g = cfg["greedy"]
         row = {"config": name, "plan": g["short"], "gpu_mem_mib": cfg["gpu_mem"] / 2**20,
                "greedy_over_exhaustive": cfg["greedy_over_exhaustive"], "predicted_ms": g["predicted_ms"],
@@ -178,7 +214,8 @@ def run_all(top):
                "keep_measured_over_predicted": kms / cfg["keep"]["predicted_ms"],
                "losses_bit_identical_to_keep": losses == klosses, "overlap": s, "overlap_rows_first_no": sw,
                "overlap_param_waits_no": sg, "param_waits_no_losses_identical": glosses == losses,
-               "early_rows_no_ms": ems, "overlap_early_rows_no": se, "early_rows_no_losses_identical": elosses == losses}
+               "early_rows_no_ms": ems, "overlap_early_rows_no": se, "early_rows_no_losses_identical": elosses == losses,
+               "device_optimizer": dv}
         results.append(row)
         ov = (f"traced step {s['step_ms']:.1f} ms, busiest {s['largest']} {s['busy_ms'][s['largest']]:.1f} ms "
               f"-> {s['ratio']:.3f}") if s else "no trace"
@@ -200,6 +237,12 @@ def run_all(top):
         json.dump(results, f, indent=1)
     mp = [r["measured_over_predicted"] for r in results]
     ov = [r["overlap"]["ratio"] for r in results if r["overlap"]]
+    dv = [r["device_optimizer"] for r in results if r["device_optimizer"] and r["device_optimizer"]["overlap"]]
+    if dv:
+        print(f"planner: with --device-optimizer, step <= 1.15 x busiest stream in "
+              f"{sum(x['overlap']['ratio'] <= 1.15 for x in dv)}/{len(dv)}, measured/predicted within +-20% in "
+              f"{sum(abs(x['measured_ms'] / x['predicted_ms'] - 1) <= 0.2 for x in dv)}/{len(dv)}, losses "
+              f"bit-identical to keep-all in {sum(x['losses_bit_identical_to_keep'] for x in dv)}/{len(dv)}")
     print(f"planner: measured/predicted within +-20% in {sum(abs(x - 1) <= 0.2 for x in mp)}/{len(mp)}; "
           f"greedy within 5% of exhaustive in {sum(r['greedy_over_exhaustive'] <= 1.05 for r in results)}/"
           f"{len(results)}; step <= 1.15 x busiest stream in {sum(x <= 1.15 for x in ov)}/{len(ov)}")
