@@ -444,6 +444,10 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     if (module->hasAttr("fy.loss_scale"))
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_loss_scaling", ValueRange{rt},
                                     ArrayAttr(), ArrayAttr());
+    // Parameters updated inline on the device (fy-device-optimizer).
+    if (llvm::any_of(module.getOps<fs::GroupOp>(), [](fs::GroupOp g) { return g.getOnDevice(); }))
+      b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_device_optimizer", ValueRange{rt},
+                                    ArrayAttr(), ArrayAttr());
     // Groups updated in the background, in declaration order (ids 0, 1, ...).
     llvm::StringMap<int64_t> groupIds;
     bool async = false;

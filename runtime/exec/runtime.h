@@ -135,6 +135,10 @@ class Runtime {
   // its updates go through dynamic loss scaling.
   void set_loss_scaling() { loss_scaling_ = true; }
   bool loss_scaling() const { return loss_scaling_; }
+  // The program updates some parameters inline (fy-device-optimizer's
+  // device_adamw), outside the layer-group optimizer.
+  void set_inline_updates() { inline_updates_ = true; }
+  bool inline_updates() const { return inline_updates_; }
   // The device budget the compiler planned for (declare_gpu_budget; 0: none).
   void set_planned_gpu_mem(int64_t bytes) { planned_gpu_mem_ = bytes; }
   int64_t planned_gpu_mem() const { return planned_gpu_mem_; }
@@ -262,6 +266,7 @@ class Runtime {
   int64_t planned_temp_bytes_ = -1;
   bool streamed_params_ = false;
   bool loss_scaling_ = false;
+  bool inline_updates_ = false;
   int64_t planned_gpu_mem_ = 0;
   int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
   Arena arena_, host_arena_;  // their memory is allocated at their first placement

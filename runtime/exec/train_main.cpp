@@ -599,14 +599,17 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   // Only the layer-group optimizer keeps AdamW's state in the store,
   // accumulates, clips and scales the loss: refuse those for any other
   // program now, before weights load or a step runs.
-  if (!rt.has_async_optimizer()) {
+  if (!rt.has_async_optimizer() || rt.inline_updates()) {
     const char* needs = !o.ssd_dirs.empty()  ? "--ssd"
                         : o.grad_accum > 1   ? "--grad-accum"
                         : o.clip_norm > 0    ? "--clip-norm"
                         : rt.loss_scaling() ? "loss scaling"
                                              : nullptr;
     if (needs)
-      fail(std::string(needs) + " needs the layer-group optimizer; this program was compiled with --sync-optimizer");
+      fail(std::string(needs) + (rt.inline_updates() ? " needs the layer-group optimizer for every parameter; this "
+                                                       "program was compiled with --device-optimizer"
+                                                     : " needs the layer-group optimizer; this program was compiled "
+                                                       "with --sync-optimizer"));
   }
   // The device budget the program was planned for is the run's, unless it
   // names another (or none).
