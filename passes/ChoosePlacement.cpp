@@ -66,6 +66,13 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     if (prof_.hasSsd() && stateOnSsd_)
       policies_.push_back("ssd");
     paramChoices_ = params == "auto" ? SmallVector<StringRef>{"keep", "stream"} : SmallVector<StringRef>{params};
+    // Groups updated on the device (fy-device-optimizer) update the resident
+    // working copy: nothing is streamed then.
+    if (llvm::any_of(module.getOps<fuyou::fysched::GroupOp>(), [](auto g) { return g.getOnDevice(); })) {
+      if (params == "stream")
+        return fail("params=stream: the groups fy-device-optimizer put on the device need resident parameters");
+      paramChoices_ = {"keep"};
+    }
 
     std::optional<Plan> best = search == "greedy" ? greedy(module) : exhaustive(module);
     if (!best)

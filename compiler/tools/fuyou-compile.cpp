@@ -197,6 +197,8 @@ Options parse(int argc, char **argv) {
     die("--params auto needs --activations auto: the planner chooses both");
   if (o.state != "auto" && o.state != "ssd" && o.state != "memory")
     die("--state must be ssd, memory or auto, got '" + o.state + "'");
+  if (o.deviceOptimizer > 0 && o.params == "stream")
+    die("--device-optimizer updates the resident working copies of its groups: not with --params stream");
   if (o.deviceOptimizer > 0 && o.state == "ssd")
     die("--device-optimizer keeps those groups' moments in device memory and the others' in host memory: not with --state ssd");
   if (o.syncOptimizer) {

@@ -15,6 +15,9 @@
 // RUN: sed -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 2.56e7/' %S/Inputs/profile-slow-adamw-cuda.json > %t.slow.json
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.slow.json state=memory" | FileCheck %s --check-prefix=TIEDSLOW
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.fast.json state=memory early-rows=no" | FileCheck %s --check-prefix=TIEDNO
+// RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.fast.json state=memory gpu-mem=1000" | FileCheck %s --check-prefix=STREAM1000
+// RUN: not fuyou-opt %S/Inputs/tied-planner.mlir --fy-device-optimizer=last=1 --fy-choose-placement="profile=%t.fast.json state=memory gpu-mem=1000" 2>&1 | FileCheck %s --check-prefix=DEVKEEP
+// RUN: not fuyou-opt %S/Inputs/tied-planner.mlir --fy-device-optimizer=last=1 --fy-choose-placement="profile=%t.fast.json state=memory params=stream" 2>&1 | FileCheck %s --check-prefix=DEVSTREAM
 // RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cpu.json state=memory" | FileCheck %s --check-prefix=BATCHCPU
 // RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cuda.json state=memory" | FileCheck %s --check-prefix=BATCHGPU
 
@@ -105,3 +108,11 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // TIEDSLOW: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"
 // Forced either way, the planner does not try the other.
 // TIEDNO: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"
+// A group updated on the device (fy-device-optimizer) updates the resident
+// working copy: the planner keeps the parameters resident, and refuses to
+// stream them when asked to. In 1000 B the tied step fits only with its
+// weights streamed; with the table's group on the device nothing fits (its
+// moments, 512 B, on top of the resident 1088 B).
+// STREAM1000: fy.plan.params = "stream"
+// DEVKEEP: error: fy-choose-placement: no placement fits --gpu-mem 1000 (the least device memory found: 1600 bytes)
+// DEVSTREAM: error: fy-choose-placement: params=stream: the groups fy-device-optimizer put on the device need resident parameters
