@@ -47,7 +47,12 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       return fail("state must be ssd, memory or auto, got '" + state + "'");
     if (state == "ssd" && !prof_.hasSsd())
       return fail("state=ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");
-    stateOnSsd_ = state == "ssd" || (state == "auto" && prof_.hasSsd());
+    // Groups updated on the device (fy-device-optimizer): the program runs
+    // without --ssd, its moments in memory.
+    const bool onDevice = llvm::any_of(module.getOps<fuyou::fysched::GroupOp>(), [](auto g) { return g.getOnDevice(); });
+    if (onDevice && state == "ssd")
+      return fail("state=ssd: the groups fy-device-optimizer put on the device keep the run off --ssd");
+    stateOnSsd_ = !onDevice && (state == "ssd" || (state == "auto" && prof_.hasSsd()));
     if (search != "greedy" && search != "exhaustive")
       return fail("search must be greedy or exhaustive, got '" + search + "'");
     if (params != "auto" && params != "keep" && params != "stream")
@@ -68,7 +73,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     paramChoices_ = params == "auto" ? SmallVector<StringRef>{"keep", "stream"} : SmallVector<StringRef>{params};
     // Groups updated on the device (fy-device-optimizer) update the resident
     // working copy: nothing is streamed then.
-    if (llvm::any_of(module.getOps<fuyou::fysched::GroupOp>(), [](auto g) { return g.getOnDevice(); })) {
+    if (onDevice) {
       if (params == "stream")
         return fail("params=stream: the groups fy-device-optimizer put on the device need resident parameters");
       paramChoices_ = {"keep"};

@@ -199,6 +199,9 @@ Options parse(int argc, char **argv) {
     die("--state must be ssd, memory or auto, got '" + o.state + "'");
   if (o.deviceOptimizer > 0 && o.params == "stream")
     die("--device-optimizer updates the resident working copies of its groups: not with --params stream");
+  // The other groups' moments stay in memory too (train refuses --ssd).
+  if (o.deviceOptimizer > 0 && o.state == "auto")
+    o.state = "memory";
   if (o.deviceOptimizer > 0 && o.state == "ssd")
     die("--device-optimizer keeps those groups' moments in device memory and the others' in host memory: not with --state ssd");
   if (o.syncOptimizer) {

@@ -445,9 +445,15 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_loss_scaling", ValueRange{rt},
                                     ArrayAttr(), ArrayAttr());
     // Parameters updated inline on the device (fy-device-optimizer).
-    if (llvm::any_of(module.getOps<fs::GroupOp>(), [](fs::GroupOp g) { return g.getOnDevice(); }))
+    SmallVector<int64_t> inlineParams;
+    for (auto g : module.getOps<fs::GroupOp>())
+      if (g.getOnDevice())
+        for (Attribute a : g.getParams())
+          inlineParams.push_back(index.lookup(cast<FlatSymbolRefAttr>(a).getValue()));
+    if (!inlineParams.empty())
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_device_optimizer", ValueRange{rt},
-                                    ArrayAttr(), ArrayAttr());
+                                    b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, listLiteral(inlineParams))}),
+                                    ArrayAttr());
     // Groups updated in the background, in declaration order (ids 0, 1, ...).
     llvm::StringMap<int64_t> groupIds;
     bool async = false;

@@ -213,9 +213,10 @@ void declare_rows_first(Runtime* rt, int64_t group, int64_t param, int64_t ids);
 // of the step: the table handed over early (the buffers of the next batch's
 // rows among its early ones count from the start).
 void declare_early_rows(Runtime* rt, int64_t group, int64_t param);
-// The program has device_adamw updates (fy-device-optimizer): the run may not
-// ask for what only the layer-group optimizer does (clipping, accumulation).
-void declare_device_optimizer(Runtime* rt);
+// The parameters the program updates with device_adamw (fy-device-optimizer):
+// the run may not ask for what only the layer-group optimizer does
+// (clipping, accumulation), and the budgets count their moments.
+void declare_device_optimizer(Runtime* rt, std::initializer_list<int64_t> params);
 // A group's update as the program spells it (fysched grad_offload,
 // state_read, group_adamw, state_write): each returns a token that the later
 // ones take as their dependencies; all but grad_offload only queue work.

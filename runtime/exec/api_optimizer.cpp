@@ -13,7 +13,9 @@ void declare_rows_first(Runtime* rt, int64_t group, int64_t param, int64_t ids) 
   rt->async_optimizer().declare_rows(group, param, ids);
 }
 void declare_early_rows(Runtime* rt, int64_t group, int64_t param) { rt->async_optimizer().declare_early(group, param); }
-void declare_device_optimizer(Runtime* rt) { rt->set_inline_updates(); }
+void declare_device_optimizer(Runtime* rt, std::initializer_list<int64_t> params) {
+  rt->set_inline_updates(std::vector<int64_t>(params));
+}
 int64_t state_read(Runtime* rt, int64_t group) { return rt->async_optimizer().read(group); }
 int64_t group_adamw_impl(Runtime* rt, int64_t group, std::initializer_list<int64_t> deps) {
   return rt->async_optimizer().update(group, deps.begin(), deps.size());

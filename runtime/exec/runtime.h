@@ -135,10 +135,16 @@ class Runtime {
   // its updates go through dynamic loss scaling.
   void set_loss_scaling() { loss_scaling_ = true; }
   bool loss_scaling() const { return loss_scaling_; }
-  // The program updates some parameters inline (fy-device-optimizer's
-  // device_adamw), outside the layer-group optimizer.
-  void set_inline_updates() { inline_updates_ = true; }
-  bool inline_updates() const { return inline_updates_; }
+  // The program updates these parameters inline (fy-device-optimizer's
+  // device_adamw), outside the layer-group optimizer: on a device their
+  // moments live there (8 bytes a parameter), and on the host as well.
+  void set_inline_updates(std::vector<int64_t> params) { inline_params_ = std::move(params); }
+  bool inline_updates() const { return !inline_params_.empty(); }
+  int64_t inline_state_bytes() const {
+    int64_t n = 0;
+    for (int64_t i : inline_params_) n += 2 * param(i).value.nbytes();
+    return n;
+  }
   // The device budget the compiler planned for (declare_gpu_budget; 0: none).
   void set_planned_gpu_mem(int64_t bytes) { planned_gpu_mem_ = bytes; }
   int64_t planned_gpu_mem() const { return planned_gpu_mem_; }
@@ -266,7 +272,7 @@ class Runtime {
   int64_t planned_temp_bytes_ = -1;
   bool streamed_params_ = false;
   bool loss_scaling_ = false;
-  bool inline_updates_ = false;
+  std::vector<int64_t> inline_params_;
   int64_t planned_gpu_mem_ = 0;
   int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
   Arena arena_, host_arena_;  // their memory is allocated at their first placement

@@ -523,14 +523,16 @@ void check_trace_path(const std::string& path) {
 void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) {
   if (o.gpu_mem > 0) {
     if (rt.planned_temp_bytes() < 0) fail("--gpu-mem: this program carries no memory plan (recompile it)");
-    const int64_t fixed = device ? device->fixed_bytes() : 0;
+    // With a device: its scratch, and the moments of the parameters it updates.
+    const int64_t fixed = device ? device->fixed_bytes() + rt.inline_state_bytes() : 0;
     int64_t need = rt.resident_param_bytes() + rt.planned_device_temp_bytes() + fixed;
     if (o.gpu_mem < need)
       fail("--gpu-mem " + mib(o.gpu_mem) + (o.gpu_mem_planned ? " (the budget the program was compiled for)" : "") +
            " is too small for this program: it needs at least " + mib(need) +
            " (parameters " + (rt.streamed_params() ? "streamed" : mib(rt.param_bytes())) + ", " +
            (rt.planned_arena_bytes() > 0 ? "the temporaries' arena " : "temporaries ") +
-           mib(rt.planned_device_temp_bytes()) + (fixed > 0 ? ", library scratch and the step's inputs " + mib(fixed) : std::string()) +
+           mib(rt.planned_device_temp_bytes()) +
+           (fixed > 0 ? ", library scratch, the step's inputs and moments updated there " + mib(fixed) : std::string()) +
            ")");
   }
 }
@@ -552,7 +554,8 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
     // Activations kept in host memory for backward count as fixed too.
     const int64_t acts = rt.planned_host_arena_bytes(), rows = int64_t(opt.rows_host_bytes());
     const int64_t accb = int64_t(opt.accum_host_bytes());
-    int64_t fixed = int64_t(opt.min_fixed_host_bytes()) + acts;
+    // The parameters updated inline keep their moments in host memory too.
+    int64_t fixed = int64_t(opt.min_fixed_host_bytes()) + acts + rt.inline_state_bytes();
     int64_t slot = int64_t(opt.slot_bytes());
     int64_t need = fixed + int64_t(opt.min_slots()) * slot;
     if (o.cpu_mem < need)
@@ -562,7 +565,7 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
            (accb > 0 ? "accumulated gradients " + mib(accb) + ", " : std::string()) +
            (acts > 0 ? "activations in host memory " + mib(acts) + ", " : std::string()) +
            std::to_string(opt.min_slots()) + " gradient slot(s) of " + mib(slot) +
-           (opt.on_ssd() ? ")" : "; add --ssd to keep the state on SSD)"));
+           (opt.on_ssd() || rt.inline_updates() ? ")" : "; add --ssd to keep the state on SSD)"));
     // What is left goes first to gradient slots (up to one per group: backward
     // never waits), then to more staging buffers (up to 8), which let the
     // program's state reads run further ahead.
@@ -604,6 +607,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
                         : o.grad_accum > 1   ? "--grad-accum"
                         : o.clip_norm > 0    ? "--clip-norm"
                         : rt.loss_scaling() ? "loss scaling"
+                        : rt.inline_updates() && (o.optimizer.empty() ? rt.optimizer_name() : o.optimizer) == "adamw8bit"
+                            ? "8-bit AdamW"
                                              : nullptr;
     if (needs)
       fail(std::string(needs) + (rt.inline_updates() ? " needs the layer-group optimizer for every parameter; this "

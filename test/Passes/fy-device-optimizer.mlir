@@ -22,7 +22,7 @@
 // The program declares only the background group; the table's update is
 // the runtime's device_adamw (the GPU's, or on the CPU target cpu_adamw's).
 // EMITC-LABEL: emitc.func @fy_declare
-// EMITC: emitc.call_opaque "fy::rt::declare_device_optimizer"(%{{.*}})
+// EMITC: emitc.call_opaque "fy::rt::declare_device_optimizer"(%{{.*}}) {args = [0 : index, #emitc.opaque<"{0}">]}
 // EMITC: emitc.call_opaque "fy::rt::declare_group"(%{{.*}}) {args = [0 : index, #emitc.opaque<"{1, 2}">]}
 // EMITC-NOT: declare_group
 // EMITC-LABEL: emitc.func @fy_train_step

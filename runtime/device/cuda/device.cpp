@@ -547,6 +547,8 @@ void CudaDevice::device_adamw(int64_t index, View grad) {
   Moments& mv = moments_[size_t(index)];
   const size_t bytes = size_t(p.value.nbytes());
   if (!mv.m) {
+    const int64_t budget = rt_.options().gpu_mem;
+    if (budget > 0 && device_bytes_ + 2 * int64_t(granule(bytes)) > budget) trim();
     reserve(2 * granule(bytes), ("AdamW's moments of '" + p.name + "' on the device").c_str());
     FY_CUDA_CHECK(cudaMalloc(&mv.m, bytes ? bytes : 1));
     FY_CUDA_CHECK(cudaMalloc(&mv.v, bytes ? bytes : 1));
