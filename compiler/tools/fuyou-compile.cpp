@@ -10,6 +10,7 @@
 #include "passes/Analysis/CostModel.h"
 #include "passes/Passes.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -28,7 +29,7 @@ struct Options {
   int64_t batch = 0, seq = 0;
   std::vector<std::string> freeze;
   bool syncOptimizer = false;  // AdamW inline, not overlapped with backward
-  int64_t deviceOptimizer = 0;  // groups at the step's boundary whose AdamW runs on the GPU
+  int64_t deviceOptimizer = 0;  // groups at the step's boundary whose AdamW runs on the GPU; -1: auto
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
   int64_t ssdReadAhead = 4;    // activations read from SSD ahead of need
@@ -79,9 +80,10 @@ const char *kUsage =
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
-    "                     [--device-optimizer N]  the AdamW of the N layer groups backward completes last\n"
-    "                                          (the next forward's first) on the GPU, inline, their\n"
-    "                                          moments in device memory (default 0)\n"
+    "                     [--device-optimizer N|auto]  the AdamW of the N layer groups backward completes\n"
+    "                                          last (the next forward's first) on the GPU, inline, their\n"
+    "                                          moments in device memory (default 0; auto: plans 0-4 and\n"
+    "                                          keeps the fastest predicted within the budgets)\n"
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters (e.g. 16M)\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
@@ -155,7 +157,10 @@ Options parse(int argc, char **argv) {
     else if (a == "--freeze") o.freeze.push_back(next());
     else if (a == "--emit") o.emit = next();
     else if (a == "--sync-optimizer") o.syncOptimizer = true;
-    else if (a == "--device-optimizer") o.deviceOptimizer = parseCount("device-optimizer", next(), 0);
+    else if (a == "--device-optimizer") {
+      std::string v = next();
+      o.deviceOptimizer = v == "auto" ? -1 : parseCount("device-optimizer", v, 0);
+    }
     else if (a == "--max-group-bytes") o.maxGroupBytes = parseSize("max-group-bytes", next());
     else if (a == "--activations") o.activations = next();
     else if (a == "--params") o.params = next();
@@ -197,12 +202,14 @@ Options parse(int argc, char **argv) {
     die("--params auto needs --activations auto: the planner chooses both");
   if (o.state != "auto" && o.state != "ssd" && o.state != "memory")
     die("--state must be ssd, memory or auto, got '" + o.state + "'");
-  if (o.deviceOptimizer > 0 && o.params == "stream")
+  if (o.deviceOptimizer < 0 && o.target != "cuda")
+    die("--device-optimizer auto is for --target cuda (on the CPU every update is on the CPU)");
+  if (o.deviceOptimizer != 0 && o.params == "stream")
     die("--device-optimizer updates the resident working copies of its groups: not with --params stream");
   // The other groups' moments stay in memory too (train refuses --ssd).
-  if (o.deviceOptimizer > 0 && o.state == "auto")
+  if (o.deviceOptimizer != 0 && o.state == "auto")
     o.state = "memory";
-  if (o.deviceOptimizer > 0 && o.state == "ssd")
+  if (o.deviceOptimizer != 0 && o.state == "ssd")
     die("--device-optimizer keeps those groups' moments in device memory and the others' in host memory: not with --state ssd");
   if (o.syncOptimizer) {
     // Such a program cannot take --ssd, which activations on SSD and the
@@ -331,6 +338,8 @@ int main(int argc, char **argv) {
   if (opts.gpuMem > 0)
     (*module)->setAttr("fy.budget.gpu_mem", mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), opts.gpuMem));
 
+  // To the layer groups, then (back) the optimizer's and the placement's
+  // passes, which --device-optimizer auto runs once per trial.
   mlir::PassManager pm(&ctx);
   pm.addPass(fuyou::createRecompose());
   pm.addPass(mlir::createCanonicalizerPass());
@@ -345,21 +354,21 @@ int main(int argc, char **argv) {
     fuyou::PartitionGroupsOptions groups;
     groups.maxBytes = opts.maxGroupBytes;
     pm.addPass(fuyou::createPartitionGroups(groups));
+  }
+  if (failed(pm.run(*module)))
+    die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
+  // The rest up to the plan (placement: and the passes that carry it out).
+  auto addBack = [&](mlir::PassManager &back, int64_t deviceGroups, bool placement) {
     fuyou::DeviceOptimizerOptions device;
-    device.last = opts.deviceOptimizer;
-    pm.addPass(fuyou::createDeviceOptimizer(device));
+    device.last = deviceGroups;
+    back.addPass(fuyou::createDeviceOptimizer(device));
     if (!opts.syncOptimizer) {
-      pm.addPass(fuyou::createAsyncOptimizer());
+      back.addPass(fuyou::createAsyncOptimizer());
       fuyou::PrefetchStateOptions prefetch;
       prefetch.distance = opts.prefetchState;
-      pm.addPass(fuyou::createPrefetchState(prefetch));
+      back.addPass(fuyou::createPrefetchState(prefetch));
     }
-    if (opts.activations != "auto") {  // as given: --emit=plan names it
-      (*module)->setAttr("fy.plan.activations", mlir::StringAttr::get(&ctx, opts.activations));
-      (*module)->setAttr("fy.plan.params", mlir::StringAttr::get(&ctx, opts.params));
-      if (opts.earlyRows == "no")
-        (*module)->setAttr("fy.plan.early_rows", mlir::StringAttr::get(&ctx, "no"));
-    } else {
+    if (opts.activations == "auto") {
       fuyou::ChoosePlacementOptions choose;
       choose.gpuMem = opts.gpuMem;
       choose.cpuMem = opts.cpuMem;
@@ -374,8 +383,10 @@ int main(int argc, char **argv) {
       choose.earlyRows = opts.earlyRows;
       choose.params = opts.params;
       choose.state = opts.state;
-      pm.addPass(fuyou::createChoosePlacement(choose));
+      back.addPass(fuyou::createChoosePlacement(choose));
     }
+    if (!placement)
+      return;
     fuyou::PlacementOptions place;
     place.activations = opts.activations;
     place.params = opts.params;
@@ -383,11 +394,56 @@ int main(int argc, char **argv) {
     place.paramPrefetch = opts.paramPrefetch;
     place.copyWindow = opts.copyWindow;
     place.activationPrefetch = opts.activationPrefetch;
-    fuyou::addPlacementPasses(pm, place);
-    pm.addPass(fuyou::createOutlineEval());  // the program's --val-data
+    fuyou::addPlacementPasses(back, place);
+    back.addPass(fuyou::createOutlineEval());  // the program's --val-data
+  };
+  if (opts.emit != "fygraph") {
+    if (opts.activations != "auto") {  // as given: --emit=plan names it
+      (*module)->setAttr("fy.plan.activations", mlir::StringAttr::get(&ctx, opts.activations));
+      (*module)->setAttr("fy.plan.params", mlir::StringAttr::get(&ctx, opts.params));
+      if (opts.earlyRows == "no")
+        (*module)->setAttr("fy.plan.early_rows", mlir::StringAttr::get(&ctx, "no"));
+    }
+    int64_t deviceGroups = opts.deviceOptimizer;
+    if (deviceGroups < 0) {
+      // auto: the plan (the planner's, under a budget) with the last 0..4
+      // groups' AdamW on the device; the fastest predicted that fits.
+      fuyou::Profile profile;
+      if (std::string e = fuyou::loadPlanProfile(opts.profile, opts.target, opts.kernelTimes, profile); !e.empty())
+        die(e);
+      int64_t groupCount = llvm::range_size((*module).getOps<fuyou::fysched::GroupOp>());
+      double best = -1, none = -1;
+      for (int64_t n = 0; n <= std::min<int64_t>(4, groupCount); ++n) {
+        mlir::OwningOpRef<mlir::ModuleOp> trial = (*module).clone();
+        mlir::PassManager back(&ctx);
+        addBack(back, n, /*placement=*/true);
+        bool ok = succeeded(back.run(*trial));
+        diag.clear();  // a trial that fits no budget is not the compilation's error
+        if (!ok)
+          continue;
+        fuyou::Prediction p = fuyou::predictStep(*trial, profile, /*stateOnSsd=*/false);
+        if ((opts.gpuMem > 0 && p.deviceBytes > opts.gpuMem) || (opts.cpuMem > 0 && p.hostBytes > opts.cpuMem))
+          continue;
+        if (n == 0)
+          none = p.stepS;
+        if (best < 0 || p.stepS < best)
+          best = p.stepS, deviceGroups = n;
+      }
+      if (deviceGroups < 0) {
+        deviceGroups = 0;  // none fit: the run below says why
+      } else {
+        llvm::errs() << "fuyou-compile: --device-optimizer auto: " << deviceGroups << " group(s), predicted "
+                     << llvm::format("%.3f", best * 1e3) << " ms a step";
+        if (none >= 0)
+          llvm::errs() << " (" << llvm::format("%.3f", none * 1e3) << " ms with none)";
+        llvm::errs() << "\n";
+      }
+    }
+    mlir::PassManager back(&ctx);
+    addBack(back, deviceGroups, /*placement=*/true);
+    if (failed(back.run(*module)))
+      die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
   }
-  if (failed(pm.run(*module)))
-    die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
 
   if (opts.emit != "fygraph") {
     // The plan against the budgets, before any file is written.
