@@ -404,14 +404,15 @@ int main(int argc, char **argv) {
       if (opts.earlyRows == "no")
         (*module)->setAttr("fy.plan.early_rows", mlir::StringAttr::get(&ctx, "no"));
     }
-    int64_t deviceGroups = opts.deviceOptimizer;
-    if (deviceGroups < 0) {
-      // auto: the plan (the planner's, under a budget) with the last 0..4
-      // groups' AdamW on the device; the fastest predicted that fits.
+    // auto: the plan (the planner's, under a budget) with the last 0..4
+    // groups' AdamW on the device; the fastest predicted that fits is the
+    // program (else the run below with none says why none fits).
+    mlir::OwningOpRef<mlir::ModuleOp> chosen;
+    if (opts.deviceOptimizer < 0) {
       fuyou::Profile profile;
       if (std::string e = fuyou::loadPlanProfile(opts.profile, opts.target, opts.kernelTimes, profile); !e.empty())
         die(e);
-      int64_t groupCount = llvm::range_size((*module).getOps<fuyou::fysched::GroupOp>());
+      int64_t groupCount = llvm::range_size((*module).getOps<fuyou::fysched::GroupOp>()), groups = 0;
       double best = -1, none = -1;
       for (int64_t n = 0; n <= std::min<int64_t>(4, groupCount); ++n) {
         mlir::OwningOpRef<mlir::ModuleOp> trial = (*module).clone();
@@ -427,22 +428,24 @@ int main(int argc, char **argv) {
         if (n == 0)
           none = p.stepS;
         if (best < 0 || p.stepS < best)
-          best = p.stepS, deviceGroups = n;
+          best = p.stepS, groups = n, chosen = std::move(trial);
       }
-      if (deviceGroups < 0) {
-        deviceGroups = 0;  // none fit: the run below says why
-      } else {
-        llvm::errs() << "fuyou-compile: --device-optimizer auto: " << deviceGroups << " group(s), predicted "
+      if (chosen) {
+        llvm::errs() << "fuyou-compile: --device-optimizer auto: " << groups << " group(s), predicted "
                      << llvm::format("%.3f", best * 1e3) << " ms a step";
         if (none >= 0)
           llvm::errs() << " (" << llvm::format("%.3f", none * 1e3) << " ms with none)";
         llvm::errs() << "\n";
       }
     }
-    mlir::PassManager back(&ctx);
-    addBack(back, deviceGroups, /*placement=*/true);
-    if (failed(back.run(*module)))
-      die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
+    if (chosen) {
+      module = std::move(chosen);
+    } else {
+      mlir::PassManager back(&ctx);
+      addBack(back, std::max<int64_t>(opts.deviceOptimizer, 0), /*placement=*/true);
+      if (failed(back.run(*module)))
+        die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
+    }
   }
 
   if (opts.emit != "fygraph") {
