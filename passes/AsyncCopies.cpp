@@ -1,9 +1,12 @@
-// fy-async-copies: a copy between host and device no longer holds up the
-// kernels after it. It gets a token, and the program waits for it only where
-// it next needs it done: before an op touches the target, writes the source
-// or frees either. A source freed before that point stays allocated until
-// the wait (the copy still reads it), at most `window` launches (0: the wait
-// comes right after the copy, which then overlaps only the host's work).
+// fy-async-copies: a copy between host and device, or from host memory to
+// SSD, no longer holds up the kernels after it. It gets a token, and the
+// program waits for it only where it next needs it done: before an op
+// touches the target, writes the source or frees either. A source freed
+// before that point stays allocated until the wait (the copy still reads
+// it): for `window` launches (0: the wait comes right after the copy, which
+// then overlaps only the host's work), or, for an SSD write, until
+// `write-behind` more SSD writes have started, so that one write queued
+// behind other I/O does not stop the next activation's way out.
 #include "passes/Analysis/StepPhases.h"
 #include "passes/Passes.h"
 
@@ -31,10 +34,16 @@ llvm::SmallPtrSet<Value, 8> storageOf(Value root) {
   return names;
 }
 
+StringRef spaceOf(Value v) { return cast<fs::BufferType>(v.getType()).getSpace(); }
+
 bool hostDevice(fs::CopyOp copy) {
-  StringRef from = cast<fs::BufferType>(copy.getSource().getType()).getSpace();
-  StringRef to = cast<fs::BufferType>(copy.getTarget().getType()).getSpace();
+  StringRef from = spaceOf(copy.getSource()), to = spaceOf(copy.getTarget());
   return (from == "host" && to == "device") || (from == "device" && to == "host");
+}
+
+bool ssdWrite(Operation *op) {
+  auto copy = dyn_cast<fs::CopyOp>(op);
+  return copy && spaceOf(copy.getSource()) == "host" && spaceOf(copy.getTarget()) == "ssd";
 }
 
 struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
@@ -46,6 +55,10 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
       module.emitError("fy-async-copies: window must be at least 0, got ") << int64_t(window);
       return signalPassFailure();
     }
+    if (writeBehind < 1) {
+      module.emitError("fy-async-copies: write-behind must be at least 1, got ") << int64_t(writeBehind);
+      return signalPassFailure();
+    }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step)
       return;
@@ -54,7 +67,7 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
         groupOf_[cast<FlatSymbolRefAttr>(p).getValue()] = group.getSymName();
     SmallVector<fs::CopyOp> copies;
     for (auto copy : step.getBody().front().getOps<fs::CopyOp>())
-      if (!copy.getToken() && hostDevice(copy))
+      if (!copy.getToken() && (hostDevice(copy) || ssdWrite(copy)))
         copies.push_back(copy);
     for (fs::CopyOp copy : copies)
       makeAsync(copy);
@@ -86,20 +99,24 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
     };
 
     // The window bounds only how long a freed source is held: a copy from a
-    // buffer that lives on (a master) waits at its first conflict.
+    // buffer that lives on (a master) waits at its first conflict. An SSD
+    // write's is counted in the SSD writes after it, not in launches: the
+    // wait for one goes before the write-behind-th next.
+    const bool toSsd = ssdWrite(copy);
     SmallVector<Operation *> frees;  // of the source, before the wait
     Operation *at = copy->getNextNode();
-    for (int64_t launches = 0; window > 0; at = at->getNextNode()) {
+    for (int64_t launches = 0, writesAfter = 0; toSsd || window > 0; at = at->getNextNode()) {
       auto dealloc = dyn_cast<fs::DeallocOp>(at);
       if (dealloc && src.contains(dealloc.getBuffer()) && !dst.contains(dealloc.getBuffer())) {
-        if (launches >= window)
+        if (!toSsd && launches >= window)
           break;
         frees.push_back(at);
         continue;
       }
       if (at->hasTrait<OpTrait::IsTerminator>() || touches(at) || writes(at))
         break;
-      if (isa<fs::LaunchOp>(at) && ++launches > window && !frees.empty())
+      if (toSsd ? ssdWrite(at) && ++writesAfter >= writeBehind && !frees.empty()
+                : isa<fs::LaunchOp>(at) && ++launches > window && !frees.empty())
         break;
     }
 

@@ -127,6 +127,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     place.paramPrefetch = paramPrefetch;
     place.activationPrefetch = activationPrefetch;
     place.copyWindow = copyWindow;
+    place.writeBehind = writeBehind;
     fuyou::addPlacementPasses(pm, place);
     Outcome o;
     {

@@ -23,7 +23,7 @@ namespace fuyou {
 // fuyou-compile runs them once; fy-choose-placement on each plan it tries.
 struct PlacementOptions {
   std::string activations = "keep", params = "keep";
-  int64_t readAhead = 4, paramPrefetch = 0, activationPrefetch = 0, copyWindow = 4;
+  int64_t readAhead = 4, paramPrefetch = 0, activationPrefetch = 0, copyWindow = 4, writeBehind = 4;
 };
 void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o);
 

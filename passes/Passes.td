@@ -210,6 +210,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4", "fy-place-activations' read-ahead for the plans it tries">,
     Option<"paramPrefetch", "param-prefetch", "int64_t", /*default=*/"0", "fy-stream-params' ahead for the plans it tries">,
     Option<"copyWindow", "copy-window", "int64_t", /*default=*/"4", "fy-async-copies' window for the plans it tries">,
+    Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4", "fy-async-copies' write-behind for the plans it tries">,
     Option<"activationPrefetch", "activation-prefetch", "int64_t", /*default=*/"0",
            "fy-place-activations' ahead for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
@@ -298,26 +299,33 @@ def StreamParams : Pass<"fy-stream-params", "mlir::ModuleOp"> {
 }
 
 def AsyncCopies : Pass<"fy-async-copies", "mlir::ModuleOp"> {
-  let summary = "Copies between host and device run on copy streams while kernels go on";
+  let summary = "Copies between host and device run on copy streams, and SSD writes in the SSD's queue, while kernels go on";
   let description = [{
-    Each fysched.copy of @train_step between host and device gets a token,
-    and a fysched.wait on it goes where the program next needs the copy
-    done: before the first op after it that touches its target, writes or
-    frees its source (an update of the parameter whose master it reads
-    included), or returns. A deallocation of the source on the way moves
-    after the wait, which then comes at most `window` launches after the
-    copy, so that a copy whose target is needed only much later (an
-    activation waiting for backward) holds its source for a bounded time;
-    a copy from a buffer that lives on (a weight's master) waits at its
-    first conflict however far. window=0 puts every wait right after its
-    copy. fy-plan-memory counts both buffers as used up to the wait, so no
-    other buffer is placed over them while the copy runs. Values do not
-    change, only when the ops after a copy may start. Run after
-    fy-insert-dealloc, before fy-plan-memory.
+    Each fysched.copy of @train_step between host and device, or from host
+    memory to SSD, gets a token, and a fysched.wait on it goes where the
+    program next needs the copy done: before the first op after it that
+    touches its target, writes or frees its source (an update of the
+    parameter whose master it reads included), or returns. A deallocation
+    of the source on the way moves after the wait, which then comes at most
+    `window` launches after the copy, so that a copy whose target is needed
+    only much later (an activation waiting for backward) holds its source
+    for a bounded time; a copy from a buffer that lives on (a weight's
+    master) waits at its first conflict however far. window=0 puts every
+    wait right after its copy. An SSD write's freed source is held instead
+    until `write-behind` more SSD writes have started: the wait goes before
+    the write-behind-th, so as many writes may be in flight, each from its
+    own host buffer (without it every write's host buffer is the same one,
+    and the next activation's way out waits for the write before). fy-plan-
+    memory counts both buffers as used up to the wait, so no other buffer
+    is placed over them while the copy runs. Values do not change, only
+    when the ops after a copy may start. Run after fy-insert-dealloc,
+    before fy-plan-memory.
   }];
   let options = [
     Option<"window", "window", "int64_t", /*default=*/"4",
-           "launches that may run while a copy is in flight before the program waits for it (0: wait right after it)">
+           "launches that may run while a copy is in flight before the program waits for it (0: wait right after it)">,
+    Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4",
+           "SSD writes started before the program waits for the one this many before (at least 1)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

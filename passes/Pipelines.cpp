@@ -22,6 +22,7 @@ void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o) {
   pm.addPass(createInsertDealloc());
   AsyncCopiesOptions copies;
   copies.window = o.copyWindow;
+  copies.writeBehind = o.writeBehind;
   pm.addPass(createAsyncCopies(copies));
   pm.addPass(createPlanMemory());
 }

@@ -33,6 +33,7 @@ struct Options {
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
   int64_t ssdReadAhead = 4;    // activations read from SSD ahead of need
+  int64_t ssdWriteBehind = 4;  // activations' SSD writes in flight before the oldest is waited for
   int64_t paramPrefetch = 0;   // launches ahead that a streamed weight's copy is issued
   int64_t copyWindow = 4;      // launches that may run while a host<->device copy is in flight
   int64_t activationPrefetch = 0;  // launches ahead that an activation's copy back to the device is issued
@@ -87,6 +88,8 @@ const char *kUsage =
     "                     [--max-group-bytes N] split layer groups above N bytes of parameters (e.g. 16M)\n"
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
+    "                     [--ssd-write-behind N] wait for an activation's SSD write only when N more\n"
+    "                                          have started, each from its own host buffer (default 4)\n"
     "                     [--param-prefetch N] copy a streamed weight to the device N launches before\n"
     "                                          its first use in each phase (default 0)\n"
     "                     [--activation-prefetch N] copy an activation back to the device N launches\n"
@@ -166,6 +169,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--params") o.params = next();
     else if (a == "--prefetch-state") o.prefetchState = parseCount("prefetch-state", next(), 0);
     else if (a == "--ssd-read-ahead") o.ssdReadAhead = parseCount("ssd-read-ahead", next());
+    else if (a == "--ssd-write-behind") o.ssdWriteBehind = parseCount("ssd-write-behind", next());
     else if (a == "--param-prefetch") o.paramPrefetch = parseCount("param-prefetch", next(), 0);
     else if (a == "--copy-window") o.copyWindow = parseCount("copy-window", next(), 0);
     else if (a == "--activation-prefetch") o.activationPrefetch = parseCount("activation-prefetch", next(), 0);
@@ -377,6 +381,7 @@ int main(int argc, char **argv) {
       choose.readAhead = opts.ssdReadAhead;
       choose.paramPrefetch = opts.paramPrefetch;
       choose.copyWindow = opts.copyWindow;
+      choose.writeBehind = opts.ssdWriteBehind;
       choose.activationPrefetch = opts.activationPrefetch;
       choose.target = opts.target;
       choose.search = opts.planSearch;
@@ -393,6 +398,7 @@ int main(int argc, char **argv) {
     place.readAhead = opts.ssdReadAhead;
     place.paramPrefetch = opts.paramPrefetch;
     place.copyWindow = opts.copyWindow;
+    place.writeBehind = opts.ssdWriteBehind;
     place.activationPrefetch = opts.activationPrefetch;
     fuyou::addPlacementPasses(back, place);
     back.addPass(fuyou::createOutlineEval());  // the program's --val-data

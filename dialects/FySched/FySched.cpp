@@ -80,8 +80,8 @@ LogicalResult CopyOp::verify() {
     return emitOpError("source and target differ in element count or type");
   if (getToken()) {
     bool hd = (s.getSpace() == "host" && t.getSpace() == "device") || (s.getSpace() == "device" && t.getSpace() == "host");
-    if (!hd)
-      return emitOpError("only a copy between host and device runs asynchronously, not ")
+    if (!hd && !(s.getSpace() == "host" && t.getSpace() == "ssd"))
+      return emitOpError("only a copy between host and device, or from host to SSD, runs asynchronously, not ")
              << s.getSpace() << " to " << t.getSpace();
     if (!getToken().hasOneUse() || !isa<WaitOp>(*getToken().getUsers().begin()))
       return emitOpError("an asynchronous copy's token has one use, a fysched.wait");

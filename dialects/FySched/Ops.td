@@ -71,11 +71,11 @@ def FySched_CopyOp : FySched_Op<"copy"> {
   let summary = "Copies one buffer into another of the same element count";
   let description = [{
     Without a result the copy is done before the next op starts. With a
-    token (fy-async-copies; host to device or device to host only) it runs
-    on its direction's copy stream once every op before it is done, while
-    the ops after it go on: fysched.wait on the token is where the program
-    needs it done, before anything reads or frees the target or writes or
-    frees the source.
+    token (fy-async-copies; host to device, device to host, or host to SSD)
+    it runs on its direction's copy stream (an SSD write: the SSD's queue)
+    once every op before it is done, while the ops after it go on:
+    fysched.wait on the token is where the program needs it done, before
+    anything reads or frees the target or writes or frees the source.
   }];
   let arguments = (ins FySched_Buffer:$source, FySched_Buffer:$target);
   let results = (outs Optional<FySched_TokenType>:$token);

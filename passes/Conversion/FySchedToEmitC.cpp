@@ -301,7 +301,10 @@ struct CopyLowering : OpConversionPattern<fs::CopyOp> {
 struct WaitLowering : OpConversionPattern<fs::WaitOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(fs::WaitOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    call(rw, op, "copy_wait", {}, {a.getToken()}, {});
+    // An SSD write's ticket is the SSD store's, not a device copy's.
+    auto copy = op.getToken().getDefiningOp<fs::CopyOp>();
+    bool ssd = copy && cast<fs::BufferType>(copy.getTarget().getType()).getSpace() == "ssd";
+    call(rw, op, ssd ? "ssd_wait" : "copy_wait", {}, {a.getToken()}, {});
     rw.eraseOp(op);
     return success();
   }

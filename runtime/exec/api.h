@@ -98,9 +98,13 @@ int64_t copy_to_device_start(Runtime* rt, View host, View device);
 void copy_wait(Runtime* rt, int64_t ticket);
 // A buffer of the SSD arena, and transfers between it and host-arena
 // buffers. Both only start the I/O: the host buffer is settled before it is
-// copied to the device or deallocated (exec/ssd_spill.h).
+// copied to the device or deallocated (exec/ssd_spill.h). A write started
+// with a ticket (fysched.copy with a token) is waited for at ssd_wait, the
+// calling thread blocking there if it is still in flight.
 View alloc_ssd_at(Runtime* rt, int64_t offset, Shape shape, DType dtype);
 void copy_to_ssd(Runtime* rt, View host, View ssd);
+int64_t copy_to_ssd_start(Runtime* rt, View host, View ssd);
+void ssd_wait(Runtime* rt, int64_t ticket);
 void copy_from_ssd(Runtime* rt, View ssd, View host);
 
 // ---- elementwise ----

@@ -17,12 +17,16 @@ View alloc_ssd_at(Runtime* rt, int64_t offset, Shape shape, DType dtype) {
   return spill(rt).place(offset, shape, dtype);
 }
 
-void copy_to_ssd(Runtime* rt, View host, View ssd) {
+int64_t copy_to_ssd_start(Runtime* rt, View host, View ssd) {
   TraceSpan span(rt->trace(), "compute", "copy to ssd", -1, int64_t(host.nbytes()));
   // The device's copy into `host` must have landed before the write reads it.
   if (Device* d = rt->device()) d->settle_host(host.data, host.nbytes());
-  spill(rt).write(host, ssd);
+  return spill(rt).write(host, ssd);
 }
+
+void copy_to_ssd(Runtime* rt, View host, View ssd) { copy_to_ssd_start(rt, host, ssd); }
+
+void ssd_wait(Runtime* rt, int64_t ticket) { spill(rt).wait(ticket); }
 
 void copy_from_ssd(Runtime* rt, View ssd, View host) {
   TraceSpan span(rt->trace(), "compute", "copy from ssd", -1, int64_t(host.nbytes()));

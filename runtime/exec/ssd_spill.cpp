@@ -42,12 +42,19 @@ int64_t SsdSpill::offset_of(const View& ssd) const {
   return static_cast<const char*>(ssd.data) - static_cast<const char*>(base_);
 }
 
-void SsdSpill::write(View host, View ssd) {
+int64_t SsdSpill::write(View host, View ssd) {
   if (host.nbytes() != ssd.nbytes()) fail("copy to SSD: " + host.shape.str() + " and " + ssd.shape.str() + " differ");
   settle(host.data);
   int64_t off = offset_of(ssd), n = pages(int64_t(host.nbytes()));
   store::Ticket t = store_->write(region_, host.data, uint64_t(off), uint64_t(n));
-  in_flight_.push_back({t, static_cast<const char*>(host.data), n, off, true});
+  in_flight_.push_back({t, static_cast<const char*>(host.data), n, off, true, ++writes_});
+  return writes_;
+}
+
+void SsdSpill::wait(int64_t ticket) {
+  if (ticket < 1 || ticket > writes_) fail("ssd_wait: no write to SSD started with ticket " + std::to_string(ticket));
+  for (size_t i = 0; i < in_flight_.size(); ++i)
+    if (in_flight_[i].id == ticket) return finish(i);
 }
 
 void SsdSpill::read(View ssd, View host) {
@@ -59,7 +66,7 @@ void SsdSpill::read(View ssd, View host) {
   settle(host.data);
   int64_t n = pages(int64_t(host.nbytes()));
   store::Ticket t = store_->read(region_, host.data, uint64_t(off), uint64_t(n));
-  in_flight_.push_back({t, static_cast<const char*>(host.data), n, off, false});
+  in_flight_.push_back({t, static_cast<const char*>(host.data), n, off, false, 0});
 }
 
 void SsdSpill::finish(size_t i) {

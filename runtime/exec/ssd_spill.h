@@ -4,7 +4,8 @@
 // program moves a buffer there from a host-arena buffer and back into
 // another, and every transfer runs asynchronously through io_uring:
 //
-//   copy_to_ssd(host, ssd)   starts the write
+//   copy_to_ssd(host, ssd)   starts the write, and returns its ticket
+//   wait(ticket)             waits for that write, if it is still in flight
 //   copy_from_ssd(ssd, host) starts the read (after any write still filling `ssd`)
 //   settle(host)             waits for the transfer in flight on `host`, if any
 //   settle(begin, end)       waits for those on any host memory in [begin, end)
@@ -45,8 +46,11 @@ class SsdSpill {
 
   // `host` is a page-aligned buffer of the host arena, whose page-rounded
   // size the plan reserved: whole pages move (O_DIRECT).
-  void write(View host, View ssd);
+  int64_t write(View host, View ssd);
   void read(View ssd, View host);
+  // Tickets are 1, 2, ... in the order writes start; one whose write is
+  // done (settled since) returns at once.
+  void wait(int64_t ticket);
   void settle(const void* host);
   void settle(const void* begin, const void* end);
   void settle_all();
@@ -60,6 +64,7 @@ class SsdSpill {
     int64_t bytes;   // page-rounded, as moved
     int64_t offset;  // in the region
     bool write;
+    int64_t id;  // a write's ticket; 0 for a read
   };
   int64_t offset_of(const View& ssd) const;
   void finish(size_t i);
@@ -70,6 +75,7 @@ class SsdSpill {
   int64_t bytes_ = 0;
   Arena arena_;
   std::vector<Transfer> in_flight_;
+  int64_t writes_ = 0;  // tickets handed out
   Trace* trace_;
 };
 

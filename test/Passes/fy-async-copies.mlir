@@ -1,7 +1,9 @@
-// RUN: fuyou-opt %s --fy-async-copies=window=2 | FileCheck %s
-// RUN: fuyou-opt %s --fy-async-copies=window=0 | FileCheck %s --check-prefix=ZERO
-// RUN: fuyou-opt %s --fy-async-copies | FileCheck %s --check-prefix=WIDE
-// RUN: not fuyou-opt %s --fy-async-copies=window=-1 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: fuyou-opt %s -split-input-file --fy-async-copies="window=2 write-behind=2" | FileCheck %s
+// RUN: fuyou-opt %s -split-input-file --fy-async-copies=window=0 | FileCheck %s --check-prefix=ZERO
+// RUN: fuyou-opt %s -split-input-file --fy-async-copies | FileCheck %s --check-prefix=WIDE
+// RUN: fuyou-opt %s -split-input-file --fy-async-copies=write-behind=1 | FileCheck %s --check-prefix=BEHIND1
+// RUN: not fuyou-opt %s -split-input-file --fy-async-copies=window=-1 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not fuyou-opt %s -split-input-file --fy-async-copies=write-behind=0 2>&1 | FileCheck %s --check-prefix=NEGW
 
 fygraph.param @w trainable : tensor<8xf32>
 fygraph.param @u trainable : tensor<8xf32>
@@ -63,11 +65,12 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<8xf32>>) -> !fysched.bu
   %cv = fysched.view %c : !fysched.buffer<device, tensor<8xf32>> -> !fysched.buffer<device, tensor<2x4xf32>>
   fysched.launch "zero" outs(%cv : !fysched.buffer<device, tensor<2x4xf32>>)
 
-  // The host buffer going on to SSD: that copy stays synchronous (only
-  // host<->device copies run on copy streams). Its source was waited for
-  // within the window above; with a wider one the wait comes here (WIDE).
+  // The host buffer going on to SSD: the write starts, and as its source
+  // lives on and the SSD buffer is not read again, it is waited for at the
+  // return. Its own source was waited for within the window above; with a
+  // wider one the wait comes here (WIDE).
   // CHECK: %[[S:.*]] = fysched.alloc : <ssd, tensor<8xf32>>
-  // CHECK-NEXT: fysched.copy %[[HA]], %[[S]] : <host, tensor<8xf32>>, <ssd, tensor<8xf32>>{{$}}
+  // CHECK-NEXT: %[[TS:.*]] = fysched.copy %[[HA]], %[[S]] : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
   %s = fysched.alloc : !fysched.buffer<ssd, tensor<8xf32>>
   fysched.copy %ha, %s : !fysched.buffer<host, tensor<8xf32>>, !fysched.buffer<ssd, tensor<8xf32>>
 
@@ -88,6 +91,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<8xf32>>) -> !fysched.bu
 
   // A copy whose target is returned is waited for before the return.
   // CHECK: %[[TR:.*]] = fysched.copy %[[HC]], %[[R:.*]] : <host, tensor<8xf32>>, <device, tensor<8xf32>> -> !fysched.token
+  // CHECK-NEXT: fysched.wait %[[TS]]
   // CHECK-NEXT: fysched.wait %[[TR]]
   // CHECK-NEXT: return %[[R]]
   %r = fysched.alloc : !fysched.buffer<device, tensor<8xf32>>
@@ -109,6 +113,83 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<8xf32>>) -> !fysched.bu
 // WIDE: fysched.launch "zero"
 // WIDE: fysched.wait %[[TA]]
 // WIDE-NEXT: fysched.dealloc %[[A]]
-// WIDE-NEXT: fysched.copy %[[HA]], %{{.*}} : <host, tensor<8xf32>>, <ssd, tensor<8xf32>>{{$}}
+// WIDE-NEXT: fysched.copy %[[HA]], %{{.*}} : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
 
 // NEG: fy-async-copies: window must be at least 0, got -1
+// NEGW: fy-async-copies: write-behind must be at least 1, got 0
+
+// -----
+
+// Activations on their way to SSD, each through a host buffer freed right
+// after its write starts. With write-behind 4 (WIDE) and 2 (the window's
+// run) the frees wait for the writes that many later; the last ones wait
+// where their SSD buffers are read back. With 1 (BEHIND1) each write is
+// waited for before the next one starts.
+fygraph.param @w trainable : tensor<8xf32>
+
+// CHECK-LABEL: func.func @train_step
+func.func @train_step(%x: !fysched.buffer<device, tensor<8xf32>>, %y: !fysched.buffer<device, tensor<8xf32>>) -> !fysched.buffer<device, tensor<8xf32>> {
+  // CHECK: %[[T1:.*]] = fysched.copy %[[H1:.*]], %[[S1:.*]] : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
+  // CHECK-NEXT: fysched.launch "exp"
+  // CHECK: %[[T2:.*]] = fysched.copy %[[H2:.*]], %[[S2:.*]] : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
+  // CHECK-NEXT: fysched.launch "exp"
+  // CHECK: fysched.alloc : <host
+  // CHECK-NEXT: fysched.alloc : <ssd
+  // CHECK-NEXT: fysched.wait %[[T1]]
+  // CHECK-NEXT: fysched.dealloc %[[H1]]
+  // CHECK-NEXT: %[[T3:.*]] = fysched.copy %[[H3:.*]], %[[S3:.*]] : {{.*}} -> !fysched.token
+  // CHECK-NEXT: fysched.launch "exp"
+  // CHECK: fysched.launch "neg"
+  // CHECK-NEXT: fysched.alloc : <host
+  // CHECK-NEXT: fysched.wait %[[T2]]
+  // CHECK-NEXT: fysched.dealloc %[[H2]]
+  // CHECK-NEXT: fysched.copy %[[S2]]
+  // CHECK: fysched.wait %[[T3]]
+  // CHECK-NEXT: fysched.dealloc %[[H3]]
+  // CHECK-NEXT: return
+  %h1 = fysched.alloc : !fysched.buffer<host, tensor<8xf32>>
+  %s1 = fysched.alloc : !fysched.buffer<ssd, tensor<8xf32>>
+  fysched.copy %h1, %s1 : !fysched.buffer<host, tensor<8xf32>>, !fysched.buffer<ssd, tensor<8xf32>>
+  fysched.dealloc %h1 : !fysched.buffer<host, tensor<8xf32>>
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<8xf32>>) outs(%y : !fysched.buffer<device, tensor<8xf32>>)
+  %h2 = fysched.alloc : !fysched.buffer<host, tensor<8xf32>>
+  %s2 = fysched.alloc : !fysched.buffer<ssd, tensor<8xf32>>
+  fysched.copy %h2, %s2 : !fysched.buffer<host, tensor<8xf32>>, !fysched.buffer<ssd, tensor<8xf32>>
+  fysched.dealloc %h2 : !fysched.buffer<host, tensor<8xf32>>
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<8xf32>>) outs(%y : !fysched.buffer<device, tensor<8xf32>>)
+  %h3 = fysched.alloc : !fysched.buffer<host, tensor<8xf32>>
+  %s3 = fysched.alloc : !fysched.buffer<ssd, tensor<8xf32>>
+  fysched.copy %h3, %s3 : !fysched.buffer<host, tensor<8xf32>>, !fysched.buffer<ssd, tensor<8xf32>>
+  fysched.dealloc %h3 : !fysched.buffer<host, tensor<8xf32>>
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<8xf32>>) outs(%y : !fysched.buffer<device, tensor<8xf32>>)
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<8xf32>>) outs(%y : !fysched.buffer<device, tensor<8xf32>>)
+  %b2 = fysched.alloc : !fysched.buffer<host, tensor<8xf32>>
+  fysched.copy %s2, %b2 : !fysched.buffer<ssd, tensor<8xf32>>, !fysched.buffer<host, tensor<8xf32>>
+  fysched.dealloc %s2 : !fysched.buffer<ssd, tensor<8xf32>>
+  fysched.dealloc %b2 : !fysched.buffer<host, tensor<8xf32>>
+  return %x : !fysched.buffer<device, tensor<8xf32>>
+}
+
+// WIDE: // -----
+// WIDE: %[[T1:.*]] = fysched.copy %[[H1:.*]], %{{.*}} : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
+// WIDE: %[[T2:.*]] = fysched.copy %[[H2:.*]], %[[S2:.*]] : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
+// WIDE: %[[T3:.*]] = fysched.copy %[[H3:.*]], %{{.*}} : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
+// WIDE: fysched.launch "neg"
+// WIDE-NEXT: fysched.alloc : <host
+// WIDE-NEXT: fysched.wait %[[T2]]
+// WIDE-NEXT: fysched.dealloc %[[H2]]
+// WIDE-NEXT: fysched.copy %[[S2]]
+// WIDE: fysched.wait %[[T1]]
+// WIDE-NEXT: fysched.dealloc %[[H1]]
+// WIDE-NEXT: fysched.wait %[[T3]]
+// WIDE-NEXT: fysched.dealloc %[[H3]]
+// WIDE-NEXT: return
+
+// BEHIND1: // -----
+// BEHIND1: %[[T1:.*]] = fysched.copy %[[H1:.*]], %{{.*}} : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
+// BEHIND1-NEXT: fysched.launch "exp"
+// BEHIND1-NEXT: fysched.alloc : <host
+// BEHIND1-NEXT: fysched.alloc : <ssd
+// BEHIND1-NEXT: fysched.wait %[[T1]]
+// BEHIND1-NEXT: fysched.dealloc %[[H1]]
+// BEHIND1-NEXT: %[[T2:.*]] = fysched.copy

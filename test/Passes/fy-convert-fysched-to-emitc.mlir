@@ -174,11 +174,17 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x4xi64>>, %tgt: !fys
 // CHECK: %[[S:.*]] = emitc.call_opaque "fy::rt::alloc_ssd_at"(%[[RT]]) {args = [0 : index, #emitc.opaque<"4096LL">, #emitc.opaque<"fy::Shape{4}">, #emitc.opaque<"fy::DType::F32">]}
 // CHECK: emitc.call_opaque "fy::rt::copy_to_ssd"(%[[RT]], %[[H]], %[[S]])
 // CHECK: emitc.call_opaque "fy::rt::copy_from_ssd"(%[[RT]], %[[S]], %[[H]])
+// A write started with a token (fy-async-copies) has the SSD store's
+// ticket, waited for by ssd_wait, not a device copy's copy_wait.
+// CHECK: %[[TK:.*]] = emitc.call_opaque "fy::rt::copy_to_ssd_start"(%[[RT]], %[[H]], %[[S]]) {{.*}} -> i64
+// CHECK-NEXT: emitc.call_opaque "fy::rt::ssd_wait"(%[[RT]], %[[TK]])
 func.func @train_step(%idx: !fysched.buffer<device, tensor<4xi64>>, %tgt: !fysched.buffer<device, tensor<4xi64>>) -> !fysched.buffer<device, tensor<4xi64>> attributes {fysched.ssd_arena_bytes = 8192 : i64} {
   %h = fysched.alloc {offset = 0 : i64} : !fysched.buffer<host, tensor<4xf32>>
   %s = fysched.alloc {offset = 4096 : i64} : !fysched.buffer<ssd, tensor<4xf32>>
   fysched.copy %h, %s : !fysched.buffer<host, tensor<4xf32>>, !fysched.buffer<ssd, tensor<4xf32>>
   fysched.copy %s, %h : !fysched.buffer<ssd, tensor<4xf32>>, !fysched.buffer<host, tensor<4xf32>>
+  %t = fysched.copy %h, %s : !fysched.buffer<host, tensor<4xf32>>, !fysched.buffer<ssd, tensor<4xf32>> -> !fysched.token
+  fysched.wait %t
   return %idx : !fysched.buffer<device, tensor<4xi64>>
 }
 

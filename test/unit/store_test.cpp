@@ -800,6 +800,38 @@ TEST(SsdSpill, AReadRightAfterAWriteOfTheSamePagesSeesTheWrite) {
   }
 }
 
+TEST(SsdSpill, WritesInFlightFromTheirOwnBuffersAreWaitedForByTicket) {
+  // fy-async-copies' write-behind: several writes in flight, each waited for
+  // by its ticket, out of order, after which its host buffer is reused.
+  TempDir dir("spill_tickets");
+  const int64_t n = 16 * 1024, k = 4;
+  fy::SsdSpill spill(spill_options(dir.path), k * n * 4);
+  std::vector<AlignedBuffer> h;
+  std::vector<fy::View> s;
+  std::vector<int64_t> tickets;
+  for (int64_t i = 0; i < k; ++i) {
+    h.emplace_back(n * 4);
+    pattern(h.back(), n, float(i));
+    s.push_back(spill.place(i * n * 4, fy::Shape{n}, fy::DType::F32));
+    tickets.push_back(spill.write(fy::View{h.back().data(), fy::Shape{n}, fy::DType::F32}, s.back()));
+  }
+  EXPECT_EQ(tickets, (std::vector<int64_t>{1, 2, 3, 4}));
+  for (int64_t i : {2, 0, 3, 1}) {
+    spill.wait(tickets[size_t(i)]);
+    std::memset(h[size_t(i)].data(), 0xff, size_t(n) * 4);  // the write must have read it already
+  }
+  spill.wait(tickets[0]);  // again: done, returns at once
+  AlignedBuffer r(n * 4), want(n * 4);
+  for (int64_t i = 0; i < k; ++i) {
+    spill.read(s[size_t(i)], fy::View{r.data(), fy::Shape{n}, fy::DType::F32});
+    spill.settle(r.data());
+    pattern(want, n, float(i));
+    EXPECT_EQ(std::memcmp(r.data(), want.data(), size_t(n) * 4), 0) << "buffer " << i;
+  }
+  EXPECT_NE(error_of([&] { spill.wait(5); }).find("no write to SSD started with ticket 5"), std::string::npos);
+  EXPECT_NE(error_of([&] { spill.wait(0); }), "");
+}
+
 TEST(SsdSpill, APlanThatOverlapsLiveBuffersIsRefused) {
   TempDir dir("spill_plan");
   fy::SsdSpill spill(spill_options(dir.path), 2 * 4096);
