@@ -5,7 +5,8 @@
 # OpenBLAS, liburing and GoogleTest come unpacked from .gpu/debs), runs the
 # tests, the e2e oracle, the speed comparison and the out-of-core run, and
 # prints a table. Run from the repository root: bench/gpu.sh [STAGES]
-# where STAGES is any of "test e2e speed ooc planner" (default: all), run in
+# where STAGES is any of "test e2e speed ooc planner optrate" (default: all
+# but optrate, which needs the planner stage's programs), run in
 # the order given: a lease can end before the last.
 set -uo pipefail
 ROOT=$(pwd)
@@ -110,8 +111,16 @@ stage_planner() {
   while read -r l; do row "$l"; done < <(grep '^planner' "$OUT/planner.txt" | grep -v ': busy ')
 }
 
+stage_optrate() {
+  # The CPU AdamW's rate in the planner's programs (built by the planner
+  # stage) at several optimizer thread counts: the programs ran it slower
+  # than calibrated (OPT_THREADS: 0 is every CPU, the default).
+  python3 "$ROOT/bench/gpu/planner.py" optrate "$G/planner" ${OPT_THREADS:-0 15 14 12} 2>&1 | tee "$OUT/optrate.txt"
+  while read -r l; do row "$l"; done < <(grep '^optrate' "$OUT/optrate.txt")
+}
+
 for st in $STAGES; do
-  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test e2e speed ooc planner)"; exit 1; }
+  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test e2e speed ooc planner optrate)"; exit 1; }
   s0=$(date +%s)
   "stage_$st"
   echo "gpu.sh: stage $st took $(( $(date +%s) - s0 )) s"
