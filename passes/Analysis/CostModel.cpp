@@ -64,7 +64,9 @@ std::string loadProfile(const std::string &path, Profile &out) {
                 {"matmul_n1024_flops_per_s", &p.matmulN1024Flops, false},
                 {"matmul_n2048_flops_per_s", &p.matmulN2048Flops, false},
                 {"transcendental_elems_per_s", &p.transcendentalElems, false},
-                {"softmax_elems_per_s", &p.softmaxElems, false}};
+                {"softmax_elems_per_s", &p.softmaxElems, false},
+                {"norm_elems_per_s", &p.normElems, false},
+                {"norm_grad_elems_per_s", &p.normGradElems, false}};
   // Profiles before the field was written: a GPU's were measured at bf16.
   std::optional<StringRef> precision = obj->getString("matmul_precision");
   if (precision && *precision != "bf16" && *precision != "fp16" && *precision != "fp32")
@@ -342,6 +344,11 @@ private:
       if (p_.softmaxElems > 0 && (kernel == "softmax" || kernel == "masked_softmax" ||
                                   kernel.starts_with("softmax_cross_entropy")))
         t = std::max(t, elems / p_.softmaxElems);
+      bool norm = kernel.starts_with("layer_norm") || kernel.starts_with("rms_norm");
+      if (norm && !kernel.ends_with("_grad") && p_.normElems > 0)
+        t = std::max(t, elems / p_.normElems);
+      if (norm && kernel.ends_with("_grad") && p_.normGradElems > 0)
+        t = std::max(t, elems / p_.normGradElems);
     }
     if (kernel == "matmul" && launch.getIns().size() == 2 && launch.getOuts().size() == 1) {
       auto a = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();

@@ -34,6 +34,9 @@ struct Profile {
   // copies included (fuyou-calibrate on a GPU); else fp32.
   bool matmul16 = false;
   double transcendentalElems = 0, softmaxElems = 0;
+  // Optional: layer norm (RMS norm) and its gradient, bound by their row
+  // statistics rather than memory on a CPU.
+  double normElems = 0, normGradElems = 0;
   // Seconds per launch measured in a program's --trace (loadKernelTimes),
   // by kernel name and its operands' bytes; launches found here are charged
   // these, the rest by the rates above.

@@ -209,7 +209,9 @@ double matmul_flops_per_s(Runtime& rt, const Plan& p, int64_t n) {
 }
 
 // Elements per second of tanh-GELU (arithmetic-bound where the exp is
-// costly) and of a softmax over rows of 256 (a vocabulary-like width).
+// costly), of a softmax over rows of 256 (a vocabulary-like width), and of
+// a layer norm over rows of 256 and its gradient (row statistics: on a CPU
+// these run well below the memory rate an elementwise kernel gets).
 void transcendental_rates(Runtime& rt, const Plan& p, fy::Profile& out) {
   Temps t(rt);
   const int64_t n = p.mem_bytes / 4, rows = n / 256;
@@ -219,6 +221,15 @@ void transcendental_rates(Runtime& rt, const Plan& p, fy::Profile& out) {
   View xs = t.filled(Shape{rows, 256}, 0.5), ys = t.uninit(Shape{rows, 256});
   out.softmax_elems_per_s =
       double(rows * 256) / device_seconds(rt, p.repeats, p.mem_calls, [&] { fy::rt::softmax(&rt, xs, ys, 1); });
+  View scale = t.filled(Shape{256}, 1.5), bias = t.filled(Shape{256}, 0.25);
+  View mean = t.uninit(Shape{rows}), inv_std = t.uninit(Shape{rows});
+  out.norm_elems_per_s = double(rows * 256) / device_seconds(rt, p.repeats, p.mem_calls, [&] {
+    fy::rt::layer_norm(&rt, xs, scale, bias, ys, mean, inv_std, 1, 1e-5);
+  });
+  View dx = t.uninit(Shape{rows, 256}), dscale = t.uninit(Shape{256}), dbias = t.uninit(Shape{256});
+  out.norm_grad_elems_per_s = double(rows * 256) / device_seconds(rt, p.repeats, p.mem_calls, [&] {
+    fy::rt::layer_norm_grad(&rt, ys, xs, scale, mean, inv_std, dx, dscale, dbias, 1);
+  });
 }
 
 // add reads two buffers and writes one.

@@ -16,6 +16,8 @@
 //     "device_mem_bytes_per_s": ...,
 //     "transcendental_elems_per_s": ...,    (tanh-GELU: activations bound by arithmetic)
 //     "softmax_elems_per_s": ...,           (softmax over rows of 256)
+//     "norm_elems_per_s": ...,              (layer norm over rows of 256: row statistics)
+//     "norm_grad_elems_per_s": ...,         (its gradient, the column sums included)
 //     "launch_s": ...,
 //     "h2d_bytes_per_s": ...,
 //     "d2h_bytes_per_s": ...,
@@ -47,6 +49,8 @@ struct Profile {
   double device_mem_bytes_per_s = 0;  // elementwise kernel, bytes read + written
   double transcendental_elems_per_s = 0;  // elements of tanh-GELU
   double softmax_elems_per_s = 0;         // elements of a softmax over rows of 256
+  double norm_elems_per_s = 0;            // elements of a layer norm over rows of 256
+  double norm_grad_elems_per_s = 0;       // ... of its gradient (dx, dscale, dbias)
   double launch_s = 0;                // fixed cost of one kernel
   double h2d_bytes_per_s = 0;         // host (page-locked) to device
   double d2h_bytes_per_s = 0;

@@ -7,6 +7,8 @@
 // RUN: fuyou-opt %S/Inputs/device-optimizer.mlir -split-input-file --test-print-step-prediction="profile=%S/Inputs/profile-slow-adamw-cuda.json" -o /dev/null | FileCheck %S/Inputs/device-optimizer.mlir --check-prefix=DEVOPT
 // RUN: sed -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 2e6, "ssd_write_bytes_per_s": 4.096e8, "ssd_read_bytes_per_s": 4.096e8/' -e 's/"target": "cuda"/"target": "cpu"/' %S/Inputs/profile-slow-adamw-cuda.json > %t.ssd.json
 // RUN: fuyou-opt %S/Inputs/ssd-writes.mlir --test-print-step-prediction="profile=%t.ssd.json" -o /dev/null | FileCheck %S/Inputs/ssd-writes.mlir --check-prefix=SSDW
+// RUN: sed -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 2e6, "norm_elems_per_s": 6.5536e10, "norm_grad_elems_per_s": 3.2768e10/' -e 's/"target": "cuda"/"target": "cpu"/' %S/Inputs/profile-slow-adamw-cuda.json > %t.norm.json
+// RUN: fuyou-opt %S/Inputs/norm-costs.mlir --test-print-step-prediction="profile=%t.norm.json" -o /dev/null | FileCheck %S/Inputs/norm-costs.mlir --check-prefix=NORM
 // RUN: sed -e 's/"bf16",/"int8",/' %S/Inputs/profile-bf16-cuda.json > %t.json
 // RUN: not fuyou-opt %S/Inputs/matmul-costs.mlir --test-print-step-prediction="profile=%t.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADPREC
 

@@ -10,8 +10,8 @@ import re
 import sys
 
 KEYS = ["format", "target", "device", "matmul_precision", "matmul_flops_per_s", "matmul_n", "matmul_n64_flops_per_s",
-        "matmul_n256_flops_per_s", "matmul_n1024_flops_per_s", "matmul_n2048_flops_per_s", "device_mem_bytes_per_s", "transcendental_elems_per_s", "softmax_elems_per_s",
-        "launch_s",
+        "matmul_n256_flops_per_s", "matmul_n1024_flops_per_s", "matmul_n2048_flops_per_s", "device_mem_bytes_per_s",
+        "transcendental_elems_per_s", "softmax_elems_per_s", "norm_elems_per_s", "norm_grad_elems_per_s", "launch_s",
         "h2d_bytes_per_s", "d2h_bytes_per_s", "ssd_read_bytes_per_s", "ssd_write_bytes_per_s",
         "adamw_params_per_s", "adamw_alone_params_per_s"]
 SSD_KEYS = {"ssd_read_bytes_per_s", "ssd_write_bytes_per_s"}
