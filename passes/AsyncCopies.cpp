@@ -55,9 +55,14 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
       module.emitError("fy-async-copies: window must be at least 0, got ") << int64_t(window);
       return signalPassFailure();
     }
-    if (writeBehind < 1) {
-      module.emitError("fy-async-copies: write-behind must be at least 1, got ") << int64_t(writeBehind);
+    if (writeBehind < 0) {
+      module.emitError("fy-async-copies: write-behind must be at least 0, got ") << int64_t(writeBehind);
       return signalPassFailure();
+    }
+    writeBehind_ = writeBehind;
+    if (writeBehind_ == 0) {  // the planner's choice, else the default
+      auto plan = module->getAttrOfType<IntegerAttr>("fy.plan.write_behind");
+      writeBehind_ = plan && plan.getInt() > 0 ? plan.getInt() : 4;
     }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step)
@@ -115,7 +120,7 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
       }
       if (at->hasTrait<OpTrait::IsTerminator>() || touches(at) || writes(at))
         break;
-      if (toSsd ? ssdWrite(at) && ++writesAfter >= writeBehind && !frees.empty()
+      if (toSsd ? ssdWrite(at) && ++writesAfter >= writeBehind_ && !frees.empty()
                 : isa<fs::LaunchOp>(at) && ++launches > window && !frees.empty())
         break;
     }
@@ -131,6 +136,7 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
   }
 
   llvm::StringMap<StringRef> groupOf_;  // parameter -> its layer group
+  int64_t writeBehind_ = 4;
 };
 
 } // namespace

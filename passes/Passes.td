@@ -210,7 +210,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4", "fy-place-activations' read-ahead for the plans it tries">,
     Option<"paramPrefetch", "param-prefetch", "int64_t", /*default=*/"0", "fy-stream-params' ahead for the plans it tries">,
     Option<"copyWindow", "copy-window", "int64_t", /*default=*/"4", "fy-async-copies' window for the plans it tries">,
-    Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4", "fy-async-copies' write-behind for the plans it tries">,
+    Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4",
+           "fy-async-copies' write-behind for the plans it tries (0: for a plan with activations on SSD, the fastest of 1, 2, 4, 8 and 16 that fits, fy.plan.write_behind)">,
     Option<"activationPrefetch", "activation-prefetch", "int64_t", /*default=*/"0",
            "fy-place-activations' ahead for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
@@ -315,7 +316,9 @@ def AsyncCopies : Pass<"fy-async-copies", "mlir::ModuleOp"> {
     until `write-behind` more SSD writes have started: the wait goes before
     the write-behind-th, so as many writes may be in flight, each from its
     own host buffer (without it every write's host buffer is the same one,
-    and the next activation's way out waits for the write before). fy-plan-
+    and the next activation's way out waits for the write before);
+    write-behind=0 takes the planner's choice (fy.plan.write_behind), else
+    4. fy-plan-
     memory counts both buffers as used up to the wait, so no other buffer
     is placed over them while the copy runs. Values do not change, only
     when the ops after a copy may start. Run after fy-insert-dealloc,
@@ -325,7 +328,7 @@ def AsyncCopies : Pass<"fy-async-copies", "mlir::ModuleOp"> {
     Option<"window", "window", "int64_t", /*default=*/"4",
            "launches that may run while a copy is in flight before the program waits for it (0: wait right after it)">,
     Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4",
-           "SSD writes started before the program waits for the one this many before (at least 1)">
+           "SSD writes started before the program waits for the one this many before (0: the planner's fy.plan.write_behind, else 4)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

@@ -33,7 +33,7 @@ struct Options {
   int64_t maxGroupBytes = 0;   // bound on a layer group's parameter bytes
   int64_t prefetchState = 3;   // updates ahead that a group's state is read
   int64_t ssdReadAhead = 4;    // activations read from SSD ahead of need
-  int64_t ssdWriteBehind = 4;  // activations' SSD writes in flight before the oldest is waited for
+  int64_t ssdWriteBehind = 0;  // activations' SSD writes in flight before the oldest is waited for (0: planned)
   int64_t paramPrefetch = 0;   // launches ahead that a streamed weight's copy is issued
   int64_t copyWindow = 4;      // launches that may run while a host<->device copy is in flight
   int64_t activationPrefetch = 0;  // launches ahead that an activation's copy back to the device is issued
@@ -89,7 +89,8 @@ const char *kUsage =
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
     "                     [--ssd-write-behind N] wait for an activation's SSD write only when N more\n"
-    "                                          have started, each from its own host buffer (default 4)\n"
+    "                                          have started, each from its own host buffer (default 4;\n"
+    "                                          the planner's choice of 1-16 under a budget)\n"
     "                     [--param-prefetch N] copy a streamed weight to the device N launches before\n"
     "                                          its first use in each phase (default 0)\n"
     "                     [--activation-prefetch N] copy an activation back to the device N launches\n"

@@ -895,6 +895,9 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
        << ", parameters " << str("fy.plan.params")
        << (str("fy.plan.early_rows").empty() ? "" : ", a tied table's rows early: " + str("fy.plan.early_rows").str())
        << "\n";
+  if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.write_behind"))
+    os << "planner: activations' SSD writes up to " << n.getInt()
+       << " in flight, each from its own host buffer (--ssd-write-behind)\n";
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
     return;

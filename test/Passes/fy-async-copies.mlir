@@ -2,8 +2,9 @@
 // RUN: fuyou-opt %s -split-input-file --fy-async-copies=window=0 | FileCheck %s --check-prefix=ZERO
 // RUN: fuyou-opt %s -split-input-file --fy-async-copies | FileCheck %s --check-prefix=WIDE
 // RUN: fuyou-opt %s -split-input-file --fy-async-copies=write-behind=1 | FileCheck %s --check-prefix=BEHIND1
+// RUN: fuyou-opt %s -split-input-file --fy-async-copies=write-behind=0 | FileCheck %s --check-prefix=BEHIND1
 // RUN: not fuyou-opt %s -split-input-file --fy-async-copies=window=-1 2>&1 | FileCheck %s --check-prefix=NEG
-// RUN: not fuyou-opt %s -split-input-file --fy-async-copies=write-behind=0 2>&1 | FileCheck %s --check-prefix=NEGW
+// RUN: not fuyou-opt %s -split-input-file --fy-async-copies=write-behind=-1 2>&1 | FileCheck %s --check-prefix=NEGW
 
 fygraph.param @w trainable : tensor<8xf32>
 fygraph.param @u trainable : tensor<8xf32>
@@ -116,7 +117,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<8xf32>>) -> !fysched.bu
 // WIDE-NEXT: fysched.copy %[[HA]], %{{.*}} : <host, tensor<8xf32>>, <ssd, tensor<8xf32>> -> !fysched.token
 
 // NEG: fy-async-copies: window must be at least 0, got -1
-// NEGW: fy-async-copies: write-behind must be at least 1, got 0
+// NEGW: fy-async-copies: write-behind must be at least 0, got -1
 
 // -----
 
@@ -124,7 +125,10 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<8xf32>>) -> !fysched.bu
 // after its write starts. With write-behind 4 (WIDE) and 2 (the window's
 // run) the frees wait for the writes that many later; the last ones wait
 // where their SSD buffers are read back. With 1 (BEHIND1) each write is
-// waited for before the next one starts.
+// waited for before the next one starts; so it is with write-behind=0,
+// which takes the planner's choice (fy.plan.write_behind, here 1), and only
+// then.
+module attributes {fy.plan.write_behind = 1 : i64} {
 fygraph.param @w trainable : tensor<8xf32>
 
 // CHECK-LABEL: func.func @train_step
@@ -168,6 +172,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<8xf32>>, %y: !fysched.b
   fysched.dealloc %s2 : !fysched.buffer<ssd, tensor<8xf32>>
   fysched.dealloc %b2 : !fysched.buffer<host, tensor<8xf32>>
   return %x : !fysched.buffer<device, tensor<8xf32>>
+}
 }
 
 // WIDE: // -----

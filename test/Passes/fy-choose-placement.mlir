@@ -5,6 +5,12 @@
 // RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 copy-window=0 profile=%S/Inputs/profile-cpu.json" --fy-place-activations=policy=auto --fy-stream-params=policy=auto --fy-insert-dealloc --fy-plan-memory | FileCheck %s --check-prefix=APPLIED
 // RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 copy-window=0 profile=%S/Inputs/profile-cpu.json search=exhaustive state=memory" | FileCheck %s --check-prefix=NOSSD
 // RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=INFLIGHT
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 write-behind=0 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=BEHIND
+// RUN: fuyou-opt %s --fy-choose-placement="gpu-mem=700 copy-window=0 write-behind=0 profile=%S/Inputs/profile-cpu.json" | FileCheck %s --check-prefix=HOSTAUTO
+// RUN: not fuyou-opt %s --fy-choose-placement="write-behind=-1 profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=BADBEHIND
+// RUN: sed -e 's/"device_mem_bytes_per_s": 1e9/"device_mem_bytes_per_s": 8.192e7/' -e 's/"ssd_read_bytes_per_s": 1e8/"ssd_read_bytes_per_s": 4.096e8/' -e 's/"ssd_write_bytes_per_s": 1e8/"ssd_write_bytes_per_s": 2.048e7/' %S/Inputs/profile-cpu.json > %t.slowwrite.json
+// RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="gpu-mem=28736 params=keep read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=WB
+// RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="gpu-mem=28736 cpu-mem=8192 params=keep read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=WB1
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=1000 params=keep profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=700 cpu-mem=64 profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT2
 // RUN: not fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=NOPROF
@@ -45,7 +51,18 @@
 // With the default window (4 launches), a copy to the host holds its source
 // on the device while it runs: host,keep then needs 704 bytes, and the
 // plan that fits 700 sends the first segment's activation on to SSD.
-// INFLIGHT: fy.plan.activations = "ssd,host", {{.*}}fy.plan.params = "stream"
+// INFLIGHT: fy.plan.activations = "ssd,host", {{.*}}fy.plan.params = "stream", {{.*}}fy.plan.write_behind = 4 : i64
+// With write-behind=0 each plan with activations on SSD is tried with 1, 2,
+// 4, 8 and 16 writes in flight. Here the SSD bounds the step (the first
+// segment's two values written and read back, a 4096-byte page each at
+// 100 B/us: 164 of its 169 us), so waiting for the first write before the
+// second costs nothing: every count predicts the same step, and the fewest
+// host buffers win the tie.
+// BEHIND: fy.plan.activations = "ssd,host", {{.*}}fy.plan.write_behind = 1 : i64
+// A plan with nothing on SSD has no write-behind to choose.
+// HOSTAUTO: fy.plan.activations = "host,keep"
+// HOSTAUTO-NOT: fy.plan.write_behind
+// BADBEHIND: fy-choose-placement: write-behind must be at least 0 (0: chosen), got -1
 
 // The chosen plan carried out: %a and %h (segment 0) go to host memory, the weights come in
 // per phase, and the planned total fits: 0 resident + 576 arena <= 700.
