@@ -301,21 +301,35 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     return best ? best : noFit(module);
   }
 
-  // No plan fits: name the least memory a plan needs.
+  // No plan fits: name the least memory a plan needs. With both budgets,
+  // where each alone can be met, the least of each among the plans that
+  // meet the other.
   std::optional<Plan> noFit(ModuleOp module) {
     int64_t leastDevice = INT64_MAX, leastHost = INT64_MAX;
-    for (auto &entry : cache_)
-      if (entry.second.ok) {
-        leastDevice = std::min(leastDevice, entry.second.pred.deviceBytes);
-        leastHost = std::min(leastHost, entry.second.pred.hostBytes);
-      }
+    int64_t deviceWithinCpu = INT64_MAX, hostWithinGpu = INT64_MAX;
+    for (auto &entry : cache_) {
+      const fuyou::Prediction &p = entry.second.pred;
+      if (!entry.second.ok)
+        continue;
+      leastDevice = std::min(leastDevice, p.deviceBytes);
+      leastHost = std::min(leastHost, p.hostBytes);
+      if (p.hostBytes <= cpuMem)
+        deviceWithinCpu = std::min(deviceWithinCpu, p.deviceBytes);
+      if (p.deviceBytes <= gpuMem)
+        hostWithinGpu = std::min(hostWithinGpu, p.hostBytes);
+    }
+    const std::string gpu = " --gpu-mem " + std::to_string(gpuMem), cpu = " --cpu-mem " + std::to_string(cpuMem);
+    const bool gpuShort = gpuMem > 0 && leastDevice > gpuMem, cpuShort = cpuMem > 0 && leastHost > cpuMem;
     std::string msg = "no placement fits";
-    if (gpuMem > 0)
-      msg += " --gpu-mem " + std::to_string(gpuMem) + " (the least device memory found: " +
-             std::to_string(leastDevice) + " bytes)";
-    if (cpuMem > 0)
-      msg += std::string(gpuMem > 0 ? " and" : "") + " --cpu-mem " + std::to_string(cpuMem) +
-             " (the least host arena found: " + std::to_string(leastHost) + " bytes)";
+    if (!gpuShort && !cpuShort)
+      msg += gpu + " and" + cpu + " together: the plans within --gpu-mem need a host arena of at least " +
+             std::to_string(hostWithinGpu) + " bytes, those within --cpu-mem at least " +
+             std::to_string(deviceWithinCpu) + " bytes of device memory";
+    if (gpuShort)
+      msg += gpu + " (the least device memory found: " + std::to_string(leastDevice) + " bytes)";
+    if (cpuShort)
+      msg += std::string(gpuShort ? " and" : "") + cpu + " (the least host arena found: " +
+             std::to_string(leastHost) + " bytes)";
     fail(msg);
     return std::nullopt;
   }
