@@ -114,8 +114,10 @@ stage_planner() {
 stage_optrate() {
   # The CPU AdamW's rate in the planner's programs (built by the planner
   # stage) at several optimizer thread counts: the programs ran it slower
-  # than calibrated (OPT_THREADS: 0 is every CPU, the default).
-  python3 "$ROOT/bench/gpu/planner.py" optrate "$G/planner" ${OPT_THREADS:-0 15 14 12} 2>&1 | tee "$OUT/optrate.txt"
+  # than calibrated (OPT_THREADS: 0 is every CPU, the default), by default
+  # in the two configs the CPU optimizer bounds.
+  OPTRATE_CONFIGS=${OPTRATE_CONFIGS-gpt2-L3-d1536-B4 llama-L3-d2048-B4} \
+    python3 "$ROOT/bench/gpu/planner.py" optrate "$G/planner" ${OPT_THREADS:-0 14 12} 2>&1 | tee "$OUT/optrate.txt"
   while read -r l; do row "$l"; done < <(grep '^optrate' "$OUT/optrate.txt")
 }
 

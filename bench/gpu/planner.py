@@ -312,9 +312,10 @@ def opt_rate(top, *threads):
     tokens = os.path.join(ROOT, ".gpu", "tokens_zipf.bin")
     if not os.path.exists(tokens):
         tokens = os.path.join(ROOT, ".gpu", "tokens.bin")
+    only = os.environ.get("OPTRATE_CONFIGS", "").split()
     for name in sorted(os.listdir(top)):
         d = os.path.join(top, name)
-        if not os.path.exists(os.path.join(d, "train")):
+        if not os.path.exists(os.path.join(d, "train")) or (only and name not in only):
             continue
         cfg = json.load(open(os.path.join(d, "config.json")))
         rates = []
