@@ -70,12 +70,16 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
     for (auto group : module.getOps<fs::GroupOp>())
       for (Attribute p : group.getParams())
         groupOf_[cast<FlatSymbolRefAttr>(p).getValue()] = group.getSymName();
+    Block &body = step.getBody().front();
+    fuyou::StepPhases phases(body);  // of the ops as they were: the copies made here are not in it
+    phases_ = &phases;
     SmallVector<fs::CopyOp> copies;
-    for (auto copy : step.getBody().front().getOps<fs::CopyOp>())
+    for (auto copy : body.getOps<fs::CopyOp>())
       if (!copy.getToken() && (hostDevice(copy) || ssdWrite(copy)))
         copies.push_back(copy);
     for (fs::CopyOp copy : copies)
       makeAsync(copy);
+    phases_ = nullptr;
   }
 
   void makeAsync(fs::CopyOp copy) {
@@ -106,7 +110,8 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
     // The window bounds only how long a freed source is held: a copy from a
     // buffer that lives on (a master) waits at its first conflict. An SSD
     // write's is counted in the SSD writes after it, not in launches: the
-    // wait for one goes before the write-behind-th next.
+    // wait for one goes before the write-behind-th next, and forward's last
+    // ones are waited for where backward starts (their reads come first).
     const bool toSsd = ssdWrite(copy);
     SmallVector<Operation *> frees;  // of the source, before the wait
     Operation *at = copy->getNextNode();
@@ -119,6 +124,8 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
         continue;
       }
       if (at->hasTrait<OpTrait::IsTerminator>() || touches(at) || writes(at))
+        break;
+      if (toSsd && phases_->contains(at) && phases_->backward(at))
         break;
       if (toSsd ? ssdWrite(at) && ++writesAfter >= writeBehind_ && !frees.empty()
                 : isa<fs::LaunchOp>(at) && ++launches > window && !frees.empty())
@@ -137,6 +144,7 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
 
   llvm::StringMap<StringRef> groupOf_;  // parameter -> its layer group
   int64_t writeBehind_ = 4;
+  const fuyou::StepPhases *phases_ = nullptr;
 };
 
 } // namespace

@@ -110,6 +110,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       module->setAttr("fy.plan.early_rows", b.getStringAttr(best->earlyRows ? "yes" : "no"));
     if (o.writeBehind)
       module->setAttr("fy.plan.write_behind", b.getI64IntegerAttr(o.writeBehind));
+    else
+      module->removeAttr("fy.plan.write_behind");
     module->setAttr("fy.plan.predicted_step_s", b.getF64FloatAttr(o.pred.stepS));
     module->setAttr("fy.plan.evaluated", b.getI64IntegerAttr(int64_t(cache_.size())));
     module->setAttr("fy.plan.profile", b.getStringAttr(prof_.source));

@@ -211,7 +211,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"paramPrefetch", "param-prefetch", "int64_t", /*default=*/"0", "fy-stream-params' ahead for the plans it tries">,
     Option<"copyWindow", "copy-window", "int64_t", /*default=*/"4", "fy-async-copies' window for the plans it tries">,
     Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4",
-           "fy-async-copies' write-behind for the plans it tries (0: for a plan with activations on SSD, the fastest of 1, 2, 4, 8 and 16 that fits, fy.plan.write_behind)">,
+           "fy-async-copies' write-behind for the plans it tries (0: a plan with activations on SSD is carried out with 1, 2, 4, 8 and 16, and the fastest that fits stands for it, fy.plan.write_behind; still one plan in fy.plan.evaluated)">,
     Option<"activationPrefetch", "activation-prefetch", "int64_t", /*default=*/"0",
            "fy-place-activations' ahead for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
@@ -312,15 +312,16 @@ def AsyncCopies : Pass<"fy-async-copies", "mlir::ModuleOp"> {
     only much later (an activation waiting for backward) holds its source
     for a bounded time; a copy from a buffer that lives on (a weight's
     master) waits at its first conflict however far. window=0 puts every
-    wait right after its copy. An SSD write's freed source is held instead
-    until `write-behind` more SSD writes have started: the wait goes before
-    the write-behind-th, so as many writes may be in flight, each from its
-    own host buffer (without it every write's host buffer is the same one,
-    and the next activation's way out waits for the write before);
-    write-behind=0 takes the planner's choice (fy.plan.write_behind), else
-    4. fy-plan-
-    memory counts both buffers as used up to the wait, so no other buffer
-    is placed over them while the copy runs. Values do not change, only
+    wait for a copy between host and device right after it. An SSD write's
+    freed source is held instead until `write-behind` more SSD writes have
+    started (forward's last ones: until backward starts): the wait goes
+    before the write-behind-th, so as many writes may be in flight, each
+    from its own host buffer (without it every write's host buffer is the
+    same one, and the next activation's way out waits for the write
+    before); write-behind=0 takes the planner's choice
+    (fy.plan.write_behind), else 4. fy-plan-memory counts both buffers as
+    used up to the wait, so no other buffer is placed over them while the
+    copy runs. Values do not change, only
     when the ops after a copy may start. Run after fy-insert-dealloc,
     before fy-plan-memory.
   }];

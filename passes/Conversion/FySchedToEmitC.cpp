@@ -301,9 +301,12 @@ struct CopyLowering : OpConversionPattern<fs::CopyOp> {
 struct WaitLowering : OpConversionPattern<fs::WaitOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult matchAndRewrite(fs::WaitOp op, OpAdaptor a, ConversionPatternRewriter &rw) const override {
-    // An SSD write's ticket is the SSD store's, not a device copy's.
+    // An SSD write's ticket is the SSD store's, not a device copy's: the
+    // token comes from the copy, or from its call once that is converted.
     auto copy = op.getToken().getDefiningOp<fs::CopyOp>();
-    bool ssd = copy && cast<fs::BufferType>(copy.getTarget().getType()).getSpace() == "ssd";
+    auto started = a.getToken().getDefiningOp<emitc::CallOpaqueOp>();
+    bool ssd = (copy && cast<fs::BufferType>(copy.getTarget().getType()).getSpace() == "ssd") ||
+               (started && started.getCallee() == "fy::rt::copy_to_ssd_start");
     call(rw, op, ssd ? "ssd_wait" : "copy_wait", {}, {a.getToken()}, {});
     rw.eraseOp(op);
     return success();

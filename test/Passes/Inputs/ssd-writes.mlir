@@ -7,7 +7,7 @@
 // t in us: exp 0-1, write 1 on the SSD 1-11; exp 1-2, write 2 queued behind
 // it 11-21; exp 2-3; the wait for write 1 blocks until 11; exp 11-12; the
 // wait for write 2 until 21; exp and reduce_sum 21-23. A step of 23 us, of
-// which 4 computing and 20 of the SSD's (without the waits, as when the
+// which 6 computing and 20 of the SSD's (without the waits, as when the
 // writes were untracked: 20 us, the SSD's busy time).
 // SSDW: predicted step: 0.023 ms
 // SSDW-NEXT: compute: busy 0.006 ms
