@@ -141,6 +141,10 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
                                                         : excess(o) < excess(*pick)));
       if (o.ok && better)
         pick = o;
+      // Past a count that fits, more in flight only takes more host memory:
+      // stop once it no longer fits or no longer shortens the step.
+      else if (pick && fits(*pick))
+        break;
     }
     return cache_[key] = pick ? *pick : Outcome{};
   }

@@ -211,7 +211,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"paramPrefetch", "param-prefetch", "int64_t", /*default=*/"0", "fy-stream-params' ahead for the plans it tries">,
     Option<"copyWindow", "copy-window", "int64_t", /*default=*/"4", "fy-async-copies' window for the plans it tries">,
     Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4",
-           "fy-async-copies' write-behind for the plans it tries (0: a plan with activations on SSD is carried out with 1, 2, 4, 8 and 16, and the fastest that fits stands for it, fy.plan.write_behind; still one plan in fy.plan.evaluated)">,
+           "fy-async-copies' write-behind for the plans it tries (0: a plan with activations on SSD is carried out with 1, 2, 4, 8 and 16 in turn, up to the first that no longer fits or shortens the step, and the fastest that fits stands for it, fy.plan.write_behind; still one plan in fy.plan.evaluated)">,
     Option<"activationPrefetch", "activation-prefetch", "int64_t", /*default=*/"0",
            "fy-place-activations' ahead for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
