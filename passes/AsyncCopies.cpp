@@ -34,7 +34,7 @@ llvm::SmallPtrSet<Value, 8> storageOf(Value root) {
   return names;
 }
 
-StringRef spaceOf(Value v) { return cast<fs::BufferType>(v.getType()).getSpace(); }
+using fuyou::spaceOf;
 
 bool hostDevice(fs::CopyOp copy) {
   StringRef from = spaceOf(copy.getSource()), to = spaceOf(copy.getTarget());
@@ -72,17 +72,15 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
         groupOf_[cast<FlatSymbolRefAttr>(p).getValue()] = group.getSymName();
     Block &body = step.getBody().front();
     fuyou::StepPhases phases(body);  // of the ops as they were: the copies made here are not in it
-    phases_ = &phases;
     SmallVector<fs::CopyOp> copies;
     for (auto copy : body.getOps<fs::CopyOp>())
       if (!copy.getToken() && (hostDevice(copy) || ssdWrite(copy)))
         copies.push_back(copy);
     for (fs::CopyOp copy : copies)
-      makeAsync(copy);
-    phases_ = nullptr;
+      makeAsync(copy, phases);
   }
 
-  void makeAsync(fs::CopyOp copy) {
+  void makeAsync(fs::CopyOp copy, const fuyou::StepPhases &phases) {
     Value source = fuyou::rootBuffer(copy.getSource());
     auto src = storageOf(source), dst = storageOf(fuyou::rootBuffer(copy.getTarget()));
     // A host master read by the copy changes when its parameter is updated.
@@ -125,7 +123,7 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
       }
       if (at->hasTrait<OpTrait::IsTerminator>() || touches(at) || writes(at))
         break;
-      if (toSsd && phases_->contains(at) && phases_->backward(at))
+      if (toSsd && phases.contains(at) && phases.backward(at))
         break;
       if (toSsd ? ssdWrite(at) && ++writesAfter >= writeBehind_ && !frees.empty()
                 : isa<fs::LaunchOp>(at) && ++launches > window && !frees.empty())
@@ -144,7 +142,6 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
 
   llvm::StringMap<StringRef> groupOf_;  // parameter -> its layer group
   int64_t writeBehind_ = 4;
-  const fuyou::StepPhases *phases_ = nullptr;
 };
 
 } // namespace

@@ -220,8 +220,6 @@ int64_t bytesOf(Type t) {
   return tensor.getNumElements() * std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
 }
 
-StringRef spaceOf(Value v) { return cast<fs::BufferType>(v.getType()).getSpace(); }
-
 // The replay: each stream runs its ops in program order; an op starts when
 // its stream is free, the op that issued it has been reached, and what it
 // reads is ready.

@@ -18,6 +18,8 @@ Value rootBuffer(Value v) {
   return v;
 }
 
+StringRef spaceOf(Value buffer) { return cast<fs::BufferType>(buffer.getType()).getSpace(); }
+
 Operation *issuePoint(Operation *use, int64_t launches, function_ref<bool(Operation *)> barrier) {
   Operation *at = use;
   for (int64_t n = 0; n < launches && at->getPrevNode() && !barrier(at->getPrevNode());) {

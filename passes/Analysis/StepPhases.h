@@ -19,6 +19,8 @@ namespace fuyou {
 
 // The buffer a value is, or is a view of.
 mlir::Value rootBuffer(mlir::Value v);
+// The memory space of a buffer value: "device", "host" or "ssd".
+llvm::StringRef spaceOf(mlir::Value buffer);
 
 // Where a copy for `use` goes to be issued `launches` launches before it:
 // the op it goes before, walking back over the ops between, never past an
