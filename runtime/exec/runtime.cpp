@@ -2,6 +2,8 @@
 
 #include "optim/adamw8bit.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -320,6 +322,13 @@ uint64_t Runtime::op_seed(int64_t program_seed) const {
   h = splitmix64(h ^ uint64_t(step_));
   if (micro_ > 0) h = splitmix64(h ^ (uint64_t(micro_) << 32));  // micro-batch 0 draws as a plain step
   return splitmix64(h ^ uint64_t(program_seed));
+}
+
+void settle_openmp(char** argv) {
+  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY") || std::getenv("FY_REEXEC")) return;
+  ::setenv("GOMP_SPINCOUNT", "10000", 1);
+  ::setenv("FY_REEXEC", "1", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 
 }  // namespace fy

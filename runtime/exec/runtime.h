@@ -297,4 +297,14 @@ class Runtime {
   PoolStats stats_;
 };
 
+// libgomp's idle threads spin up to 300,000 times before they sleep, on
+// cores shared with the background optimizer's and the SSD store's threads.
+// At 1,000 the kernels' threads fell asleep between kernels (a 256 x 128
+// layer norm: 46 us back to back, 103 us after a 20 us pause); 10,000 ran
+// the small programs of bench/planner as fast as the default on two cores.
+// libgomp reads its settings before main, so this starts the process again
+// with GOMP_SPINCOUNT=10000 unless the user chose a spin; it returns when it
+// has done so already or cannot.
+void settle_openmp(char** argv);
+
 }  // namespace fy

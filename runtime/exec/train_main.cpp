@@ -892,15 +892,7 @@ void report(const char* what) {
 }  // namespace
 
 int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn eval) {
-  // OpenMP's idle threads spin for a long while by default and take the
-  // cores from OpenBLAS's threads and the background optimizer: steps ran
-  // 1.7x slower on the development machines. libgomp reads its settings
-  // before main, so start again with a short spin unless the user chose one.
-  if (!std::getenv("GOMP_SPINCOUNT") && !std::getenv("OMP_WAIT_POLICY") && !std::getenv("FY_REEXEC")) {
-    ::setenv("GOMP_SPINCOUNT", "1000", 1);
-    ::setenv("FY_REEXEC", "1", 1);
-    ::execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
-  }
+  settle_openmp(argv);
   return train_main(argc, argv, declare, step, eval);
 }
 

@@ -121,16 +121,6 @@ void check_ssd_dir(const std::string& dir) {
   if (::access(dir.c_str(), W_OK | X_OK) != 0) fy::fail("--ssd '" + dir + "': " + std::strerror(errno));
 }
 
-// OpenMP's idle threads spin long by default and take the cores from
-// OpenBLAS and the optimizer's threads; generated programs restart with a
-// short spin (program_main), and so does this, to measure what they see.
-void settle_openmp(char** argv) {
-  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY") || std::getenv("FY_REEXEC")) return;
-  ::setenv("GOMP_SPINCOUNT", "1000", 1);
-  ::setenv("FY_REEXEC", "1", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: then measure as we are
-}
-
 // ---- timing -----------------------------------------------------------------------
 
 // Median seconds per call of `run`, each sample `calls` calls then `done()`
@@ -396,7 +386,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  settle_openmp(argv);
+  fy::settle_openmp(argv);  // measure what the programs see
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

@@ -4,8 +4,8 @@
 // Shapes meet with numpy broadcasting (right-aligned). Numeric kernels run
 // on F32 (programs) and F64 (finite-difference tests). Results are
 // deterministic: every output element is reduced by one thread in a fixed
-// order, so they do not depend on the thread count (matmul delegates to
-// OpenBLAS, deterministic for a fixed thread count).
+// order, so they do not depend on the thread count (matmul's threads split
+// C and each runs single-threaded OpenBLAS over all of K).
 #pragma once
 
 #include <cstdint>

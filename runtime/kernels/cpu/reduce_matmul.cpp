@@ -1,6 +1,7 @@
 // reduce_to (ReduceSum/ReduceMean and gradients of broadcasting ops) and
 // matmul on top of OpenBLAS.
 #include <cblas.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cmath>
@@ -113,13 +114,54 @@ const float* rounded(const float* x, int64_t n, MatmulOperands p, std::vector<fl
   return y;
 }
 
-inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+// One BLAS call on a block of C: ld* are the full operands' leading dims.
+inline void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0f, A, int(ta ? M : K), B, int(tb ? K : N), 0.0f, C, int(N));
+              1.0f, A, int(lda), B, int(ldb), 0.0f, C, int(ldc));
 }
-inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, const double* B, double* C) {
+inline void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+                 int64_t ldb, double* C, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0, A, int(ta ? M : K), B, int(tb ? K : N), 0.0, C, int(N));
+              1.0, A, int(lda), B, int(ldb), 0.0, C, int(ldc));
+}
+
+// Below this many multiply-adds a product runs on one thread.
+constexpr int64_t kGemmParallelMin = int64_t(1) << 18;
+
+// Every CPU kernel shares OpenMP's one team of threads; OpenBLAS runs
+// single-threaded inside it. With OpenBLAS's own pthreads beside OpenMP's,
+// the two pools took turns spinning on two cores: a 256x128 layer norm took
+// 39 us alone and 116 in a program.
+void blas_on_one_thread() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+// C = op(A) op(B), C row-major M x N. The team splits C's rows (or its
+// columns, when there are fewer rows than threads); each element is still
+// one BLAS dot product over all of K in BLAS's order, so the bits do not
+// depend on the thread count.
+template <class T> void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
+  blas_on_one_thread();
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  const int threads = omp_in_parallel() || M * N * K < kGemmParallelMin ? 1 : omp_get_max_threads();
+  if (threads <= 1) return blas(ta, tb, M, N, K, A, lda, B, ldb, C, N);
+  const bool rows = M >= N || M >= 4 * threads;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads(), len = rows ? M : N;
+    const int64_t b0 = len * t / nt, b1 = len * (t + 1) / nt;
+    if (b1 > b0) {
+      if (rows)
+        blas(ta, tb, b1 - b0, N, K, ta ? A + b0 : A + b0 * K, lda, B, ldb, C + b0 * N, N);
+      else
+        blas(ta, tb, M, b1 - b0, K, A, lda, tb ? B + b0 * K : B + b0, ldb, C + b0, N);
+    }
+  }
 }
 }  // namespace
 
@@ -163,14 +205,22 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
     Shape cb(c.shape.d, c.shape.rank - 2);
     Strided it = broadcast_iter(cb, {ab, bb}, "matmul");
     const int R = it.rank - 1;
-    int64_t off[Strided::kMaxOps];
-    for (int64_t r = 0; r < it.rows(); ++r) {
-      it.row_offsets(r, off);
-      for (int64_t i = 0; i < it.inner(); ++i) {
-        const int64_t ic = off[0] + i * it.stride[0][R], ia = off[1] + i * it.stride[1][R],
-                      ib = off[2] + i * it.stride[2][R];
-        gemm(ta, tb, M, N, K, pa + ia * M * K, pb + ib * K * N, pc + ic * M * N);
-      }
+    const int64_t inner = it.inner(), count = it.rows() * inner;
+    auto product = [&](int64_t n) {
+      int64_t off[Strided::kMaxOps];
+      it.row_offsets(n / inner, off);
+      const int64_t i = n % inner, ic = off[0] + i * it.stride[0][R], ia = off[1] + i * it.stride[1][R],
+                    ib = off[2] + i * it.stride[2][R];
+      gemm(ta, tb, M, N, K, pa + ia * M * K, pb + ib * K * N, pc + ic * M * N);
+    };
+    // Small products (attention's heads) go one to a thread; each large one
+    // splits its own rows. A parallel loop that spreads nothing is not
+    // entered: a team started inside it would be a nested one, new threads.
+    if (M * N * K < kGemmParallelMin && count * M * N * K >= kGemmParallelMin) {
+#pragma omp parallel for schedule(static)
+      for (int64_t n = 0; n < count; ++n) product(n);
+    } else {
+      for (int64_t n = 0; n < count; ++n) product(n);
     }
   });
 }
