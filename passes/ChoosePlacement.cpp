@@ -87,9 +87,19 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       paramChoices_ = {"keep"};
     }
 
-    std::optional<Plan> best = search == "greedy" ? greedy(module) : exhaustive(module);
-    if (!best)
-      return signalPassFailure();
+    std::optional<Plan> best;
+    if (activations != "auto") {
+      // A plan given: only what it leaves open is chosen, the parameters'
+      // placement under params=auto and the SSD writes in flight. Where
+      // none of it can be carried out, the passes that carry it out say why.
+      best = given(module);
+      if (!best)
+        return;
+    } else {
+      best = search == "greedy" ? greedy(module) : exhaustive(module);
+      if (!best)
+        return signalPassFailure();
+    }
     // A tied table's early rows move its gradient's copy ahead of the
     // blocks' on the link and its update among theirs: kept only where the
     // model predicts a shorter step (same memory: the buffer is live anyway).
@@ -136,10 +146,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     std::optional<Outcome> pick;
     for (int64_t n : kWriteBehinds) {
       Outcome o = carryOut(module, plan, n);
-      bool better = !pick || (fits(o) && !fits(*pick)) ||
-                    (fits(o) == fits(*pick) && (fits(o) ? o.pred.stepS < pick->pred.stepS * (1 - 1e-3)
-                                                        : excess(o) < excess(*pick)));
-      if (o.ok && better)
+      if (o.ok && (!pick || better(o, *pick, 1e-3)))
         pick = o;
       // Past a count that fits, more in flight only takes more host memory:
       // stop once it no longer fits or no longer shortens the step.
@@ -173,6 +180,30 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     if (llvm::is_contained(plan.acts, "ssd"))
       o.writeBehind = ssdWriteBehind;
     return o;
+  }
+
+  // `o` before `than`: it fits where `than` does not, else it is faster by
+  // more than the share `margin` (both fit) or further within the budgets.
+  bool better(const Outcome &o, const Outcome &than, double margin) const {
+    if (fits(o) != fits(than))
+      return fits(o);
+    return fits(o) ? o.pred.stepS < than.pred.stepS * (1 - margin) : excess(o) < excess(than);
+  }
+
+  // The plan `activations` names, with each of paramChoices_: the better
+  // that the passes can carry out, fitting the budgets or not.
+  std::optional<Plan> given(ModuleOp module) {
+    std::optional<Plan> best;
+    for (StringRef par : paramChoices_) {
+      Plan q;
+      q.earlyRows = earlyRows != "no";
+      q.params = par;
+      StringRef(activations).split(q.acts, ',');
+      const Outcome &o = evaluate(module, q);
+      if (o.ok && (!best || better(o, cache_[best->key()], 0)))
+        best = q;
+    }
+    return best;
   }
 
   // How far over the budgets, each as a share of its budget (0: fits).

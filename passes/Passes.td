@@ -218,6 +218,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
            "a program's --trace: its kernels' measured times replace the profile's rates for the same kernels and bytes">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
     Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">,
+    Option<"activations", "activations", "std::string", /*default=*/"\"auto\"",
+           "auto (the planner chooses each segment's policy), or fy-place-activations' policy as given: then only the parameters' placement (params=auto) and the SSD writes in flight (write-behind=0) are chosen, and a plan that fits no budget is left for the memory check to refuse">,
     Option<"earlyRows", "early-rows", "std::string", /*default=*/"\"auto\"",
            "a tied table's rows handed over early (fy-early-offload): yes, no, or auto (the faster of the two)">,
     Option<"state", "state", "std::string", /*default=*/"\"auto\"",

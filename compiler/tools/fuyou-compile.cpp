@@ -89,8 +89,8 @@ const char *kUsage =
     "                     [--prefetch-state N] read a group's optimizer state N updates ahead (default 3)\n"
     "                     [--ssd-read-ahead N] read activations kept on SSD N values ahead of need (default 4)\n"
     "                     [--ssd-write-behind N] wait for an activation's SSD write only when N more\n"
-    "                                          have started, each from its own host buffer (default 4;\n"
-    "                                          the planner's choice of 1-16 under a budget)\n"
+    "                                          have started, each from its own host buffer (default:\n"
+    "                                          the planner's choice of 1-16)\n"
     "                     [--param-prefetch N] copy a streamed weight to the device N launches before\n"
     "                                          its first use in each phase (default 0)\n"
     "                     [--activation-prefetch N] copy an activation back to the device N launches\n"
@@ -373,8 +373,12 @@ int main(int argc, char **argv) {
       prefetch.distance = opts.prefetchState;
       back.addPass(fuyou::createPrefetchState(prefetch));
     }
-    if (opts.activations == "auto") {
+    // The planner also runs for a placement given with activations on SSD,
+    // to choose how many of their writes are in flight.
+    bool ssdActs = llvm::StringRef(opts.activations).contains("ssd") && opts.ssdWriteBehind == 0;
+    if (opts.activations == "auto" || ssdActs) {
       fuyou::ChoosePlacementOptions choose;
+      choose.activations = opts.activations;
       choose.gpuMem = opts.gpuMem;
       choose.cpuMem = opts.cpuMem;
       choose.profile = opts.profile;

@@ -11,6 +11,9 @@
 // RUN: sed -e 's/"device_mem_bytes_per_s": 1e9/"device_mem_bytes_per_s": 8.192e7/' -e 's/"ssd_read_bytes_per_s": 1e8/"ssd_read_bytes_per_s": 4.096e8/' -e 's/"ssd_write_bytes_per_s": 1e8/"ssd_write_bytes_per_s": 2.048e7/' %S/Inputs/profile-cpu.json > %t.slowwrite.json
 // RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="gpu-mem=28736 params=keep read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=WB
 // RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="gpu-mem=28736 cpu-mem=8192 params=keep read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=WB1
+// RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="activations=ssd params=keep read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=GIVEN
+// RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="activations=ssd cpu-mem=8192 params=keep read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=GIVEN1
+// RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="activations=keep gpu-mem=100 read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=GIVENKEEP
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=1000 params=keep profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=700 cpu-mem=64 profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT2
 // RUN: not fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=NOPROF
