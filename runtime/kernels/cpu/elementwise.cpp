@@ -276,8 +276,10 @@ inline float gelu_tanh_grad_vec(float v) {
   return s + 2.f * v * s * (1.f - s) * (C::kSqrt2OverPi * (1.f + 3.f * C::kGeluC * v * v));
 }
 
-// y[i] = f(x[i]) (or f(x[i], y[i]) for two inputs), vectorised: f is one of
-// the call-free functions above, so each op gets its own simd loop.
+// y[i] = f(x[i]) (or f(x[i], y[i]) for two inputs), vectorised: f is a
+// lambda over one of the call-free functions above, so each op gets its own
+// simd loop (a function pointer stays a call, and the loop scalar: tanh-GELU
+// ran at 3.4e8 elements/s against its fused bias form's 9.6e8).
 template <class F> void map_vec(const float* x, float* y, int64_t n, F f) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
@@ -291,7 +293,7 @@ template <class F> void map2_vec(const float* x, const float* dy, float* dx, int
 // op (the generic loop runs).
 bool unary_vec(UnOp op, const float* x, float* y, int64_t n) {
   switch (op) {
-    case UnOp::GeluTanh: map_vec(x, y, n, gelu_tanh_vec); return true;
+    case UnOp::GeluTanh: map_vec(x, y, n, [](float v) { return gelu_tanh_vec(v); }); return true;
     case UnOp::Silu: map_vec(x, y, n, [](float v) { return v * sigmoid_vec(v); }); return true;
     case UnOp::Sigmoid: map_vec(x, y, n, [](float v) { return sigmoid_vec(v); }); return true;
     default: return false;
@@ -302,7 +304,7 @@ bool unary_vec(UnOp op, const float* x, float* y, int64_t n) {
 bool unary_grad_vec(UnOp op, const float* x, const float* dy, float* dx, int64_t n) {
   if (!x) return false;
   switch (op) {
-    case UnOp::GeluTanh: map2_vec(x, dy, dx, n, gelu_tanh_grad_vec); return true;
+    case UnOp::GeluTanh: map2_vec(x, dy, dx, n, [](float v) { return gelu_tanh_grad_vec(v); }); return true;
     case UnOp::Silu:
       map2_vec(x, dy, dx, n, [](float v) {
         const float s = sigmoid_vec(v);
