@@ -9,6 +9,10 @@
 // RUN: fuyou-opt %S/Inputs/ssd-writes.mlir --test-print-step-prediction="profile=%t.ssd.json" -o /dev/null | FileCheck %S/Inputs/ssd-writes.mlir --check-prefix=SSDW
 // RUN: sed -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 2e6, "norm_elems_per_s": 6.5536e10, "norm_grad_elems_per_s": 3.2768e10/' -e 's/"target": "cuda"/"target": "cpu"/' %S/Inputs/profile-slow-adamw-cuda.json > %t.norm.json
 // RUN: fuyou-opt %S/Inputs/norm-costs.mlir --test-print-step-prediction="profile=%t.norm.json" -o /dev/null | FileCheck %S/Inputs/norm-costs.mlir --check-prefix=NORM
+// RUN: sed -e 's/"target": "cuda"/"target": "cpu"/' %S/Inputs/profile-slow-adamw-cuda.json > %t.cpu.json
+// RUN: fuyou-opt %S/Inputs/cpu-cores.mlir --test-print-step-prediction="profile=%t.cpu.json" -o /dev/null | FileCheck %S/Inputs/cpu-cores.mlir --check-prefix=CORES
+// RUN: sed -e 's/"target": "cuda"/"target": "cpu"/' -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 8e6/' %S/Inputs/profile-slow-adamw-cuda.json > %t.cpufast.json
+// RUN: fuyou-opt %S/Inputs/cpu-cores.mlir --test-print-step-prediction="profile=%t.cpufast.json" -o /dev/null | FileCheck %S/Inputs/cpu-cores.mlir --check-prefix=FAST
 // RUN: sed -e 's/"bf16",/"int8",/' %S/Inputs/profile-bf16-cuda.json > %t.json
 // RUN: not fuyou-opt %S/Inputs/matmul-costs.mlir --test-print-step-prediction="profile=%t.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADPREC
 
