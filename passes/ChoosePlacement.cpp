@@ -33,6 +33,7 @@ struct Outcome {
   bool ok = false;  // the passes accepted the plan
   fuyou::Prediction pred;
   int64_t writeBehind = 0;  // the SSD writes in flight it was carried out with (0: it sends none)
+  std::string error;        // why the passes refused it (!ok)
 };
 
 // What write-behind=0 tries for a plan that sends activations to SSD: each
@@ -90,11 +91,11 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     std::optional<Plan> best;
     if (activations != "auto") {
       // A plan given: only what it leaves open is chosen, the parameters'
-      // placement under params=auto and the SSD writes in flight. Where
-      // none of it can be carried out, the passes that carry it out say why.
+      // placement under params=auto, the SSD writes in flight and a tied
+      // table's early rows under early-rows=auto.
       best = given(module);
       if (!best)
-        return;
+        return signalPassFailure();
     } else {
       best = search == "greedy" ? greedy(module) : exhaustive(module);
       if (!best)
@@ -124,6 +125,10 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       module->removeAttr("fy.plan.write_behind");
     module->setAttr("fy.plan.predicted_step_s", b.getF64FloatAttr(o.pred.stepS));
     module->setAttr("fy.plan.evaluated", b.getI64IntegerAttr(int64_t(cache_.size())));
+    if (activations != "auto")
+      module->setAttr("fy.plan.given", b.getUnitAttr());
+    else
+      module->removeAttr("fy.plan.given");
     module->setAttr("fy.plan.profile", b.getStringAttr(prof_.source));
     module->setAttr("fy.plan.state", b.getStringAttr(stateOnSsd_ ? "ssd" : "memory"));
   }
@@ -141,7 +146,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     std::string key = plan.key();
     if (auto it = cache_.find(key); it != cache_.end())
       return it->second;
-    if (writeBehind > 0 || !llvm::is_contained(plan.acts, "ssd"))
+    // Without SSD rates every count predicts the same (unpriced) step.
+    if (writeBehind > 0 || !llvm::is_contained(plan.acts, "ssd") || !prof_.hasSsd())
       return cache_[key] = carryOut(module, plan, writeBehind > 0 ? writeBehind : 4);
     std::optional<Outcome> pick;
     for (int64_t n : kWriteBehinds) {
@@ -171,12 +177,19 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     place.writeBehind = ssdWriteBehind;
     fuyou::addPlacementPasses(pm, place);
     Outcome o;
+    std::string quietError;
     {
-      ScopedDiagnosticHandler quiet(&getContext(), [](Diagnostic &) { return success(); });
+      ScopedDiagnosticHandler quiet(&getContext(), [&](Diagnostic &d) {
+        if (quietError.empty())
+          quietError = d.str();
+        return success();
+      });
       o.ok = succeeded(pm.run(*copy));
     }
     if (o.ok)
       o.pred = fuyou::predictStep(*copy, prof_, stateOnSsd_);
+    else
+      o.error = quietError;
     if (llvm::is_contained(plan.acts, "ssd"))
       o.writeBehind = ssdWriteBehind;
     return o;
@@ -191,9 +204,11 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
   }
 
   // The plan `activations` names, with each of paramChoices_: the better
-  // that the passes can carry out, fitting the budgets or not.
+  // that the passes can carry out, fitting the budgets or not (the memory
+  // check refuses it then). None: the passes' reason is the error.
   std::optional<Plan> given(ModuleOp module) {
     std::optional<Plan> best;
+    std::string error;
     for (StringRef par : paramChoices_) {
       Plan q;
       q.earlyRows = earlyRows != "no";
@@ -202,7 +217,11 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       const Outcome &o = evaluate(module, q);
       if (o.ok && (!best || better(o, cache_[best->key()], 0)))
         best = q;
+      if (!o.ok && error.empty())
+        error = o.error;
     }
+    if (!best)
+      fail("activations=" + activations + " cannot be carried out: " + (error.empty() ? "no reason given" : error));
     return best;
   }
 

@@ -219,7 +219,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
     Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">,
     Option<"activations", "activations", "std::string", /*default=*/"\"auto\"",
-           "auto (the planner chooses each segment's policy), or fy-place-activations' policy as given: then only the parameters' placement (params=auto) and the SSD writes in flight (write-behind=0) are chosen, and a plan that fits no budget is left for the memory check to refuse">,
+           "auto (the planner chooses each segment's policy), or fy-place-activations' policy as given (fy.plan.given): then only the parameters' placement (params=auto), the SSD writes in flight (write-behind=0, with SSD rates in the profile) and a tied table's early rows (early-rows=auto) are chosen; a plan that fits no budget is left for the memory check to refuse, one the passes cannot carry out is an error with their reason">,
     Option<"earlyRows", "early-rows", "std::string", /*default=*/"\"auto\"",
            "a tied table's rows handed over early (fy-early-offload): yes, no, or auto (the faster of the two)">,
     Option<"state", "state", "std::string", /*default=*/"\"auto\"",

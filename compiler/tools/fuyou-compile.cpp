@@ -216,6 +216,8 @@ Options parse(int argc, char **argv) {
     o.state = "memory";
   if (o.deviceOptimizer != 0 && o.state == "ssd")
     die("--device-optimizer keeps those groups' moments in device memory and the others' in host memory: not with --state ssd");
+  if (o.deviceOptimizer != 0 && ("," + o.activations + ",").find(",ssd,") != std::string::npos)
+    die("--activations ssd needs a program run with --ssd, which a --device-optimizer program cannot take");
   if (o.syncOptimizer) {
     // Such a program cannot take --ssd, which activations on SSD and the
     // state on SSD both need.

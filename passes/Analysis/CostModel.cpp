@@ -894,7 +894,8 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
     os << "AdamW: " << llvm::formatv("{0:e3}", profile.adamwParams) << " params/s from " << profile.kernelTimesSource
        << "\n";
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.evaluated"))
-    os << "planner: " << n.getInt() << " plans evaluated, chose activations " << str("fy.plan.activations")
+    os << "planner: " << n.getInt() << " plans evaluated, "
+       << (module->hasAttr("fy.plan.given") ? "activations as given " : "chose activations ") << str("fy.plan.activations")
        << ", parameters " << str("fy.plan.params")
        << (str("fy.plan.early_rows").empty() ? "" : ", a tied table's rows early: " + str("fy.plan.early_rows").str())
        << "\n";
@@ -942,7 +943,10 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   os << "\nhost arena: " << p.hostBytes << " B";
   if (cpuMem > 0)
     os << " of --cpu-mem " << cpuMem << (p.hostBytes <= cpuMem ? " (fits)" : " (OVER)");
-  os << "\npredicted step: " << ms(p.stepS) << "\n";
+  if (std::isfinite(p.stepS) || profile.hasSsd())
+    os << "\npredicted step: " << ms(p.stepS) << "\n";
+  else  // SSD copies at no rate
+    os << "\npredicted step: not priced: the profile has no SSD rates (fuyou-compile --calibrate --ssd DIR)\n";
   for (int s = 0; s < NumStreams; ++s) {
     os << "  " << streamName(Stream(s)) << ": busy " << ms(p.busyS[s]);
     if (s == Compute)

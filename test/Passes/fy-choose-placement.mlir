@@ -14,6 +14,7 @@
 // RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="activations=ssd params=keep read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=GIVEN
 // RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="activations=ssd cpu-mem=8192 params=keep read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=GIVEN1
 // RUN: fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="activations=keep gpu-mem=100 read-ahead=1 write-behind=0 profile=%t.slowwrite.json" | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=GIVENKEEP
+// RUN: not fuyou-opt %S/Inputs/write-behind-planner.mlir --fy-choose-placement="activations=keep,bogus profile=%t.slowwrite.json" 2>&1 | FileCheck %S/Inputs/write-behind-planner.mlir --check-prefix=GIVENBAD
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=1000 params=keep profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not fuyou-opt %s --fy-choose-placement="gpu-mem=700 cpu-mem=64 profile=%S/Inputs/profile-cpu.json" 2>&1 | FileCheck %s --check-prefix=NOFIT2
 // RUN: not fuyou-opt %s --fy-choose-placement="profile=%S/Inputs/no-such-profile.json" 2>&1 | FileCheck %s --check-prefix=NOPROF

@@ -800,8 +800,9 @@ TEST(Determinism, ThreadCountInvariant) {
     out.emplace_back(Shape{D}, DType::F32);
     k::layer_norm_grad(dy, x, s, mu, is, out[3], out[4], out[5], -1);
     out.push_back(std::move(y));
-    // Products split by rows, by columns (fewer rows than threads), batched
-    // one per thread, and K past OpenBLAS's blocking.
+    // Products split by rows, by columns (wider than tall, under 4 rows a
+    // thread; b plain and transposed), batched one per thread, and K past
+    // OpenBLAS's blocking.
     auto product = [&](Shape as, Shape bs, Shape cs, bool ta, bool tb) {
       Rng r(5);
       HostTensor a = rand_tensor(as, DType::F32, r), b = rand_tensor(bs, DType::F32, r);
@@ -812,6 +813,7 @@ TEST(Determinism, ThreadCountInvariant) {
     product({R, D}, {D + 1, D}, {R, D + 1}, false, true);
     product({R, D}, {R, 2 * D}, {D, 2 * D}, true, false);
     product({3, 2000}, {2000, 517}, {3, 517}, false, false);
+    product({3, 2000}, {517, 2000}, {3, 517}, false, true);
     product({24, 64, 16}, {24, 64, 16}, {24, 64, 64}, false, true);
     return out;
   };

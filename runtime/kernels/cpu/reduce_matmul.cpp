@@ -132,19 +132,23 @@ constexpr int64_t kGemmParallelMin = int64_t(1) << 18;
 // Every CPU kernel shares OpenMP's one team of threads; OpenBLAS runs
 // single-threaded inside it. With OpenBLAS's own pthreads beside OpenMP's,
 // the two pools took turns spinning on two cores: a 256x128 layer norm took
-// 39 us alone and 116 in a program.
+// 39 us alone and 116 in a program. An OpenBLAS built on OpenMP already runs
+// single-threaded inside a parallel region, and its set_num_threads would
+// set OpenMP's count for every kernel: it is left alone.
 void blas_on_one_thread() {
   static const bool once = [] {
-    openblas_set_num_threads(1);
+    if (openblas_get_parallel() == 1)  // pthreads
+      openblas_set_num_threads(1);
     return true;
   }();
   (void)once;
 }
 
-// C = op(A) op(B), C row-major M x N. The team splits C's rows (or its
-// columns, when there are fewer rows than threads); each element is still
-// one BLAS dot product over all of K in BLAS's order, so the bits do not
-// depend on the thread count.
+// C = op(A) op(B), C row-major M x N. The team splits C's rows, or its
+// columns where C is wider than tall and has under 4 rows a thread; each
+// element is still one BLAS dot product over all of K, so the bits do not
+// depend on the thread count (as long as OpenBLAS takes the same kernel for
+// every block, which Determinism.ThreadCountInvariant checks).
 template <class T> void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
   blas_on_one_thread();
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
