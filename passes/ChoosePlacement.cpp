@@ -150,8 +150,11 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     if (writeBehind > 0 || !llvm::is_contained(plan.acts, "ssd") || !prof_.hasSsd())
       return cache_[key] = carryOut(module, plan, writeBehind > 0 ? writeBehind : 4);
     std::optional<Outcome> pick;
+    Outcome refused;  // the passes' reason when no count can be carried out
     for (int64_t n : kWriteBehinds) {
       Outcome o = carryOut(module, plan, n);
+      if (!o.ok && refused.error.empty())
+        refused = o;
       if (o.ok && (!pick || better(o, *pick, 1e-3)))
         pick = o;
       // Past a count that fits, more in flight only takes more host memory:
@@ -159,7 +162,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       else if (pick && fits(*pick))
         break;
     }
-    return cache_[key] = pick ? *pick : Outcome{};
+    return cache_[key] = pick ? *pick : refused;
   }
 
   Outcome carryOut(ModuleOp module, const Plan &plan, int64_t ssdWriteBehind) {
@@ -205,7 +208,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
 
   // The plan `activations` names, with each of paramChoices_: the better
   // that the passes can carry out, fitting the budgets or not (the memory
-  // check refuses it then). None: the passes' reason is the error.
+  // check refuses it then). None: the passes' error is the pass's.
   std::optional<Plan> given(ModuleOp module) {
     std::optional<Plan> best;
     std::string error;
@@ -220,8 +223,10 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       if (!o.ok && error.empty())
         error = o.error;
     }
-    if (!best)
-      fail("activations=" + activations + " cannot be carried out: " + (error.empty() ? "no reason given" : error));
+    if (!best && !error.empty())
+      getOperation().emitError(error);  // the passes' own words, as without the planner
+    else if (!best)
+      fail("activations=" + activations + " cannot be carried out");
     return best;
   }
 
