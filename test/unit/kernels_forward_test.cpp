@@ -800,9 +800,8 @@ TEST(Determinism, ThreadCountInvariant) {
     out.emplace_back(Shape{D}, DType::F32);
     k::layer_norm_grad(dy, x, s, mu, is, out[3], out[4], out[5], -1);
     out.push_back(std::move(y));
-    // Products split by rows, by columns (wider than tall, under 4 rows a
-    // thread; b plain and transposed), batched one per thread, and K past
-    // OpenBLAS's blocking.
+    // Products split by rows, by columns (wider than tall; b plain and
+    // transposed), batched one per thread, and K past OpenBLAS's blocking.
     auto product = [&](Shape as, Shape bs, Shape cs, bool ta, bool tb) {
       Rng r(5);
       HostTensor a = rand_tensor(as, DType::F32, r), b = rand_tensor(bs, DType::F32, r);

@@ -144,17 +144,19 @@ void blas_on_one_thread() {
   (void)once;
 }
 
-// C = op(A) op(B), C row-major M x N. The team splits C's rows, or its
-// columns where C is wider than tall and has under 4 rows a thread; each
-// element is still one BLAS dot product over all of K, so the bits do not
-// depend on the thread count (as long as OpenBLAS takes the same kernel for
-// every block, which Determinism.ThreadCountInvariant checks).
+// C = op(A) op(B), C row-major M x N. The team splits C's longer side: each
+// thread's BLAS call packs all of the operand the split leaves whole (B for
+// rows, A for columns), so that is the smaller one (the logits' 256 x 50304
+// product: 254 GFLOP/s split by rows, 291 by columns; OpenBLAS's own threads
+// 296-306). Each element is still one BLAS dot product over all of K, so the
+// bits do not depend on the thread count (as long as OpenBLAS takes the same
+// kernel for every block, which Determinism.ThreadCountInvariant checks).
 template <class T> void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
   blas_on_one_thread();
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   const int threads = omp_in_parallel() || M * N * K < kGemmParallelMin ? 1 : omp_get_max_threads();
   if (threads <= 1) return blas(ta, tb, M, N, K, A, lda, B, ldb, C, N);
-  const bool rows = M >= N || M >= 4 * threads;
+  const bool rows = M >= N;
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads(), len = rows ? M : N;
