@@ -88,19 +88,14 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       paramChoices_ = {"keep"};
     }
 
-    std::optional<Plan> best;
-    if (activations != "auto") {
-      // A plan given: only what it leaves open is chosen, the parameters'
-      // placement under params=auto, the SSD writes in flight and a tied
-      // table's early rows under early-rows=auto.
-      best = given(module);
-      if (!best)
-        return signalPassFailure();
-    } else {
-      best = search == "greedy" ? greedy(module) : exhaustive(module);
-      if (!best)
-        return signalPassFailure();
-    }
+    // A plan given: only what it leaves open is chosen, the parameters'
+    // placement under params=auto, the SSD writes in flight and a tied
+    // table's early rows under early-rows=auto.
+    std::optional<Plan> best = activations != "auto" ? given(module)
+                               : search == "greedy"  ? greedy(module)
+                                                     : exhaustive(module);
+    if (!best)
+      return signalPassFailure();
     // A tied table's early rows move its gradient's copy ahead of the
     // blocks' on the link and its update among theirs: kept only where the
     // model predicts a shorter step (same memory: the buffer is live anyway).
@@ -218,7 +213,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       q.params = par;
       StringRef(activations).split(q.acts, ',');
       const Outcome &o = evaluate(module, q);
-      if (o.ok && (!best || better(o, cache_[best->key()], 0)))
+      if (o.ok && (!best || better(o, evaluate(module, *best), 0)))
         best = q;
       if (!o.ok && error.empty())
         error = o.error;

@@ -130,6 +130,11 @@ int64_t parseSize(const std::string &flag, const std::string &v) {
   return int64_t(bytes);
 }
 
+// Whether an --activations value sends any segment to SSD.
+bool namesSsd(const std::string &activations) {
+  return ("," + activations + ",").find(",ssd,") != std::string::npos;
+}
+
 Options parse(int argc, char **argv) {
   Options o;
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -216,7 +221,7 @@ Options parse(int argc, char **argv) {
     o.state = "memory";
   if (o.deviceOptimizer != 0 && o.state == "ssd")
     die("--device-optimizer keeps those groups' moments in device memory and the others' in host memory: not with --state ssd");
-  if (o.deviceOptimizer != 0 && ("," + o.activations + ",").find(",ssd,") != std::string::npos)
+  if (o.deviceOptimizer != 0 && namesSsd(o.activations))
     die("--activations ssd needs a program run with --ssd, which a --device-optimizer program cannot take");
   if (o.syncOptimizer) {
     // Such a program cannot take --ssd, which activations on SSD and the
@@ -224,7 +229,7 @@ Options parse(int argc, char **argv) {
     if (o.state == "ssd")
       die("--state ssd needs the layer-group optimizer: a --sync-optimizer program keeps AdamW's state in memory");
     o.state = "memory";
-    if (("," + o.activations + ",").find(",ssd,") != std::string::npos)
+    if (namesSsd(o.activations))
       die("--activations ssd needs a program run with --ssd, which a --sync-optimizer program cannot take");
   }
   if (o.planSearch != "greedy" && o.planSearch != "exhaustive")
@@ -377,7 +382,7 @@ int main(int argc, char **argv) {
     }
     // The planner also runs for a placement given with activations on SSD,
     // to choose how many of their writes are in flight.
-    bool ssdActs = llvm::StringRef(opts.activations).contains("ssd") && opts.ssdWriteBehind == 0;
+    bool ssdActs = namesSsd(opts.activations) && opts.ssdWriteBehind == 0;
     if (opts.activations == "auto" || ssdActs) {
       fuyou::ChoosePlacementOptions choose;
       choose.activations = opts.activations;
