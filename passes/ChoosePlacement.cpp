@@ -74,7 +74,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     Block &body = step.getBody().front();
     fuyou::StepPhases phases(body);
     segments_ = fuyou::findForwardSegments(module, body, phases).count;
-    policies_ = {"keep", "host", "recompute"};
+    policies_ = {"keep", "host", "recompute", "selective"};
     // Predictable only with measured SSD rates, and only for a program run
     // with --ssd, which puts the moments there too.
     if (prof_.hasSsd() && stateOnSsd_)

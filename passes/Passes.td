@@ -229,7 +229,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
 }
 
 def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
-  let summary = "Where the values backward needs wait: on the device, in host memory, on SSD, or nowhere (recomputed)";
+  let summary = "Where the values backward needs wait: on the device, in host memory, on SSD, or nowhere (recomputed, all or the cheap ones)";
   let description = [{
     A device buffer of @train_step allocated before the loss is written and
     read after it is an activation saved for backward. Forward is cut into
@@ -254,7 +254,12 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
         inputs. A segment's checkpoints (buffers a later segment reads) stay
         on the device, so recomputation never reaches past one segment. A
         buffer that cannot be made again so (several writers, a parameter
-        already updated) stays on the device.
+        already updated) stays on the device;
+      selective: the segment's buffers that can be made again without a
+        matrix product (normalisations, activation functions, softmaxes:
+        launches reading only what stays) are recomputed as above, and the
+        products' outputs, with what only a product can remake, stay on the
+        device: most of recompute's memory for a small part of its time.
     fy-insert-dealloc then ends each device buffer after its last use, so
     the device holds only the ops at hand's buffers. Every policy gives the
     same bits: only where values wait, or that the same kernels run twice on
@@ -262,7 +267,7 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep, host, ssd or recompute; or one of them per forward segment, comma-separated; or auto (fy.plan.activations)">,
+           "keep, host, ssd, recompute or selective; or one of them per forward segment, comma-separated; or auto (fy.plan.activations)">,
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4",
            "how many values read from SSD ahead of the one needed (at least 1)">,
     Option<"ahead", "ahead", "int64_t", /*default=*/"0",

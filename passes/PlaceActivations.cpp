@@ -4,7 +4,8 @@
 // before its first backward use; ssd does the same through host memory to
 // the SSD; recompute drops it and runs the forward
 // launches that made it again in backward, from the nearest values that
-// were kept. The policy is one for all, or one per forward segment (the ops
+// were kept; selective recomputes only what needs no matrix product and
+// keeps the rest. The policy is one for all, or one per forward segment (the ops
 // from the first use of a layer group's parameters to the next group's).
 // Values are the same bits under every policy: only where they wait, or
 // whether they are made twice by the same kernels on the same inputs,
@@ -28,7 +29,7 @@ namespace fs = fuyou::fysched;
 
 namespace {
 
-enum class Place { Keep, Host, Ssd, Recompute };
+enum class Place { Keep, Host, Ssd, Recompute, Selective };
 
 std::optional<Place> parsePlace(StringRef s) {
   if (s == "keep")
@@ -39,6 +40,8 @@ std::optional<Place> parsePlace(StringRef s) {
     return Place::Ssd;
   if (s == "recompute")
     return Place::Recompute;
+  if (s == "selective")
+    return Place::Selective;
   return std::nullopt;
 }
 
@@ -114,7 +117,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     for (StringRef n : names) {
       auto p = parsePlace(n.trim());
       if (!p) {
-        module.emitError("fy-place-activations: a policy is keep, host, ssd or recompute, got '") << n << "'";
+        module.emitError("fy-place-activations: a policy is keep, host, ssd, recompute or selective, got '") << n << "'";
         return signalPassFailure();
       }
       policies.push_back(*p);
@@ -231,6 +234,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     SmallVector<Saved> saved = findSaved(body, phases, loss_);
     for (Saved &s : saved)
       savedSet_.insert(s.alloc.getResult());
+    findCheap(writers, phases);
     sortByFirstBackward(saved, phases);
     for (Saved &s : saved) {
       Value root = s.alloc.getResult();
@@ -241,6 +245,43 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       if (Value twin = remake(root, b))
         phases.rebaseBackward(root, twin, b);
     }
+  }
+
+  // The saved buffers of selective segments that are made again without a
+  // matrix product: the launches that remake them from what stays (the
+  // segment's products, the other segments' kept buffers, checkpoints,
+  // parameters and inputs) are all elementwise, norms, softmaxes and the
+  // like, which cost little next to the bytes they free.
+  void findCheap(const DenseMap<Value, SmallVector<Operation *, 1>> &writers, const fuyou::StepPhases &phases) {
+    DenseMap<Value, bool> memo;  // root -> remade without a product
+    std::function<bool(Value)> cheap = [&](Value root) -> bool {
+      if (auto it = memo.find(root); it != memo.end())
+        return it->second;
+      memo[root] = false;  // a cycle (none in a step) stays put
+      auto ws = writers.lookup(root);
+      auto launch = ws.size() == 1 ? dyn_cast<fs::LaunchOp>(ws[0]) : nullptr;
+      if (!launch || phases.backward(launch) || launch.getKernel() == "matmul")
+        return false;
+      for (Value in : launch.getIns()) {
+        Value r = fuyou::rootBuffer(in);
+        auto alloc = r.getDefiningOp<fs::AllocOp>();
+        if (!alloc || phases.backward(alloc) || checkpoint_.contains(r))
+          continue;
+        if (savedSet_.contains(r)) {
+          Place p = segmentPolicy(r);
+          if (p == Place::Keep || p == Place::Host || p == Place::Ssd)
+            continue;
+          if (p == Place::Selective && !cheap(r))
+            continue;  // a product's output: it stays
+        }
+        if (!cheap(r))
+          return false;
+      }
+      return memo[root] = true;
+    };
+    for (Value root : savedSet_)
+      if (segmentPolicy(root) == Place::Selective && !checkpoint_.contains(root) && cheap(root))
+        cheap_.insert(root);
   }
 
   // Out after the last forward use, back in `ahead` launches before the
@@ -273,9 +314,15 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     phases.rebaseBackward(s.alloc.getResult(), back, b);
   }
 
+  Place segmentPolicy(Value root) const {
+    return policies_.size() == 1 ? policies_[0] : policies_[segment_.lookup(root)];
+  }
+
   // Where a forward buffer waits.
   Place placeOf(Value root) const {
-    Place p = policies_.size() == 1 ? policies_[0] : policies_[segment_.lookup(root)];
+    Place p = segmentPolicy(root);
+    if (p == Place::Selective)
+      return cheap_.contains(root) ? Place::Recompute : Place::Keep;
     // A segment's outputs stay: the recomputation of the next one starts there.
     return p == Place::Recompute && checkpoint_.contains(root) ? Place::Keep : p;
   }
@@ -283,7 +330,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
   SmallVector<Place> policies_;  // one, or one per segment
   Value loss_;
   DenseMap<Value, int64_t> segment_;  // forward buffer -> its segment
-  DenseSet<Value> checkpoint_, savedSet_;
+  DenseSet<Value> checkpoint_, savedSet_, cheap_;
 };
 
 } // namespace

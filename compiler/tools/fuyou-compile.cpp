@@ -97,10 +97,11 @@ const char *kUsage =
     "                                          before its first backward use (default 0)\n"
     "                     [--copy-window N]    kernels may run N launches past a copy between host and\n"
     "                                          device before the program waits for it (default 4)\n"
-    "                     [--activations keep|host|ssd|recompute|auto]  values saved for backward wait on\n"
-    "                                          the device (default), in host memory, on SSD (the program\n"
-    "                                          then needs --ssd), or are computed again\n"
-    "                                          in backward; or P1,P2,... one per forward segment (layer group);\n"
+    "                     [--activations keep|host|ssd|recompute|selective|auto]  values saved for backward\n"
+    "                                          wait on the device (default), in host memory, on SSD (the\n"
+    "                                          program then needs --ssd), or are computed again in\n"
+    "                                          backward (selective: those made without a matrix product);\n"
+    "                                          or P1,P2,... one per forward segment (layer group);\n"
     "                                          auto: the planner chooses under the budgets\n"
     "                     [--params keep|stream|auto]  weights resident on the device (default), or copied\n"
     "                                          from the host masters before each phase that uses them\n"
@@ -250,9 +251,10 @@ Options parse(int argc, char **argv) {
   for (size_t at = 0, end; at <= o.activations.size(); at = end + 1) {
     end = std::min(o.activations.find(',', at), o.activations.size());
     std::string p = o.activations.substr(at, end - at);
-    if (p != "keep" && p != "host" && p != "ssd" && p != "recompute" && !(p == "auto" && o.activations == "auto"))
-      die("--activations takes keep, host, ssd, recompute or auto (or a comma-separated list of the first four), "
-          "got '" + p + "'");
+    bool policy = p == "keep" || p == "host" || p == "ssd" || p == "recompute" || p == "selective";
+    if (!policy && !(p == "auto" && o.activations == "auto"))
+      die("--activations takes keep, host, ssd, recompute, selective or auto (or a comma-separated list of the "
+          "first five), got '" + p + "'");
   }
   if (o.params != "keep" && o.params != "stream" && o.params != "auto")
     die("--params must be keep, stream or auto, got '" + o.params + "'");

@@ -10,6 +10,9 @@
 // RUN: not fuyou-opt %s --fy-place-activations=policy=keep,keep,host 2>&1 | FileCheck %s --check-prefix=COUNT
 // RUN: fuyou-opt %s --fy-place-activations="policy=host ahead=1" | FileCheck %s --check-prefix=PRE
 // RUN: not fuyou-opt %s --fy-place-activations="policy=host ahead=-1" 2>&1 | FileCheck %s --check-prefix=PRENEG
+// RUN: fuyou-opt %S/Inputs/selective.mlir --fy-place-activations=policy=selective | FileCheck %S/Inputs/selective.mlir --check-prefix=SEL
+// RUN: fuyou-opt %S/Inputs/selective.mlir --fy-place-activations=policy=selective,keep | FileCheck %S/Inputs/selective.mlir --check-prefix=SEL0
+// RUN: fuyou-opt %S/Inputs/selective.mlir --fy-place-activations=policy=host,selective | FileCheck %S/Inputs/selective.mlir --check-prefix=SEL1
 
 
 // policy=host: each of %a, %h and %b goes to host memory after its last
@@ -100,7 +103,7 @@
 // PRENEG: fy-place-activations: ahead must be at least 0, got -1
 
 // KEEP-NOT: fysched.copy
-// BAD: fy-place-activations: a policy is keep, host, ssd or recompute, got 'disk'
+// BAD: fy-place-activations: a policy is keep, host, ssd, recompute or selective, got 'disk'
 
 // policy=recompute: Two segments: @w1's (%a, %h) and @w2's (%b, %c). Backward reads %a, %h
 // and %b (through a view made in forward). %h is read by the second

@@ -12,8 +12,10 @@ no choice changes a bit of the results.
     through host memory, in the activation store under --ssd);
   recompute: the first model, its activations computed again in backward
     from each layer's input (--activations recompute);
+  selective: the first model, and a Llama, with only the activations made
+    without a matrix product computed again (--activations selective);
   mixed: the same with a policy per forward segment (layer group): keep,
-    host, ssd and recompute in turn;
+    host, ssd, recompute and selective in turn;
   planned: the same under fuyou-compile --gpu-mem 10M, the planner choosing
     (fy-choose-placement): it must mix policies.
 
@@ -161,9 +163,15 @@ def main():
              {"weights": lambda p: p["param_bytes"], "activations": lambda p: p["host_arena_bytes"]}),
         case(a, tokens, "ssd", deep, ["--activations", "ssd"], {"activations": lambda p: p["ssd_arena_bytes"]}),
         case(a, tokens, "recompute", deep, ["--activations", "recompute"], {}),
+        case(a, tokens, "selective", deep, ["--activations", "selective"], {}),
+        # Llama's RMS norms, SiLU and gating products are what it makes again.
+        case(a, tokens, "selective-llama", ["--model", "llama", "--batch", "4", "--seq", "64", "--n-layer", "4",
+                                            "--d-model", "64", "--n-head", "4", "--block-size", "64"],
+             ["--activations", "selective"], {}),
         # 15 segments: the two embeddings, 12 layers, the head.
         case(a, tokens, "mixed", deep,
-             ["--activations", ",".join(["keep", "host", "ssd", "recompute"][i % 4] for i in range(15))], {}),
+             ["--activations", ",".join(["keep", "host", "ssd", "recompute", "selective"][i % 5] for i in range(15))],
+             {}),
     ]
     # The planner's own mix (fy-choose-placement, built-in CPU figures) under a
     # budget that keep-all (35.6 MB) does not fit: it must mix policies.

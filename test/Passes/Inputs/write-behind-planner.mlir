@@ -21,7 +21,7 @@
 // GIVEN: fy.plan.activations = "ssd", fy.plan.evaluated = 1 : i64, fy.plan.given, fy.plan.params = "keep", {{.*}}fy.plan.write_behind = 2 : i64
 // GIVEN1: fy.plan.activations = "ssd", fy.plan.evaluated = 1 : i64, fy.plan.given, fy.plan.params = "keep", {{.*}}fy.plan.write_behind = 1 : i64
 // A given placement the passes refuse is their error.
-// GIVENBAD: error: fy-place-activations: a policy is keep, host, ssd or recompute, got 'bogus'
+// GIVENBAD: error: fy-place-activations: a policy is keep, host, ssd, recompute or selective, got 'bogus'
 // GIVENKEEP: module attributes {fy.plan.activations = "keep", fy.plan.evaluated = 2 : i64, fy.plan.given, fy.plan.params = "stream", fy.plan.predicted_step_s = {{[^,]*}}, fy.plan.profile = "{{[^"]*}}", fy.plan.state = "ssd"} {
 fygraph.param @w trainable : tensor<64x64xf32>
 fysched.group @g0 [@w] bytes 16384

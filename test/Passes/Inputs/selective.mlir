@@ -1,0 +1,97 @@
+// Input of fy-place-activations.mlir's selective runs. Two segments: @w1's
+// (%a, %h, %r) and @w2's (%b, %u, %t, %p, %s). Backward reads %a, %h, %b,
+// %t and %s; %r is the checkpoint the second segment starts from; %u and %p
+// are read by forward only.
+
+// policy=selective: the products' outputs %a and %b stay; %h is made again
+// from %a, and %t from %b through %u (both gelus run again, before %t's
+// first backward use); %s stays, since making it again needs the product
+// %p. One twin each, nothing copied out.
+// SEL-LABEL: func.func @train_step
+// SEL-NOT: <host,
+// SEL: %[[A:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SEL-NEXT: fysched.launch "matmul"
+// SEL: fysched.launch "add"
+// SEL-NEXT: fysched.get_param @w2
+// SEL-NEXT: %[[B:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SEL-NEXT: fysched.launch "matmul"
+// SEL-NEXT: fysched.alloc
+// SEL-NEXT: fysched.launch "gelu"
+// SEL-NEXT: fysched.alloc
+// SEL-NEXT: fysched.launch "gelu"
+// SEL-NEXT: fysched.alloc
+// SEL-NEXT: fysched.launch "matmul"
+// SEL-NEXT: %[[S:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SEL-NEXT: fysched.launch "gelu"
+// SEL: fysched.launch "reduce_sum"
+// SEL-NEXT: %[[G3:.*]] = fysched.alloc
+// SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[S]], {{.*}} outs(%[[G3]]
+// SEL-NEXT: %[[G2:.*]] = fysched.alloc
+// SEL-NEXT: %[[U2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SEL-NEXT: fysched.launch "gelu" ins(%[[B]] {{.*}} outs(%[[U2]]
+// SEL-NEXT: %[[T2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SEL-NEXT: fysched.launch "gelu" ins(%[[U2]] {{.*}} outs(%[[T2]]
+// SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[T2]], %[[G3]] {{.*}} outs(%[[G2]]
+// SEL-NEXT: %[[G1:.*]] = fysched.alloc
+// SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[B]], %[[G2]] {{.*}} outs(%[[G1]]
+// SEL-NEXT: %[[G0:.*]] = fysched.alloc
+// SEL-NEXT: %[[H2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// SEL-NEXT: fysched.launch "gelu" ins(%[[A]] {{.*}} outs(%[[H2]]
+// SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[A]], %[[H2]], %[[G1]] {{.*}} outs(%[[G0]]
+// SEL-NOT: "matmul"
+// SEL: return
+
+// Per segment: selective for the first only remakes %h alone; host for the
+// first with selective for the second remakes %t, and %a and %h wait in
+// host memory.
+// SEL0-LABEL: func.func @train_step
+// SEL0-NOT: <host,
+// SEL0: fysched.launch "reduce_sum"
+// SEL0-COUNT-1: fysched.launch "gelu"
+// SEL0-NEXT: fysched.launch "unary_grad_gelu" ins(%{{.*}}, %{{.*}}, %{{.*}} :
+// SEL0-NEXT: return
+// SEL1-LABEL: func.func @train_step
+// SEL1: fysched.launch "reduce_sum"
+// SEL1-COUNT-2: fysched.launch "gelu"
+// SEL1-NEXT: fysched.launch "unary_grad_gelu"
+// SEL1: fysched.copy %{{.*}}, %{{.*}} : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
+// SEL1: fysched.copy %{{.*}}, %{{.*}} : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
+// SEL1-NOT: fysched.launch "gelu"
+// SEL1: return
+
+fygraph.param @w1 trainable : tensor<8x8xf32>
+fygraph.param @w2 trainable : tensor<8x8xf32>
+fysched.group @g0 [@w2] bytes 256
+fysched.group @g1 [@w1] bytes 256
+
+func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.buffer<device, tensor<f32>> {
+  %w1 = fysched.get_param @w1 : <device, tensor<8x8xf32>>
+  %a = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%x, %w1 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%a : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
+  %h = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "gelu" ins(%a : !fysched.buffer<device, tensor<4x8xf32>>) outs(%h : !fysched.buffer<device, tensor<4x8xf32>>)
+  %r = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "add" ins(%h, %x : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%r : !fysched.buffer<device, tensor<4x8xf32>>)
+  %w2 = fysched.get_param @w2 : <device, tensor<8x8xf32>>
+  %b = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%r, %w2 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%b : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
+  %u = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "gelu" ins(%b : !fysched.buffer<device, tensor<4x8xf32>>) outs(%u : !fysched.buffer<device, tensor<4x8xf32>>)
+  %t = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "gelu" ins(%u : !fysched.buffer<device, tensor<4x8xf32>>) outs(%t : !fysched.buffer<device, tensor<4x8xf32>>)
+  %p = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%t, %w2 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%p : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
+  %s = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "gelu" ins(%p : !fysched.buffer<device, tensor<4x8xf32>>) outs(%s : !fysched.buffer<device, tensor<4x8xf32>>)
+  %l = fysched.alloc : <device, tensor<f32>>
+  fysched.launch "reduce_sum" ins(%s : !fysched.buffer<device, tensor<4x8xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
+  %g3 = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "unary_grad_gelu" ins(%s, %x : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g3 : !fysched.buffer<device, tensor<4x8xf32>>)
+  %g2 = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "unary_grad_gelu" ins(%t, %g3 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g2 : !fysched.buffer<device, tensor<4x8xf32>>)
+  %g1 = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "unary_grad_gelu" ins(%b, %g2 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g1 : !fysched.buffer<device, tensor<4x8xf32>>)
+  %g0 = fysched.alloc : <device, tensor<4x8xf32>>
+  fysched.launch "unary_grad_gelu" ins(%a, %h, %g1 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g0 : !fysched.buffer<device, tensor<4x8xf32>>)
+  return %l : !fysched.buffer<device, tensor<f32>>
+}
