@@ -7,7 +7,8 @@
 #   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16, fp16 and
 #                         fp32 the generated C++ and weights of the CUDA target
 #   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
-#   .gpu/gpt124{r,h,h0,h1,ha8,p}/ the same with activations recomputed, in host memory (each
+#   .gpu/gpt124{r,sel,h,h0,h1,ha8,p}/ the same with activations recomputed (all, or sel: those
+#                         made without a product), in host memory (each
 #                         copy waited for at once: h0, after a launch: h1; copied back 8
 #                         launches ahead: ha8), or as the planner chooses under --gpu-mem 8G
 #   .gpu/gpt124{s,s4,s16}/ the same with its weights streamed, copied 0, 4 or 16 launches ahead
@@ -46,8 +47,9 @@ for m in gpt2 llama; do
     --param-prefetch 2 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_ssd" --target cuda --precision bf16 --activations ssd 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_recompute" --target cuda --precision bf16 --activations recompute 2>/dev/null
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_selective" --target cuda --precision bf16 --activations selective 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_devopt" --target cuda --precision bf16 --device-optimizer 3 2>/dev/null
-  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,devopt}
+  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt}
 done
 
 # Big models: compiled from ONNX exported here, weights drawn on the GPU
@@ -67,6 +69,7 @@ big() {  # name batch seq layers heads d [fuyou-compile flags...]
 big gpt124 8 1024 12 12 768
 big gpt124f 8 1024 12 12 768 --precision fp16          # fp16 operands, dynamic loss scaling
 big gpt124r 8 1024 12 12 768 --activations recompute  # what recomputing costs on the GPU
+big gpt124sel 8 1024 12 12 768 --activations selective  # ... and recomputing what needs no product
 big gpt124h 8 1024 12 12 768 --activations host       # and swapping to host memory
 big gpt124h0 8 1024 12 12 768 --activations host --copy-window 0  # each copy waited for at once
 big gpt124h1 8 1024 12 12 768 --activations host --copy-window 1  # ... or after one launch

@@ -102,13 +102,16 @@ def e2e(name, d):
         rows.append(f"{prec}: worst loss rel err {worst:.2e} (tol {tol:g}), loss {a[0]['loss']:.4f} -> "
                     f"{a[-1]['loss']:.4f} vs torch {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}{skips}")
     # The same bf16 program placed otherwise: activations in host memory
-    # (--activations host), on SSD through it (ssd), computed again (recompute);
+    # (--activations host), on SSD through it (ssd), computed again (recompute,
+    # or only those made without a product: selective);
     # parameters streamed (--params stream); the last three groups' AdamW on
     # the GPU (--device-optimizer 3); and the bf16 program itself with a tied
     # table's rows all updated at the step's end (--early-rows no).
     # Bit-identical losses.
     for variant, what in (("host", "activations on host"), ("ssd", "activations on SSD"),
-                          ("recompute", "activations recomputed"), ("stream", "parameters streamed"),
+                          ("recompute", "activations recomputed"),
+                          ("selective", "activations made without a product recomputed"),
+                          ("stream", "parameters streamed"),
                           ("devopt", "the last three groups' AdamW on the GPU"),
                           ("early_no", "the tied table's rows all at the end")):
         log = os.path.join(OUT, f"{name}_bf16_{variant}.jsonl")

@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = "/usr/bin/python3"
-POLICIES = ["keep", "host", "ssd", "recompute"]
+POLICIES = ["keep", "host", "ssd", "recompute", "selective"]
 
 
 def main():

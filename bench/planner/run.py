@@ -3,7 +3,7 @@
 
   1. search: the greedy planner's predicted step against the best prediction
      of an exhaustive search over every per-segment activation policy
-     (keep/host/recompute, plus ssd when the profile has SSD rates) times
+     (keep/host/recompute/selective, plus ssd when the profile has SSD rates) times
      parameters keep/stream (--plan-search greedy|exhaustive); goal
      greedy/exhaustive <= 1.05;
   2. model: the greedy plan compiled and run (same --gpu-mem at run time),
@@ -55,7 +55,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = "/usr/bin/python3"
-ABBREV = {"keep": "K", "host": "H", "ssd": "S", "recompute": "R"}
+ABBREV = {"keep": "K", "host": "H", "ssd": "S", "recompute": "R", "selective": "C"}
 
 # name, model, export shape, budget fraction of the feasible range, profile scaling (None: calibrated)
 CONFIGS = [
@@ -289,7 +289,7 @@ def main():
 
     print(f"planner bench: profile {w('profile.json')} ({profile.get('device', '?')}), state on SSD, "
           f"{a.steps} steps, median after {a.warmup}; plans as activation policy per segment "
-          f"(K keep, H host, S ssd, R recompute) + parameters")
+          f"(K keep, H host, S ssd, R recompute, C selective: the cheap ones recomputed) + parameters")
     hdr = (f"{'config':<16} {'profile':<11} {'mem/keep':>8} {'greedy':<13} {'pred':>6} {'n':>4} {'s':>5} "
            f"{'exhaustive':<13} {'pred':>6} {'n':>5} {'s':>5} {'g/e':>5} {'meas':>6} {'m/p':>5} "
            f"{'keep m/p':>8}")
