@@ -255,11 +255,12 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
         on the device, so recomputation never reaches past one segment. A
         buffer that cannot be made again so (several writers, a parameter
         already updated) stays on the device;
-      selective: the segment's buffers that can be made again without a
-        matrix product (normalisations, activation functions, softmaxes:
-        launches reading only what stays) are recomputed as above, and the
-        products' outputs, with what only a product can remake, stay on the
-        device: most of recompute's memory for a small part of its time.
+      selective: the outputs of the segment's weight products (matrix
+        products reading a parameter) stay on the device, with what only
+        such a product can remake; the rest (normalisations, activation
+        functions, attention's scores, softmax and product with the values)
+        is recomputed as above from them: most of recompute's memory for a
+        small part of its time, the FLOPs being in the weight products.
     fy-insert-dealloc then ends each device buffer after its last use, so
     the device holds only the ops at hand's buffers. Every policy gives the
     same bits: only where values wait, or that the same kernels run twice on

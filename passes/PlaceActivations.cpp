@@ -4,8 +4,8 @@
 // before its first backward use; ssd does the same through host memory to
 // the SSD; recompute drops it and runs the forward
 // launches that made it again in backward, from the nearest values that
-// were kept; selective recomputes only what needs no matrix product and
-// keeps the rest. The policy is one for all, or one per forward segment (the ops
+// were kept; selective keeps the weight products' outputs and recomputes
+// the rest from them. The policy is one for all, or one per forward segment (the ops
 // from the first use of a layer group's parameters to the next group's).
 // Values are the same bits under every policy: only where they wait, or
 // whether they are made twice by the same kernels on the same inputs,
@@ -248,10 +248,11 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
   }
 
   // The saved buffers of selective segments that are made again without a
-  // matrix product: the launches that remake them from what stays (the
-  // segment's products, the other segments' kept buffers, checkpoints,
-  // parameters and inputs) are all elementwise, norms, softmaxes and the
-  // like, which cost little next to the bytes they free.
+  // weight product: the launches that remake them from what stays (the
+  // segment's weight products' outputs, the other segments' kept buffers,
+  // checkpoints, parameters and inputs) are norms, activation functions and
+  // attention's products of activations, which cost little next to the
+  // bytes they free (an attention's scores are T x T a head).
   void findCheap(const DenseMap<Value, SmallVector<Operation *, 1>> &writers, const fuyou::StepPhases &phases) {
     DenseMap<Value, bool> memo;  // root -> remade without a product
     std::function<bool(Value)> cheap = [&](Value root) -> bool {
@@ -260,7 +261,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       memo[root] = false;  // a cycle (none in a step) stays put
       auto ws = writers.lookup(root);
       auto launch = ws.size() == 1 ? dyn_cast<fs::LaunchOp>(ws[0]) : nullptr;
-      if (!launch || phases.backward(launch) || launch.getKernel() == "matmul")
+      if (!launch || phases.backward(launch) || (launch.getKernel() == "matmul" && readsWeights(launch, writers)))
         return false;
       for (Value in : launch.getIns()) {
         Value r = fuyou::rootBuffer(in);
@@ -282,6 +283,21 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     for (Value root : savedSet_)
       if (segmentPolicy(root) == Place::Selective && !checkpoint_.contains(root) && cheap(root))
         cheap_.insert(root);
+  }
+
+  // Whether a product reads a parameter, or a buffer made from parameters
+  // alone (a 16-bit copy, a transpose): the model's weight products, where
+  // the FLOPs are; an attention's products of two activations are not.
+  static bool readsWeights(fs::LaunchOp launch, const DenseMap<Value, SmallVector<Operation *, 1>> &writers) {
+    std::function<bool(Value)> fromParams = [&](Value root) {
+      if (root.getDefiningOp<fs::GetParamOp>())
+        return true;
+      auto ws = writers.lookup(root);
+      auto l = ws.size() == 1 ? dyn_cast<fs::LaunchOp>(ws[0]) : nullptr;
+      return l && !l.getIns().empty() &&
+             llvm::all_of(l.getIns(), [&](Value in) { return fromParams(fuyou::rootBuffer(in)); });
+    };
+    return llvm::any_of(launch.getIns(), [&](Value in) { return fromParams(fuyou::rootBuffer(in)); });
   }
 
   // Out after the last forward use, back in `ahead` launches before the

@@ -1,12 +1,13 @@
 // Input of fy-place-activations.mlir's selective runs. Two segments: @w1's
-// (%a, %h, %r) and @w2's (%b, %u, %t, %p, %s). Backward reads %a, %h, %b,
-// %t and %s; %r is the checkpoint the second segment starts from; %u and %p
-// are read by forward only.
+// (%a, %h, %r) and @w2's (%b, %u, %t, %p, %s, %z). Backward reads %a, %h, %b,
+// %t, %s and %z; %r is the checkpoint the second segment starts from; %u and
+// %p are read by forward only. %z is a product of two activations (as
+// attention's are), the other products read a weight.
 
-// policy=selective: the products' outputs %a and %b stay; %h is made again
-// from %a, and %t from %b through %u (both gelus run again, before %t's
-// first backward use); %s stays, since making it again needs the product
-// %p. One twin each, nothing copied out.
+// policy=selective: the weight products' outputs %a and %b stay; %h is made
+// again from %a, %t from %b through %u, and %z from %b and the remade %t,
+// before %z's first backward use (%t's twin then serves its own); %s stays,
+// since making it again needs the weight product %p. Nothing copied out.
 // SEL-LABEL: func.func @train_step
 // SEL-NOT: <host,
 // SEL: %[[A:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
@@ -23,14 +24,18 @@
 // SEL-NEXT: fysched.launch "matmul"
 // SEL-NEXT: %[[S:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // SEL-NEXT: fysched.launch "gelu"
-// SEL: fysched.launch "reduce_sum"
-// SEL-NEXT: %[[G3:.*]] = fysched.alloc
-// SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[S]], {{.*}} outs(%[[G3]]
-// SEL-NEXT: %[[G2:.*]] = fysched.alloc
+// SEL: fysched.launch "reduce_sum" ins(%[[S]]
+// SEL-NEXT: %[[GZ:.*]] = fysched.alloc : <device, tensor<f32>>
 // SEL-NEXT: %[[U2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // SEL-NEXT: fysched.launch "gelu" ins(%[[B]] {{.*}} outs(%[[U2]]
 // SEL-NEXT: %[[T2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // SEL-NEXT: fysched.launch "gelu" ins(%[[U2]] {{.*}} outs(%[[T2]]
+// SEL-NEXT: %[[Z2:.*]] = fysched.alloc : <device, tensor<4x4xf32>>
+// SEL-NEXT: fysched.launch "matmul" ins(%[[B]], %[[T2]] {{.*}} outs(%[[Z2]]
+// SEL-NEXT: fysched.launch "reduce_sum" ins(%[[Z2]] {{.*}} outs(%[[GZ]]
+// SEL-NEXT: %[[G3:.*]] = fysched.alloc
+// SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[S]], {{.*}} outs(%[[G3]]
+// SEL-NEXT: %[[G2:.*]] = fysched.alloc
 // SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[T2]], %[[G3]] {{.*}} outs(%[[G2]]
 // SEL-NEXT: %[[G1:.*]] = fysched.alloc
 // SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[B]], %[[G2]] {{.*}} outs(%[[G1]]
@@ -38,12 +43,11 @@
 // SEL-NEXT: %[[H2:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // SEL-NEXT: fysched.launch "gelu" ins(%[[A]] {{.*}} outs(%[[H2]]
 // SEL-NEXT: fysched.launch "unary_grad_gelu" ins(%[[A]], %[[H2]], %[[G1]] {{.*}} outs(%[[G0]]
-// SEL-NOT: "matmul"
-// SEL: return
+// SEL-NEXT: return
 
 // Per segment: selective for the first only remakes %h alone; host for the
-// first with selective for the second remakes %t, and %a and %h wait in
-// host memory.
+// first with selective for the second remakes %t (and %z, one product
+// after the two gelus), and %a and %h wait in host memory.
 // SEL0-LABEL: func.func @train_step
 // SEL0-NOT: <host,
 // SEL0: fysched.launch "reduce_sum"
@@ -53,7 +57,8 @@
 // SEL1-LABEL: func.func @train_step
 // SEL1: fysched.launch "reduce_sum"
 // SEL1-COUNT-2: fysched.launch "gelu"
-// SEL1-NEXT: fysched.launch "unary_grad_gelu"
+// SEL1-NEXT: fysched.alloc
+// SEL1-NEXT: fysched.launch "matmul"
 // SEL1: fysched.copy %{{.*}}, %{{.*}} : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
 // SEL1: fysched.copy %{{.*}}, %{{.*}} : <host, tensor<4x8xf32>>, <device, tensor<4x8xf32>>
 // SEL1-NOT: fysched.launch "gelu"
@@ -83,8 +88,12 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
   fysched.launch "matmul" ins(%t, %w2 : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%p : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
   %s = fysched.alloc : <device, tensor<4x8xf32>>
   fysched.launch "gelu" ins(%p : !fysched.buffer<device, tensor<4x8xf32>>) outs(%s : !fysched.buffer<device, tensor<4x8xf32>>)
+  %z = fysched.alloc : <device, tensor<4x4xf32>>
+  fysched.launch "matmul" ins(%b, %t : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%z : !fysched.buffer<device, tensor<4x4xf32>>) {args = [false, true]}
   %l = fysched.alloc : <device, tensor<f32>>
   fysched.launch "reduce_sum" ins(%s : !fysched.buffer<device, tensor<4x8xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
+  %gz = fysched.alloc : <device, tensor<f32>>
+  fysched.launch "reduce_sum" ins(%z : !fysched.buffer<device, tensor<4x4xf32>>) outs(%gz : !fysched.buffer<device, tensor<f32>>)
   %g3 = fysched.alloc : <device, tensor<4x8xf32>>
   fysched.launch "unary_grad_gelu" ins(%s, %x : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g3 : !fysched.buffer<device, tensor<4x8xf32>>)
   %g2 = fysched.alloc : <device, tensor<4x8xf32>>
