@@ -256,8 +256,9 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
         buffer that cannot be made again so (several writers, a parameter
         already updated) stays on the device;
       selective: the outputs of the segment's weight products (matrix
-        products reading a parameter) stay on the device, with what only
-        such a product can remake; the rest (normalisations, activation
+        products reading a parameter, or a buffer made from parameters and
+        constants alone) stay on the device, with what only such a product
+        can remake; the rest (normalisations, activation
         functions, attention's scores, softmax and product with the values)
         is recomputed as above from them: most of recompute's memory for a
         small part of its time, the FLOPs being in the weight products.

@@ -254,14 +254,43 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
   // attention's products of activations, which cost little next to the
   // bytes they free (an attention's scores are T x T a head).
   void findCheap(const DenseMap<Value, SmallVector<Operation *, 1>> &writers, const fuyou::StepPhases &phases) {
-    DenseMap<Value, bool> memo;  // root -> remade without a product
+    // Whether a buffer holds weights: a parameter, or made from parameters
+    // (and constants) alone, as a transpose or a scaled copy is.
+    enum class Origin { Weights, Constant, Other };
+    DenseMap<Value, Origin> origins;
+    std::function<Origin(Value)> origin = [&](Value root) {
+      if (auto it = origins.find(root); it != origins.end())
+        return it->second;
+      origins[root] = Origin::Other;  // a launch reading what it writes
+      Origin o = Origin::Other;
+      if (root.getDefiningOp<fs::GetParamOp>())
+        o = Origin::Weights;
+      else if (root.getDefiningOp<fs::ConstantOp>())
+        o = Origin::Constant;
+      else if (auto ws = writers.lookup(root); ws.size() == 1)
+        if (auto l = dyn_cast<fs::LaunchOp>(ws[0]); l && !l.getIns().empty()) {
+          o = Origin::Constant;
+          for (Value in : l.getIns())
+            if (Origin i = origin(fuyou::rootBuffer(in)); i == Origin::Other)
+              o = Origin::Other;
+            else if (i == Origin::Weights && o == Origin::Constant)
+              o = Origin::Weights;
+        }
+      return origins[root] = o;
+    };
+    // The model's weight products, where its FLOPs are; an attention's
+    // products of two activations are not.
+    auto readsWeights = [&](fs::LaunchOp product) {
+      return llvm::any_of(product.getIns(), [&](Value in) { return origin(fuyou::rootBuffer(in)) == Origin::Weights; });
+    };
+    DenseMap<Value, bool> memo;  // root -> remade without a weight product
     std::function<bool(Value)> cheap = [&](Value root) -> bool {
       if (auto it = memo.find(root); it != memo.end())
         return it->second;
       memo[root] = false;  // a cycle (none in a step) stays put
       auto ws = writers.lookup(root);
       auto launch = ws.size() == 1 ? dyn_cast<fs::LaunchOp>(ws[0]) : nullptr;
-      if (!launch || phases.backward(launch) || (launch.getKernel() == "matmul" && readsWeights(launch, writers)))
+      if (!launch || phases.backward(launch) || (launch.getKernel() == "matmul" && readsWeights(launch)))
         return false;
       for (Value in : launch.getIns()) {
         Value r = fuyou::rootBuffer(in);
@@ -283,21 +312,6 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     for (Value root : savedSet_)
       if (segmentPolicy(root) == Place::Selective && !checkpoint_.contains(root) && cheap(root))
         cheap_.insert(root);
-  }
-
-  // Whether a product reads a parameter, or a buffer made from parameters
-  // alone (a 16-bit copy, a transpose): the model's weight products, where
-  // the FLOPs are; an attention's products of two activations are not.
-  static bool readsWeights(fs::LaunchOp launch, const DenseMap<Value, SmallVector<Operation *, 1>> &writers) {
-    std::function<bool(Value)> fromParams = [&](Value root) {
-      if (root.getDefiningOp<fs::GetParamOp>())
-        return true;
-      auto ws = writers.lookup(root);
-      auto l = ws.size() == 1 ? dyn_cast<fs::LaunchOp>(ws[0]) : nullptr;
-      return l && !l.getIns().empty() &&
-             llvm::all_of(l.getIns(), [&](Value in) { return fromParams(fuyou::rootBuffer(in)); });
-    };
-    return llvm::any_of(launch.getIns(), [&](Value in) { return fromParams(fuyou::rootBuffer(in)); });
   }
 
   // Out after the last forward use, back in `ahead` launches before the

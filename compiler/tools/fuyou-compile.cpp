@@ -100,7 +100,7 @@ const char *kUsage =
     "                     [--activations keep|host|ssd|recompute|selective|auto]  values saved for backward\n"
     "                                          wait on the device (default), in host memory, on SSD (the\n"
     "                                          program then needs --ssd), or are computed again in\n"
-    "                                          backward (selective: all but the weight products' outputs);\n"
+    "                                          backward (selective: what needs no weight product again);\n"
     "                                          or P1,P2,... one per forward segment (layer group);\n"
     "                                          auto: the planner chooses under the budgets\n"
     "                     [--params keep|stream|auto]  weights resident on the device (default), or copied\n"

@@ -30,8 +30,9 @@
 // RUN: not fuyou-opt %S/Inputs/tied-planner.mlir --fy-device-optimizer=last=1 --fy-choose-placement="profile=%t.fast.json state=memory params=stream" 2>&1 | FileCheck %s --check-prefix=DEVSTREAM
 // RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cpu.json state=memory" | FileCheck %s --check-prefix=BATCHCPU
 // RUN: sed -e 's/"h2d_bytes_per_s": 1e9/"h2d_bytes_per_s": 1e6/' -e 's/"d2h_bytes_per_s": 1e9/"d2h_bytes_per_s": 1e6/' %S/Inputs/profile-cpu.json > %t.slowlink.json
-// RUN: fuyou-opt %S/Inputs/selective.mlir --fy-choose-placement="gpu-mem=1250 copy-window=0 profile=%t.slowlink.json state=memory" | FileCheck %s --check-prefix=SELPLAN
-// RUN: fuyou-opt %S/Inputs/selective.mlir --fy-choose-placement="gpu-mem=1250 copy-window=0 profile=%t.slowlink.json state=memory search=exhaustive" | FileCheck %s --check-prefix=SELPLAN
+// RUN: fuyou-opt %S/Inputs/selective.mlir --fy-choose-placement="gpu-mem=1300 copy-window=0 profile=%t.slowlink.json state=memory" | FileCheck %s --check-prefix=SELPLAN
+// RUN: fuyou-opt %S/Inputs/selective.mlir --fy-choose-placement="gpu-mem=1300 copy-window=0 profile=%t.slowlink.json state=memory search=exhaustive" | FileCheck %s --check-prefix=SELPLAN
+// RUN: fuyou-opt %S/Inputs/selective.mlir --fy-choose-placement="gpu-mem=1200 copy-window=0 profile=%t.slowlink.json state=memory search=exhaustive" | FileCheck %s --check-prefix=SELPLAN2
 // RUN: fuyou-opt %S/Inputs/batched-matmul.mlir --fy-choose-placement="profile=%S/Inputs/profile-small-matmul-cuda.json state=memory" | FileCheck %s --check-prefix=BATCHGPU
 
 // The two-segment step of fy-place-activations.mlir: parameters 512 bytes,
@@ -86,11 +87,13 @@
 // BATCHGPU: fy.plan.predicted_step_s = 0.00335644320
 
 // Inputs/selective.mlir (device bytes with its 512 of parameters: keep,keep
-// 1344, selective,keep 1216, recompute,keep and host,keep 1088) under 1250
+// 1408, selective,keep 1280, recompute,keep and host,keep 1152) under 1300
 // bytes, over a link of 1 MB/s: host pays 0.53 ms of copies (streaming the
-// weights pays for copies too), recompute 22.9 us (its weight product
-// again), selective 21.4 us (one gelu again). Greedy and exhaustive agree.
-// SELPLAN: fy.plan.activations = "selective,keep", {{.*}}fy.plan.params = "keep", fy.plan.predicted_step_s = 2.1384
+// weights pays for copies too), recompute 24.4 us (its weight product
+// again), selective 22.9 us (one gelu again). Greedy and exhaustive agree.
+// Under 1200 bytes selective no longer fits, and recompute is next.
+// SELPLAN: fy.plan.activations = "selective,keep", {{.*}}fy.plan.params = "keep", fy.plan.predicted_step_s = 2.2896
+// SELPLAN2: fy.plan.activations = "recompute,keep", {{.*}}fy.plan.params = "keep", fy.plan.predicted_step_s = 2.4408
 
 // NOFIT: fy-choose-placement: no placement fits --gpu-mem 1000 (the least device memory found: 1088 bytes)
 // Each budget alone can be met (576 device bytes, no host arena), not both:

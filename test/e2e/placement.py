@@ -12,8 +12,9 @@ no choice changes a bit of the results.
     through host memory, in the activation store under --ssd);
   recompute: the first model, its activations computed again in backward
     from each layer's input (--activations recompute);
-  selective: the first model, and a Llama, with only the activations made
-    without a matrix product computed again (--activations selective);
+  selective: the first model, and a Llama, with the activations that can be
+    made again without a weight product computed again (--activations
+    selective);
   mixed: the same with a policy per forward segment (layer group): keep,
     host, ssd, recompute and selective in turn;
   planned: the same under fuyou-compile --gpu-mem 10M, the planner choosing
