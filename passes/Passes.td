@@ -262,6 +262,8 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
         functions, attention's scores, softmax and product with the values)
         is recomputed as above from them: most of recompute's memory for a
         small part of its time, the FLOPs being in the weight products.
+    The saved bytes made again, per segment, go to the module's
+    `fysched.recomputed_bytes` (for --emit=plan).
     fy-insert-dealloc then ends each device buffer after its last use, so
     the device holds only the ops at hand's buffers. Every policy gives the
     same bits: only where values wait, or that the same kernels run twice on

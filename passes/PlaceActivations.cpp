@@ -134,7 +134,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     fuyou::ForwardSegments seg = fuyou::findForwardSegments(module, body, phases);
     segment_ = std::move(seg.segmentOf);
     checkpoint_ = std::move(seg.checkpoints);
-    int64_t segments = seg.count;
+    int64_t segments = segments_ = seg.count;
     if (policies.size() != 1 && int64_t(policies.size()) != segments) {
       module.emitError("fy-place-activations: ")
           << policies.size() << " policies given for " << segments
@@ -236,15 +236,22 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       savedSet_.insert(s.alloc.getResult());
     findCheap(writers, phases);
     sortByFirstBackward(saved, phases);
+    // Per segment, the saved bytes made again (for --emit=plan).
+    SmallVector<int64_t> remadeBytes(segments_, 0);
     for (Saved &s : saved) {
       Value root = s.alloc.getResult();
       if (placeOf(root) != Place::Recompute)
         continue;
       at = phases.position(s.firstBackward);
       OpBuilder b(s.firstBackward);
-      if (Value twin = remake(root, b))
+      if (Value twin = remake(root, b)) {
         phases.rebaseBackward(root, twin, b);
+        RankedTensorType t = cast<fs::BufferType>(root.getType()).getTensorType();
+        remadeBytes[segment_.lookup(root)] += t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+      }
     }
+    if (llvm::any_of(remadeBytes, [](int64_t n) { return n > 0; }))
+      getOperation()->setAttr("fysched.recomputed_bytes", DenseI64ArrayAttr::get(&getContext(), remadeBytes));
   }
 
   // The saved buffers of selective segments that are made again without a
@@ -358,6 +365,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
   }
 
   SmallVector<Place> policies_;  // one, or one per segment
+  int64_t segments_ = 1;
   Value loss_;
   DenseMap<Value, int64_t> segment_;  // forward buffer -> its segment
   DenseSet<Value> checkpoint_, savedSet_, cheap_;

@@ -926,12 +926,15 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   }
   SmallVector<StringRef> policies;
   str("fy.plan.activations").split(policies, ',');
+  auto remade = module->getAttrOfType<DenseI64ArrayAttr>("fysched.recomputed_bytes");
   for (int64_t i = 0; i < seg.count; ++i) {
     os << "segment " << i << ": " << (int64_t(policies.size()) == seg.count ? policies[i] : policies.front());
     if (toHost[i])
       os << ", " << toHost[i] << " B out to host";
     if (toSsd[i])
       os << ", " << toSsd[i] << " B on to SSD";
+    if (remade && i < int64_t(remade.size()) && remade[i])
+      os << ", " << remade[i] << " B made again in backward";
     os << "\n";
   }
   os << "parameters: " << (module->hasAttr("fysched.streamed_params") ? "streamed per phase" : "resident") << "\n";
