@@ -81,6 +81,6 @@ big gpt124s16 8 1024 12 12 768 --params stream --param-prefetch 16  # ... 16
 big gpt350 1 128 24 16 1024
 big gpt350s 1 128 24 16 1024 --params stream  # no resident weights: copied in per phase
 # The planner's configs, planned with the H100 profile (bench/gpu/planner.py).
-$PY "$ROOT/bench/gpu/planner.py" prepare "${PLANNER_PROFILE:-$ROOT/bench/gpu/results/profile_h100_2026-11-26.json}" \
+$PY "$ROOT/bench/gpu/planner.py" prepare "${PLANNER_PROFILE:-$ROOT/bench/gpu/results/profile_h100_2026-11-27.json}" \
   "$OUT/planner"
 du -sh "$OUT"
