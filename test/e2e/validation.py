@@ -89,6 +89,10 @@ def main():
     more = {"activations in host memory and weights streamed, both prefetched":
                 ["--activations", "host", "--activation-prefetch", "2", "--params", "stream", "--param-prefetch", "1"],
             "activations recomputed": ["--activations", "recompute"],
+            # The synchronous optimizer updates each parameter during
+            # backward: what is remade must still read the step's weights.
+            "all but the weight products' outputs recomputed, synchronous optimizer":
+                ["--activations", "selective", "--sync-optimizer"],
             "synchronous optimizer": ["--sync-optimizer"],
             "fp16, loss scaled": ["--precision", "fp16", "--loss-scale", "dynamic"]}
     for k, (what, extra) in enumerate(more.items()):
