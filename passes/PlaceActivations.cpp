@@ -134,10 +134,10 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     fuyou::ForwardSegments seg = fuyou::findForwardSegments(module, body, phases);
     segment_ = std::move(seg.segmentOf);
     checkpoint_ = std::move(seg.checkpoints);
-    int64_t segments = segments_ = seg.count;
-    if (policies.size() != 1 && int64_t(policies.size()) != segments) {
+    segments_ = seg.count;
+    if (policies.size() != 1 && int64_t(policies.size()) != segments_) {
       module.emitError("fy-place-activations: ")
-          << policies.size() << " policies given for " << segments
+          << policies.size() << " policies given for " << segments_
           << " forward segments (one policy, or one per segment in forward order)";
       return signalPassFailure();
     }
@@ -246,8 +246,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       OpBuilder b(s.firstBackward);
       if (Value twin = remake(root, b)) {
         phases.rebaseBackward(root, twin, b);
-        RankedTensorType t = cast<fs::BufferType>(root.getType()).getTensorType();
-        remadeBytes[segment_.lookup(root)] += t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+        remadeBytes[segment_.lookup(root)] += fuyou::bufferBytes(root.getType());
       }
     }
     if (llvm::any_of(remadeBytes, [](int64_t n) { return n > 0; }))

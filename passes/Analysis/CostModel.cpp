@@ -215,11 +215,6 @@ const char *streamName(Stream s) {
 
 namespace {
 
-int64_t bytesOf(Type t) {
-  auto tensor = cast<fs::BufferType>(t).getTensorType();
-  return tensor.getNumElements() * std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
-}
-
 // The replay: each stream runs its ops in program order; an op starts when
 // its stream is free, the op that issued it has been reached, and what it
 // reads is ready.
@@ -321,9 +316,9 @@ private:
   double launchCost(fs::LaunchOp launch, bool &timed) {
     int64_t bytes = 0;
     for (Value v : launch.getIns())
-      bytes += bytesOf(v.getType());
+      bytes += bufferBytes(v.getType());
     for (Value v : launch.getOuts())
-      bytes += bytesOf(v.getType());
+      bytes += bufferBytes(v.getType());
     StringRef kernel = launch.getKernel();
     if (auto it = p_.kernelTimes.find(kernel); it != p_.kernelTimes.end())
       if (auto t = it->getValue().find(bytes); t != it->getValue().end()) {
@@ -699,7 +694,7 @@ private:
           landed = onStream(ToHost, ready, std::min(rows, table - rows) * 4.0 / p_.d2hBytes + p_.launchS, out);
           f.chunksLeft = f.pieces;
         } else {
-          landed = onStream(Compute, ready, bytesOf(early.getGrad().getType()) / p_.d2hBytes, out);
+          landed = onStream(Compute, ready, bufferBytes(early.getGrad().getType()) / p_.d2hBytes, out);
         }
         fillers_.push_back(f);
         if (cuda_)
@@ -721,7 +716,7 @@ private:
           waitFor(updateEnd_.lookup(off.getGroup()), off.getGroup(), " before its gradient goes down", out);
         double ready = free_[Compute], bytes = 0;
         for (Value g : off.getGrads())
-          ready = std::max(ready, readyOf(g)), bytes += bytesOf(g.getType());
+          ready = std::max(ready, readyOf(g)), bytes += bufferBytes(g.getType());
         // The early table's batch rows come down with the rows' own copy.
         if (early)
           bytes -= paramElems_.lookup(earlyTable_.lookup(off.getGroup())) * 4.0;
@@ -778,7 +773,7 @@ private:
         waitFor(rowsUpdated_.lookup(wait.getGroup()), wait.getGroup(), " rows", out);
       } else if (auto adamw = dyn_cast<fs::CpuAdamWOp>(op)) {
         double ready = std::max(issue, readyOf(adamw.getGrad()));
-        double bytes = bytesOf(adamw.getGrad().getType());
+        double bytes = bufferBytes(adamw.getGrad().getType());
         // On a GPU's stream (fy-device-optimizer): p, m and v read and
         // written, g read, 28 bytes a parameter; else on the CPU, inline.
         if (cuda_ && adamw.getOnDevice())
@@ -794,7 +789,7 @@ private:
 
   void copyOp(fs::CopyOp copy, double issue, Prediction *out) {
     StringRef from = spaceOf(copy.getSource()), to = spaceOf(copy.getTarget());
-    double bytes = bytesOf(copy.getSource().getType()), ready = std::max(issue, readyOf(copy.getSource()));
+    double bytes = bufferBytes(copy.getSource().getType()), ready = std::max(issue, readyOf(copy.getSource()));
     double end;
     if (to == "ssd")
       end = onStream(Ssd, ready, std::ceil(bytes / 4096) * 4096 / p_.ssdWriteBytes, out);
@@ -917,12 +912,12 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
     StringRef from = spaceOf(copy.getSource()), to = spaceOf(copy.getTarget());
     if (from == "device" && to == "host")
       if (auto it = seg.segmentOf.find(rootBuffer(copy.getSource())); it != seg.segmentOf.end()) {
-        toHost[it->second] += bytesOf(copy.getSource().getType());
+        toHost[it->second] += bufferBytes(copy.getSource().getType());
         hostOf[rootBuffer(copy.getTarget())] = it->second;
       }
     if (from == "host" && to == "ssd")
       if (auto it = hostOf.find(rootBuffer(copy.getSource())); it != hostOf.end())
-        toSsd[it->second] += bytesOf(copy.getSource().getType());
+        toSsd[it->second] += bufferBytes(copy.getSource().getType());
   }
   SmallVector<StringRef> policies;
   str("fy.plan.activations").split(policies, ',');

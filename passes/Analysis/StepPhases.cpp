@@ -20,6 +20,11 @@ Value rootBuffer(Value v) {
 
 StringRef spaceOf(Value buffer) { return cast<fs::BufferType>(buffer.getType()).getSpace(); }
 
+int64_t bufferBytes(Type buffer) {
+  RankedTensorType t = cast<fs::BufferType>(buffer).getTensorType();
+  return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+}
+
 Operation *issuePoint(Operation *use, int64_t launches, function_ref<bool(Operation *)> barrier) {
   Operation *at = use;
   for (int64_t n = 0; n < launches && at->getPrevNode() && !barrier(at->getPrevNode());) {

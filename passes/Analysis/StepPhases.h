@@ -21,6 +21,8 @@ namespace fuyou {
 mlir::Value rootBuffer(mlir::Value v);
 // The memory space of a buffer value: "device", "host" or "ssd".
 llvm::StringRef spaceOf(mlir::Value buffer);
+// The bytes a buffer of this type holds (a byte at least per element).
+int64_t bufferBytes(mlir::Type buffer);
 
 // Where a copy for `use` goes to be issued `launches` launches before it:
 // the op it goes before, walking back over the ops between, never past an
