@@ -5,6 +5,9 @@
 // 2-D table, the gather waits only for the rows those tokens name
 // (group_wait_rows), which the runtime updates first; the group_wait moves
 // to the table's next read (the tied logits product), if there is one.
+// A streamed table whose device copy only that gather reads is not copied
+// up at all: the gather takes the rows from its host master ("gather_up"),
+// so the forward waits for those rows and moves only their bytes.
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -55,18 +58,42 @@ struct RowsFirst : fuyou::impl::RowsFirstBase<RowsFirst> {
       if (llvm::any_of(op->getOperands(), [&](Value v) { return tables.contains(v); }))
         (firstRead ? nextRead : firstRead) = op;
     }
-    auto gather = dyn_cast_or_null<fs::LaunchOp>(firstRead);
+    // Streamed: the first read is the table's copy up; a gather that is its
+    // only reader becomes one from the host master.
+    fs::LaunchOp gather;
+    auto copy = dyn_cast_or_null<fs::CopyOp>(firstRead);
+    if (copy && !copy.getToken()) {
+      Value onDevice = copy.getTarget();
+      SmallVector<Operation *> readers;
+      for (Operation *user : onDevice.getUsers())
+        if (user != copy)
+          readers.push_back(user);
+      if (readers.size() == 1)
+        gather = dyn_cast<fs::LaunchOp>(readers.front());
+      if (!gather || gather.getIns().size() != 2 || gather.getIns()[0] != onDevice ||
+          !onDevice.getDefiningOp<fs::AllocOp>())
+        return;
+    } else {
+      gather = dyn_cast_or_null<fs::LaunchOp>(firstRead);
+    }
     if (!gather || gather.getKernel() != "gather" || gather.getIns().size() != 2 || gather.getIns()[1] != tokens)
       return;
-    auto gp = gather.getIns()[0].getDefiningOp<fs::GetParamOp>();
+    auto gp = (copy ? copy.getSource() : gather.getIns()[0]).getDefiningOp<fs::GetParamOp>();
     if (!gp)
       return;
     auto type = cast<fs::BufferType>(gp.getType());
-    // A streamed table is copied up whole after the group_wait: nothing to split.
-    if (type.getSpace() != "device" || type.getTensorType().getRank() != 2)
+    if (type.getSpace() != (copy ? "host" : "device") || type.getTensorType().getRank() != 2)
       return;
     OpBuilder b(wait);
     b.create<fs::GroupWaitRowsOp>(wait.getLoc(), wait.getGroupAttr(), gp.getNameAttr(), tokens);
+    if (copy) {
+      Operation *alloc = copy.getTarget().getDefiningOp();
+      b.setInsertionPoint(gather);
+      b.create<fs::LaunchOp>(gather.getLoc(), "gather_up", ValueRange{gp, tokens}, gather.getOuts(), b.getArrayAttr({}));
+      gather.erase();
+      copy.erase();
+      alloc->erase();
+    }
     // With no other read in the step, nothing waits for the rest: a
     // group_wait at the step's end would wait for this step's own update.
     // (The next grad_offload of the group waits for it in the runtime.)

@@ -325,6 +325,10 @@ private:
         timed = true;
         return t->second;
       }
+    // A gather from a streamed table's host master (fy-rows-first): on a
+    // GPU the host gathers the rows and they go up, chunk after chunk.
+    if (kernel == "gather_up" && cuda_)
+      return 2 * bufferBytes(launch.getOuts()[0].getType()) / p_.h2dBytes + p_.launchS;
     double t = bytes / p_.memBytes;
     // Kernels whose exp/tanh bound them, by elements of their largest operand.
     {

@@ -405,7 +405,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     int64_t vocab = 0;
     Value tokens = step.getArgument(0);
     step.walk([&](fs::LaunchOp l) {
-      if (l.getKernel() == "gather" && l.getIns().size() == 2 && l.getIns()[1] == tokens)
+      if ((l.getKernel() == "gather" || l.getKernel() == "gather_up") && l.getIns().size() == 2 && l.getIns()[1] == tokens)
         vocab = cast<fs::BufferType>(l.getIns()[0].getType()).getShape()[0];
     });
     auto inT = cast<fs::BufferType>(tokens.getType());

@@ -129,6 +129,12 @@ template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, st
 namespace K = ::fy::cpu;
 #include "exec/api_kernels.inc"
 
+// Host memory is the device's: the plain gather.
+void gather_up(Runtime* rt, View table, View idx, View out) {
+  FY_KERNEL_SPAN(rt, "gather_up", table, idx, out);
+  K::gather(table, idx, out);
+}
+
 void cpu_adamw(Runtime* rt, int64_t index, View grad) {
   if (!started().empty()) run_uploads_reading(rt, index);
   rt->adamw(index, grad);

@@ -165,6 +165,9 @@ void concat(Runtime* rt, int64_t axis, View out, Views... ins) {
   concat_impl(rt, axis, out, {View(ins)...});
 }
 void gather(Runtime* rt, View table, View idx, View out);
+// The same from a table in host memory (a streamed master, fy-rows-first)
+// into `out` on the device: only the rows idx names cross.
+void gather_up(Runtime* rt, View table, View idx, View out);
 void gather_grad(Runtime* rt, View dy, View idx, View dtable);
 void gather_grad_add(Runtime* rt, View base, View dy, View idx, View dtable);
 

@@ -104,6 +104,10 @@ void group_wait_param(Runtime* rt, int64_t group, int64_t param) {
   TraceSpan span(rt->trace(), "compute", "wait for parameter ", param);
   device_of(rt).group_wait_param(group, param);
 }
+void gather_up(Runtime* rt, View table, View idx, View out) {
+  FY_KERNEL_SPAN(rt, "gather_up", table, idx, out);
+  device_of(rt).gather_up(table, idx, out);
+}
 void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
   TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
   device_of(rt).group_wait_rows(group, param, ids);

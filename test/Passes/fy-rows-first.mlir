@@ -75,24 +75,19 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>) -> !fysche
 // -----
 
 // Where the split does not apply the group_wait stays: a gather by other
-// ids (positions), a table whose first read is not a gather, and a streamed
-// table (its master in host memory, copied up whole).
+// ids (positions), a table whose first read is not a gather.
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT: group_wait_rows
 // CHECK: fysched.group_wait @g0
 // CHECK-NEXT: fysched.get_param @wpe.weight
 // CHECK: fysched.group_wait @g1
 // CHECK-NEXT: fysched.get_param @head.weight
-// CHECK: fysched.group_wait @g2
-// CHECK-NEXT: fysched.get_param @tok.weight
 // CHECK-NOT: group_wait_rows
 
 fygraph.param @wpe.weight trainable : tensor<8x4xf32>
 fygraph.param @head.weight trainable : tensor<8x4xf32>
-fygraph.param @tok.weight trainable : tensor<8x4xf32>
 fysched.group @g0 [@wpe.weight] bytes 128
 fysched.group @g1 [@head.weight] bytes 128
-fysched.group @g2 [@tok.weight] bytes 128
 
 func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %pos: !fysched.buffer<device, tensor<2x3xi64>>,
                       %x: !fysched.buffer<device, tensor<3x4xf32>>) {
@@ -104,11 +99,53 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %pos: !fys
   %h = fysched.get_param @head.weight : <device, tensor<8x4xf32>>
   %l = fysched.alloc : <device, tensor<3x8xf32>>
   fysched.launch "matmul" ins(%x, %h : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%l : !fysched.buffer<device, tensor<3x8xf32>>) {args = [false, true]}
-  fysched.group_wait @g2
+  return
+}
+
+// -----
+
+// A streamed untied table (its master in host memory): the copy up goes,
+// the gather takes the step's rows from the master (gather_up) and waits
+// only for them. The streamed tied table below keeps its copy and its wait:
+// the logits product reads the whole table from the same copy.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[IDX:.*]]: !fysched.buffer<device, tensor<2x3xi64>>
+// CHECK-NEXT: fysched.group_wait_rows @g0, @tok.weight[%[[IDX]] : <device, tensor<2x3xi64>>]
+// CHECK-NEXT: %[[T:.*]] = fysched.get_param @tok.weight : <host, tensor<8x4xf32>>
+// CHECK-NEXT: %[[R:.*]] = fysched.alloc : <device, tensor<2x3x4xf32>>
+// CHECK-NEXT: fysched.launch "gather_up" ins(%[[T]], %[[IDX]] : !fysched.buffer<host, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%[[R]]
+// CHECK-NEXT: fysched.group_wait @g1
+// CHECK-NEXT: %[[W:.*]] = fysched.get_param @wte.weight : <host
+// CHECK-NEXT: %[[WD:.*]] = fysched.alloc : <device, tensor<8x4xf32>>
+// CHECK-NEXT: fysched.copy %[[W]], %[[WD]]
+// CHECK: fysched.launch "gather" ins(%[[WD]], %[[IDX]]
+// CHECK: fysched.launch "matmul" ins(%{{.*}}, %[[WD]]
+// CHECK-NOT: group_wait_rows
+// CHECK-NOT: gather_up
+// CHECK: return
+
+// EMITC-LABEL: emitc.func @fy_train_step
+// EMITC: emitc.call_opaque "fy::rt::gather_up"
+
+fygraph.param @tok.weight trainable : tensor<8x4xf32>
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@tok.weight] bytes 128
+fysched.group @g1 [@wte.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %x: !fysched.buffer<device, tensor<3x4xf32>>) {
+  fysched.group_wait @g0
   %t = fysched.get_param @tok.weight : <host, tensor<8x4xf32>>
   %td = fysched.alloc : <device, tensor<8x4xf32>>
   fysched.copy %t, %td : <host, tensor<8x4xf32>>, <device, tensor<8x4xf32>>
   %trows = fysched.alloc : <device, tensor<2x3x4xf32>>
   fysched.launch "gather" ins(%td, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%trows : !fysched.buffer<device, tensor<2x3x4xf32>>)
+  fysched.group_wait @g1
+  %w = fysched.get_param @wte.weight : <host, tensor<8x4xf32>>
+  %wd = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.copy %w, %wd : <host, tensor<8x4xf32>>, <device, tensor<8x4xf32>>
+  %wrows = fysched.alloc : <device, tensor<2x3x4xf32>>
+  fysched.launch "gather" ins(%wd, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%wrows : !fysched.buffer<device, tensor<2x3x4xf32>>)
+  %l = fysched.alloc : <device, tensor<3x8xf32>>
+  fysched.launch "matmul" ins(%x, %wd : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%l : !fysched.buffer<device, tensor<3x8xf32>>) {args = [false, true]}
   return
 }

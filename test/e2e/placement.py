@@ -15,6 +15,9 @@ no choice changes a bit of the results.
   selective: the first model, and a Llama, with the activations that can be
     made again without a weight product computed again (--activations
     selective);
+  streamed-llama: a Llama's weights streamed; its untied embedding is not
+    copied up at all, the gather reading the batch's rows from the host
+    master once they are updated;
   mixed: the same with a policy per forward segment (layer group): keep,
     host, ssd, recompute and selective in turn;
   planned: the same under fuyou-compile --gpu-mem 10M, the planner choosing
@@ -94,13 +97,19 @@ def weights(d):
     return open(os.path.join(d, "model.safetensors"), "rb").read()
 
 
-def case(a, tokens, name, shape, flags, held):
+def case(a, tokens, name, shape, flags, held, emits=None):
     """Trains `shape` resident and placed by `flags`; `held` names what the
     device no longer holds, {label: bytes from the plan}, each of which must
-    be 4x --gpu-mem (none for recomputation: nothing is held anywhere).
+    be 4x --gpu-mem (none for recomputation: nothing is held anywhere);
+    `emits`, a runtime call the placed program must make.
     Returns a line for the summary."""
     w = lambda n: os.path.join(a.work, f"{name}_{n}")
     model, resident_program, lr, resident_ckpt = resident_run(a, tokens, name, shape)
+    if emits:
+        cpp = subprocess.run([a.compiler, model, "--emit=cpp"] + flags, capture_output=True, text=True,
+                             check=True).stdout
+        if emits not in cpp:
+            fail(f"{name}: the program under {' '.join(flags)} does not call {emits}")
     placed = plan(a.compiler, model, flags)
     resident = plan(a.compiler, model, [])
     streamed = "stream" in flags
@@ -169,6 +178,11 @@ def main():
         case(a, tokens, "selective-llama", ["--model", "llama", "--batch", "4", "--seq", "64", "--n-layer", "4",
                                             "--d-model", "64", "--n-head", "4", "--block-size", "64"],
              ["--activations", "selective"], {}),
+        # An untied embedding streamed: the gather reads the step's rows from
+        # its host master (fy-rows-first's gather_up), after their update only.
+        case(a, tokens, "streamed-llama", ["--model", "llama", "--batch", "4", "--seq", "64", "--n-layer", "4",
+                                           "--d-model", "64", "--n-head", "4", "--block-size", "64"],
+             ["--params", "stream"], {}, emits="fy::rt::gather_up"),
         # 15 segments: the two embeddings, 12 layers, the head.
         case(a, tokens, "mixed", deep,
              ["--activations", ",".join(["keep", "host", "ssd", "recompute", "selective"][i % 5] for i in range(15))],

@@ -105,6 +105,8 @@ CudaDevice::~CudaDevice() {
   for (void* p : blocks_) cudaFree(p);
   for (void* p : {idx_, tgt_, loss_}) cudaFree(p);
   if (host_grad_) cudaFreeHost(host_grad_);
+  if (gather_stage_) cudaFreeHost(gather_stage_);
+  if (gather_sent_) cudaEventDestroy(gather_sent_);
   set_stream(nullptr);
   cudaStreamDestroy(compute_);
   cudaStreamDestroy(upload_);
@@ -498,6 +500,51 @@ View CudaDevice::upload_temp(int64_t offset, Shape shape, DType dtype, const voi
   // may go away.
   if (v.nbytes()) FY_CUDA_CHECK(cudaMemcpyAsync(v.data, host, v.nbytes(), cudaMemcpyHostToDevice, compute_));
   return v;
+}
+
+void CudaDevice::gather_up(View table, View ids, View out) {
+  if (table.dtype != DType::F32 || table.shape.rank != 2 || ids.dtype != DType::I64 || out.dtype != DType::F32 ||
+      out.numel() != ids.numel() * table.shape[1])
+    fail(std::string("gather_up: wants an F32 table [V, d], I64 ids and an F32 output of ids x d, got table ") +
+         dtype_name(table.dtype) + " " + table.shape.str() + ", ids " + dtype_name(ids.dtype) + " " + ids.shape.str() +
+         ", output " + dtype_name(out.dtype) + " " + out.shape.str());
+  const int64_t n = ids.numel(), d = table.shape[1], vocab = table.shape[0];
+  // The step's tokens are in host memory already; other ids come down first.
+  std::vector<int64_t> own;
+  const int64_t* host_ids = ids.data == idx_ && step_ids_ ? step_ids_ : nullptr;
+  if (!host_ids) {
+    own.resize(size_t(n));
+    FY_CUDA_CHECK(cudaMemcpyAsync(own.data(), ids.data, ids.nbytes(), cudaMemcpyDeviceToHost, compute_));
+    FY_CUDA_CHECK(cudaStreamSynchronize(compute_));
+    host_ids = own.data();
+  }
+  // The buffer's last rows must have gone up before it is refilled.
+  if (!gather_sent_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&gather_sent_, cudaEventDisableTiming));
+  else FY_CUDA_CHECK(cudaEventSynchronize(gather_sent_));
+  if (out.nbytes() > gather_stage_bytes_) {
+    if (gather_stage_) FY_CUDA_CHECK(cudaFreeHost(gather_stage_));
+    gather_stage_ = nullptr;
+    gather_stage_bytes_ = 0;
+    gather_stage_ = static_cast<char*>(host_alloc(out.nbytes()));
+    gather_stage_bytes_ = out.nbytes();
+  }
+  const size_t row = size_t(d) * sizeof(float);
+  const int64_t chunk = std::max<int64_t>(1, int64_t((size_t(1) << 20) / std::max<size_t>(row, 1)));
+  const char* src = static_cast<const char*>(table.data);
+  for (int64_t lo = 0; lo < n; lo += chunk) {
+    const int64_t hi = std::min(n, lo + chunk);
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t id = host_ids[i];
+      if (id < 0 || id >= vocab)
+        fail("gather_up: id " + std::to_string(id) + " at " + std::to_string(i) + " is outside the table's " +
+             std::to_string(vocab) + " rows");
+      std::memcpy(gather_stage_ + size_t(i) * row, src + size_t(id) * row, row);
+    }
+    FY_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(out.data) + size_t(lo) * row, gather_stage_ + size_t(lo) * row,
+                                  size_t(hi - lo) * row, cudaMemcpyHostToDevice, compute_));
+  }
+  FY_CUDA_CHECK(cudaEventRecord(gather_sent_, compute_));
+  upload_bytes_ += int64_t(out.nbytes());
 }
 
 void CudaDevice::adamw(int64_t index, View grad) {

@@ -77,6 +77,11 @@ class CudaDevice final : public Device {
   // step's tokens, the kernels after it wait only for the rows the
   // optimizer updated first (scattered up on the upload stream).
   void group_wait_rows(int64_t group, int64_t param, View ids);
+  // A gather of ids from `table`, a streamed master in host memory, into
+  // `out` on the device (fy-rows-first's gather_up): the host gathers the
+  // rows into a page-locked buffer, a chunk at a time, each going up on the
+  // compute stream while the next is gathered.
+  void gather_up(View table, View ids, View out);
   // The table's rows the step's ids do not name go down and are updated
   // early (AsyncOptimizer::offload_early); until the group's grad_offload
   // later kernels may not reuse `grad`'s memory.
@@ -140,6 +145,9 @@ class CudaDevice final : public Device {
   int64_t trims_ = 0;        // cached temporaries freed to fit --gpu-mem
   void *idx_ = nullptr, *tgt_ = nullptr, *loss_ = nullptr;
   float* host_grad_ = nullptr;  // page-locked, for the synchronous optimizer
+  char* gather_stage_ = nullptr;  // page-locked, gather_up's rows on their way up
+  size_t gather_stage_bytes_ = 0;
+  cudaEvent_t gather_sent_ = nullptr;  // its last copy up done: it may be refilled
   struct Moments {
     float *m = nullptr, *v = nullptr;
     bool host_stale = false;  // updated here since the host last had the values
