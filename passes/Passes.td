@@ -115,8 +115,11 @@ def RowsFirst : Pass<"fy-rows-first", "mlir::ModuleOp"> {
     group_wait moves before the group's next read (the logits product of a
     tied embedding), or goes if there is none: the runtime updates the rows
     the next batch gathers first, so the forward starts while the rest of
-    the table is updated. Run after fy-stream-params (a streamed table is
-    copied whole and keeps its wait).
+    the table is updated. Run after fy-stream-params: a streamed table whose
+    device copy that gather alone reads is not copied up; the gather becomes
+    "gather_up", which reads the step's rows from the host master. A
+    streamed tied table (its copy also read by the logits product) is
+    copied whole and keeps its wait.
   }];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The placement planner on the GPU (issue 4): planned here, measured there.
 
-  prepare PROFILE OUTDIR [TRACES]   (development machine: needs fuyou-compile)
+  prepare PROFILE OUTDIR [TRACES]   (development machine: needs fuyou-compile;
+                                     PLANNER_CONFIGS="NAME ..." prepares those alone)
       For each config: export the model, find the feasible --gpu-mem range
       (least = the planner's "least device memory found", keep = the keep-all
       plan's device bytes), set the budget inside it, plan with --plan-search
@@ -70,7 +71,10 @@ def run(cmd, check=True):
 def prepare(profile, out, traces=None):
     bench = load("planner_bench", os.path.join(ROOT, "bench", "planner", "run.py"))
     fc = os.path.join(ROOT, "build", "bin", "fuyou-compile")
+    only = os.environ.get("PLANNER_CONFIGS", "").split()  # e.g. "llama-L3-d2048-B4": those alone
     for name, model, shape, frac in CONFIGS:
+        if only and name not in only:
+            continue
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         onnx = os.path.join(d, "model.onnx")
