@@ -115,12 +115,16 @@ def RowsFirst : Pass<"fy-rows-first", "mlir::ModuleOp"> {
     group_wait moves before the group's next read (the logits product of a
     tied embedding), or goes if there is none: the runtime updates the rows
     the next batch gathers first, so the forward starts while the rest of
-    the table is updated. Run after fy-stream-params: a streamed table whose
-    device copy that gather alone reads is not copied up; the gather becomes
-    "gather_up", which reads the step's rows from the host master. A
-    streamed tied table (its copy also read by the logits product) is
-    copied whole and keeps its wait.
+    the table is updated. Run after fy-stream-params: for a streamed table
+    the gather becomes "gather_up", which reads the step's rows from the host
+    master; the table's copy up goes, or (a tied table, whose copy the logits
+    product reads too) moves down with the group_wait to `ahead` launches
+    before that product.
   }];
+  let options = [
+    Option<"ahead", "ahead", "int64_t", /*default=*/"0",
+           "launches before a streamed tied table's later read that its copy is issued (fy-stream-params' ahead)">
+  ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 

@@ -16,7 +16,9 @@ void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o) {
   stream.policy = o.params;
   stream.ahead = o.paramPrefetch;
   pm.addPass(createStreamParams(stream));
-  pm.addPass(createRowsFirst());
+  RowsFirstOptions rows;
+  rows.ahead = o.paramPrefetch;
+  pm.addPass(createRowsFirst(rows));
   pm.addPass(createParamWaits());
   pm.addPass(createEarlyOffload());
   pm.addPass(createInsertDealloc());

@@ -5,9 +5,10 @@
 // 2-D table, the gather waits only for the rows those tokens name
 // (group_wait_rows), which the runtime updates first; the group_wait moves
 // to the table's next read (the tied logits product), if there is one.
-// A streamed table whose device copy only that gather reads is not copied
-// up at all: the gather takes the rows from its host master ("gather_up"),
-// so the forward waits for those rows and moves only their bytes.
+// A streamed table is not copied up for the gather: it takes the rows from
+// the host master ("gather_up"), so the forward waits for those rows and
+// moves only their bytes; a tied table's copy and group_wait move down to
+// the logits product.
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,6 +26,8 @@ namespace fs = fuyou::fysched;
 namespace {
 
 struct RowsFirst : fuyou::impl::RowsFirstBase<RowsFirst> {
+  using RowsFirstBase::RowsFirstBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -58,21 +61,25 @@ struct RowsFirst : fuyou::impl::RowsFirstBase<RowsFirst> {
       if (llvm::any_of(op->getOperands(), [&](Value v) { return tables.contains(v); }))
         (firstRead ? nextRead : firstRead) = op;
     }
-    // Streamed: the first read is the table's copy up; a gather that is its
-    // only reader becomes one from the host master.
+    // Streamed: the first read is the table's copy up, and the gather the
+    // copy's first reader; it becomes one from the host master. Whatever
+    // else reads the copy (a tied table's logits product) gets it later.
     fs::LaunchOp gather;
+    Operation *laterUse = nullptr;
     auto copy = dyn_cast_or_null<fs::CopyOp>(firstRead);
     if (copy && !copy.getToken()) {
       Value onDevice = copy.getTarget();
-      SmallVector<Operation *> readers;
+      Operation *first = nullptr;
       for (Operation *user : onDevice.getUsers())
-        if (user != copy)
-          readers.push_back(user);
-      if (readers.size() == 1)
-        gather = dyn_cast<fs::LaunchOp>(readers.front());
+        if (user != copy && (!first || user->isBeforeInBlock(first)))
+          first = user;
+      gather = dyn_cast_or_null<fs::LaunchOp>(first);
       if (!gather || gather.getIns().size() != 2 || gather.getIns()[0] != onDevice ||
           !onDevice.getDefiningOp<fs::AllocOp>())
         return;
+      for (Operation *user : onDevice.getUsers())
+        if (user != copy && user != gather && (!laterUse || user->isBeforeInBlock(laterUse)))
+          laterUse = user;
     } else {
       gather = dyn_cast_or_null<fs::LaunchOp>(firstRead);
     }
@@ -89,10 +96,27 @@ struct RowsFirst : fuyou::impl::RowsFirstBase<RowsFirst> {
     if (copy) {
       Operation *alloc = copy.getTarget().getDefiningOp();
       b.setInsertionPoint(gather);
-      b.create<fs::LaunchOp>(gather.getLoc(), "gather_up", ValueRange{gp, tokens}, gather.getOuts(), b.getArrayAttr({}));
+      auto up = b.create<fs::LaunchOp>(gather.getLoc(), "gather_up", ValueRange{gp, tokens}, gather.getOuts(),
+                                       b.getArrayAttr({}));
       gather.erase();
-      copy.erase();
-      alloc->erase();
+      if (!laterUse) {
+        copy.erase();
+        alloc->erase();
+      } else {
+        // The group_wait, the buffer and the copy go `ahead` launches before
+        // the later read, as fy-stream-params places a phase's first copy
+        // (not above the gather): the forward between runs while the rest
+        // of the table is updated.
+        Operation *at = laterUse;
+        for (int64_t n = ahead; n > 0 && at->getPrevNode() != up;) {
+          at = at->getPrevNode();
+          n -= isa<fs::LaunchOp>(at);
+        }
+        wait->moveBefore(at);
+        alloc->moveBefore(at);
+        copy->moveBefore(at);
+        return;
+      }
     }
     // With no other read in the step, nothing waits for the rest: a
     // group_wait at the step's end would wait for this step's own update.

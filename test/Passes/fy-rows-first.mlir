@@ -1,5 +1,6 @@
 // RUN: fuyou-opt %s -split-input-file --fy-rows-first | FileCheck %s
 // RUN: fuyou-opt %s -split-input-file --fy-rows-first --fy-convert-fysched-to-emitc | FileCheck %s --check-prefix=EMITC
+// RUN: fuyou-opt %s -split-input-file --fy-rows-first=ahead=1 | FileCheck %s --check-prefix=AHEAD
 
 // A tied embedding: the gather of the step's tokens waits for their rows
 // only; the group_wait moves to the table's next read, the logits product.
@@ -104,25 +105,39 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %pos: !fys
 
 // -----
 
-// A streamed untied table (its master in host memory): the copy up goes,
-// the gather takes the step's rows from the master (gather_up) and waits
-// only for them. The streamed tied table below keeps its copy and its wait:
-// the logits product reads the whole table from the same copy.
+// Streamed tables (masters in host memory): the gathers take the step's
+// rows from the masters (gather_up) and wait only for them. The untied
+// table's copy up goes; the tied table's copy, read by the logits product
+// too, moves down to it with the group_wait (right before it, ahead=0, or
+// `ahead` launches before it: AHEAD).
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%[[IDX:.*]]: !fysched.buffer<device, tensor<2x3xi64>>
 // CHECK-NEXT: fysched.group_wait_rows @g0, @tok.weight[%[[IDX]] : <device, tensor<2x3xi64>>]
 // CHECK-NEXT: %[[T:.*]] = fysched.get_param @tok.weight : <host, tensor<8x4xf32>>
 // CHECK-NEXT: %[[R:.*]] = fysched.alloc : <device, tensor<2x3x4xf32>>
 // CHECK-NEXT: fysched.launch "gather_up" ins(%[[T]], %[[IDX]] : !fysched.buffer<host, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%[[R]]
-// CHECK-NEXT: fysched.group_wait @g1
+// CHECK-NEXT: fysched.group_wait_rows @g1, @wte.weight[%[[IDX]]
 // CHECK-NEXT: %[[W:.*]] = fysched.get_param @wte.weight : <host
+// CHECK-NEXT: %[[WR:.*]] = fysched.alloc
+// CHECK-NEXT: fysched.launch "gather_up" ins(%[[W]], %[[IDX]] {{.*}} outs(%[[WR]]
+// CHECK-NEXT: fysched.alloc
+// CHECK-NEXT: fysched.launch "add"
+// CHECK-NEXT: %[[L:.*]] = fysched.alloc : <device, tensor<3x8xf32>>
+// CHECK-NEXT: fysched.group_wait @g1
 // CHECK-NEXT: %[[WD:.*]] = fysched.alloc : <device, tensor<8x4xf32>>
 // CHECK-NEXT: fysched.copy %[[W]], %[[WD]]
-// CHECK: fysched.launch "gather" ins(%[[WD]], %[[IDX]]
-// CHECK: fysched.launch "matmul" ins(%{{.*}}, %[[WD]]
-// CHECK-NOT: group_wait_rows
-// CHECK-NOT: gather_up
+// CHECK-NEXT: fysched.launch "matmul" ins(%{{.*}}, %[[WD]] {{.*}} outs(%[[L]]
+// CHECK-NOT: fysched.copy %[[T]]
 // CHECK: return
+// AHEAD: %[[W:.*]] = fysched.get_param @wte.weight : <host
+// AHEAD: fysched.launch "gather_up" ins(%[[W]],
+// AHEAD-NEXT: fysched.alloc
+// AHEAD-NEXT: fysched.group_wait @g1
+// AHEAD-NEXT: %[[WD:.*]] = fysched.alloc : <device, tensor<8x4xf32>>
+// AHEAD-NEXT: fysched.copy %[[W]], %[[WD]]
+// AHEAD-NEXT: fysched.launch "add"
+// AHEAD-NEXT: fysched.alloc : <device, tensor<3x8xf32>>
+// AHEAD-NEXT: fysched.launch "matmul" ins(%{{.*}}, %[[WD]]
 
 // EMITC-LABEL: emitc.func @fy_train_step
 // EMITC: emitc.call_opaque "fy::rt::gather_up"
@@ -145,6 +160,8 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %x: !fysch
   fysched.copy %w, %wd : <host, tensor<8x4xf32>>, <device, tensor<8x4xf32>>
   %wrows = fysched.alloc : <device, tensor<2x3x4xf32>>
   fysched.launch "gather" ins(%wd, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%wrows : !fysched.buffer<device, tensor<2x3x4xf32>>)
+  %sum = fysched.alloc : <device, tensor<2x3x4xf32>>
+  fysched.launch "add" ins(%trows, %wrows : !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>) outs(%sum : !fysched.buffer<device, tensor<2x3x4xf32>>)
   %l = fysched.alloc : <device, tensor<3x8xf32>>
   fysched.launch "matmul" ins(%x, %wd : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%l : !fysched.buffer<device, tensor<3x8xf32>>) {args = [false, true]}
   return

@@ -7,7 +7,8 @@ no choice changes a bit of the results.
     (fuyou-compile --activations host);
   both: a model whose weights alone and whose activations alone are each at
     least 4x --gpu-mem trains within it when the weights are streamed in per
-    phase (--params stream) and the activations wait in host memory;
+    phase (--params stream) and the activations wait in host memory; its
+    tied embedding's gather reads the batch's rows from the host master;
   ssd: the first model, its activations waiting on SSD (--activations ssd,
     through host memory, in the activation store under --ssd);
   recompute: the first model, its activations computed again in backward
@@ -170,7 +171,8 @@ def main():
         case(a, tokens, "both", ["--batch", "2", "--seq", "64", "--n-layer", "16", "--d-model", "128",
                                  "--n-head", "4", "--block-size", "64"],
              ["--activations", "host", "--params", "stream"],
-             {"weights": lambda p: p["param_bytes"], "activations": lambda p: p["host_arena_bytes"]}),
+             {"weights": lambda p: p["param_bytes"], "activations": lambda p: p["host_arena_bytes"]},
+             emits="fy::rt::gather_up"),
         case(a, tokens, "ssd", deep, ["--activations", "ssd"], {"activations": lambda p: p["ssd_arena_bytes"]}),
         case(a, tokens, "recompute", deep, ["--activations", "recompute"], {}),
         case(a, tokens, "selective", deep, ["--activations", "selective"], {}),
