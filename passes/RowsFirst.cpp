@@ -106,13 +106,14 @@ struct RowsFirst : fuyou::impl::RowsFirstBase<RowsFirst> {
         // The group_wait, the buffer and the copy go `ahead` launches before
         // the later read, as fy-stream-params places a phase's first copy
         // (not above the gather): the forward between runs while the rest
-        // of the table is updated.
+        // of the table is updated. The wait stays above the group's next
+        // read of another parameter, if that comes first.
         Operation *at = laterUse;
         for (int64_t n = ahead; n > 0 && at->getPrevNode() != up;) {
           at = at->getPrevNode();
           n -= isa<fs::LaunchOp>(at);
         }
-        wait->moveBefore(at);
+        wait->moveBefore(nextRead && nextRead->isBeforeInBlock(at) ? nextRead : at);
         alloc->moveBefore(at);
         copy->moveBefore(at);
         return;

@@ -166,3 +166,45 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %x: !fysch
   fysched.launch "matmul" ins(%x, %wd : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%l : !fysched.buffer<device, tensor<3x8xf32>>) {args = [false, true]}
   return
 }
+
+// -----
+
+// A tied streamed table whose group holds another parameter read before the
+// logits product: the group_wait stays above that read (its master must be
+// final before its copy); the table's copy still moves down.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NEXT: fysched.group_wait_rows @g0, @wte.weight
+// CHECK-NEXT: %[[W:.*]] = fysched.get_param @wte.weight : <host
+// CHECK-NEXT: fysched.alloc
+// CHECK-NEXT: fysched.launch "gather_up" ins(%[[W]],
+// CHECK-NEXT: %[[P:.*]] = fysched.get_param @wte.pos : <host
+// CHECK-NEXT: %[[PD:.*]] = fysched.alloc : <device, tensor<3x4xf32>>
+// CHECK-NEXT: fysched.group_wait @g0
+// CHECK-NEXT: fysched.copy %[[P]], %[[PD]]
+// CHECK: fysched.launch "add"
+// CHECK-NEXT: fysched.alloc : <device, tensor<3x8xf32>>
+// CHECK-NEXT: %[[WD:.*]] = fysched.alloc : <device, tensor<8x4xf32>>
+// CHECK-NEXT: fysched.copy %[[W]], %[[WD]]
+// CHECK-NEXT: fysched.launch "matmul" ins(%{{.*}}, %[[WD]]
+
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fygraph.param @wte.pos trainable : tensor<3x4xf32>
+fysched.group @g0 [@wte.weight, @wte.pos] bytes 176
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<1x3xi64>>) {
+  fysched.group_wait @g0
+  %w = fysched.get_param @wte.weight : <host, tensor<8x4xf32>>
+  %wd = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.copy %w, %wd : <host, tensor<8x4xf32>>, <device, tensor<8x4xf32>>
+  %rows = fysched.alloc : <device, tensor<1x3x4xf32>>
+  fysched.launch "gather" ins(%wd, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<1x3xi64>>) outs(%rows : !fysched.buffer<device, tensor<1x3x4xf32>>)
+  %p = fysched.get_param @wte.pos : <host, tensor<3x4xf32>>
+  %pd = fysched.alloc : <device, tensor<3x4xf32>>
+  fysched.copy %p, %pd : <host, tensor<3x4xf32>>, <device, tensor<3x4xf32>>
+  %x = fysched.view %rows : <device, tensor<1x3x4xf32>> -> <device, tensor<3x4xf32>>
+  %y = fysched.alloc : <device, tensor<3x4xf32>>
+  fysched.launch "add" ins(%x, %pd : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<3x4xf32>>) outs(%y : !fysched.buffer<device, tensor<3x4xf32>>)
+  %l = fysched.alloc : <device, tensor<3x8xf32>>
+  fysched.launch "matmul" ins(%y, %wd : !fysched.buffer<device, tensor<3x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%l : !fysched.buffer<device, tensor<3x8xf32>>) {args = [false, true]}
+  return
+}

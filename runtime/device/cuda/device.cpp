@@ -658,6 +658,12 @@ void CudaDevice::grad_offload_early(int64_t group, int64_t param, View grad, Vie
   // Behind the kernels that wrote the gradient and read the table last.
   FY_CUDA_CHECK(cudaEventRecord(grads_ready_, compute_));
   FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
+  // As in grad_offload: a started upload of the master reads it before the
+  // early rows' update rewrites it.
+  if (rt_.streamed_params()) {
+    const View& master = rt_.param(param).value;
+    settle_started(master.data, size_t(master.nbytes()));
+  }
   if (!rt_.async_optimizer().offload_early(group, param, grad, step_ids_, ids.numel())) return;
   early_in_flight_ = true;
   early_group_ = group;
