@@ -119,7 +119,8 @@ def RowsFirst : Pass<"fy-rows-first", "mlir::ModuleOp"> {
     the gather becomes "gather_up", which reads the step's rows from the host
     master; the table's copy up goes, or (a tied table, whose copy the logits
     product reads too) moves down with the group_wait to `ahead` launches
-    before that product.
+    before that product (the group_wait no lower than the group's next read
+    of another parameter).
   }];
   let options = [
     Option<"ahead", "ahead", "int64_t", /*default=*/"0",
