@@ -10,6 +10,7 @@
 // moves only their bytes; a tied table's copy and group_wait move down to
 // the logits product.
 #include "passes/Passes.h"
+#include "passes/Analysis/StepPhases.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -108,11 +109,7 @@ struct RowsFirst : fuyou::impl::RowsFirstBase<RowsFirst> {
         // (not above the gather): the forward between runs while the rest
         // of the table is updated. The wait stays above the group's next
         // read of another parameter, if that comes first.
-        Operation *at = laterUse;
-        for (int64_t n = ahead; n > 0 && at->getPrevNode() != up;) {
-          at = at->getPrevNode();
-          n -= isa<fs::LaunchOp>(at);
-        }
+        Operation *at = fuyou::issuePoint(laterUse, ahead, [&](Operation *op) { return op == up; });
         wait->moveBefore(nextRead && nextRead->isBeforeInBlock(at) ? nextRead : at);
         alloc->moveBefore(at);
         copy->moveBefore(at);
