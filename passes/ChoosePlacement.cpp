@@ -380,13 +380,13 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     const bool gpuShort = gpuMem > 0 && leastDevice > gpuMem, cpuShort = cpuMem > 0 && leastHost > cpuMem;
     std::string msg = "no placement fits";
     if (!gpuShort && !cpuShort)
-      msg += gpu + " and" + cpu + " together: the plans within --gpu-mem need a host arena of at least " +
-             std::to_string(hostWithinGpu) + " bytes, those within --cpu-mem at least " +
+      msg += gpu + " and" + cpu + " together: the plans within --gpu-mem need at least " +
+             std::to_string(hostWithinGpu) + " bytes of host memory, those within --cpu-mem at least " +
              std::to_string(deviceWithinCpu) + " bytes of device memory";
     if (gpuShort)
       msg += gpu + " (the least device memory found: " + std::to_string(leastDevice) + " bytes)";
     if (cpuShort)
-      msg += std::string(gpuShort ? " and" : "") + cpu + " (the least host arena found: " +
+      msg += std::string(gpuShort ? " and" : "") + cpu + " (the least host memory found: " +
              std::to_string(leastHost) + " bytes)";
     fail(msg);
     return std::nullopt;

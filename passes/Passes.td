@@ -194,7 +194,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     file; the target's built-in figures when empty), the optimizer's moments
     read and written through the SSD every step or not (`state`). A plan fits when the
     resident parameters plus the device arena are at most `gpu-mem` bytes and
-    the host arena at most `cpu-mem` (0: no bound). With `kernel-times` (a
+    the host arena (with, on a GPU, the page-locked buffer of `gather_up`'s
+    rows) at most `cpu-mem` (0: no bound). With `kernel-times` (a
     trace a program of this target wrote with --trace), each launch of a
     kernel and operand bytes found there costs its measured median time.
     search=greedy starts from keeping everything and, while the plan does not
@@ -212,7 +213,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"gpuMem", "gpu-mem", "int64_t", /*default=*/"0", "device budget in bytes (0: none)">,
-    Option<"cpuMem", "cpu-mem", "int64_t", /*default=*/"0", "host budget for the host arena in bytes (0: none)">,
+    Option<"cpuMem", "cpu-mem", "int64_t", /*default=*/"0", "host budget for the host arena and staging in bytes (0: none)">,
     Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda: which built-in figures">,
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4", "fy-place-activations' read-ahead for the plans it tries">,

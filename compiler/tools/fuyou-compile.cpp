@@ -485,7 +485,7 @@ int main(int argc, char **argv) {
       die("--gpu-mem " + std::to_string(opts.gpuMem) + " bytes is too small for this placement: it needs " +
           std::to_string(p.deviceBytes) + " (parameters, the device arena and the runtime's scratch; see --emit=plan)");
     if (opts.cpuMem > 0 && p.hostBytes > opts.cpuMem)
-      die("--cpu-mem " + std::to_string(opts.cpuMem) + " bytes is too small for this placement: its host arena is " +
+      die("--cpu-mem " + std::to_string(opts.cpuMem) + " bytes is too small for this placement: its host arena and staging take " +
           std::to_string(p.hostBytes) + " bytes (see --emit=plan)");
   }
   if (opts.emit != "fygraph" && opts.emit != "fysched") {

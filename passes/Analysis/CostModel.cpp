@@ -308,6 +308,15 @@ public:
         if (g.getOnDevice())
           out.deviceBytes += 2 * g.getBytes();
     out.hostBytes = attr("fysched.host_arena_bytes");
+    // On a GPU, gather_up's rows wait in one page-locked buffer on their way
+    // up (the largest gather's).
+    if (cuda_) {
+      int64_t staging = 0;
+      for (auto l : body.getOps<fs::LaunchOp>())
+        if (l.getKernel() == "gather_up")
+          staging = std::max(staging, bufferBytes(l.getOuts()[0].getType()));
+      out.hostBytes += staging;
+    }
     return out;
   }
 
@@ -942,7 +951,7 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
     os << " (" << reserved.getInt() << " B of it the runtime's scratch)";
   if (gpuMem > 0)
     os << " of --gpu-mem " << gpuMem << (p.deviceBytes <= gpuMem ? " (fits)" : " (OVER)");
-  os << "\nhost arena: " << p.hostBytes << " B";
+  os << "\nhost: " << p.hostBytes << " B";
   if (cpuMem > 0)
     os << " of --cpu-mem " << cpuMem << (p.hostBytes <= cpuMem ? " (fits)" : " (OVER)");
   if (std::isfinite(p.stepS) || profile.hasSsd())

@@ -77,7 +77,7 @@ struct Prediction {
   double forwardS = 0, backwardS = 0;        // compute stream, by phase
   llvm::StringMap<double> kernelS;           // compute stream, by kernel name
   int64_t launches = 0, launchesTimed = 0;   // per step; timed: from the kernel times
-  int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena + runtime scratch; host arena
+  int64_t deviceBytes = 0, hostBytes = 0;    // resident params + arena + runtime scratch; host arena + staging
   // Where the program waits for the optimizer, in program order: a group's
   // update (group_wait), its table's rows (group_wait_rows), or its previous
   // update before its gradient goes down (grad_offload).

@@ -433,6 +433,17 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     if (module->hasAttr("fysched.streamed_params"))
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_streamed_params", ValueRange{rt},
                                     ArrayAttr(), ArrayAttr());
+    // The rows gather_up brings up at once: a device stages them in host
+    // memory, which --cpu-mem counts.
+    int64_t gatherUp = 0;
+    module.walk([&](fs::LaunchOp l) {
+      if (l.getKernel() == "gather_up")
+        gatherUp = std::max(gatherUp, cast<fs::BufferType>(l.getOuts()[0].getType()).getSizeInBytes());
+    });
+    if (gatherUp > 0)
+      b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_gather_up", ValueRange{rt},
+                                    b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(gatherUp) + "LL")}),
+                                    ArrayAttr());
     // The precision of the program's arithmetic and its optimizer, when the
     // driver chose them.
     for (auto [attr, fn] : {std::pair{"fy.precision", "fy::rt::declare_precision"},

@@ -50,6 +50,9 @@ void declare_ssd_arena(Runtime* rt, int64_t bytes);
 // each phase needs to the device itself (fuyou-compile --params stream): a
 // device keeps no resident working copies, and --gpu-mem does not count them.
 void declare_streamed_params(Runtime* rt);
+// The most bytes of rows one gather_up brings up (fy-rows-first): a device
+// gathers them into a page-locked buffer of that size, which --cpu-mem counts.
+void declare_gather_up(Runtime* rt, int64_t bytes);
 // The arithmetic the program was compiled for: "fp32" (every target), "bf16"
 // or "tf32" (matrix products on the CUDA target's tensor cores).
 void declare_precision(Runtime* rt, const char* precision);

@@ -29,6 +29,9 @@ class Device {
   // (libraries' scratch), counted in --gpu-mem; known once the program
   // declared itself.
   virtual int64_t fixed_bytes() const { return 0; }
+  // Host memory the device holds for its own copies (gather_up's staging),
+  // counted in --cpu-mem; known once the program declared itself.
+  virtual int64_t fixed_host_bytes() const { return 0; }
   // The device's temporaries (the memory plan is checked against these).
   virtual const Runtime::PoolStats& pool_stats() const = 0;
   // Waits until the transfers the device queued into host memory have

@@ -151,6 +151,9 @@ class Runtime {
   // Streamed parameters (declare_streamed_params): no resident device copies.
   void set_streamed_params() { streamed_params_ = true; }
   bool streamed_params() const { return streamed_params_; }
+  // The most bytes of rows a gather_up brings up (declare_gather_up).
+  void set_gather_up_bytes(int64_t bytes) { gather_up_bytes_ = bytes; }
+  int64_t gather_up_bytes() const { return gather_up_bytes_; }
   // What the parameters take on the device for the whole run.
   int64_t resident_param_bytes() const { return streamed_params_ ? 0 : param_bytes(); }
   // The static memory plan (declare_memory_plan): the most bytes of
@@ -274,7 +277,7 @@ class Runtime {
   bool loss_scaling_ = false;
   std::vector<int64_t> inline_params_;
   int64_t planned_gpu_mem_ = 0;
-  int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0;
+  int64_t planned_arena_bytes_ = 0, planned_host_arena_bytes_ = 0, gather_up_bytes_ = 0;
   Arena arena_, host_arena_;  // their memory is allocated at their first placement
   void* host_arena_raw_ = nullptr;  // what the host allocator returned; host_arena_ starts at its first page
   std::string optimizer_ = "adamw";

@@ -540,14 +540,19 @@ void check_gpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) 
 // --cpu-mem; sizes the optimizer's gradient slots to the budget. Called
 // before loading, and again once a device has set the optimizer's callbacks
 // (which decide the rows-first buffers' size) before the first step.
-void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
+void check_cpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) {
   if (o.cpu_mem > 0) {
+    // The device's own host buffers (gather_up's staging).
+    const int64_t staged = device ? device->fixed_host_bytes() : 0;
     if (!rt.has_async_optimizer()) {
-      int64_t need = rt.state_bytes_total() + rt.planned_host_arena_bytes();
+      const int64_t acts = rt.planned_host_arena_bytes(), need = rt.state_bytes_total() + acts + staged;
+      std::string what = "its AdamW state";
+      if (acts > 0) what += staged > 0 ? ", the activations it keeps in host memory" : " and the activations it keeps in host memory";
+      if (staged > 0) what += " and the rows it gathers from host memory";
       if (o.cpu_mem < need)
-        fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: its AdamW state" +
-             (rt.planned_host_arena_bytes() > 0 ? " and the activations it keeps in host memory need " : " needs ") +
-             mib(need) + " in memory (compile without --sync-optimizer and add --ssd to keep the state on SSD)");
+        fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: " + what +
+             (acts > 0 || staged > 0 ? " need " : " needs ") + mib(need) +
+             " in memory (compile without --sync-optimizer and add --ssd to keep the state on SSD)");
       return;
     }
     AsyncOptimizer& opt = rt.async_optimizer();
@@ -555,15 +560,16 @@ void check_cpu_budget(Runtime& rt, const TrainOptions& o) {
     const int64_t acts = rt.planned_host_arena_bytes(), rows = int64_t(opt.rows_host_bytes());
     const int64_t accb = int64_t(opt.accum_host_bytes());
     // The parameters updated inline keep their moments in host memory too.
-    int64_t fixed = int64_t(opt.min_fixed_host_bytes()) + acts + rt.inline_state_bytes();
+    int64_t fixed = int64_t(opt.min_fixed_host_bytes()) + acts + rt.inline_state_bytes() + staged;
     int64_t slot = int64_t(opt.slot_bytes());
     int64_t need = fixed + int64_t(opt.min_slots()) * slot;
     if (o.cpu_mem < need)
       fail("--cpu-mem " + mib(o.cpu_mem) + " is too small for this program: it needs at least " + mib(need) + " (" +
-           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts - rows - accb) +
+           (opt.on_ssd() ? "staging for two groups' AdamW state " : "AdamW state ") + mib(fixed - acts - rows - accb - staged) +
            ", " + (rows > 0 ? "rows-first buffers " + mib(rows) + ", " : std::string()) +
            (accb > 0 ? "accumulated gradients " + mib(accb) + ", " : std::string()) +
            (acts > 0 ? "activations in host memory " + mib(acts) + ", " : std::string()) +
+           (staged > 0 ? "rows gathered from host memory " + mib(staged) + ", " : std::string()) +
            std::to_string(opt.min_slots()) + " gradient slot(s) of " + mib(slot) +
            (opt.on_ssd() || rt.inline_updates() ? ")" : "; add --ssd to keep the state on SSD)"));
     // What is left goes first to gradient slots (up to one per group: backward
@@ -694,7 +700,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   if (rt.loss_scaling()) rt.async_optimizer().set_loss_scaling(o.loss_scale);
 
   check_gpu_budget(rt, device.get(), o);
-  check_cpu_budget(rt, o);
+  check_cpu_budget(rt, device.get(), o);
 
   int64_t first = 0;
   if (!o.resume_dir.empty()) {
@@ -703,7 +709,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   }
   if (device) {
     device->prepare();
-    check_cpu_budget(rt, o);
+    check_cpu_budget(rt, device.get(), o);
   }
   const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
   // After each run of the program: its temporaries within the plan, and all freed.

@@ -98,7 +98,7 @@
 // NOFIT: fy-choose-placement: no placement fits --gpu-mem 1000 (the least device memory found: 1088 bytes)
 // Each budget alone can be met (576 device bytes, no host arena), not both:
 // the error says what each needs beside the other.
-// NOFIT2: fy-choose-placement: no placement fits --gpu-mem 700 and --cpu-mem 64 together: the plans within --gpu-mem need a host arena of at least 8192 bytes, those within --cpu-mem at least 704 bytes of device memory
+// NOFIT2: fy-choose-placement: no placement fits --gpu-mem 700 and --cpu-mem 64 together: the plans within --gpu-mem need at least 8192 bytes of host memory, those within --cpu-mem at least 704 bytes of device memory
 // NOPROF: fy-choose-placement: cannot read profile '{{.*}}no-such-profile.json'
 // BADSEARCH: fy-choose-placement: search must be greedy or exhaustive, got 'random'
 // NOPLAN: fy-place-activations: policy=auto needs fy-choose-placement first (no fy.plan.activations)

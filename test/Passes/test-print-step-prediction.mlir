@@ -13,6 +13,9 @@
 // RUN: fuyou-opt %S/Inputs/cpu-cores.mlir --test-print-step-prediction="profile=%t.cpu.json" -o /dev/null | FileCheck %S/Inputs/cpu-cores.mlir --check-prefix=CORES
 // RUN: sed -e 's/"target": "cuda"/"target": "cpu"/' -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 8e6/' %S/Inputs/profile-slow-adamw-cuda.json > %t.cpufast.json
 // RUN: fuyou-opt %S/Inputs/cpu-cores.mlir --test-print-step-prediction="profile=%t.cpufast.json" -o /dev/null | FileCheck %S/Inputs/cpu-cores.mlir --check-prefix=FAST
+// RUN: sed -e 's/"h2d_bytes_per_s": 1e18/"h2d_bytes_per_s": 9.6e7/' %S/Inputs/profile-slow-adamw-cuda.json > %t.h2d.json
+// RUN: fuyou-opt %S/Inputs/gather-up.mlir --test-print-step-prediction="profile=%t.h2d.json" -o /dev/null | FileCheck %S/Inputs/gather-up.mlir --check-prefix=UP
+// RUN: fuyou-opt %S/Inputs/gather-up.mlir --test-print-step-prediction="profile=%t.cpu.json" -o /dev/null | FileCheck %S/Inputs/gather-up.mlir --check-prefix=UPCPU
 // RUN: sed -e 's/"bf16",/"int8",/' %S/Inputs/profile-bf16-cuda.json > %t.json
 // RUN: not fuyou-opt %S/Inputs/matmul-costs.mlir --test-print-step-prediction="profile=%t.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADPREC
 

@@ -158,6 +158,12 @@ void CudaDevice::prepare() {
       stats_.reserved_bytes += bytes;
       arena_.reset(base, bytes);
     }
+    // gather_up's rows, gathered on the host on their way up.
+    if (int64_t bytes = rt_.gather_up_bytes(); bytes > 0) {
+      gather_stage_ = static_cast<char*>(host_alloc(size_t(bytes)));
+      gather_stage_bytes_ = size_t(bytes);
+      FY_CUDA_CHECK(cudaEventCreateWithFlags(&gather_sent_, cudaEventDisableTiming));
+    }
     if (rt_.has_async_optimizer()) {
       AsyncOptimizer& opt = rt_.async_optimizer();
       group_events_.resize(size_t(opt.num_groups()));
@@ -226,35 +232,37 @@ void CudaDevice::prepare() {
         FY_CUDA_CHECK(cudaEventRecord(chunk_events_[k], download_));
         return landing(chunk_events_[k]);
       });
-      // Each piece of an update goes up as soon as it is done (streamed
-      // parameters have no working copies: the program copies the masters).
-      opt.set_on_piece_updated([this](int64_t param, int64_t lo, int64_t n) {
-        if (rt_.streamed_params()) return;
-        const float* master = rt_.param(param).value.as<float>();
-        FY_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(params_[size_t(param)]) + lo, master + lo,
-                                      size_t(n) * sizeof(float), cudaMemcpyHostToDevice, upload_));
-        upload_bytes_ += n * int64_t(sizeof(float));
-        // Its last piece: what group_wait_param makes the kernels wait on.
-        if (lo + n == rt_.param(param).value.numel())
-          FY_CUDA_CHECK(cudaEventRecord(param_events_[size_t(param)], upload_));
-      });
       opt.set_on_updated([this](int64_t g) { upload_group(g); });
-      // The rows the next step gathers, as soon as they are done: the
-      // kernel reads them straight from the optimizer's page-locked buffer,
-      // which it reuses next step, so the call returns once they are in.
-      opt.set_on_rows_updated([this](int64_t group, int64_t param, const int64_t* rows, int64_t count,
-                                     const float* values) {
-        if (rt_.streamed_params()) return;
-        const View& master = rt_.param(param).value;
-        const int64_t d = master.shape[1];
-        scatter_rows(View{const_cast<float*>(values), Shape{count, d}, DType::F32},
-                     View{const_cast<int64_t*>(rows), Shape{count}, DType::I64},
-                     View{params_[size_t(param)], master.shape, DType::F32}, upload_);
-        cudaEvent_t e = rows_events_[size_t(group)];
-        FY_CUDA_CHECK(cudaEventRecord(e, upload_));
-        upload_bytes_ += count * d * int64_t(sizeof(float));
-        FY_CUDA_CHECK(cudaEventSynchronize(e));
-      });
+      // Each piece of an update goes up as soon as it is done. Streamed
+      // parameters have no working copies (the program copies the masters,
+      // and gathers a table's rows from its master): then neither these nor
+      // the rows below, whose values the optimizer then does not keep.
+      if (!rt_.streamed_params()) {
+        opt.set_on_piece_updated([this](int64_t param, int64_t lo, int64_t n) {
+          const float* master = rt_.param(param).value.as<float>();
+          FY_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(params_[size_t(param)]) + lo, master + lo,
+                                        size_t(n) * sizeof(float), cudaMemcpyHostToDevice, upload_));
+          upload_bytes_ += n * int64_t(sizeof(float));
+          // Its last piece: what group_wait_param makes the kernels wait on.
+          if (lo + n == rt_.param(param).value.numel())
+            FY_CUDA_CHECK(cudaEventRecord(param_events_[size_t(param)], upload_));
+        });
+        // The rows the next step gathers, as soon as they are done: the
+        // kernel reads them straight from the optimizer's page-locked buffer,
+        // which it reuses next step, so the call returns once they are in.
+        opt.set_on_rows_updated([this](int64_t group, int64_t param, const int64_t* rows, int64_t count,
+                                       const float* values) {
+          const View& master = rt_.param(param).value;
+          const int64_t d = master.shape[1];
+          scatter_rows(View{const_cast<float*>(values), Shape{count, d}, DType::F32},
+                       View{const_cast<int64_t*>(rows), Shape{count}, DType::I64},
+                       View{params_[size_t(param)], master.shape, DType::F32}, upload_);
+          cudaEvent_t e = rows_events_[size_t(group)];
+          FY_CUDA_CHECK(cudaEventRecord(e, upload_));
+          upload_bytes_ += count * d * int64_t(sizeof(float));
+          FY_CUDA_CHECK(cudaEventSynchronize(e));
+        });
+      }
     }
     prepared_ = true;
   }
@@ -518,16 +526,11 @@ void CudaDevice::gather_up(View table, View ids, View out) {
     FY_CUDA_CHECK(cudaStreamSynchronize(compute_));
     host_ids = own.data();
   }
+  if (out.nbytes() > gather_stage_bytes_)
+    fail("gather_up: " + std::to_string(out.nbytes()) + " bytes of rows, more than the " +
+         std::to_string(gather_stage_bytes_) + " the program declared (declare_gather_up; recompile it)");
   // The buffer's last rows must have gone up before it is refilled.
-  if (!gather_sent_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&gather_sent_, cudaEventDisableTiming));
-  else FY_CUDA_CHECK(cudaEventSynchronize(gather_sent_));
-  if (out.nbytes() > gather_stage_bytes_) {
-    if (gather_stage_) FY_CUDA_CHECK(cudaFreeHost(gather_stage_));
-    gather_stage_ = nullptr;
-    gather_stage_bytes_ = 0;
-    gather_stage_ = static_cast<char*>(host_alloc(out.nbytes()));
-    gather_stage_bytes_ = out.nbytes();
-  }
+  FY_CUDA_CHECK(cudaEventSynchronize(gather_sent_));
   const size_t row = size_t(d) * sizeof(float);
   const int64_t chunk = std::max<int64_t>(1, int64_t((size_t(1) << 20) / std::max<size_t>(row, 1)));
   const char* src = static_cast<const char*>(table.data);

@@ -34,6 +34,7 @@ class CudaDevice final : public Device {
   void prepare() override;
   void run_step(TrainStepFn step, View idx, View tgt, View loss, bool training) override;
   int64_t fixed_bytes() const override;
+  int64_t fixed_host_bytes() const override { return rt_.gather_up_bytes(); }
   const Runtime::PoolStats& pool_stats() const override { return stats_; }
   std::string summary() const override;
 
