@@ -26,7 +26,10 @@ struct Plan {
   SmallVector<StringRef> acts;  // one policy per forward segment
   StringRef params = "keep";
   bool earlyRows = true;  // a tied table's rows handed over early (fy-early-offload)
-  std::string key() const { return llvm::join(acts, ",") + "/" + params.str() + (earlyRows ? "" : "/late"); }
+  bool allChunks = false; // ... their chunks down all at once
+  std::string key() const {
+    return llvm::join(acts, ",") + "/" + params.str() + (earlyRows ? "" : "/late") + (allChunks ? "/all" : "");
+  }
 };
 
 struct Outcome {
@@ -66,6 +69,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       return fail("params must be keep, stream or auto, got '" + params + "'");
     if (earlyRows != "auto" && earlyRows != "yes" && earlyRows != "no")
       return fail("early-rows must be yes, no or auto, got '" + earlyRows + "'");
+    if (earlyChunks != "auto" && earlyChunks != "paced" && earlyChunks != "all")
+      return fail("early-chunks must be paced, all or auto, got '" + earlyChunks + "'");
     if (writeBehind < 0)
       return fail("write-behind must be at least 0 (0: chosen), got " + std::to_string(writeBehind));
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -108,12 +113,26 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       if (const Outcome &l = evaluate(module, late); fits(l) && l.pred.stepS < earlyStep * (1 - 1e-9))
         best = late;
     }
+    // On a GPU the early rows' chunks go down one behind each other group's
+    // gradient, so as not to hold those up on the link; all at once where
+    // the model predicts a shorter step (the optimizer waits for the link).
+    if (tied && best->earlyRows && !best->allChunks && earlyChunks == "auto" && prof_.target == "cuda") {
+      Plan all = *best;
+      all.allChunks = true;
+      double pacedStep = cache_[best->key()].pred.stepS;
+      if (const Outcome &a = evaluate(module, all); fits(a) && a.pred.stepS < pacedStep * (1 - 1e-9))
+        best = all;
+    }
     const Outcome &o = cache_[best->key()];
     Builder b(&getContext());
     module->setAttr("fy.plan.activations", b.getStringAttr(llvm::join(best->acts, ",")));
     module->setAttr("fy.plan.params", b.getStringAttr(best->params));
     if (tied)
       module->setAttr("fy.plan.early_rows", b.getStringAttr(best->earlyRows ? "yes" : "no"));
+    if (tied && best->earlyRows)
+      module->setAttr("fy.plan.early_chunks", b.getStringAttr(best->allChunks ? "all" : "paced"));
+    else
+      module->removeAttr("fy.plan.early_chunks");
     if (o.writeBehind)
       module->setAttr("fy.plan.write_behind", b.getI64IntegerAttr(o.writeBehind));
     else
@@ -164,6 +183,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
     if (!plan.earlyRows)
       (*copy)->setAttr("fy.plan.early_rows", StringAttr::get(&getContext(), "no"));
+    (*copy)->setAttr("fy.plan.early_chunks", StringAttr::get(&getContext(), plan.allChunks ? "all" : "paced"));
     PassManager pm(&getContext());
     fuyou::PlacementOptions place;
     place.activations = llvm::join(plan.acts, ",");
@@ -210,6 +230,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     for (StringRef par : paramChoices_) {
       Plan q;
       q.earlyRows = earlyRows != "no";
+      q.allChunks = earlyChunks == "all";
       q.params = par;
       StringRef(activations).split(q.acts, ',');
       const Outcome &o = evaluate(module, q);
@@ -278,6 +299,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
   std::optional<Plan> greedy(ModuleOp module) {
     Plan cur;
     cur.earlyRows = earlyRows != "no";
+    cur.allChunks = earlyChunks == "all";
     cur.acts.assign(segments_, "keep");
     cur.params = paramChoices_.front();
     // Towards the budgets: the cheapest change that fits, else the one that
@@ -343,6 +365,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       while (true) {
         Plan q;
         q.earlyRows = earlyRows != "no";
+        q.allChunks = earlyChunks == "all";
         q.params = par;
         for (size_t d : digit)
           q.acts.push_back(policies_[d]);

@@ -93,7 +93,9 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
       return;
     OpBuilder b(after->getContext());
     b.setInsertionPointAfter(after);
-    b.create<fs::GradOffloadEarlyOp>(off.getLoc(), off.getGroupAttr(), param, base, tokens);
+    auto chunks = body.getParentOp()->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>("fy.plan.early_chunks");
+    b.create<fs::GradOffloadEarlyOp>(off.getLoc(), off.getGroupAttr(), param, base, tokens,
+                                     chunks && chunks.getValue() == "all" ? b.getUnitAttr() : UnitAttr());
   }
 };
 

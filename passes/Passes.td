@@ -159,7 +159,9 @@ def EarlyOffload : Pass<"fy-early-offload", "mlir::ModuleOp"> {
     boundary, where the next forward waited for it. Only for a table read
     rows first (a group_wait_rows of it in the step), and not where
     fy-choose-placement predicted the step faster without
-    (fy.plan.early_rows = "no"). Run after fy-param-waits.
+    (fy.plan.early_rows = "no"). Where it predicted the step faster with
+    the rows sent down all at once (fy.plan.early_chunks = "all"), the op
+    says so (`all_chunks`). Run after fy-param-waits.
   }];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
@@ -231,6 +233,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
            "auto (the planner chooses each segment's policy), or fy-place-activations' policy as given (fy.plan.given): then only the parameters' placement (params=auto), the SSD writes in flight (write-behind=0, with SSD rates in the profile) and a tied table's early rows (early-rows=auto) are chosen; a plan that fits no budget is left for the memory check to refuse, one the passes cannot carry out is an error with their reason">,
     Option<"earlyRows", "early-rows", "std::string", /*default=*/"\"auto\"",
            "a tied table's rows handed over early (fy-early-offload): yes, no, or auto (the faster of the two)">,
+    Option<"earlyChunks", "early-chunks", "std::string", /*default=*/"\"auto\"",
+           "on a GPU, how those rows go down: paced (a chunk behind each other group's gradient), all (at once), or auto (the faster of the two)">,
     Option<"state", "state", "std::string", /*default=*/"\"auto\"",
            "where AdamW's moments live when the program runs: ssd (run with --ssd), memory, or auto (ssd when the profile has SSD rates)">
   ];

@@ -49,7 +49,8 @@ for m in gpt2 llama; do
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_recompute" --target cuda --precision bf16 --activations recompute 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_selective" --target cuda --precision bf16 --activations selective 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_devopt" --target cuda --precision bf16 --device-optimizer 3 2>/dev/null
-  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt}
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_chunks" --target cuda --precision bf16 --early-chunks all 2>/dev/null
+  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt,chunks}
 done
 
 # Big models: compiled from ONNX exported here, weights drawn on the GPU

@@ -105,7 +105,8 @@ def e2e(name, d):
     # (--activations host), on SSD through it (ssd), computed again (recompute,
     # or only those made without a product: selective);
     # parameters streamed (--params stream); the last three groups' AdamW on
-    # the GPU (--device-optimizer 3); and the bf16 program itself with a tied
+    # the GPU (--device-optimizer 3); a tied table's early rows sent down all
+    # at once (--early-chunks all); and the bf16 program itself with a tied
     # table's rows all updated at the step's end (--early-rows no).
     # Bit-identical losses.
     for variant, what in (("host", "activations on host"), ("ssd", "activations on SSD"),
@@ -113,6 +114,7 @@ def e2e(name, d):
                           ("selective", "activations made without a product recomputed"),
                           ("stream", "parameters streamed"),
                           ("devopt", "the last three groups' AdamW on the GPU"),
+                          ("chunks", "the tied table's early rows down at once"),
                           ("early_no", "the tied table's rows all at the end")):
         log = os.path.join(OUT, f"{name}_bf16_{variant}.jsonl")
         extra, exe = [], os.path.join(d, f"train_bf16_{variant}")

@@ -43,6 +43,7 @@ struct Options {
   std::string kernelTimes;           // a program's --trace whose kernel times the planner uses
   std::string planSearch = "greedy";
   std::string earlyRows = "auto";    // a tied table's rows handed over early: yes, no, auto (the planner's)
+  std::string earlyChunks = "auto";  // ... and on a GPU sent down paced, all at once, or auto (the planner's)
   std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
   std::string ssd;                   // --calibrate: where to measure the SSD
@@ -78,6 +79,9 @@ const char *kUsage =
     "                     [--early-rows yes|no|auto]  hand a tied embedding's rows that the batch does not\n"
     "                                          read to the optimizer during backward (auto: where the\n"
     "                                          planner predicts a faster step; yes when no planner runs)\n"
+    "                     [--early-chunks paced|all|auto]  on a GPU, send those rows down a chunk behind\n"
+    "                                          each other group's gradient, or all at once (auto: as the\n"
+    "                                          planner predicts faster; paced when no planner runs)\n"
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
@@ -186,6 +190,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--kernel-times") o.kernelTimes = next();
     else if (a == "--plan-search") o.planSearch = next();
     else if (a == "--early-rows") o.earlyRows = next();
+    else if (a == "--early-chunks") o.earlyChunks = next();
     else if (a == "--state") o.state = next();
     else if (a == "--calibrate") o.calibrate = true;
     else if (a == "--ssd") o.ssd = next();
@@ -237,6 +242,8 @@ Options parse(int argc, char **argv) {
     die("--plan-search must be greedy or exhaustive, got '" + o.planSearch + "'");
   if (o.earlyRows != "yes" && o.earlyRows != "no" && o.earlyRows != "auto")
     die("--early-rows must be yes, no or auto, got '" + o.earlyRows + "'");
+  if (o.earlyChunks != "paced" && o.earlyChunks != "all" && o.earlyChunks != "auto")
+    die("--early-chunks must be paced, all or auto, got '" + o.earlyChunks + "'");
   if (o.precision.empty())
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision == "tf32")
@@ -400,6 +407,7 @@ int main(int argc, char **argv) {
       choose.target = opts.target;
       choose.search = opts.planSearch;
       choose.earlyRows = opts.earlyRows;
+      choose.earlyChunks = opts.earlyChunks;
       choose.params = opts.params;
       choose.state = opts.state;
       back.addPass(fuyou::createChoosePlacement(choose));
@@ -423,6 +431,8 @@ int main(int argc, char **argv) {
       (*module)->setAttr("fy.plan.params", mlir::StringAttr::get(&ctx, opts.params));
       if (opts.earlyRows == "no")
         (*module)->setAttr("fy.plan.early_rows", mlir::StringAttr::get(&ctx, "no"));
+      if (opts.earlyChunks == "all")
+        (*module)->setAttr("fy.plan.early_chunks", mlir::StringAttr::get(&ctx, "all"));
     }
     // auto: the plan (the planner's, under a budget) with the last 0..4
     // groups' AdamW on the device; the fastest predicted that fits is the

@@ -163,10 +163,15 @@ def FySched_GradOffloadEarlyOp : FySched_Op<"grad_offload_early"> {
     an 8-bit table), and the group's grad_offload then brings everything.
     Nothing reads the table after it in the step (fy-early-offload); like
     grad_offload's, `grad` stays allocated until the group's grad_offload.
+    On a device the rows go down in chunks: one at once, then one behind
+    each other group's gradient and the rest behind the table's own, so
+    that they do not hold up the blocks' gradients on the link; with
+    `all_chunks`, all of them at once (the planner's choice where the
+    optimizer, not the link, is what the step waits for).
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, FlatSymbolRefAttr:$param, FySched_Buffer:$grad,
-                       FySched_Buffer:$ids);
-  let assemblyFormat = "$group `,` $param `(` $grad `:` type($grad) `)` `except` `(` $ids `:` type($ids) `)` attr-dict";
+                       FySched_Buffer:$ids, UnitAttr:$all_chunks);
+  let assemblyFormat = "$group `,` $param `(` $grad `:` type($grad) `)` `except` `(` $ids `:` type($ids) `)` (`all_chunks` $all_chunks^)? attr-dict";
   let hasVerifier = 1;
 }
 

@@ -711,7 +711,7 @@ private:
         }
         fillers_.push_back(f);
         if (cuda_)
-          sendChunks(ready, false, out);
+          sendChunks(ready, early.getAllChunks(), out);
         earlyTable_[g] = early.getParam();
         earlyTaken_.insert(g);
         earlyDone_.erase(g);
@@ -906,7 +906,7 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
        << (module->hasAttr("fy.plan.given") ? "activations as given " : "chose activations ") << str("fy.plan.activations")
        << ", parameters " << str("fy.plan.params")
        << (str("fy.plan.early_rows").empty() ? "" : ", a tied table's rows early: " + str("fy.plan.early_rows").str())
-       << "\n";
+       << (str("fy.plan.early_chunks") == "all" ? ", down all at once" : "") << "\n";
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.write_behind"))
     os << "planner: activations' SSD writes up to " << n.getInt()
        << " in flight, each from its own host buffer (--ssd-write-behind)\n";

@@ -502,10 +502,11 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     if (async)
       step.walk([&](fs::GradOffloadEarlyOp e) {
         auto ll = [&](int64_t v) -> Attribute { return opaque(ctx, std::to_string(v) + "LL"); };
-        b.create<emitc::CallOpaqueOp>(
-            e.getLoc(), TypeRange{}, "fy::rt::declare_early_rows", ValueRange{rt},
-            b.getArrayAttr({b.getIndexAttr(0), ll(groupIds.lookup(e.getGroup())), ll(index.lookup(e.getParam()))}),
-            ArrayAttr());
+        SmallVector<Attribute> args{b.getIndexAttr(0), ll(groupIds.lookup(e.getGroup())), ll(index.lookup(e.getParam()))};
+        if (e.getAllChunks())  // its chunks down all at once
+          args.push_back(b.getBoolAttr(true));
+        b.create<emitc::CallOpaqueOp>(e.getLoc(), TypeRange{}, "fy::rt::declare_early_rows", ValueRange{rt},
+                                      b.getArrayAttr(args), ArrayAttr());
       });
     b.create<emitc::ReturnOp>(module.getLoc(), Value());
     for (Operation *d : decls)

@@ -221,8 +221,10 @@ int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params);
 void declare_rows_first(Runtime* rt, int64_t group, int64_t param, int64_t ids);
 // Declared by fy_declare after declare_rows_first, for each grad_offload_early
 // of the step: the table handed over early (the buffers of the next batch's
-// rows among its early ones count from the start).
-void declare_early_rows(Runtime* rt, int64_t group, int64_t param);
+// rows among its early ones count from the start), and whether a device
+// sends its chunks down all at once (all_chunks) or one behind each other
+// group's gradient.
+void declare_early_rows(Runtime* rt, int64_t group, int64_t param, bool all_chunks = false);
 // The parameters the program updates with device_adamw (fy-device-optimizer):
 // the run may not ask for what only the layer-group optimizer does
 // (clipping, accumulation), and the budgets count their moments.

@@ -323,10 +323,11 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
   g.early_sent = 0;
   if (copy_chunk_out_) {
     // The next batch's rows among them first, then the part in chunks
-    // (send_early_chunks), so that it does not hold up the blocks' gradients.
+    // (send_early_chunks), so that it does not hold up the blocks' gradients
+    // (or all at once: the program's choice).
     g.early_src = grad_view;
     g.early_landed = copy_rows_out_(group, grad_view, g.early_rows, g.early_count, g.early_grads);
-    send_early_chunks(g, 1);
+    send_early_chunks(g, g.early_all_chunks ? pieces : 1);
     early_sending_ = group;
   } else {
     if (copy_out_)
@@ -368,7 +369,7 @@ void AsyncOptimizer::send_early_chunks(Group& g, int64_t n) {
   }
 }
 
-void AsyncOptimizer::declare_early(int64_t group, int64_t param) {
+void AsyncOptimizer::declare_early(int64_t group, int64_t param, bool all_chunks) {
   if (group < 0 || group >= num_groups()) fail("grad_offload_early: no group " + std::to_string(group));
   Group& g = groups_[size_t(group)];
   if (std::find(g.params.begin(), g.params.end(), param) == g.params.end())
@@ -376,6 +377,7 @@ void AsyncOptimizer::declare_early(int64_t group, int64_t param) {
   // offload_early declines a table that is not the group's read rows first.
   std::lock_guard<std::mutex> lock(mu_);
   g.early_declared = true;
+  g.early_all_chunks = all_chunks;
 }
 
 int64_t AsyncOptimizer::read(int64_t group) {

@@ -133,8 +133,9 @@ class AsyncOptimizer {
   bool offload_early(int64_t group, int64_t param, const View& grad, const int64_t* ids, int64_t n);
   // Names table `param` of `group` (read rows first) as handed over early
   // by the program, before its first step, so that host memory counts the
-  // buffers of the next batch's rows among them.
-  void declare_early(int64_t group, int64_t param);
+  // buffers of the next batch's rows among them. all_chunks: a device
+  // (set_gradient_chunk_copy) sends the part's chunks all at once.
+  void declare_early(int64_t group, int64_t param, bool all_chunks = false);
   void set_early(bool on) { early_on_ = on; }
   // How a device takes elements [lo, lo + n) of a table's gradient to dst,
   // one chunk of an early part (a piece's worth), and that copy's own
@@ -142,7 +143,8 @@ class AsyncOptimizer {
   // does not cross the link at once, ahead of the blocks' gradients: the
   // next batch's rows among it go down first (gathered, into their own
   // buffer), one chunk now, one behind each other group's gradients, and
-  // the rest behind the table's own rows; each piece waits for its chunk.
+  // the rest behind the table's own rows (all at once where declare_early
+  // said all_chunks); each piece waits for its chunk.
   void set_gradient_chunk_copy(
       std::function<Landing(int64_t group, const View& src, int64_t lo, int64_t n, float* dst)> f) {
     copy_chunk_out_ = std::move(f);
@@ -353,7 +355,7 @@ class AsyncOptimizer {
     // piece (early_chunks: each piece's copy), early_piece done so far; the
     // group's update may run in between, and whichever of the two ends last
     // finishes the group (final_seq: the update's, once it has run).
-    bool early_declared = false;
+    bool early_declared = false, early_all_chunks = false;
     bool early = false, early_first_done = false, early_done = false;
     // The program's thread's own note that this step's offload_early took the
     // slot (its grad_offload and group_adamw then leave what it set alone).

@@ -25,6 +25,13 @@
 // RUN: sed -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 2.56e7/' %S/Inputs/profile-slow-adamw-cuda.json > %t.slow.json
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.slow.json state=memory params=keep" | FileCheck %s --check-prefix=TIEDSLOW
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.slow.json state=memory" | FileCheck %s --check-prefix=TIEDAUTO
+// RUN: sed -e 's/"launch_s": 1e-6/"launch_s": 1e-3/' -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 1.6777216e10/' -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 2.097152e9/' %S/Inputs/profile-slow-adamw-cuda.json > %t.chunks.json
+// RUN: fuyou-opt %S/Inputs/early-chunks.mlir --fy-choose-placement="profile=%t.chunks.json state=memory params=keep early-chunks=paced" | FileCheck %s --check-prefix=CHUNKSPACED
+// RUN: fuyou-opt %S/Inputs/early-chunks.mlir --fy-choose-placement="profile=%t.chunks.json state=memory params=keep early-chunks=all" | FileCheck %s --check-prefix=CHUNKSALL
+// RUN: fuyou-opt %S/Inputs/early-chunks.mlir --fy-choose-placement="profile=%t.chunks.json state=memory params=keep" | FileCheck %s --check-prefix=CHUNKSALL
+// RUN: sed -e 's/"target": "cuda"/"target": "cpu"/' %t.chunks.json > %t.chunkscpu.json
+// RUN: fuyou-opt %S/Inputs/early-chunks.mlir --fy-choose-placement="profile=%t.chunkscpu.json state=memory params=keep" | FileCheck %s --check-prefix=CHUNKSCPU
+// RUN: not fuyou-opt %S/Inputs/early-chunks.mlir --fy-choose-placement="early-chunks=some" 2>&1 | FileCheck %s --check-prefix=BADCHUNKS
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.fast.json state=memory early-rows=no" | FileCheck %s --check-prefix=TIEDNO
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.fast.json state=memory gpu-mem=1000" | FileCheck %s --check-prefix=STREAM1000
 // RUN: not fuyou-opt %S/Inputs/tied-planner.mlir --fy-device-optimizer=last=1 --fy-choose-placement="profile=%t.fast.json state=memory gpu-mem=1000" 2>&1 | FileCheck %s --check-prefix=DEVKEEP
@@ -132,7 +139,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // Inputs/early-rows.mlir before placement): its early rows are kept where
 // the model predicts the step faster with them. With copies free and AdamW
 // at 8 params/us, 18 us against 20 (worked in test-print-step-prediction.mlir):
-// TIEDFAST: fy.plan.activations = "keep,keep", fy.plan.early_rows = "yes"
+// TIEDFAST: fy.plan.activations = "keep,keep", fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes"
 // With AdamW at 2 params/us and the device-to-host link at 25.6 B/us the
 // table's part (256 B, one chunk: 10 us) goes down right behind the next
 // batch's rows among it (4.75 us with the gather) and ahead of the block's
@@ -152,7 +159,19 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // 49.75 us a step with the early rows, against 51.5 streamed without them,
 // 51.75 resident with them (their figures from the placement passes run
 // forced, --test-print-step-prediction).
-// TIEDAUTO: fy.plan.activations = "keep,keep", fy.plan.early_rows = "yes", fy.plan.evaluated = {{[0-9]+}} : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = 4.975{{[0-9]*}}E-5
+// TIEDAUTO: fy.plan.activations = "keep,keep", fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes", fy.plan.evaluated = {{[0-9]+}} : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = 4.975{{[0-9]*}}E-5
+// A table of three 16 MiB chunks (Inputs/early-chunks.mlir), each launch
+// 1 ms, a chunk across the link in 1 ms, a piece of 4 Mi parameters updated
+// in 2 ms. Paced, the table's last chunk goes down behind its own rows at
+// the end of backward, and the step's end waits 2 ms for the gradient
+// copies: 16 ms a step. All at once, the chunks have crossed while the
+// block's backward runs, and it waits 1 ms: 15 ms, which the planner takes
+// when free to choose.
+// CHUNKSPACED: fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes", {{.*}}fy.plan.predicted_step_s = 0.0160000{{[0-9]*}} : f64
+// CHUNKSALL: fy.plan.early_chunks = "all", fy.plan.early_rows = "yes", {{.*}}fy.plan.predicted_step_s = 0.0150000{{[0-9]*}} : f64
+// On the CPU target there is no link to pace: not tried.
+// CHUNKSCPU: fy.plan.early_chunks = "paced"
+// BADCHUNKS: fy-choose-placement: early-chunks must be paced, all or auto, got 'some'
 // Forced either way, the planner does not try the other.
 // TIEDNO: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"
 // A group updated on the device (fy-device-optimizer) updates the resident

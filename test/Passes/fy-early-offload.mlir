@@ -136,3 +136,29 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysch
   return
 }
 }
+
+// -----
+
+// The planner predicted the step faster with the rows' chunks sent down all
+// at once (fy.plan.early_chunks = "all"): the op says so, and the program
+// declares it.
+// CHECK-LABEL: func.func @train_step
+// CHECK: fysched.grad_offload_early @g0, @wte.weight(%{{.*}} : <device, tensor<8x4xf32>>) except(%{{.*}} : <device, tensor<2x3xi64>>) all_chunks
+// EMITC: emitc.call_opaque "fy::rt::declare_early_rows"(%{{.*}}) {args = [0 : index, #emitc.opaque<"0LL">, #emitc.opaque<"0LL">, true]}
+
+module attributes {fy.plan.early_chunks = "all"} {
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@wte.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysched.buffer<device, tensor<6x4xf32>>,
+                      %dl: !fysched.buffer<device, tensor<6x8xf32>>, %drows: !fysched.buffer<device, tensor<2x3x4xf32>>) {
+  fysched.group_wait_rows @g0, @wte.weight[%idx : <device, tensor<2x3xi64>>]
+  %dw = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+  %g = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "gather_grad_add" ins(%dw, %drows, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %u = fysched.group_adamw @g0 after(%o)
+  return
+}
+}

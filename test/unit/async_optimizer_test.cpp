@@ -905,9 +905,11 @@ TEST(AsyncOptimizer, EarlyPiecesLeftAfterAFailedUpdateDoNothing) {
 // On a device a table's early part crosses the link in chunks of a piece,
 // behind the other groups' gradients: the next batch's rows among it first
 // (gathered), one chunk right away, one behind each other group's
-// gradients, the rest behind the table's own rows; and the bits are the
-// inline update's. A table of three pieces (2,050 x 4,096).
-TEST(AsyncOptimizer, EarlyChunksGoDownBehindTheOtherGradients) {
+// gradients, the rest behind the table's own rows; or, declared with
+// all_chunks, every chunk right away. The bits are the inline update's
+// either way. A table of three pieces (2,050 x 4,096).
+void check_early_chunks(bool all) {
+  SCOPED_TRACE(all ? "all_chunks" : "paced");
   const int64_t R = 2050, D = 4096;
   fy::Runtime inline_rt, async_rt;
   for (fy::Runtime* rt : {&inline_rt, &async_rt}) {
@@ -922,7 +924,7 @@ TEST(AsyncOptimizer, EarlyChunksGoDownBehindTheOtherGradients) {
   ASSERT_EQ((R * D + fy::AsyncOptimizer::kPiece - 1) / fy::AsyncOptimizer::kPiece, 3);
   const int64_t block = opt.declare_group({1}), table = opt.declare_group({0});
   opt.declare_rows(table, 0, 4);
-  opt.declare_early(table, 0);
+  opt.declare_early(table, 0, all);
   const std::vector<int64_t> batch = {9, 1200, 9, 33}, next = {1200, 7, 2049, 7};
   opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
     ids = next;
@@ -971,13 +973,19 @@ TEST(AsyncOptimizer, EarlyChunksGoDownBehindTheOtherGradients) {
     opt.start(block, &views[1], 1);
     opt.start(table, &views[0], 1);
     opt.wait_all();
-    EXPECT_EQ(log, (std::vector<std::string>{"rows", "chunk 0", "gradient", "chunk 1", "rows", "chunk 2"}))
+    EXPECT_EQ(log, all ? (std::vector<std::string>{"rows", "chunk 0", "chunk 1", "chunk 2", "gradient", "rows"})
+                       : (std::vector<std::string>{"rows", "chunk 0", "gradient", "chunk 1", "rows", "chunk 2"}))
         << "step " << step;
     for (int64_t i = 0; i < 2; ++i) {
       const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
       ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " after step " << step;
     }
   }
+}
+
+TEST(AsyncOptimizer, EarlyChunksGoDownBehindTheOtherGradientsOrAllAtOnce) {
+  check_early_chunks(false);
+  check_early_chunks(true);
 }
 
 // Rows first on a device that copies the rows' gradient ahead of the whole
