@@ -41,6 +41,7 @@ struct Options {
   int64_t gpuMem = 0, cpuMem = 0;    // budgets the plan must fit (0: none)
   std::string profile;               // the planner's machine profile (empty: built-in)
   std::string kernelTimes;           // a program's --trace whose kernel times the planner uses
+  std::string planTrace;             // where the predicted step's timeline goes (Chrome trace JSON)
   std::string planSearch = "greedy";
   std::string earlyRows = "auto";    // a tied table's rows handed over early: yes, no, auto (the planner's)
   std::string earlyChunks = "auto";  // ... and on a GPU sent down paced, all at once, or auto (the planner's)
@@ -68,6 +69,8 @@ const char *kUsage =
     "                     [--optimizer adamw|adamw8bit]  AdamW with fp32 or block-wise 8-bit moments\n"
     "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp|plan]  plan: the placement\n"
     "                                          decisions, memory and predicted step, stream by stream\n"
+    "                     [--plan-trace FILE]  the predicted step's timeline, a track per stream, as\n"
+    "                                          Chrome trace JSON (beside a program's --trace in Perfetto)\n"
     "                     [--gpu-mem SIZE] [--cpu-mem SIZE]  budgets the plan must fit (K, M, G suffixes):\n"
     "                                          the resident weights and device arena; the host arena.\n"
     "                                          With either, placement not given is chosen by the planner;\n"
@@ -188,6 +191,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--cpu-mem") o.cpuMem = parseSize("cpu-mem", next());
     else if (a == "--profile") o.profile = next();
     else if (a == "--kernel-times") o.kernelTimes = next();
+    else if (a == "--plan-trace") o.planTrace = next();
     else if (a == "--plan-search") o.planSearch = next();
     else if (a == "--early-rows") o.earlyRows = next();
     else if (a == "--early-chunks") o.earlyChunks = next();
@@ -278,6 +282,30 @@ Options parse(int argc, char **argv) {
   return o;
 }
 
+// --plan-trace: through FILE.tmp, renamed, so a failed write leaves no
+// file that looks whole.
+void writePlanTrace(const std::string &path, const fuyou::Prediction &p) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      die("--plan-trace: cannot write '" + tmp + "': " + ec.message());
+    fuyou::writeTimeline(p, os);
+    os.close();
+    if (os.has_error()) {
+      std::string why = os.error().message();
+      os.clear_error();
+      llvm::sys::fs::remove(tmp);
+      die("--plan-trace: writing '" + tmp + "' failed: " + why);
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
+    llvm::sys::fs::remove(tmp);
+    die("--plan-trace: cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+  }
+}
+
 } // namespace
 
 // --calibrate: the measuring is the runtime's (fuyou-calibrate, built
@@ -305,6 +333,15 @@ int main(int argc, char **argv) {
   Options opts = parse(argc, argv);
   if (opts.calibrate)
     return calibrate(opts, argv[0]);
+
+  // A --plan-trace that could never be written fails before the compile.
+  if (!opts.planTrace.empty()) {
+    std::error_code ec;
+    { llvm::raw_fd_ostream probe(opts.planTrace + ".tmp", ec); }
+    if (ec)
+      die("--plan-trace: cannot write '" + opts.planTrace + ".tmp': " + ec.message());
+    llvm::sys::fs::remove(opts.planTrace + ".tmp");
+  }
 
   fuyou::onnx_in::NameFilter freeze;
   for (const auto &f : opts.freeze)
@@ -486,6 +523,8 @@ int main(int argc, char **argv) {
     if (opts.state == "ssd" && !profile.hasSsd())
       die("--state ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");
     bool stateOnSsd = opts.state == "ssd" || (opts.state == "auto" && profile.hasSsd());
+    if (!opts.planTrace.empty())
+      writePlanTrace(opts.planTrace, fuyou::predictStep(*module, profile, stateOnSsd, /*timeline=*/true));
     if (opts.emit == "plan") {
       fuyou::printPlan(*module, profile, stateOnSsd, opts.gpuMem, opts.cpuMem, llvm::outs());
       return 0;

@@ -220,7 +220,8 @@ namespace {
 // reads is ready.
 class Replay {
 public:
-  Replay(ModuleOp module, const Profile &p, bool stateOnSsd) : module_(module), p_(p), stateOnSsd_(stateOnSsd) {
+  Replay(ModuleOp module, const Profile &p, bool stateOnSsd, bool timeline)
+      : module_(module), p_(p), stateOnSsd_(stateOnSsd), timeline_(timeline) {
     cuda_ = p.target == "cuda";
     if (auto prec = module->getAttrOfType<StringAttr>("fy.precision"))
       operands16_ = cuda_ && (prec.getValue() == "bf16" || prec.getValue() == "fp16");
@@ -283,6 +284,8 @@ public:
     // Two steps: the second sees the first's background work still going.
     double end1 = replayStep(body, phases, nullptr);
     double end2 = replayStep(body, phases, &out);
+    for (Prediction::Slice &s : out.timeline)  // from the step's start
+      s.start -= end1, s.end -= end1;
     // In steady state no stream does more than one step's work per step: a
     // background stream slower than compute stretches the step (two replayed
     // steps are too few for its backlog to reach the compute stream).
@@ -322,12 +325,17 @@ public:
 
 private:
   // `timed`: set when the kernel times gave the cost.
-  double launchCost(fs::LaunchOp launch, bool &timed) {
+  static int64_t launchBytes(fs::LaunchOp launch) {
     int64_t bytes = 0;
     for (Value v : launch.getIns())
       bytes += bufferBytes(v.getType());
     for (Value v : launch.getOuts())
       bytes += bufferBytes(v.getType());
+    return bytes;
+  }
+
+  double launchCost(fs::LaunchOp launch, bool &timed) {
+    const int64_t bytes = launchBytes(launch);
     StringRef kernel = launch.getKernel();
     if (auto it = p_.kernelTimes.find(kernel); it != p_.kernelTimes.end())
       if (auto t = it->getValue().find(bytes); t != it->getValue().end()) {
@@ -446,10 +454,10 @@ private:
       if (start >= until)
         return;
       double piece = f.elems / double(f.pieces - f.done);
-      double end = onStream(Optimizer, start, piece / p_.adamwParams, out);
+      double end = onStream(Optimizer, start, piece / p_.adamwParams, out, [&] { return "adamw " + f.group.str() + " early piece " + std::to_string(f.done); });
       // Up goes the piece's whole range of the table, as the runtime sends it.
       if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
-        end = onStream(ToDevice, end, f.chunkElems(f.done) * 4.0 / p_.h2dBytes, out);
+        end = onStream(ToDevice, end, f.chunkElems(f.done) * 4.0 / p_.h2dBytes, out, [&] { return "up " + f.group.str() + " early piece " + std::to_string(f.done); });
       f.elems -= piece;
       if (++f.done == f.pieces) {
         StringRef g = f.group;
@@ -466,7 +474,8 @@ private:
   void sendChunks(double ready, bool all, Prediction *out) {
     for (Filler &f : fillers_)
       for (int64_t n = all ? f.chunksLeft : std::min<int64_t>(1, f.chunksLeft); n > 0; --n, --f.chunksLeft) {
-        f.chunks.push_back(onStream(ToHost, ready, f.chunkElems(f.pieces - f.chunksLeft) * 4.0 / p_.d2hBytes, out));
+        f.chunks.push_back(onStream(ToHost, ready, f.chunkElems(f.pieces - f.chunksLeft) * 4.0 / p_.d2hBytes, out,
+                                    [&] { return "down " + f.group.str() + " early chunk " + std::to_string(f.pieces - f.chunksLeft); }));
         chunksLanded_[f.group] = f.chunks.back();
       }
   }
@@ -521,9 +530,10 @@ private:
   void runEarly(const Pending &p, Prediction *out) {
     double table = paramElems_.lookup(earlyTable_.lookup(p.group)), rows = rowsFirst_.lookup(p.group);
     double first = std::min(rows, table - rows);
-    double end = onStream(Optimizer, p.ready, first / p_.adamwParams, out);
+    double end = onStream(Optimizer, p.ready, first / p_.adamwParams, out, [&] { return "adamw " + p.group.str() + " early rows"; });
     earlyRows_[p.group] = cuda_ && !module_->hasAttr("fysched.streamed_params")
-                              ? onStream(ToDevice, end, first * 4.0 / p_.h2dBytes + p_.launchS, out)
+                              ? onStream(ToDevice, end, first * 4.0 / p_.h2dBytes + p_.launchS, out,
+                                         [&] { return "up " + p.group.str() + " early rows"; })
                               : end;
     // Its pieces were set out when the part was handed over (its chunks go
     // down from there); they follow these rows.
@@ -535,11 +545,11 @@ private:
   // The upload of an update of `dur` ending at `end`: it starts after the
   // first piece (kUpdatePieceElems) and ends a piece's copy after the
   // update, if the link keeps up. Returns its end.
-  double uploadPieces(double end, double dur, Prediction *out) {
+  double uploadPieces(double end, double dur, Prediction *out, StringRef group) {
     double part = dur * p_.adamwParams;
     double piece = std::min(part, double(fy::kUpdatePieceElems)), copy = part * 4.0 / p_.h2dBytes;
     double start = std::max(end - dur + piece / p_.adamwParams, end + piece * 4.0 / p_.h2dBytes - copy);
-    return onStream(ToDevice, start, copy, out);
+    return onStream(ToDevice, start, copy, out, [&] { return "up " + group.str(); });
   }
 
   // Runs pending_[i] (or its rows part) on the optimizer stream.
@@ -562,24 +572,26 @@ private:
     // names up first and the rest after; how many that is depends on the
     // data, so the model keeps the wait for all of them: an upper bound.)
     auto rowsUpdated = [&](double done) {
-      rowsUpdated_[g] = upload ? onStream(ToDevice, done, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out) : done;
+      rowsUpdated_[g] = upload ? onStream(ToDevice, done, rows->second * 4.0 / p_.h2dBytes + p_.launchS, out,
+                                          [&] { return "up " + g.str() + " rows"; })
+                               : done;
       if (early)
         rowsUpdated_[g] = std::max(rowsUpdated_[g], earlyRows_.lookup(g));
     };
     double end;
     if (p.rowsReady >= 0 && !p.rowsDone) {
-      rowsUpdated(onStream(Optimizer, p.rowsReady, rowsDur, out));
+      rowsUpdated(onStream(Optimizer, p.rowsReady, rowsDur, out, [&] { return "adamw " + g.str() + " rows"; }));
       p.rowsDone = true;
       if (!stateOnSsd_) {
         pending_.push_back(p);
         return;
       }
       // Out of core it keeps its staging buffer and waits for the rest in place.
-      end = onStream(Optimizer, p.ready, dur -= rowsDur, out);
+      end = onStream(Optimizer, p.ready, dur -= rowsDur, out, [&] { return "adamw " + g.str(); });
     } else {
       if (p.rowsDone)
         dur -= rowsDur;
-      end = onStream(Optimizer, p.ready, dur, out);
+      end = onStream(Optimizer, p.ready, dur, out, [&] { return "adamw " + g.str(); });
       if (rows != rowsFirst_.end() && !p.rowsDone)
         rowsUpdated(end - dur + rowsDur);
     }
@@ -591,7 +603,7 @@ private:
     // upload starts after the first piece and ends a piece's copy after the
     // update, if the link keeps up.
     double linkFree = upload ? free_[ToDevice] : -1;
-    updated_[g] = upload ? uploadPieces(end, dur, out) : end;
+    updated_[g] = upload ? uploadPieces(end, dur, out, g) : end;
     paramsUpdated(g, end - dur, rows != rowsFirst_.end() && !p.rowsDone, early, linkFree);
     if (early) {
       earlyTaken_.erase(g);
@@ -633,7 +645,7 @@ private:
   }
 
   void writeState(StringRef g, double ready, Prediction *out) {
-    onStream(Ssd, ready, momentBytes_.lookup(g) / p_.ssdWriteBytes, out);
+    onStream(Ssd, ready, momentBytes_.lookup(g) / p_.ssdWriteBytes, out, [&] { return "state write " + g.str(); });
   }
 
   // The program waits until `t` for an update of `group`; waits for its
@@ -650,11 +662,18 @@ private:
   }
 
   // Runs `dur` on stream `s` once `ready`; returns the end.
-  double onStream(Stream s, double ready, double dur, Prediction *out) {
+  // Runs `dur` of work on stream `s` once it is free and `ready`; returns
+  // its end. With a timeline asked for, the replayed step's slices go into
+  // it, named by `what` (called only then).
+  double onStream(Stream s, double ready, double dur, Prediction *out, llvm::function_ref<std::string()> what,
+                  int64_t bytes = -1) {
     double start = std::max(free_[s], ready);
     free_[s] = start + dur;
-    if (out)
+    if (out) {
       out->busyS[s] += dur;
+      if (timeline_)
+        out->timeline.push_back({s, what(), start, start + dur, bytes});
+    }
     return free_[s];
   }
 
@@ -674,7 +693,7 @@ private:
           ready = std::max(ready, readyOf(v));
         bool timed = false;
         double cost = launchCost(launch, timed);
-        double end = onStream(Compute, ready, cost, out);
+        double end = onStream(Compute, ready, cost, out, [&] { return launch.getKernel().str(); }, int64_t(launchBytes(launch)));
         if (out) {
           ++out->launches;
           out->launchesTimed += timed;
@@ -704,10 +723,12 @@ private:
         if (cuda_) {
           // The next batch's rows among them gathered down first; then the
           // chunks, the first now.
-          landed = onStream(ToHost, ready, std::min(rows, table - rows) * 4.0 / p_.d2hBytes + p_.launchS, out);
+          landed = onStream(ToHost, ready, std::min(rows, table - rows) * 4.0 / p_.d2hBytes + p_.launchS, out,
+                            [&] { return "down " + g.str() + " early rows"; });
           f.chunksLeft = f.pieces;
         } else {
-          landed = onStream(Compute, ready, bufferBytes(early.getGrad().getType()) / p_.d2hBytes, out);
+          landed = onStream(Compute, ready, bufferBytes(early.getGrad().getType()) / p_.d2hBytes, out,
+                            [&] { return "grad_offload_early " + g.str(); });
         }
         fillers_.push_back(f);
         if (cuda_)
@@ -737,8 +758,10 @@ private:
         // gradient down ahead of the whole one (gathered by a kernel).
         if (rowsGradFirst_.contains(off.getGroup()))
           rowsLanded_[off.getGroup()] =
-              onStream(ToHost, ready, rowsFirst_.lookup(off.getGroup()) * 4.0 / p_.d2hBytes + p_.launchS, out);
-        tokens_[off.getToken()] = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out);
+              onStream(ToHost, ready, rowsFirst_.lookup(off.getGroup()) * 4.0 / p_.d2hBytes + p_.launchS, out,
+                       [&] { return "down " + off.getGroup().str() + " rows"; });
+        tokens_[off.getToken()] = onStream(cuda_ ? ToHost : Compute, ready, bytes / p_.d2hBytes, out,
+                                           [&] { return "grad_offload " + off.getGroup().str(); }, int64_t(bytes));
         if (cuda_) {
           // A table's early chunks follow: one behind another group's
           // gradient, all that are left behind its own.
@@ -751,7 +774,10 @@ private:
         }
       } else if (auto read = dyn_cast<fs::StateReadOp>(op)) {
         double bytes = momentBytes_.lookup(read.getGroup());
-        tokens_[read.getToken()] = stateOnSsd_ ? onStream(Ssd, issue, bytes / p_.ssdReadBytes, out) : issue;
+        tokens_[read.getToken()] =
+            stateOnSsd_ ? onStream(Ssd, issue, bytes / p_.ssdReadBytes, out,
+                                   [&] { return "state read " + read.getGroup().str(); }, int64_t(bytes))
+                        : issue;
       } else if (auto update = dyn_cast<fs::GroupAdamWOp>(op)) {
         // A table whose rows of the gradient went down first: its rows can
         // start once that copy has landed (and any state read).
@@ -789,10 +815,11 @@ private:
         double bytes = bufferBytes(adamw.getGrad().getType());
         // On a GPU's stream (fy-device-optimizer): p, m and v read and
         // written, g read, 28 bytes a parameter; else on the CPU, inline.
+        auto name = [&] { return "adamw " + adamw.getParam().str(); };
         if (cuda_ && adamw.getOnDevice())
-          onStream(Compute, ready, 7 * bytes / p_.memBytes + p_.launchS, out);
+          onStream(Compute, ready, 7 * bytes / p_.memBytes + p_.launchS, out, name);
         else
-          onStream(Compute, ready, bytes / 4.0 / p_.adamwParams, out);
+          onStream(Compute, ready, bytes / 4.0 / p_.adamwParams, out, name);
       }
     }
     // And the step's end for the last group's copy.
@@ -804,16 +831,18 @@ private:
     StringRef from = spaceOf(copy.getSource()), to = spaceOf(copy.getTarget());
     double bytes = bufferBytes(copy.getSource().getType()), ready = std::max(issue, readyOf(copy.getSource()));
     double end;
+    auto name = [&] { return ("copy " + from + " to " + to).str(); };
+    const int64_t b = int64_t(bytes);
     if (to == "ssd")
-      end = onStream(Ssd, ready, std::ceil(bytes / 4096) * 4096 / p_.ssdWriteBytes, out);
+      end = onStream(Ssd, ready, std::ceil(bytes / 4096) * 4096 / p_.ssdWriteBytes, out, name, b);
     else if (from == "ssd")
-      end = onStream(Ssd, ready, std::ceil(bytes / 4096) * 4096 / p_.ssdReadBytes, out);
+      end = onStream(Ssd, ready, std::ceil(bytes / 4096) * 4096 / p_.ssdReadBytes, out, name, b);
     else if (from == "device" && to == "host")
-      end = onStream(copyStream(copy, ToHost), ready, bytes / p_.d2hBytes, out);
+      end = onStream(copyStream(copy, ToHost), ready, bytes / p_.d2hBytes, out, name, b);
     else if (from == "host" && to == "device")
-      end = onStream(copyStream(copy, ToDevice), ready, bytes / p_.h2dBytes, out);
+      end = onStream(copyStream(copy, ToDevice), ready, bytes / p_.h2dBytes, out, name, b);
     else
-      end = onStream(Compute, ready, 2 * bytes / p_.memBytes + p_.launchS, out);
+      end = onStream(Compute, ready, 2 * bytes / p_.memBytes + p_.launchS, out, name, b);
     ready_[rootBuffer(copy.getTarget())] = end;
     if (copy.getToken())
       tokens_[copy.getToken()] = end;
@@ -826,7 +855,7 @@ private:
 
   ModuleOp module_;
   const Profile &p_;
-  bool stateOnSsd_, cuda_ = false;
+  bool stateOnSsd_, timeline_, cuda_ = false;
   bool operands16_ = false;  // products on 16-bit copies of their operands (cuda, bf16 / fp16)
   std::array<double, NumStreams> free_{};
   llvm::DenseMap<Value, double> ready_, tokens_;
@@ -874,8 +903,30 @@ private:
 
 } // namespace
 
-Prediction predictStep(ModuleOp module, const Profile &profile, bool stateOnSsd) {
-  return Replay(module, profile, stateOnSsd).run();
+Prediction predictStep(ModuleOp module, const Profile &profile, bool stateOnSsd, bool timeline) {
+  return Replay(module, profile, stateOnSsd, timeline).run();
+}
+
+void writeTimeline(const Prediction &p, llvm::raw_ostream &os) {
+  // Chrome's trace format, as a program's --trace: a track per stream, the
+  // step's work in microseconds from its start.
+  os << "{\"traceEvents\": [\n";
+  for (int s = 0; s < NumStreams; ++s)
+    os << llvm::formatv("{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": {0}, "
+                        "\"args\": {{\"name\": \"predicted {1}\"}},\n",
+                        s, streamName(Stream(s)));
+  os << llvm::formatv("{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": {0}, "
+                      "\"args\": {{\"name\": \"predicted step\"}},\n",
+                      int(NumStreams));
+  for (const Prediction::Slice &s : p.timeline) {
+    os << "{\"ph\": \"X\", \"pid\": 1, \"tid\": " << int(s.stream) << ", \"name\": " << llvm::json::Value(s.name)
+       << ", \"ts\": " << llvm::format("%.3f", s.start * 1e6) << ", \"dur\": " << llvm::format("%.3f", (s.end - s.start) * 1e6);
+    if (s.bytes >= 0)
+      os << ", \"args\": {\"bytes\": " << s.bytes << "}";
+    os << "},\n";
+  }
+  os << llvm::formatv("{{\"ph\": \"X\", \"pid\": 1, \"tid\": {0}, \"name\": \"step\", \"ts\": 0, \"dur\": {1:F3}}\n]}\n",
+                      int(NumStreams), p.stepS * 1e6);
 }
 
 void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t gpuMem, int64_t cpuMem,

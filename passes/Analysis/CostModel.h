@@ -88,11 +88,25 @@ struct Prediction {
   std::vector<Wait> updateWaits;
   // Where the GPU waits for a gradient copy before reusing its memory.
   double copyWaitS = 0;
+  // The step's work, stream by stream, from its start (predictStep's
+  // timeline): a kernel, copy, update or I/O each.
+  struct Slice {
+    Stream stream;
+    std::string name;
+    double start, end;
+    int64_t bytes;  // -1: none
+  };
+  std::vector<Slice> timeline;
 };
 
 // Predicts a module after fy-plan-memory. `stateOnSsd`: AdamW's moments move
 // through the SSD every step (the program run with --ssd).
-Prediction predictStep(mlir::ModuleOp module, const Profile &profile, bool stateOnSsd);
+// With `timeline`, its slices too.
+Prediction predictStep(mlir::ModuleOp module, const Profile &profile, bool stateOnSsd, bool timeline = false);
+
+// Writes a prediction's timeline as Chrome trace JSON (Perfetto opens it
+// beside a program's --trace): a track per stream, and the step's length.
+void writeTimeline(const Prediction &p, llvm::raw_ostream &os);
 
 // Prints a planned module's decisions (fy-choose-placement's attributes when
 // it ran, each segment's policy and the bytes it moves out), its memory
