@@ -117,6 +117,9 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
   std::remove(log.c_str());
   if (rc != 0) {
     std::remove(out.c_str());
+    // std::system's shell died by the signal (Ctrl-C reaches the whole group).
+    if (rc != -1 && WIFSIGNALED(rc))
+      return "building the executable was interrupted (signal " + std::to_string(WTERMSIG(rc)) + "); nothing written";
     for (char &c : messages)
       if (c == '\n')
         c = ' ';

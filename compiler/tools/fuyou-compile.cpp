@@ -17,7 +17,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -279,7 +281,34 @@ Options parse(int argc, char **argv) {
     die("--emit must be fygraph, fysched, cpp or plan, got '" + o.emit + "'");
   if (o.emit.empty() && o.out.empty())
     die("no output given: -o OUT, or --emit=... to print");
+  if (o.emit.empty())
+    for (const std::string &f : {o.out, o.out + ".cpp", o.out + ".weights.safetensors"})
+      if (llvm::sys::fs::equivalent(o.model, f))
+        die("-o " + o.out + " would overwrite the input model '" + o.model + "' (with '" + f + "')");
   return o;
+}
+
+// The temporary outputs a signal (Ctrl-C, a scheduler's SIGTERM) must not
+// leave behind; the handler only unlinks them and exits by the signal.
+std::vector<std::string> &signalPaths() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+
+extern "C" void removeAndExit(int sig) {
+  for (const std::string &p : signalPaths())
+    ::unlink(p.c_str());
+  const char msg[] = "fuyou-compile: error: interrupted; nothing written\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void removeOnSignal(std::vector<std::string> paths) {
+  signalPaths() = std::move(paths);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::signal(sig, removeAndExit);
 }
 
 // --plan-trace: through FILE.tmp, renamed, so a failed write leaves no
@@ -558,32 +587,45 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  // OUT, OUT.cpp and OUT.weights.safetensors appear together or not at all.
-  std::string cppPath = opts.out + ".cpp", weights = opts.out + ".weights.safetensors";
+  // OUT, OUT.cpp and OUT.weights.safetensors appear together or not at all,
+  // and a failed or interrupted compile leaves the ones an earlier compile
+  // wrote as they were: each is written under a .tmp name, and the three
+  // are renamed over them only once the executable is built.
+  const std::string cppPath = opts.out + ".cpp", weights = opts.out + ".weights.safetensors";
+  // (The C++ compiler goes by the extension.)
+  const std::string tmpOut = opts.out + ".tmp", tmpCpp = tmpOut + ".cpp", tmpWeights = tmpOut + ".weights.safetensors";
+  removeOnSignal({tmpCpp, tmpWeights, tmpOut});
   auto cleanup = [&] {
-    std::remove(opts.out.c_str());
-    std::remove(cppPath.c_str());
-    std::remove(weights.c_str());
+    for (const std::string *p : {&tmpOut, &tmpCpp, &tmpWeights})
+      ::unlink(p->c_str());
   };
   {
     std::error_code ec;
-    llvm::raw_fd_ostream f(cppPath, ec);
+    llvm::raw_fd_ostream f(tmpCpp, ec);
     if (ec)
-      die("cannot write '" + cppPath + "': " + ec.message());
+      die("cannot write '" + tmpCpp + "': " + ec.message());
     f << cpp;
     f.close();
     if (f.has_error()) {
+      f.clear_error();
       cleanup();
-      die("cannot write '" + cppPath + "'");
+      die("cannot write '" + tmpCpp + "'");
     }
   }
-  if (std::string e = fuyou::target::writeWeights(model, paramNames, weights); !e.empty()) {
+  if (std::string e = fuyou::target::writeWeights(model, paramNames, tmpWeights); !e.empty()) {
     cleanup();
     die(e);
   }
-  if (std::string e = fuyou::target::buildExecutable(cppPath, opts.out, opts.target); !e.empty()) {
+  if (std::string e = fuyou::target::buildExecutable(tmpCpp, tmpOut, opts.target); !e.empty()) {
     cleanup();
     die(e);
   }
+  // The executable last: it is what a user runs, and it reads the others.
+  const std::pair<std::string, std::string> renames[] = {{tmpWeights, weights}, {tmpCpp, cppPath}, {tmpOut, opts.out}};
+  for (const auto &[from, to] : renames)
+    if (std::error_code ec = llvm::sys::fs::rename(from, to)) {
+      cleanup();
+      die("cannot rename '" + from + "' to '" + to + "': " + ec.message());
+    }
   return 0;
 }
