@@ -142,6 +142,17 @@ void check_run_config(const Runtime& rt, const std::string& text, const std::str
   }
 }
 
+// A name save_checkpoint gives a state: state-, at least 8 digits, .safetensors.
+bool is_state_file_name(const std::string& f) {
+  const std::string head = "state-", tail = ".safetensors";
+  if (f.size() < head.size() + 8 + tail.size() || f.compare(0, head.size(), head) != 0 ||
+      f.compare(f.size() - tail.size(), tail.size(), tail) != 0)
+    return false;
+  for (size_t i = head.size(); i < f.size() - tail.size(); ++i)
+    if (f[i] < '0' || f[i] > '9') return false;
+  return true;
+}
+
 std::string state_name(int64_t step) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "state-%08lld.safetensors", (long long)step);
@@ -210,10 +221,11 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
     throw;
   }
   // Older states are garbage once the manifest moved on (and the room they
-  // free is the users' copy's).
+  // free is the users' copy's): ours only, state-<8 digits>.safetensors,
+  // not whatever else of the user's starts with "state-".
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    std::string f = e.path().filename().string();
-    if (f.rfind("state-", 0) == 0 && f != name) std::filesystem::remove(e.path(), ec);
+    const std::string f = e.path().filename().string();
+    if (f != name && is_state_file_name(f) && e.is_regular_file(ec)) std::filesystem::remove(e.path(), ec);
   }
   write_safetensors(dir + "/model.safetensors", params);
 }

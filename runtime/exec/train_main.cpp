@@ -454,22 +454,30 @@ std::string json_exact(double v) {
 
 class JsonLog {
  public:
-  // A resumed run (`resume`) goes on with the log it finds, from the
-  // checkpoint's step (keep_through); any other starts it afresh.
-  JsonLog(const std::string& path, bool resume) : path_(path) {
+  // A resumed run goes on with the log it finds, from the checkpoint's step
+  // (keep_through); any other starts it afresh (keep_through(0)). Opened
+  // here, so that a bad path fails before minutes of loading, but cut back
+  // only there, once the run's inputs are checked: a run refused before its
+  // first step leaves the log as it was.
+  explicit JsonLog(const std::string& path) : path_(path) {
     if (path.empty()) return;
-    f_ = std::fopen(path.c_str(), resume ? "a" : "w");
-    if (!f_) fail("log file '" + path + "': cannot open for writing: " + std::strerror(errno));
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("log file '" + path + "': cannot open for writing: " + std::strerror(errno));
   }
+  ~JsonLog() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  JsonLog(const JsonLog&) = delete;
+  JsonLog& operator=(const JsonLog&) = delete;
   // Keeps the log's whole records of steps 1..step, in place of what a run
   // killed after its checkpoint logged past it (and a record cut short by
-  // the kill): the file is cut back after the last of them. A pipe or a
-  // terminal keeps what it was sent.
+  // the kill): the file is cut back after the last of them (to nothing for
+  // step 0). A pipe or a terminal keeps what it was sent.
   void keep_through(int64_t step) {
     struct stat st;
-    if (!f_ || ::fstat(::fileno(f_), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) return;
     std::string text;
-    if (std::FILE* in = std::fopen(path_.c_str(), "r")) {
+    if (std::FILE* in = step > 0 ? std::fopen(path_.c_str(), "r") : nullptr) {
       char buf[1 << 16];
       for (size_t n; (n = std::fread(buf, 1, sizeof buf, in)) > 0;) text.append(buf, n);
       std::fclose(in);
@@ -482,40 +490,76 @@ class JsonLog {
       keep = end + 1;
     }
     // Appends go to the new end (the file is open in append mode).
-    if (std::fflush(f_) != 0 || ::ftruncate(::fileno(f_), off_t(keep)) != 0)
+    if (::ftruncate(fd_, off_t(keep)) != 0)
       fail("log file '" + path_ + "': cannot cut it back to step " + std::to_string(step) + ": " + std::strerror(errno));
   }
-  // One whole line per write and a flush, so a reader (or a crash) only ever
-  // sees complete records.
-  void line(const std::string& s) {
-    if (!f_) return;
-    if (std::fputs(s.c_str(), f_) < 0 || std::fflush(f_) != 0)
-      fail("log file '" + path_ + "': write failed: " + std::strerror(errno));
+  // One whole record per call, so a reader (or a crash) only ever sees
+  // complete records: on a failed write (a full disk) the part that went
+  // is cut off again and false returned, error() saying why.
+  bool line(const std::string& s) {
+    if (fd_ < 0) return true;
+    struct stat st;
+    const off_t before = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
+    for (size_t done = 0; done < s.size();) {
+      const ssize_t n = ::write(fd_, s.data() + done, s.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error_ = "log file '" + path_ + "': write failed: " + std::strerror(n < 0 ? errno : ENOSPC);
+        if (before >= 0 && ::ftruncate(fd_, before) != 0) error_ += " (and the record cut short stays)";
+        return false;
+      }
+      done += size_t(n);
+    }
+    return true;
   }
+  const std::string& error() const { return error_; }
 
  private:
-  std::string path_;
-  FILE* f_ = nullptr;
+  std::string path_, error_;
+  int fd_ = -1;
 };
 
-// Fails, naming it, unless the trace's file can be written at the end of the
-// run, as Trace::write does: through PATH.tmp, renamed. Leaves nothing.
-void check_trace_path(const std::string& path) {
+// Fails, naming the flag, unless `path` can be written at the end of the
+// run as Trace::write and write_safetensors do: through PATH.tmp, renamed
+// over PATH, which must then be a regular file (a rename would put a file
+// in place of a device or a FIFO). Leaves nothing.
+void check_output_path(const char* flag, const std::string& path) {
   const std::string tmp = path + ".tmp";
   struct stat st;
   for (const std::string& p : {path, tmp})
-    if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail("--trace: '" + p + "' is a directory");
+    if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail(std::string(flag) + ": '" + p + "' is a directory");
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(std::string(flag) + ": '" + path + "' is not a regular file (the run writes a file in its place)");
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd >= 0) {
     ::close(fd);
     ::unlink(tmp.c_str());
     return;
   }
-  if (errno != EEXIST) fail("--trace: cannot write '" + tmp + "': " + std::strerror(errno));
+  if (errno != EEXIST) fail(std::string(flag) + ": cannot write '" + tmp + "': " + std::strerror(errno));
   // PATH.tmp is left from an earlier run: the directory must take the new one.
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) fail("--trace: cannot write in '" + dir + "': " + std::strerror(errno));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail(std::string(flag) + ": cannot write in '" + dir + "': " + std::strerror(errno));
+}
+
+// Fails when a file the run writes is one it reads (a --log-json naming the
+// --data file would be emptied by it).
+void check_outputs_are_not_inputs(const TrainOptions& o) {
+  auto same = [](const std::string& a, const std::string& b) {
+    struct stat x, y;
+    return !a.empty() && !b.empty() && ::stat(a.c_str(), &x) == 0 && ::stat(b.c_str(), &y) == 0 &&
+           x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+  };
+  const std::pair<const char*, const std::string*> ins[] = {
+      {"--data", &o.data}, {"--val-data", &o.val_data}, {"--weights", &o.weights}};
+  const std::pair<const char*, const std::string*> outs[] = {
+      {"--log-json", &o.log_json}, {"--trace", &o.trace}, {"--dump-grads", &o.dump_grads}};
+  for (const auto& [out_flag, out] : outs)
+    for (const auto& [in_flag, in] : ins)
+      if (same(*out, *in))
+        fail(std::string(out_flag) + " '" + *out + "' is the " + in_flag + " file: the run would overwrite it");
 }
 
 // Refuse, with the smallest workable figure, budgets the program cannot run
@@ -588,14 +632,15 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   TrainOptions o;
   if (!parse_args(argc, argv, &o)) return 0;
   if (const char* e = std::getenv("FY_DEFER_COPIES")) o.defer_copies = std::string(e) == "1";
-  // Open the log first: a bad path fails before minutes of loading, and a
-  // rerun never leaves the previous run's log looking like this one's.
-  JsonLog log(o.log_json, !o.resume_dir.empty());
+  check_outputs_are_not_inputs(o);
+  // Open the log first: a bad path fails before minutes of loading.
+  JsonLog log(o.log_json);
   // Likewise a --save that could never be written.
   if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
   if (!o.save_dir.empty()) check_save_dir(o.save_dir);
-  // And a --trace.
-  if (!o.trace.empty()) check_trace_path(o.trace);
+  // And a --trace or --dump-grads.
+  if (!o.trace.empty()) check_output_path("--trace", o.trace);
+  if (!o.dump_grads.empty()) check_output_path("--dump-grads", o.dump_grads);
 
   catch_stop_signals();
   Runtime rt;
@@ -703,10 +748,10 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   check_cpu_budget(rt, device.get(), o);
 
   int64_t first = 0;
-  if (!o.resume_dir.empty()) {
-    first = load_checkpoint(rt, o.resume_dir);
-    log.keep_through(first);
-  }
+  if (!o.resume_dir.empty()) first = load_checkpoint(rt, o.resume_dir);
+  // The run starts: a rerun never leaves the previous run's records looking
+  // like this one's.
+  log.keep_through(first);
   if (device) {
     device->prepare();
     check_cpu_budget(rt, device.get(), o);
@@ -803,10 +848,27 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
         note = buf + note;
       }
     }
-    log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
-             ", \"lr\": " + json_exact(rt.adamw_config(s + 1).lr) + ", \"tokens_per_s\": " + json_number(tps, "%.1f") +
-             ", \"ms\": " + json_number(ms, "%.4f") + extra +
-             "}\n");
+    const bool logged = log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
+                                 ", \"lr\": " + json_exact(rt.adamw_config(s + 1).lr) +
+                                 ", \"tokens_per_s\": " + json_number(tps, "%.1f") +
+                                 ", \"ms\": " + json_number(ms, "%.4f") + extra + "}\n");
+    if (!logged) {
+      // The steps so far are not lost to a full log disk: checkpointed as
+      // on SIGTERM, where --save has room.
+      std::string saved = "nothing saved (no --save)";
+      if (!o.save_dir.empty()) {
+        try {
+          if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
+          if (device) device->settle_masters();
+          save_checkpoint(rt, o.save_dir, s + 1);
+          saved = "checkpoint in '" + o.save_dir + "' (the log lacks this step); --resume " + o.save_dir + " goes on";
+        } catch (const std::exception& e) {
+          saved = std::string("the checkpoint failed too: ") + e.what();
+        }
+      }
+      if (rt.trace()) rt.trace()->write();
+      fail(log.error() + " after step " + std::to_string(s + 1) + ": " + saved);
+    }
     if ((s + 1) % o.log_every == 0 || s + 1 == o.steps || !note.empty())
       std::fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f ms  %.0f tok/s%s\n", (long long)(s + 1),
                    (long long)o.steps, L, ms, tps, note.c_str());
