@@ -967,8 +967,9 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const onnx_in::Model &model,
   }
   for (auto p : module->getOps<fygraph::ParamOp>()) {
     auto type = cast<RankedTensorType>(p.getType());
-    bool trainable = type.getElementType().isF32() && !frozen.contains(p.getSymName()) &&
-                     !freeze.matches(p.getSymName().str());
+    // (Every pattern sees every name: one that matches none is refused.)
+    const bool byFlag = freeze.matches(p.getSymName().str());
+    bool trainable = type.getElementType().isF32() && !frozen.contains(p.getSymName()) && !byFlag;
     p.setTrainable(trainable);
     if (trainable) {
       stats.trainableParams += type.getNumElements();

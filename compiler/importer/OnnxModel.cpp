@@ -389,16 +389,26 @@ namespace fuyou::onnx_in {
 std::string NameFilter::add(const std::string &pattern) {
   try {
     regexes_.push_back(new std::regex(pattern, std::regex::ECMAScript));
+    patterns_.push_back(pattern);
+    used_.push_back(false);
     return "";
   } catch (const std::regex_error &e) {
     return "invalid --freeze regex '" + pattern + "': " + e.what();
   }
 }
 bool NameFilter::matches(const std::string &name) const {
-  for (void *r : regexes_)
-    if (std::regex_match(name, *static_cast<std::regex *>(r)))
-      return true;
-  return false;
+  bool any = false;
+  for (size_t i = 0; i < regexes_.size(); ++i)
+    if (std::regex_match(name, *static_cast<std::regex *>(regexes_[i])))
+      any = used_[i] = true;
+  return any;
+}
+std::vector<std::string> NameFilter::unused() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < patterns_.size(); ++i)
+    if (!used_[i])
+      out.push_back(patterns_[i]);
+  return out;
 }
 NameFilter::~NameFilter() {
   for (void *r : regexes_)

@@ -85,9 +85,13 @@ public:
   // Returns "" or a message naming the pattern that does not compile.
   std::string add(const std::string &pattern);
   bool matches(const std::string &name) const;
+  // The patterns no name matches has matched (a typo, not a choice).
+  std::vector<std::string> unused() const;
   ~NameFilter();
 private:
   std::vector<void *> regexes_;  // std::regex*, kept opaque to exception-free code
+  std::vector<std::string> patterns_;
+  mutable std::vector<bool> used_;
 };
 } // namespace fuyou::onnx_in
 

@@ -70,7 +70,8 @@ const char *kUsage =
     "                                          steps whose gradients overflow (default: dynamic at fp16)\n"
     "                     [--optimizer adamw|adamw8bit]  AdamW with fp32 or block-wise 8-bit moments\n"
     "                     [--freeze REGEX]... [--emit=fygraph|fysched|cpp|plan]  plan: the placement\n"
-    "                                          decisions, memory and predicted step, stream by stream\n"
+    "                                          decisions, memory and predicted step, stream by stream;\n"
+    "                                          printed, or with -o written to OUT\n"
     "                     [--plan-trace FILE]  the predicted step's timeline, a track per stream, as\n"
     "                                          Chrome trace JSON (beside a program's --trace in Perfetto)\n"
     "                     [--gpu-mem SIZE] [--cpu-mem SIZE]  budgets the plan must fit (K, M, G suffixes):\n"
@@ -281,7 +282,7 @@ Options parse(int argc, char **argv) {
     die("--emit must be fygraph, fysched, cpp or plan, got '" + o.emit + "'");
   if (o.emit.empty() && o.out.empty())
     die("no output given: -o OUT, or --emit=... to print");
-  if (o.emit.empty())
+  if (!o.out.empty())
     for (const std::string &f : {o.out, o.out + ".cpp", o.out + ".weights.safetensors"})
       if (llvm::sys::fs::equivalent(o.model, f))
         die("-o " + o.out + " would overwrite the input model '" + o.model + "' (with '" + f + "')");
@@ -309,6 +310,32 @@ void removeOnSignal(std::vector<std::string> paths) {
   signalPaths() = std::move(paths);
   for (int sig : {SIGINT, SIGTERM, SIGHUP})
     ::signal(sig, removeAndExit);
+}
+
+// --emit's text: to stdout, or with -o to that file (through OUT.tmp,
+// renamed, as the executable's files).
+void emitText(const Options &o, llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  if (o.out.empty())
+    return print(llvm::outs());
+  const std::string tmp = o.out + ".tmp";
+  std::error_code ec;
+  {
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      die("cannot write '" + tmp + "': " + ec.message());
+    print(os);
+    os.close();
+    if (os.has_error()) {
+      std::string why = os.error().message();
+      os.clear_error();
+      llvm::sys::fs::remove(tmp);
+      die("writing '" + tmp + "' failed: " + why);
+    }
+  }
+  if ((ec = llvm::sys::fs::rename(tmp, o.out))) {
+    llvm::sys::fs::remove(tmp);
+    die("cannot rename '" + tmp + "' to '" + o.out + "': " + ec.message());
+  }
 }
 
 // --plan-trace: through FILE.tmp, renamed, so a failed write leaves no
@@ -402,6 +429,11 @@ int main(int argc, char **argv) {
   if (failed(mlir::verify(*module)))
     die(opts.model + ": the imported graph does not verify (a compiler bug): " + diag);
   diag.clear();  // what the passes report, not the import
+  if (std::vector<std::string> unused = freeze.unused(); !unused.empty())
+    die("--freeze '" + unused.front() + "' matches no parameter's name");
+  // (The IR of such a model may still be looked at.)
+  if (stats.trainableTensors == 0 && opts.emit != "fygraph" && opts.emit != "fysched")
+    die(opts.model + ": no parameter is left to train (" + std::to_string(stats.frozenTensors) + " frozen)");
   llvm::errs() << "fuyou-compile: " << stats.trainableParams << " trainable parameters in "
                << stats.trainableTensors << " tensors, " << stats.frozenTensors
                << " frozen tensors\n";
@@ -555,7 +587,9 @@ int main(int argc, char **argv) {
     if (!opts.planTrace.empty())
       writePlanTrace(opts.planTrace, fuyou::predictStep(*module, profile, stateOnSsd, /*timeline=*/true));
     if (opts.emit == "plan") {
-      fuyou::printPlan(*module, profile, stateOnSsd, opts.gpuMem, opts.cpuMem, llvm::outs());
+      emitText(opts, [&](llvm::raw_ostream &os) {
+        fuyou::printPlan(*module, profile, stateOnSsd, opts.gpuMem, opts.cpuMem, os);
+      });
       return 0;
     }
     fuyou::Prediction p = fuyou::predictStep(*module, profile, stateOnSsd);
@@ -574,7 +608,7 @@ int main(int argc, char **argv) {
   }
 
   if (opts.emit == "fygraph" || opts.emit == "fysched") {
-    module->print(llvm::outs());
+    emitText(opts, [&](llvm::raw_ostream &os) { module->print(os); });
     return 0;
   }
   std::string cpp;
@@ -583,7 +617,7 @@ int main(int argc, char **argv) {
   if (failed(mlir::emitc::translateToCpp(*module, cppOs)))
     die(opts.model + ": emitting C++ failed: " + diag);
   if (opts.emit == "cpp") {
-    llvm::outs() << cpp;
+    emitText(opts, [&](llvm::raw_ostream &os) { os << cpp; });
     return 0;
   }
 
