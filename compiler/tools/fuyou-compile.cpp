@@ -312,54 +312,36 @@ void removeOnSignal(std::vector<std::string> paths) {
     ::signal(sig, removeAndExit);
 }
 
-// --emit's text: to stdout, or with -o to that file (through OUT.tmp,
-// renamed, as the executable's files).
-void emitText(const Options &o, llvm::function_ref<void(llvm::raw_ostream &)> print) {
-  if (o.out.empty())
-    return print(llvm::outs());
-  const std::string tmp = o.out + ".tmp";
+// Writes `path` through PATH.tmp, renamed, so that a failed write leaves no
+// file that looks whole; errors start with `what`.
+void writeThroughTmp(const std::string &path, const std::string &what,
+                     llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  const std::string tmp = path + ".tmp";
   std::error_code ec;
   {
     llvm::raw_fd_ostream os(tmp, ec);
     if (ec)
-      die("cannot write '" + tmp + "': " + ec.message());
+      die(what + "cannot write '" + tmp + "': " + ec.message());
     print(os);
     os.close();
     if (os.has_error()) {
       std::string why = os.error().message();
       os.clear_error();
       llvm::sys::fs::remove(tmp);
-      die("writing '" + tmp + "' failed: " + why);
+      die(what + "writing '" + tmp + "' failed: " + why);
     }
   }
-  if ((ec = llvm::sys::fs::rename(tmp, o.out))) {
+  if ((ec = llvm::sys::fs::rename(tmp, path))) {
     llvm::sys::fs::remove(tmp);
-    die("cannot rename '" + tmp + "' to '" + o.out + "': " + ec.message());
+    die(what + "cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
   }
 }
 
-// --plan-trace: through FILE.tmp, renamed, so a failed write leaves no
-// file that looks whole.
-void writePlanTrace(const std::string &path, const fuyou::Prediction &p) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      die("--plan-trace: cannot write '" + tmp + "': " + ec.message());
-    fuyou::writeTimeline(p, os);
-    os.close();
-    if (os.has_error()) {
-      std::string why = os.error().message();
-      os.clear_error();
-      llvm::sys::fs::remove(tmp);
-      die("--plan-trace: writing '" + tmp + "' failed: " + why);
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    die("--plan-trace: cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
-  }
+// --emit's text: to stdout, or with -o to that file.
+void emitText(const Options &o, llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  if (o.out.empty())
+    return print(llvm::outs());
+  writeThroughTmp(o.out, "", print);
 }
 
 } // namespace
@@ -585,7 +567,9 @@ int main(int argc, char **argv) {
       die("--state ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");
     bool stateOnSsd = opts.state == "ssd" || (opts.state == "auto" && profile.hasSsd());
     if (!opts.planTrace.empty())
-      writePlanTrace(opts.planTrace, fuyou::predictStep(*module, profile, stateOnSsd, /*timeline=*/true));
+      writeThroughTmp(opts.planTrace, "--plan-trace: ", [&](llvm::raw_ostream &os) {
+        fuyou::writeTimeline(fuyou::predictStep(*module, profile, stateOnSsd, /*timeline=*/true), os);
+      });
     if (opts.emit == "plan") {
       emitText(opts, [&](llvm::raw_ostream &os) {
         fuyou::printPlan(*module, profile, stateOnSsd, opts.gpuMem, opts.cpuMem, os);
