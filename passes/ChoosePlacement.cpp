@@ -106,22 +106,27 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     // model predicts a shorter step (same memory: the buffer is live anyway).
     bool tied = llvm::any_of(body.getOps<fuyou::fysched::LaunchOp>(),
                              [](fuyou::fysched::LaunchOp l) { return l.getKernel() == "gather_grad_add"; });
-    if (tied && earlyRows == "auto") {
-      Plan late = *best;
-      late.earlyRows = false;
-      double earlyStep = cache_[best->key()].pred.stepS;
-      if (const Outcome &l = evaluate(module, late); fits(l) && l.pred.stepS < earlyStep * (1 - 1e-9))
-        best = late;
-    }
     // On a GPU the early rows' chunks go down one behind each other group's
-    // gradient, so as not to hold those up on the link; all at once where
+    // gradient, so as not to hold those up on the link, or all at once where
     // the model predicts a shorter step (the optimizer waits for the link).
-    if (tied && best->earlyRows && !best->allChunks && earlyChunks == "auto" && prof_.target == "cuda") {
-      Plan all = *best;
-      all.allChunks = true;
-      double pacedStep = cache_[best->key()].pred.stepS;
-      if (const Outcome &a = evaluate(module, all); fits(a) && a.pred.stepS < pacedStep * (1 - 1e-9))
-        best = all;
+    // The fastest of what is left open; a tie keeps the plan as found.
+    if (tied) {
+      const Plan found = *best;
+      auto consider = [&](Plan q) {
+        double step = cache_[best->key()].pred.stepS;
+        if (const Outcome &o = evaluate(module, q); fits(o) && o.pred.stepS < step * (1 - 1e-9))
+          best = q;
+      };
+      if (earlyRows == "auto" && found.earlyRows) {
+        Plan late = found;
+        late.earlyRows = late.allChunks = false;
+        consider(late);
+      }
+      if (earlyChunks == "auto" && found.earlyRows && !found.allChunks && prof_.target == "cuda") {
+        Plan all = found;
+        all.allChunks = true;
+        consider(all);
+      }
     }
     const Outcome &o = cache_[best->key()];
     Builder b(&getContext());

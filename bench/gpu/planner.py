@@ -274,11 +274,11 @@ def kernel_times(results, profile, use_trace=True):
         if use_trace:
             base += ["--kernel-times", os.path.join(results, f"planner_{name}.trace.json")]
         # The plan that was measured (the prepared one may differ once the model changes).
-        short, params, *late = measured[name]["plan"].split("+")
+        short, params, *tags = measured[name]["plan"].split("+")
         full = {v: k for k, v in bench.ABBREV.items()}
         g = {"short": measured[name]["plan"], "activations": [full[c] for c in short], "params": params}
         pred = {}
-        early = ["--early-rows", "no"] if late else []
+        early = (["--early-rows", "no"] if "late" in tags else []) + (["--early-chunks", "all"] if "all" in tags else [])
         for tag, extra in (("plan", ["--activations", ",".join(g["activations"]), "--params", g["params"]] + early),
                            ("keep", [])):
             pred[tag] = float(re.search(r"predicted step: ([0-9.]+) ms", run(base + extra).stdout).group(1))

@@ -94,11 +94,12 @@ def parse_plan(text):
         out["params"] = m.group(3)
         e = re.search(r"a tied table's rows early: (\w+)", text)
         out["early_rows"] = e.group(1) if e else None
+        out["early_chunks"] = "all" if "down all at once" in text else "paced"
     else:  # no planner run: placement given or defaulted
         out["activations"] = re.findall(r"^segment \d+: (\w+)", text, re.M)
         out["params"] = "stream" if "parameters: streamed" in text else "keep"
     out["device_bytes"] = int(re.search(r"^device: (\d+) B", text, re.M).group(1))
-    out["host_arena_bytes"] = int(re.search(r"^host arena: (\d+) B", text, re.M).group(1))
+    out["host_bytes"] = int(re.search(r"^host: (\d+) B", text, re.M).group(1))  # the host arena and staging
     out["predicted_ms"] = float(re.search(r"predicted step: ([0-9.e+-]+) ms", text).group(1))
     for name, ms in re.findall(r"^\s+([\w -]+): busy ([0-9.e+-]+) ms", text, re.M):
         out["busy_ms"][name.strip()] = float(ms)
@@ -106,9 +107,11 @@ def parse_plan(text):
 
 
 def short(plan):
-    """K/H/S/R per segment + the parameters' placement, and "+late" where a tied table's rows are not early."""
+    """K/H/S/R per segment + the parameters' placement, "+late" where a tied table's rows are not early,
+    "+all" where they go down all at once."""
     return ("".join(ABBREV.get(p, p) for p in plan["activations"]) + "+" + plan["params"] +
-            ("+late" if plan.get("early_rows") == "no" else ""))
+            ("+late" if plan.get("early_rows") == "no" else "") +
+            ("+all" if plan.get("early_chunks") == "all" else ""))
 
 
 def measure(exe, a, w, gpu_mem, tag, trace=False):

@@ -17,8 +17,11 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <unistd.h>
 #include <string>
 #include <vector>
@@ -282,10 +285,19 @@ Options parse(int argc, char **argv) {
     die("--emit must be fygraph, fysched, cpp or plan, got '" + o.emit + "'");
   if (o.emit.empty() && o.out.empty())
     die("no output given: -o OUT, or --emit=... to print");
-  if (!o.out.empty())
-    for (const std::string &f : {o.out, o.out + ".cpp", o.out + ".weights.safetensors"})
-      if (llvm::sys::fs::equivalent(o.model, f))
-        die("-o " + o.out + " would overwrite the input model '" + o.model + "' (with '" + f + "')");
+  if (!o.planTrace.empty() && (o.emit == "fygraph" || o.emit == "fysched"))
+    die("--plan-trace needs a placed program: not with --emit=" + o.emit);
+  // Nothing written (the outputs, or their temporaries) is the input model.
+  std::vector<std::string> written;
+  for (const std::string &base : {o.out, o.out + ".tmp"})
+    if (!o.out.empty())
+      for (const char *ext : {"", ".cpp", ".weights.safetensors"})
+        written.push_back(base + ext);
+  if (!o.planTrace.empty())
+    written.insert(written.end(), {o.planTrace, o.planTrace + ".tmp"});
+  for (const std::string &f : written)
+    if (llvm::sys::fs::equivalent(o.model, f))
+      die("the compile would overwrite the input model '" + o.model + "' (with '" + f + "')");
   return o;
 }
 
@@ -297,27 +309,46 @@ std::vector<std::string> &signalPaths() {
 }
 
 extern "C" void removeAndExit(int sig) {
-  for (const std::string &p : signalPaths())
-    ::unlink(p.c_str());
-  const char msg[] = "fuyou-compile: error: interrupted; nothing written\n";
-  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
-  (void)ignored;
+  if (!signalPaths().empty()) {  // (else the compile was complete)
+    for (const std::string &p : signalPaths())
+      ::unlink(p.c_str());
+    const char msg[] = "fuyou-compile: error: interrupted; nothing written\n";
+    ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+    (void)ignored;
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
 
+// Signals ignored when the compile started (nohup, a background job) stay so.
 void removeOnSignal(std::vector<std::string> paths) {
   signalPaths() = std::move(paths);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP})
-    ::signal(sig, removeAndExit);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN)
+      continue;
+    struct sigaction sa {};
+    sa.sa_handler = removeAndExit;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
 
 // Writes `path` through PATH.tmp, renamed, so that a failed write leaves no
 // file that looks whole; errors start with `what`.
 void writeThroughTmp(const std::string &path, const std::string &what,
                      llvm::function_ref<void(llvm::raw_ostream &)> print) {
-  const std::string tmp = path + ".tmp";
   std::error_code ec;
+  // A device or a FIFO (-o /dev/stdout) is written as it is: a rename would
+  // put a file in its place.
+  if (llvm::sys::fs::exists(path) && !llvm::sys::fs::is_regular_file(path)) {
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      die(what + "cannot write '" + path + "': " + ec.message());
+    print(os);
+    return;
+  }
+  const std::string tmp = path + ".tmp";
   {
     llvm::raw_fd_ostream os(tmp, ec);
     if (ec)
@@ -372,13 +403,19 @@ int main(int argc, char **argv) {
   if (opts.calibrate)
     return calibrate(opts, argv[0]);
 
-  // A --plan-trace that could never be written fails before the compile.
+  // A --plan-trace that could never be written fails before the compile
+  // (a FILE.tmp already there is left alone: the directory must take one).
   if (!opts.planTrace.empty()) {
-    std::error_code ec;
-    { llvm::raw_fd_ostream probe(opts.planTrace + ".tmp", ec); }
-    if (ec)
-      die("--plan-trace: cannot write '" + opts.planTrace + ".tmp': " + ec.message());
-    llvm::sys::fs::remove(opts.planTrace + ".tmp");
+    const std::string tmp = opts.planTrace + ".tmp";
+    if (int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+    } else if (errno != EEXIST) {
+      die("--plan-trace: cannot write '" + tmp + "': " + std::strerror(errno));
+    } else if (std::string dir = llvm::sys::path::parent_path(opts.planTrace).str();
+               ::access(dir.empty() ? "." : dir.c_str(), W_OK | X_OK) != 0) {
+      die("--plan-trace: cannot write in '" + dir + "': " + std::strerror(errno));
+    }
   }
 
   fuyou::onnx_in::NameFilter freeze;
@@ -639,11 +676,19 @@ int main(int argc, char **argv) {
     die(e);
   }
   // The executable last: it is what a user runs, and it reads the others.
+  // No signal between the three (one that comes waits until they are done).
+  sigset_t stop, before;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&stop, sig);
+  ::sigprocmask(SIG_BLOCK, &stop, &before);
   const std::pair<std::string, std::string> renames[] = {{tmpWeights, weights}, {tmpCpp, cppPath}, {tmpOut, opts.out}};
   for (const auto &[from, to] : renames)
     if (std::error_code ec = llvm::sys::fs::rename(from, to)) {
       cleanup();
       die("cannot rename '" + from + "' to '" + to + "': " + ec.message());
     }
+  signalPaths().clear();  // (a signal now ends the run as the compile it completed)
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
   return 0;
 }

@@ -311,15 +311,9 @@ public:
         if (g.getOnDevice())
           out.deviceBytes += 2 * g.getBytes();
     out.hostBytes = attr("fysched.host_arena_bytes");
-    // On a GPU, gather_up's rows wait in one page-locked buffer on their way
-    // up (the largest gather's).
-    if (cuda_) {
-      int64_t staging = 0;
-      for (auto l : body.getOps<fs::LaunchOp>())
-        if (l.getKernel() == "gather_up")
-          staging = std::max(staging, bufferBytes(l.getOuts()[0].getType()));
-      out.hostBytes += staging;
-    }
+    // On a GPU, gather_up's rows wait in one page-locked buffer on their way up.
+    if (cuda_)
+      out.hostBytes += gatherUpBytes(module_);
     return out;
   }
 

@@ -25,6 +25,15 @@ int64_t bufferBytes(Type buffer) {
   return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
 }
 
+int64_t gatherUpBytes(ModuleOp module) {
+  int64_t most = 0;
+  module.walk([&](fs::LaunchOp l) {
+    if (l.getKernel() == "gather_up")
+      most = std::max(most, bufferBytes(l.getOuts()[0].getType()));
+  });
+  return most;
+}
+
 Operation *issuePoint(Operation *use, int64_t launches, function_ref<bool(Operation *)> barrier) {
   Operation *at = use;
   for (int64_t n = 0; n < launches && at->getPrevNode() && !barrier(at->getPrevNode());) {

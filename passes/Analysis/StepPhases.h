@@ -23,6 +23,9 @@ mlir::Value rootBuffer(mlir::Value v);
 llvm::StringRef spaceOf(mlir::Value buffer);
 // The bytes a buffer of this type holds (a byte at least per element).
 int64_t bufferBytes(mlir::Type buffer);
+// The most bytes of rows one gather_up in the module brings up (0: none):
+// the page-locked buffer a GPU stages them in.
+int64_t gatherUpBytes(mlir::ModuleOp module);
 
 // Where a copy for `use` goes to be issued `launches` launches before it:
 // the op it goes before, walking back over the ops between, never past an

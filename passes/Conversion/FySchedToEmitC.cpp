@@ -5,6 +5,7 @@
 // a launch calls the runtime kernel of the same name with its static
 // arguments spelled as C++ literals.
 #include "passes/Passes.h"
+#include "passes/Analysis/StepPhases.h"
 
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/StringMap.h"
@@ -435,12 +436,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
                                     ArrayAttr(), ArrayAttr());
     // The rows gather_up brings up at once: a device stages them in host
     // memory, which --cpu-mem counts.
-    int64_t gatherUp = 0;
-    module.walk([&](fs::LaunchOp l) {
-      if (l.getKernel() == "gather_up")
-        gatherUp = std::max(gatherUp, cast<fs::BufferType>(l.getOuts()[0].getType()).getSizeInBytes());
-    });
-    if (gatherUp > 0)
+    if (int64_t gatherUp = fuyou::gatherUpBytes(module); gatherUp > 0)
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_gather_up", ValueRange{rt},
                                     b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(gatherUp) + "LL")}),
                                     ArrayAttr());

@@ -142,9 +142,11 @@ void check_run_config(const Runtime& rt, const std::string& text, const std::str
   }
 }
 
-// A name save_checkpoint gives a state: state-, at least 8 digits, .safetensors.
-bool is_state_file_name(const std::string& f) {
-  const std::string head = "state-", tail = ".safetensors";
+// A name save_checkpoint gives a state: state-, at least 8 digits,
+// .safetensors; or its temporary, .tmp after that (a save killed mid-write).
+bool is_state_file_name(std::string f) {
+  const std::string head = "state-", tail = ".safetensors", tmp = ".tmp";
+  if (f.size() > tmp.size() && f.compare(f.size() - tmp.size(), tmp.size(), tmp) == 0) f.resize(f.size() - tmp.size());
   if (f.size() < head.size() + 8 + tail.size() || f.compare(0, head.size(), head) != 0 ||
       f.compare(f.size() - tail.size(), tail.size(), tail) != 0)
     return false;

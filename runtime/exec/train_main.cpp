@@ -545,7 +545,7 @@ void check_output_path(const char* flag, const std::string& path) {
 }
 
 // Fails when a file the run writes is one it reads (a --log-json naming the
-// --data file would be emptied by it).
+// --data file would be emptied by it), or another it writes.
 void check_outputs_are_not_inputs(const TrainOptions& o) {
   auto same = [](const std::string& a, const std::string& b) {
     struct stat x, y;
@@ -556,10 +556,15 @@ void check_outputs_are_not_inputs(const TrainOptions& o) {
       {"--data", &o.data}, {"--val-data", &o.val_data}, {"--weights", &o.weights}};
   const std::pair<const char*, const std::string*> outs[] = {
       {"--log-json", &o.log_json}, {"--trace", &o.trace}, {"--dump-grads", &o.dump_grads}};
-  for (const auto& [out_flag, out] : outs)
+  for (size_t i = 0; i < std::size(outs); ++i) {
+    const auto& [flag, out] = outs[i];
     for (const auto& [in_flag, in] : ins)
       if (same(*out, *in))
-        fail(std::string(out_flag) + " '" + *out + "' is the " + in_flag + " file: the run would overwrite it");
+        fail(std::string(flag) + " '" + *out + "' is the " + in_flag + " file: the run would overwrite it");
+    for (size_t j = i + 1; j < std::size(outs); ++j)
+      if (!out->empty() && (*out == *outs[j].second || same(*out, *outs[j].second)))
+        fail(std::string(flag) + " and " + outs[j].first + " name the same file '" + *out + "'");
+  }
 }
 
 // Refuse, with the smallest workable figure, budgets the program cannot run
@@ -749,13 +754,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
 
   int64_t first = 0;
   if (!o.resume_dir.empty()) first = load_checkpoint(rt, o.resume_dir);
-  // The run starts: a rerun never leaves the previous run's records looking
-  // like this one's.
-  log.keep_through(first);
   if (device) {
     device->prepare();
     check_cpu_budget(rt, device.get(), o);
   }
+  // The run starts: a rerun never leaves the previous run's records looking
+  // like this one's.
+  log.keep_through(first);
   const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
   // After each run of the program: its temporaries within the plan, and all freed.
   auto check_program = [&](const std::string& what) {

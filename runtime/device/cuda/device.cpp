@@ -517,6 +517,7 @@ void CudaDevice::gather_up(View table, View ids, View out) {
          dtype_name(table.dtype) + " " + table.shape.str() + ", ids " + dtype_name(ids.dtype) + " " + ids.shape.str() +
          ", output " + dtype_name(out.dtype) + " " + out.shape.str());
   const int64_t n = ids.numel(), d = table.shape[1], vocab = table.shape[0];
+  if (out.nbytes() == 0) return;
   // The step's tokens are in host memory already; other ids come down first.
   std::vector<int64_t> own;
   const int64_t* host_ids = ids.data == idx_ && step_ids_ ? step_ids_ : nullptr;
