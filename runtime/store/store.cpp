@@ -96,6 +96,7 @@ struct Core : std::enable_shared_from_this<Core> {
   StoreOptions opt;
   std::vector<std::string> paths;
   std::vector<int> fds;
+  std::vector<bool> owned;  // locked by this store (what remove_on_close may unlink)
   std::vector<uint64_t> file_sizes;
   bool files_registered = false;
 
@@ -186,6 +187,10 @@ Core::~Core() {
     // Reads a broken ring never finished must not hold other stores back.
     if (opt.count_reads && reads_counted) opt.count_reads->fetch_sub(reads_counted);
   }
+  // Scratch goes while the lock is still held (no other store has opened
+  // the same path meanwhile).
+  if (opt.remove_on_close)
+    for (size_t i = 0; i < owned.size(); ++i) ::unlink(paths[i].c_str());
   // The ring may hold references to the files for a while after it is torn
   // down; unlock explicitly so that the store can be reopened at once.
   for (int fd : fds)
@@ -235,6 +240,7 @@ void Core::open() {
       ::usleep(50 * 1000);
     if (locked != 0)
       fail("fy::store: " + path + " is in use by another process (" + errno_text(errno) + ")");
+    owned.push_back(true);
     if (opt.truncate && ::ftruncate(fd, 0) != 0)
       fail("fy::store: cannot truncate " + path + ": " + errno_text(errno));
     if (::fstat(fd, &st) != 0) fail("fy::store: cannot stat " + path + ": " + errno_text(errno));

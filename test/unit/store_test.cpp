@@ -294,6 +294,30 @@ TEST_F(Store, ReopenFindsTheSameBytesAndUnwrittenRegionsReadZero) {
   EXPECT_NE(error_of([&] { st.find("nope"); }).find("no region named 'nope'"), std::string::npos);
 }
 
+// A run's scratch (remove_on_close) leaves no file behind, in every
+// directory; a store that could not lock its file (another process's) never
+// removes it.
+TEST_F(Store, ScratchFilesGoWhenTheStoreCloses) {
+  TempDir d0("scratch0"), d1("scratch1");
+  StoreOptions opt;
+  opt.dirs = {d0.path, d1.path};
+  opt.truncate = opt.remove_on_close = true;
+  {
+    TensorStore st(opt);
+    Region r = st.allocate("m", 3 << 20);
+    AlignedBuffer b(r.bytes);
+    fill(b.data(), r.bytes, 7);
+    st.write_sync(r, b.data());
+    EXPECT_TRUE(std::filesystem::exists(d0.path + "/fuyou.store"));
+    EXPECT_TRUE(std::filesystem::exists(d1.path + "/fuyou.store"));
+    // Another store on the same files cannot lock them, and leaves them be.
+    EXPECT_NE(error_of([&] { TensorStore other(opt); }).find("in use by another process"), std::string::npos);
+    EXPECT_TRUE(std::filesystem::exists(d0.path + "/fuyou.store"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(d0.path + "/fuyou.store"));
+  EXPECT_FALSE(std::filesystem::exists(d1.path + "/fuyou.store"));
+}
+
 TEST_F(Store, PartialRangesAndDirectModeRules) {
   TempDir d("part");
   StoreOptions opt;
