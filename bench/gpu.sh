@@ -62,7 +62,7 @@ stage_test() {
 
 stage_e2e() {
   for m in ${E2E_MODELS:-gpt2 llama}; do
-    progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute bf16_selective bf16_devopt"
+    progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute bf16_selective bf16_devopt bf16_chunks"
     for p in $progs; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" & done
     wait  # side by side; a row from a background job would not reach TABLE
     for p in $progs; do [ -x "$G/$m/train_$p" ] || row "e2e $m: build of train_$p failed"; done
