@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ struct Options {
   llvm::errs() << "fuyou-compile: error: " << line << "\n";
   std::exit(1);
 }
+
+// The temporaries' suffix: this process's own, so that two compiles to one
+// -o never write each other's (or a user's OUT.tmp).
+std::string tmpSuffix() { return ".tmp" + std::to_string(::getpid()); }
 
 const char *kUsage =
     "usage: fuyou-compile MODEL.onnx -o OUT [--target cpu|cuda] [--batch B] [--seq T]\n"
@@ -287,17 +292,27 @@ Options parse(int argc, char **argv) {
     die("no output given: -o OUT, or --emit=... to print");
   if (!o.planTrace.empty() && (o.emit == "fygraph" || o.emit == "fysched"))
     die("--plan-trace needs a placed program: not with --emit=" + o.emit);
-  // Nothing written (the outputs, or their temporaries) is the input model.
+  // -o names a file to write, not a directory (found now, not at the last rename).
+  if (!o.out.empty() && (o.out.back() == '/' || llvm::sys::fs::is_directory(o.out)))
+    die("-o " + o.out + " is a directory: -o names the program's file");
+  // Nothing written (the outputs, or their temporaries) is an input (the
+  // model, --profile, --kernel-times) or another output.
   std::vector<std::string> written;
-  for (const std::string &base : {o.out, o.out + ".tmp"})
+  for (const std::string &base : {o.out, o.out + tmpSuffix()})
     if (!o.out.empty())
       for (const char *ext : {"", ".cpp", ".weights.safetensors"})
         written.push_back(base + ext);
-  if (!o.planTrace.empty())
+  if (!o.planTrace.empty()) {
+    for (const std::string &f : written)
+      if (f == o.planTrace || llvm::sys::fs::equivalent(o.planTrace, f))
+        die("--plan-trace " + o.planTrace + " is one of -o's files");
     written.insert(written.end(), {o.planTrace, o.planTrace + ".tmp"});
-  for (const std::string &f : written)
-    if (llvm::sys::fs::equivalent(o.model, f))
-      die("the compile would overwrite the input model '" + o.model + "' (with '" + f + "')");
+  }
+  for (const auto &[flag, in] : {std::pair{"input model", &o.model}, std::pair{"--profile", &o.profile},
+                                 std::pair{"--kernel-times", &o.kernelTimes}})
+    for (const std::string &f : written)
+      if (!in->empty() && llvm::sys::fs::equivalent(*in, f))
+        die(std::string("the compile would overwrite the ") + flag + " file '" + *in + "' (with '" + f + "')");
   return o;
 }
 
@@ -648,7 +663,8 @@ int main(int argc, char **argv) {
   // are renamed over them only once the executable is built.
   const std::string cppPath = opts.out + ".cpp", weights = opts.out + ".weights.safetensors";
   // (The C++ compiler goes by the extension.)
-  const std::string tmpOut = opts.out + ".tmp", tmpCpp = tmpOut + ".cpp", tmpWeights = tmpOut + ".weights.safetensors";
+  const std::string tmpOut = opts.out + tmpSuffix(), tmpCpp = tmpOut + ".cpp",
+                    tmpWeights = tmpOut + ".weights.safetensors";
   removeOnSignal({tmpCpp, tmpWeights, tmpOut});
   auto cleanup = [&] {
     for (const std::string *p : {&tmpOut, &tmpCpp, &tmpWeights})
@@ -682,12 +698,20 @@ int main(int argc, char **argv) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP})
     sigaddset(&stop, sig);
   ::sigprocmask(SIG_BLOCK, &stop, &before);
+  // And no other compile's renames into the same directory between them
+  // (two compiles to one -o leave one whole set): the directory is locked.
+  const std::string dir = llvm::sys::path::parent_path(opts.out).str();
+  const int dirFd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirFd >= 0)
+    ::flock(dirFd, LOCK_EX);
   const std::pair<std::string, std::string> renames[] = {{tmpWeights, weights}, {tmpCpp, cppPath}, {tmpOut, opts.out}};
   for (const auto &[from, to] : renames)
     if (std::error_code ec = llvm::sys::fs::rename(from, to)) {
       cleanup();
       die("cannot rename '" + from + "' to '" + to + "': " + ec.message());
     }
+  if (dirFd >= 0)
+    ::close(dirFd);  // (and the lock with it)
   signalPaths().clear();  // (a signal now ends the run as the compile it completed)
   ::sigprocmask(SIG_SETMASK, &before, nullptr);
   return 0;

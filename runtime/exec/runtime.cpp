@@ -69,6 +69,7 @@ store::StoreOptions Runtime::store_options(const std::string& file_name, bool tr
   so.file_name = file_name;
   so.truncate = truncate;
   so.remove_on_close = truncate;  // a run's scratch: nothing to reopen
+  so.reserve = true;               // a full SSD found before the first step
   so.queue_depth = unsigned(opts_.ssd_queue_depth);
   if (opts_.ssd_read_priority) {
     if (critical)

@@ -74,7 +74,7 @@ const char kUsage[] =
     "  --loss-scale-growth-interval N  doubled after N finite steps in a row (default 2000)\n"
     "  --save-every K       also checkpoint to --save DIR every K steps\n"
     "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
-    "                       (SIGINT or SIGTERM: the run finishes its step, checkpoints to --save, then ends)\n"
+    "                       (SIGINT, SIGTERM or SIGHUP: the run finishes its step, checkpoints to --save, then ends)\n"
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
     "  --ssd-queue-depth N  I/O operations each SSD store keeps in flight, 1..4096 (default 32;\n"
     "                       fewer: an activation's read waits behind less of the state's I/O)\n"
@@ -331,6 +331,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                                 : nullptr;
     if (idle) fail(std::string(idle) + ": a run of --steps 0 trains nothing to write (its val_loss goes to stderr)");
   }
+  if (!o->dump_grads.empty() && !o->resume_dir.empty())
+    fail("--dump-grads records step 1's gradients: a run resumed from a checkpoint starts after it");
   // A decay flag without a decay is a forgotten --lr-schedule, not a no-op.
   if (decay_flag && o->lr_schedule.kind == LrSchedule::Kind::Constant)
     fail(std::string(decay_flag) + " shapes a decay: it needs --lr-schedule cosine or linear");
@@ -340,13 +342,18 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
   return true;
 }
 
-// SIGINT or SIGTERM (Ctrl-C, a scheduler's preemption): the step under way
+// SIGINT, SIGTERM or SIGHUP (Ctrl-C, a scheduler's preemption, a closed terminal): the step under way
 // finishes, then the run checkpoints to --save, cleans up and ends by the
 // signal itself (so a shell loop around it stops too). A second one stops
 // it at once. Signals ignored when the run started (a background job's
 // SIGINT) stay ignored.
 std::atomic<int> g_stop_signal{0};
-bool g_caught[2] = {false, false};  // SIGINT, SIGTERM
+constexpr int kStopSignals[3] = {SIGINT, SIGTERM, SIGHUP};  // SIGHUP: the terminal or session went away
+bool g_caught[3] = {false, false, false};
+
+const char* stop_signal_name(int sig) {
+  return sig == SIGINT ? "interrupted (SIGINT)" : sig == SIGHUP ? "hung up (SIGHUP)" : "terminated (SIGTERM)";
+}
 
 void on_stop_signal(int sig) {
   const int saved = errno;
@@ -354,8 +361,8 @@ void on_stop_signal(int sig) {
   static const char msg[] = "train: stopping after this step (a checkpoint if --save; again to stop now)\n";
   ssize_t ignored = ::write(2, msg, sizeof msg - 1);
   (void)ignored;
-  if (g_caught[0]) ::signal(SIGINT, SIG_DFL);
-  if (g_caught[1]) ::signal(SIGTERM, SIG_DFL);
+  for (int k = 0; k < 3; ++k)
+    if (g_caught[k]) ::signal(kStopSignals[k], SIG_DFL);
   errno = saved;
 }
 
@@ -364,12 +371,14 @@ void catch_stop_signals() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking calls go on; the loop checks between steps
-  const int sigs[2] = {SIGINT, SIGTERM};
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < 3; ++k) {
     struct sigaction old {};
-    if (::sigaction(sigs[k], nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    g_caught[k] = ::sigaction(sigs[k], &sa, nullptr) == 0;
+    if (::sigaction(kStopSignals[k], nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    g_caught[k] = ::sigaction(kStopSignals[k], &sa, nullptr) == 0;
   }
+  // A log or trace on a pipe whose reader went away (| head) is a failed
+  // write, checkpointed and said, not a silent death.
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 // Which parameters AdamW decays (--no-decay, --decay-1d); says so when not all.
@@ -474,8 +483,12 @@ class JsonLog {
   // the kill): the file is cut back after the last of them (to nothing for
   // step 0). A pipe or a terminal keeps what it was sent.
   void keep_through(int64_t step) {
-    struct stat st;
+    struct stat st, out;
     if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    // --log-json /dev/stdout with stdout sent to a file: that file is the
+    // shell's, a stream to add to.
+    for (int fd : {1, 2})
+      if (::fstat(fd, &out) == 0 && out.st_dev == st.st_dev && out.st_ino == st.st_ino) return;
     std::string text;
     if (std::FILE* in = step > 0 ? std::fopen(path_.c_str(), "r") : nullptr) {
       char buf[1 << 16];
@@ -552,8 +565,9 @@ void check_outputs_are_not_inputs(const TrainOptions& o) {
     return !a.empty() && !b.empty() && ::stat(a.c_str(), &x) == 0 && ::stat(b.c_str(), &y) == 0 &&
            x.st_dev == y.st_dev && x.st_ino == y.st_ino;
   };
+  const std::string self = "/proc/self/exe";
   const std::pair<const char*, const std::string*> ins[] = {
-      {"--data", &o.data}, {"--val-data", &o.val_data}, {"--weights", &o.weights}};
+      {"--data", &o.data}, {"--val-data", &o.val_data}, {"--weights", &o.weights}, {"program's", &self}};
   const std::pair<const char*, const std::string*> outs[] = {
       {"--log-json", &o.log_json}, {"--trace", &o.trace}, {"--dump-grads", &o.dump_grads}};
   for (size_t i = 0; i < std::size(outs); ++i) {
@@ -891,7 +905,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     if (stopping) {
       const int sig = g_stop_signal.load();
       if (rt.trace()) rt.trace()->write();
-      std::fprintf(stderr, "train: %s after step %lld of %lld: %s\n", sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)",
+      std::fprintf(stderr, "train: %s after step %lld of %lld: %s\n", stop_signal_name(sig),
                    (long long)(s + 1), (long long)o.steps,
                    o.save_dir.empty() ? "nothing saved (no --save)"
                                       : ("checkpoint in '" + o.save_dir + "'; --resume " + o.save_dir + " goes on").c_str());
@@ -905,7 +919,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     const double V = validate(first, &val_ms, &wait_ms);
     if (const int sig = g_stop_signal.load(); sig != 0) {
       std::fprintf(stderr, "train: %s during the evaluation: no val_loss\n",
-                   sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)");
+                   stop_signal_name(sig));
       return 128 + sig;
     }
     std::fprintf(stderr, "train: val_loss %.9g after step %lld (%lld batches of %lldx%lld tokens, %.1f ms)\n", V,

@@ -602,9 +602,13 @@ void Core::grow_files(uint64_t end) {
   for (uint64_t d = 0; d < nd; ++d) {
     uint64_t size = (full / nd + (d < full % nd ? 1 : 0)) * B + (d == full % nd ? rem : 0);
     if (size > file_sizes[d]) {
-      if (::ftruncate(fds[d], off_t(size)) != 0)
-        fail("fy::store: cannot grow " + paths[d] + " to " + std::to_string(size) +
-             " bytes: " + errno_text(errno));
+      const off_t at = off_t(file_sizes[d]), more = off_t(size - file_sizes[d]);
+      // Reserved blocks read as zeros, as a sparse file's; a filesystem
+      // without fallocate gets the sparse file.
+      int e = opt.reserve && ::fallocate(fds[d], 0, at, more) != 0 ? errno : opt.reserve ? 0 : EOPNOTSUPP;
+      if (e == EOPNOTSUPP || e == ENOSYS) e = ::ftruncate(fds[d], off_t(size)) != 0 ? errno : 0;
+      if (e != 0)
+        fail("fy::store: cannot grow " + paths[d] + " to " + std::to_string(size) + " bytes: " + errno_text(e));
       file_sizes[d] = size;
     }
   }

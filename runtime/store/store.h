@@ -74,6 +74,8 @@ struct StoreOptions {
   bool register_buffers = true;   // false: never register (forces the fallback path)
   bool truncate = false;          // discard what the files hold when opening
   bool remove_on_close = false;   // unlink the files when the store closes (a run's scratch)
+  bool reserve = false;           // allocate() reserves the regions' disk blocks (fallocate): a
+                                  // full disk fails there, not at a write mid-run
   std::string file_name = "fuyou.store";  // the store's file in each directory
   // Called on the reaping thread at the end of each busy period (the time with
   // at least one operation in flight) with the bytes it moved: for traces.
