@@ -12,6 +12,7 @@ written. (In torch: load the same file's tensors into the module with load_state
 """
 import argparse
 import os
+import shutil
 import sys
 
 import onnx
@@ -32,8 +33,12 @@ def main():
     ap.add_argument("--weights", required=True, help="a checkpoint's model.safetensors")
     ap.add_argument("--out", required=True, help="the trained model to write")
     a = ap.parse_args()
-    if os.path.abspath(a.out) == os.path.abspath(a.onnx):
-        die("--out would overwrite --onnx")
+    out_data = a.out + ".data"  # where its tensors go when they are external data
+    for path, what in ((a.out, "--out"), (out_data, "--out's data file")):
+        for other, flag in ((a.onnx, "--onnx"), (a.weights, "--weights")):
+            if os.path.abspath(path) == os.path.abspath(other) or (
+                    os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)):
+                die(f"{what} {path} would overwrite {flag}")
 
     try:
         weights, _ = safetensors_io.load(a.weights)
@@ -59,25 +64,28 @@ def main():
                 f"{old.dtype} {list(old.shape)}")
         t.CopyFrom(numpy_helper.from_array(arr, name))
 
-    # Written beside --out under a temporary name, then renamed: a failure
-    # leaves no file that looks like a trained model.
-    tmp = a.out + ".tmp"
+    # Written into a temporary directory beside --out, then renamed into
+    # place (its data file first): a failure leaves the earlier --out and its
+    # data as they were, and no file that looks like a trained model.
     big = sum(t.ByteSize() for t in model.graph.initializer) > (1 << 31) - (1 << 26)
+    base = os.path.basename(a.out)
+    tmpdir = os.path.join(os.path.dirname(os.path.abspath(a.out)), f".{base}.tmp{os.getpid()}")
     try:
+        os.mkdir(tmpdir)
+        tmp = os.path.join(tmpdir, base)
         if external or big:
-            data = os.path.basename(a.out) + ".data"
-            if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(a.out)), data)):
-                os.remove(os.path.join(os.path.dirname(os.path.abspath(a.out)), data))
-            onnx.save_model(model, tmp, save_as_external_data=True, all_tensors_to_one_file=True, location=data,
-                            size_threshold=1024)
+            onnx.save_model(model, tmp, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=base + ".data", size_threshold=1024)
         else:
             onnx.save_model(model, tmp)
         onnx.checker.check_model(tmp)
+        if external or big:
+            os.replace(tmp + ".data", out_data)
         os.replace(tmp, a.out)
     except Exception as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
         die(f"writing {a.out}: {e}")
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
     print(f"onnx_weights.py: wrote {a.out}: {len(weights)} of {len(by_name)} initializers replaced"
           + (f", tensors in {os.path.basename(a.out)}.data" if external or big else ""))
 

@@ -578,6 +578,16 @@ void check_outputs_are_not_inputs(const TrainOptions& o) {
     for (size_t j = i + 1; j < std::size(outs); ++j)
       if (!out->empty() && (*out == *outs[j].second || same(*out, *outs[j].second)))
         fail(std::string(flag) + " and " + outs[j].first + " name the same file '" + *out + "'");
+    // Nor a checkpoint's own files (its manifest, weights or states).
+    if (out->empty()) continue;
+    const size_t slash = out->rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : out->substr(0, slash + 1),
+                      base = slash == std::string::npos ? *out : out->substr(slash + 1);
+    const bool checkpoint_name =
+        base == "manifest.json" || base == "model.safetensors" || base.rfind("state-", 0) == 0;
+    for (const auto& [ck_flag, ck] : {std::pair{"--resume", &o.resume_dir}, std::pair{"--save", &o.save_dir}})
+      if (checkpoint_name && same(dir, *ck))
+        fail(std::string(flag) + " '" + *out + "' is a checkpoint's file in the " + ck_flag + " directory");
   }
 }
 
