@@ -1,6 +1,7 @@
 #include "tools/profile.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,7 +44,7 @@ std::string rate(const char* key, double value) {
 [[noreturn]] void fail_write(const std::string& path, const std::string& tmp, int fd) {
   const int err = errno;
   if (fd >= 0) ::close(fd);
-  ::unlink(tmp.c_str());
+  if (!tmp.empty()) ::unlink(tmp.c_str());
   fail("cannot write '" + path + "': " + std::strerror(err));
 }
 
@@ -86,15 +87,25 @@ std::string profile_json(const Profile& p) {
 
 void write_profile(const std::string& path, const Profile& p) {
   const std::string text = profile_json(p);
-  // The same directory as `path`, so the rename cannot cross file systems.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // A device or a FIFO (-o /dev/stdout) is written as it is: a rename would
+  // put a file in its place.
+  struct stat st;
+  const bool stream = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+  // Else through the same directory as `path`, so the rename cannot cross file systems.
+  // (No temporary for a stream: nothing to remove on a failure.)
+  const std::string tmp = stream ? std::string() : path + ".tmp." + std::to_string(::getpid());
+  int fd = stream ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC)
+                  : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail_write(path, tmp, -1);
   for (size_t done = 0; done < text.size();) {
     ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) fail_write(path, tmp, fd);
     done += size_t(n);
+  }
+  if (stream) {
+    ::close(fd);
+    return;
   }
   // Durable before it becomes visible: a crash leaves the old file or the new one.
   if (::fsync(fd) != 0) fail_write(path, tmp, fd);
