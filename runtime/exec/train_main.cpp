@@ -799,11 +799,22 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   // land first (that wait for the background optimizer is the training's
   // time, in *wait_ms), then fy_eval_step runs on each batch; the mean of
   // theirs, or NaN when a stop signal came first.
+  // The evaluation's own group_waits are not the steps' (eval_wait_s).
+  double eval_wait_s = 0;
   auto validate = [&](int64_t at, double* ms, double* wait_ms) {
     TraceSpan span(rt.trace(), "steps", "validation after step ", at);
     auto v0 = std::chrono::steady_clock::now();
     if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
     auto v1 = std::chrono::steady_clock::now();
+    const double waited0 = rt.has_async_optimizer() ? rt.async_optimizer().wait_seconds() : 0;
+    struct CountEvalWaits {
+      Runtime& rt;
+      double waited0;
+      double& into;
+      ~CountEvalWaits() {
+        if (rt.has_async_optimizer()) into += rt.async_optimizer().wait_seconds() - waited0;
+      }
+    } count{rt, waited0, eval_wait_s};
     double sum = 0;
     for (int64_t k = 0; k < val_batches; ++k) {
       if (g_stop_signal.load() != 0) return std::numeric_limits<double>::quiet_NaN();
@@ -870,11 +881,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
       const double V = validate(s + 1, &val_ms, &wait_ms);
       total_ms += wait_ms;
       val_wait_ms += wait_ms;
-      if (!std::isnan(V)) {  // else stopped: no partial figure
+      if (!std::isnan(V)) {
         extra += ", \"val_loss\": " + json_number(V, "%.9g") + ", \"val_ms\": " + json_number(val_ms, "%.4f");
         char buf[64];
         std::snprintf(buf, sizeof buf, "  val_loss %.4f", V);
         note = buf + note;
+      } else {  // stopped by a signal: no partial figure, and said so
+        note = "  validation stopped by the signal: no val_loss" + note;
       }
     }
     const bool logged = log.line("{\"step\": " + std::to_string(s + 1) + ", \"loss\": " + json_number(L, "%.9g") +
@@ -944,7 +957,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     double steps = double(o.steps - first);
     double step_ms = (total_ms + tail_ms) / steps;
     double opt_ms = opt.busy_seconds() * 1000.0 / steps;
-    double compute_ms = step_ms - (opt.wait_seconds() * 1000.0 + val_wait_ms) / steps;
+    double compute_ms = step_ms - ((opt.wait_seconds() - eval_wait_s) * 1000.0 + val_wait_ms) / steps;
     // Whether a tied table's rows went early (fy-early-offload), when the program has them.
     char early[96] = "";
     if (opt.early_updates() > 0)
