@@ -70,7 +70,7 @@ static std::string shellQuoted(const std::string &s) {
 }
 
 std::string buildExecutable(const std::string &cppPath, const std::string &out,
-                            const std::string &target) {
+                            const std::string &target, int *signal) {
   // Installed: <prefix>/bin/fuyou-compile, <prefix>/lib, <prefix>/include/fuyou.
   const bool cuda = target == "cuda";
   std::string include = FUYOU_RT_BUILD_INCLUDE;
@@ -118,8 +118,11 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
   if (rc != 0) {
     std::remove(out.c_str());
     // std::system's shell died by the signal (Ctrl-C reaches the whole group).
-    if (rc != -1 && WIFSIGNALED(rc))
+    if (rc != -1 && WIFSIGNALED(rc)) {
+      if (signal)
+        *signal = WTERMSIG(rc);
       return "building the executable was interrupted (signal " + std::to_string(WTERMSIG(rc)) + "); nothing written";
+    }
     for (char &c : messages)
       if (c == '\n')
         c = ' ';

@@ -29,9 +29,10 @@ int64_t reservedDeviceBytes(const std::string &target, const std::string &precis
 // Compiles `cppPath` and links it with the target's runtime library
 // (libfuyou_rt, libfuyou_rt_cuda) into `out`; the runtime is found beside the
 // running compiler (installed) or in its build tree. Returns "" or what went
-// wrong (with the compiler's messages).
+// wrong (with the compiler's messages); `*signal` is the signal that ended
+// the build, when one did (Ctrl-C reaches the C++ compiler too).
 std::string buildExecutable(const std::string &cppPath, const std::string &out,
-                            const std::string &target);
+                            const std::string &target, int *signal = nullptr);
 
 } // namespace fuyou::target
 

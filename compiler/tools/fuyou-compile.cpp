@@ -687,8 +687,16 @@ int main(int argc, char **argv) {
     cleanup();
     die(e);
   }
-  if (std::string e = fuyou::target::buildExecutable(tmpCpp, tmpOut, opts.target); !e.empty()) {
+  int buildSignal = 0;
+  if (std::string e = fuyou::target::buildExecutable(tmpCpp, tmpOut, opts.target, &buildSignal); !e.empty()) {
     cleanup();
+    if (buildSignal == SIGINT || buildSignal == SIGTERM || buildSignal == SIGHUP) {
+      // Ended by the signal, as the compile it interrupted: a shell loop stops.
+      llvm::errs() << "fuyou-compile: error: " << e << "\n";
+      llvm::errs().flush();
+      ::signal(buildSignal, SIG_DFL);
+      ::raise(buildSignal);
+    }
     die(e);
   }
   // The executable last: it is what a user runs, and it reads the others.
