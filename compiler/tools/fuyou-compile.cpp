@@ -351,9 +351,14 @@ void removeOnSignal(std::vector<std::string> paths) {
 
 // Writes `path` through PATH.tmp, renamed, so that a failed write leaves no
 // file that looks whole; errors start with `what`.
-void writeThroughTmp(const std::string &path, const std::string &what,
+void writeThroughTmp(const std::string &named, const std::string &what,
                      llvm::function_ref<void(llvm::raw_ostream &)> print) {
   std::error_code ec;
+  // A symbolic link (/dev/stdout) is written where it leads, never replaced.
+  std::string path = named;
+  llvm::SmallString<256> real;
+  if (llvm::sys::fs::is_symlink_file(named) && !llvm::sys::fs::real_path(named, real) && llvm::sys::fs::exists(real))
+    path = real.str().str();
   // A device or a FIFO (-o /dev/stdout) is written as it is: a rename would
   // put a file in its place.
   if (llvm::sys::fs::exists(path) && !llvm::sys::fs::is_regular_file(path)) {
@@ -710,8 +715,11 @@ int main(int argc, char **argv) {
   // (two compiles to one -o leave one whole set): the directory is locked.
   const std::string dir = llvm::sys::path::parent_path(opts.out).str();
   const int dirFd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirFd >= 0)
-    ::flock(dirFd, LOCK_EX);
+  // (Waited for 10 s at most: a lock that never comes, on a network file
+  // system, must not hang the compile with its signals blocked.)
+  for (int tries = 0; dirFd >= 0 && tries < 200 && ::flock(dirFd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+       ++tries)
+    ::usleep(50 * 1000);
   const std::pair<std::string, std::string> renames[] = {{tmpWeights, weights}, {tmpCpp, cppPath}, {tmpOut, opts.out}};
   for (const auto &[from, to] : renames)
     if (std::error_code ec = llvm::sys::fs::rename(from, to)) {

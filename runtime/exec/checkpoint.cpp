@@ -163,6 +163,12 @@ std::string state_name(int64_t step) {
 
 }  // namespace
 
+bool is_checkpoint_file_name(std::string f) {
+  if (is_state_file_name(f)) return true;
+  if (f.size() > 4 && f.compare(f.size() - 4, 4, ".tmp") == 0) f.resize(f.size() - 4);
+  return f == "manifest.json" || f == "model.safetensors";
+}
+
 std::string model_fingerprint(const Runtime& rt) {
   std::string desc;
   for (int64_t i = 0; i < rt.num_params(); ++i) {

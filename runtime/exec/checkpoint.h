@@ -19,6 +19,10 @@ class Runtime;
 // Writes a checkpoint of `rt` after `step` completed steps.
 void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step);
 
+// A name a checkpoint's own files have in its directory (manifest.json,
+// model.safetensors, state-<digits>.safetensors, or their temporaries).
+bool is_checkpoint_file_name(std::string name);
+
 // Fails, naming it, unless `dir` is a writable directory or could be made
 // one (its nearest existing ancestor is): checked before the run's first
 // step, not after hours of it. Creates nothing.

@@ -361,7 +361,10 @@ void on_stop_signal(int sig) {
   static const char msg[] = "train: stopping after this step (a checkpoint if --save; again to stop now)\n";
   ssize_t ignored = ::write(2, msg, sizeof msg - 1);
   (void)ignored;
-  for (int k = 0; k < 3; ++k)
+  // Again to stop now: SIGINT or SIGTERM. A closed terminal's SIGHUP comes
+  // twice (the shell's, then the session's), as a logout's SIGTERM then
+  // SIGHUP: those must not stop the run before its checkpoint.
+  for (int k = 0; k < 2; ++k)
     if (g_caught[k]) ::signal(kStopSignals[k], SIG_DFL);
   errno = saved;
 }
@@ -541,7 +544,7 @@ void check_output_path(const char* flag, const std::string& path) {
   struct stat st;
   for (const std::string& p : {path, tmp})
     if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail(std::string(flag) + ": '" + p + "' is a directory");
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+  if ((::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)))
     fail(std::string(flag) + ": '" + path + "' is not a regular file (the run writes a file in its place)");
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd >= 0) {
@@ -583,8 +586,7 @@ void check_outputs_are_not_inputs(const TrainOptions& o) {
     const size_t slash = out->rfind('/');
     const std::string dir = slash == std::string::npos ? "." : out->substr(0, slash + 1),
                       base = slash == std::string::npos ? *out : out->substr(slash + 1);
-    const bool checkpoint_name =
-        base == "manifest.json" || base == "model.safetensors" || base.rfind("state-", 0) == 0;
+    const bool checkpoint_name = is_checkpoint_file_name(base);
     for (const auto& [ck_flag, ck] : {std::pair{"--resume", &o.resume_dir}, std::pair{"--save", &o.save_dir}})
       if (checkpoint_name && same(dir, *ck))
         fail(std::string(flag) + " '" + *out + "' is a checkpoint's file in the " + ck_flag + " directory");
@@ -894,7 +896,13 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
                                  ", \"lr\": " + json_exact(rt.adamw_config(s + 1).lr) +
                                  ", \"tokens_per_s\": " + json_number(tps, "%.1f") +
                                  ", \"ms\": " + json_number(ms, "%.4f") + extra + "}\n");
-    if (!logged) {
+    if ((s + 1) % o.log_every == 0 || s + 1 == o.steps || !note.empty())
+      std::fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f ms  %.0f tok/s%s\n", (long long)(s + 1),
+                   (long long)o.steps, L, ms, tps, note.c_str());
+    // Nobody reads stderr any more (2>&1 | head): as a closed log, not a
+    // run going on unseen.
+    const bool stderr_closed = std::ferror(stderr) && errno == EPIPE;
+    if (!logged || stderr_closed) {
       // The steps so far are not lost to a full log disk: checkpointed as
       // on SIGTERM, where --save has room.
       std::string saved = "nothing saved (no --save)";
@@ -903,17 +911,16 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
           if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
           if (device) device->settle_masters();
           save_checkpoint(rt, o.save_dir, s + 1);
-          saved = "checkpoint in '" + o.save_dir + "' (the log lacks this step); --resume " + o.save_dir + " goes on";
+          saved = "checkpoint in '" + o.save_dir + "'" + (logged ? "" : " (the log lacks this step)") + "; --resume " +
+                  o.save_dir + " goes on";
         } catch (const std::exception& e) {
           saved = std::string("the checkpoint failed too: ") + e.what();
         }
       }
       if (rt.trace()) rt.trace()->write();
-      fail(log.error() + " after step " + std::to_string(s + 1) + ": " + saved);
+      fail((logged ? std::string("stderr: write failed: ") + std::strerror(EPIPE) : log.error()) + " after step " +
+           std::to_string(s + 1) + ": " + saved);
     }
-    if ((s + 1) % o.log_every == 0 || s + 1 == o.steps || !note.empty())
-      std::fprintf(stderr, "step %lld/%lld  loss %.4f  %.1f ms  %.0f tok/s%s\n", (long long)(s + 1),
-                   (long long)o.steps, L, ms, tps, note.c_str());
 
     if (s == 0 && !o.dump_grads.empty()) {
       write_safetensors(o.dump_grads, grad_entries(rt));

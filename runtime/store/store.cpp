@@ -224,23 +224,38 @@ void Core::open() {
 
     std::string path = d + (d.empty() || d.back() != '/' ? "/" : "") + opt.file_name;
     int flags = O_RDWR | O_CREAT | O_CLOEXEC | (opt.direct ? O_DIRECT : 0);
-    int fd = ::open(path.c_str(), flags, 0644);
-    if (fd < 0) {
-      int e = errno;
-      std::string msg = "fy::store: cannot open " + path + ": " + errno_text(e);
-      if (e == EINVAL && opt.direct) msg += " (the filesystem refuses O_DIRECT; use buffered mode)";
-      fail(msg);
+    for (int opened = 0;; ++opened) {
+      int fd = ::open(path.c_str(), flags, 0644);
+      if (fd < 0) {
+        int e = errno;
+        std::string msg = "fy::store: cannot open " + path + ": " + errno_text(e);
+        if (e == EINVAL && opt.direct) msg += " (the filesystem refuses O_DIRECT; use buffered mode)";
+        fail(msg);
+      }
+      // A process killed a moment ago may hold the lock a little longer: the
+      // kernel tears its io_uring down (and drops the file) asynchronously.
+      int locked = -1;
+      for (int tries = 0; tries < 100 && (locked = ::flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK; ++tries)
+        ::usleep(50 * 1000);
+      if (locked != 0) {
+        const int e = errno;
+        ::close(fd);
+        fail("fy::store: " + path + " is in use by another process (" + errno_text(e) + ")");
+      }
+      // The store that held it may have removed its scratch file meanwhile
+      // (remove_on_close): then the path names another file, or none.
+      struct stat mine, now;
+      if (opened < 8 && ::fstat(fd, &mine) == 0 &&
+          (::stat(path.c_str(), &now) != 0 || now.st_dev != mine.st_dev || now.st_ino != mine.st_ino)) {
+        ::close(fd);
+        continue;
+      }
+      fds.push_back(fd);
+      paths.push_back(path);
+      owned.push_back(true);
+      break;
     }
-    fds.push_back(fd);
-    paths.push_back(path);
-    // A process killed a moment ago may hold the lock a little longer: the
-    // kernel tears its io_uring down (and drops the file) asynchronously.
-    int locked = -1;
-    for (int tries = 0; tries < 100 && (locked = ::flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK; ++tries)
-      ::usleep(50 * 1000);
-    if (locked != 0)
-      fail("fy::store: " + path + " is in use by another process (" + errno_text(errno) + ")");
-    owned.push_back(true);
+    const int fd = fds.back();
     if (opt.truncate && ::ftruncate(fd, 0) != 0)
       fail("fy::store: cannot truncate " + path + ": " + errno_text(errno));
     if (::fstat(fd, &st) != 0) fail("fy::store: cannot stat " + path + ": " + errno_text(errno));
@@ -605,7 +620,10 @@ void Core::grow_files(uint64_t end) {
       const off_t at = off_t(file_sizes[d]), more = off_t(size - file_sizes[d]);
       // Reserved blocks read as zeros, as a sparse file's; a filesystem
       // without fallocate gets the sparse file.
-      int e = opt.reserve && ::fallocate(fds[d], 0, at, more) != 0 ? errno : opt.reserve ? 0 : EOPNOTSUPP;
+      int e = opt.reserve ? 0 : EOPNOTSUPP;
+      if (opt.reserve)
+        while ((e = ::fallocate(fds[d], 0, at, more) != 0 ? errno : 0) == EINTR) {
+        }
       if (e == EOPNOTSUPP || e == ENOSYS) e = ::ftruncate(fds[d], off_t(size)) != 0 ? errno : 0;
       if (e != 0)
         fail("fy::store: cannot grow " + paths[d] + " to " + std::to_string(size) + " bytes: " + errno_text(e));

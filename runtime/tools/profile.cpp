@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/tensor.h"
@@ -85,8 +86,17 @@ std::string profile_json(const Profile& p) {
   return out + "\n}\n";
 }
 
-void write_profile(const std::string& path, const Profile& p) {
+void write_profile(const std::string& named, const Profile& p) {
   const std::string text = profile_json(p);
+  // A symbolic link (/dev/stdout) is written where it leads, never replaced.
+  std::string path = named;
+  struct stat link;
+  if (::lstat(named.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
+    if (char* real = ::realpath(named.c_str(), nullptr)) {
+      struct stat st;
+      if (::stat(real, &st) == 0) path = real;
+      std::free(real);
+    }
   // A device or a FIFO (-o /dev/stdout) is written as it is: a rename would
   // put a file in its place.
   struct stat st;
