@@ -958,13 +958,14 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   if (rt.has_async_optimizer() && first < o.steps) {
     // The last updates finish after the last step; the wait is not compute.
     AsyncOptimizer& opt = rt.async_optimizer();
-    double waited_before = opt.wait_seconds();
+    // (wait_all is not counted in wait_seconds: timed here.)
+    const auto tail0 = std::chrono::steady_clock::now();
     opt.wait_all();
-    double tail_ms = (opt.wait_seconds() - waited_before) * 1000.0;
+    double tail_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tail0).count();
     double steps = double(o.steps - first);
     double step_ms = (total_ms + tail_ms) / steps;
     double opt_ms = opt.busy_seconds() * 1000.0 / steps;
-    double compute_ms = step_ms - ((opt.wait_seconds() - eval_wait_s) * 1000.0 + val_wait_ms) / steps;
+    double compute_ms = step_ms - ((opt.wait_seconds() - eval_wait_s) * 1000.0 + val_wait_ms + tail_ms) / steps;
     // Whether a tied table's rows went early (fy-early-offload), when the program has them.
     char early[96] = "";
     if (opt.early_updates() > 0)
