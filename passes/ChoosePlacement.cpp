@@ -233,9 +233,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     std::optional<Plan> best;
     std::string error;
     for (StringRef par : paramChoices_) {
-      Plan q;
-      q.earlyRows = earlyRows != "no";
-      q.allChunks = earlyChunks == "all";
+      Plan q = fresh();
       q.params = par;
       StringRef(activations).split(q.acts, ',');
       const Outcome &o = evaluate(module, q);
@@ -301,10 +299,17 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     return out;
   }
 
+  // A plan before its activations and parameters: the table's rows as the
+  // options give them.
+  Plan fresh() const {
+    Plan q;
+    q.earlyRows = earlyRows != "no";
+    q.allChunks = earlyChunks == "all";
+    return q;
+  }
+
   std::optional<Plan> greedy(ModuleOp module) {
-    Plan cur;
-    cur.earlyRows = earlyRows != "no";
-    cur.allChunks = earlyChunks == "all";
+    Plan cur = fresh();
     cur.acts.assign(segments_, "keep");
     cur.params = paramChoices_.front();
     // Towards the budgets: the cheapest change that fits, else the one that
@@ -368,9 +373,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     for (StringRef par : paramChoices_) {
       std::fill(digit.begin(), digit.end(), 0);
       while (true) {
-        Plan q;
-        q.earlyRows = earlyRows != "no";
-        q.allChunks = earlyChunks == "all";
+        Plan q = fresh();
         q.params = par;
         for (size_t d : digit)
           q.acts.push_back(policies_[d]);

@@ -834,6 +834,12 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     return sum / double(val_batches);
   };
 
+  // A checkpoint mid-run: the updates in flight land, the device's masters come back.
+  auto checkpoint = [&](int64_t at) {
+    if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
+    if (device) device->settle_masters();
+    save_checkpoint(rt, o.save_dir, at);
+  };
   double total_ms = 0, val_wait_ms = 0;  // val_wait_ms: the optimizer's, before validations
   const int64_t K = o.grad_accum;
   for (int64_t s = first; s < o.steps; ++s) {
@@ -908,9 +914,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
       std::string saved = "nothing saved (no --save)";
       if (!o.save_dir.empty()) {
         try {
-          if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
-          if (device) device->settle_masters();
-          save_checkpoint(rt, o.save_dir, s + 1);
+          checkpoint(s + 1);
           saved = "checkpoint in '" + o.save_dir + "'" + (logged ? "" : " (the log lacks this step)") + "; --resume " +
                   o.save_dir + " goes on";
         } catch (const std::exception& e) {
@@ -928,9 +932,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
     }
     const bool stopping = g_stop_signal.load() != 0 && s + 1 < o.steps;
     if ((o.save_every > 0 && (s + 1) % o.save_every == 0 && s + 1 < o.steps) || (stopping && !o.save_dir.empty())) {
-      if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
-      if (device) device->settle_masters();
-      save_checkpoint(rt, o.save_dir, s + 1);
+      checkpoint(s + 1);
     }
     if (stopping) {
       const int sig = g_stop_signal.load();

@@ -96,7 +96,6 @@ struct Core : std::enable_shared_from_this<Core> {
   StoreOptions opt;
   std::vector<std::string> paths;
   std::vector<int> fds;
-  std::vector<bool> owned;  // locked by this store (what remove_on_close may unlink)
   std::vector<uint64_t> file_sizes;
   bool files_registered = false;
 
@@ -187,10 +186,10 @@ Core::~Core() {
     // Reads a broken ring never finished must not hold other stores back.
     if (opt.count_reads && reads_counted) opt.count_reads->fetch_sub(reads_counted);
   }
-  // Scratch goes while the lock is still held (no other store has opened
-  // the same path meanwhile).
+  // Scratch goes while the lock is still held (every file in fds is locked
+  // by this store; one that waits for it reopens the path once it is gone).
   if (opt.remove_on_close)
-    for (size_t i = 0; i < owned.size(); ++i) ::unlink(paths[i].c_str());
+    for (size_t i = 0; i < fds.size(); ++i) ::unlink(paths[i].c_str());
   // The ring may hold references to the files for a while after it is torn
   // down; unlock explicitly so that the store can be reopened at once.
   for (int fd : fds)
@@ -252,7 +251,6 @@ void Core::open() {
       }
       fds.push_back(fd);
       paths.push_back(path);
-      owned.push_back(true);
       break;
     }
     const int fd = fds.back();
@@ -620,10 +618,11 @@ void Core::grow_files(uint64_t end) {
       const off_t at = off_t(file_sizes[d]), more = off_t(size - file_sizes[d]);
       // Reserved blocks read as zeros, as a sparse file's; a filesystem
       // without fallocate gets the sparse file.
-      int e = opt.reserve ? 0 : EOPNOTSUPP;
-      if (opt.reserve)
-        while ((e = ::fallocate(fds[d], 0, at, more) != 0 ? errno : 0) == EINTR) {
-        }
+      int e = EOPNOTSUPP;
+      if (opt.reserve) {
+        do e = ::fallocate(fds[d], 0, at, more) != 0 ? errno : 0;
+        while (e == EINTR);
+      }
       if (e == EOPNOTSUPP || e == ENOSYS) e = ::ftruncate(fds[d], off_t(size)) != 0 ? errno : 0;
       if (e != 0)
         fail("fy::store: cannot grow " + paths[d] + " to " + std::to_string(size) + " bytes: " + errno_text(e));
