@@ -3,9 +3,11 @@
 // update then stood at the step's boundary, where the next forward waits for
 // the whole table. Every row the step's ids do not name is final as soon as
 // the logits part is written: grad_offload_early hands those rows to the
-// optimizer there, after the table's last read in the step, so most of the
-// table is updated while backward runs. Only for a table read rows first
+// optimizer there, so most of the table is updated while backward runs. The
+// input gradient's product still reads the table: the update waits for that
+// read only at its writes (early_release), not at the copy down. Only for a table read rows first
 // (fy-rows-first), which the runtime's part for the step's rows builds on.
+#include "passes/Analysis/StepPhases.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,7 +33,51 @@ fs::LaunchOp writerOf(Value buffer) {
   return first;
 }
 
+// Autodiff may order the input gradient's product (a read of the table)
+// before the table's own product `made`; the two are independent, so
+// `made` (with its output's alloc) goes up above the table's reads among
+// the launches right before it, where nothing writes what it reads or
+// touches what it writes: its gradient then goes down while the table is
+// still read. Kernels in another order, the same bits. Not into forward,
+// which would hold the gradient's buffer through it.
+void hoistAboveReads(fs::LaunchOp made, const fuyou::StepPhases &phases,
+                     llvm::function_ref<bool(Operation &)> readsTable) {
+  llvm::SmallPtrSet<Value, 4> ins, outs;
+  for (Value v : made.getIns())
+    ins.insert(fuyou::rootBuffer(v));
+  for (Value v : made.getOuts())
+    outs.insert(fuyou::rootBuffer(v));
+  SmallVector<Operation *> allocs;  // of made's outputs, carried up with it
+  Operation *above = nullptr;
+  for (Operation *op = made->getPrevNode(); op && phases.backward(op); op = op->getPrevNode()) {
+    if (isa<fs::AllocOp>(op) && outs.contains(op->getResult(0))) {
+      allocs.push_back(op);
+      continue;
+    }
+    if (isa<fs::AllocOp>(op))
+      continue;
+    if (auto view = dyn_cast<fs::ViewOp>(op)) {
+      if (llvm::is_contained(made->getOperands(), view.getResult()))
+        break;  // made reads or writes through it: not above its definition
+      continue;
+    }
+    auto launch = dyn_cast<fs::LaunchOp>(op);
+    if (!launch || llvm::any_of(launch.getOuts(), [&](Value v) { return ins.contains(fuyou::rootBuffer(v)) || outs.contains(fuyou::rootBuffer(v)); }) ||
+        llvm::any_of(launch.getIns(), [&](Value v) { return outs.contains(fuyou::rootBuffer(v)); }))
+      break;
+    if (readsTable(*op))
+      above = op;
+  }
+  if (!above)
+    return;
+  for (Operation *a : llvm::reverse(allocs))
+    a->moveBefore(above);
+  made->moveBefore(above);
+}
+
 struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
+  using EarlyOffloadBase::EarlyOffloadBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -68,34 +114,42 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
         return;
     // The table as the step reads it: get_param results and views of them.
     llvm::SmallPtrSet<Value, 8> table;
-    Operation *after = made;
+    for (Operation &op : body)
+      if (auto gp = dyn_cast<fs::GetParamOp>(op); gp && gp.getName() == param.getValue())
+        table.insert(gp.getResult());
+      else if (auto view = dyn_cast<fs::ViewOp>(op); view && table.contains(view->getOperand(0)))
+        table.insert(view.getResult());
+    auto readsTable = [&](Operation &op) {
+      return !isa<fs::ViewOp, fs::DeallocOp>(op) && llvm::any_of(op.getOperands(), [&](Value v) { return table.contains(v); });
+    };
+    if (hold)
+      hoistAboveReads(made, fuyou::StepPhases(body), readsTable);
+    // The gradient goes down once base is written for the last time; the
+    // update may write the table only after its last read.
+    Operation *written = made, *lastRead = nullptr;
     for (Operation &op : body) {
-      if (auto gp = dyn_cast<fs::GetParamOp>(op)) {
-        if (gp.getName() == param.getValue())
-          table.insert(gp.getResult());
-        continue;
-      }
-      if (auto view = dyn_cast<fs::ViewOp>(op)) {
-        if (table.contains(view->getOperand(0)))
-          table.insert(view.getResult());
-        continue;
-      }
-      if (isa<fs::DeallocOp>(op))
-        continue;
-      bool reads = llvm::any_of(op.getOperands(), [&](Value v) { return table.contains(v); });
-      bool writesBase = &op != made && isa<fs::LaunchOp>(op) && llvm::is_contained(cast<fs::LaunchOp>(op).getOuts(), base);
-      if ((reads || writesBase) && after->isBeforeInBlock(&op))
-        after = &op;
+      if (readsTable(op))
+        lastRead = &op;
+      if (&op != made && isa<fs::LaunchOp>(op) && llvm::is_contained(cast<fs::LaunchOp>(op).getOuts(), base) &&
+          written->isBeforeInBlock(&op))
+        written = &op;
     }
     // A read of the table after the sum (a recomputed gather, say) would see
     // rows updated early: leave the update whole.
-    if (after != made && !after->isBeforeInBlock(sum))
+    if (!written->isBeforeInBlock(sum) || (lastRead && !lastRead->isBeforeInBlock(sum)))
       return;
-    OpBuilder b(after->getContext());
-    b.setInsertionPointAfter(after);
+    const bool readAfter = lastRead && written->isBeforeInBlock(lastRead);
+    const bool held = readAfter && hold;
+    OpBuilder b(written->getContext());
+    b.setInsertionPointAfter(readAfter && !hold ? lastRead : written);
     auto chunks = body.getParentOp()->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>("fy.plan.early_chunks");
     b.create<fs::GradOffloadEarlyOp>(off.getLoc(), off.getGroupAttr(), param, base, tokens,
-                                     chunks && chunks.getValue() == "all" ? b.getUnitAttr() : UnitAttr());
+                                     chunks && chunks.getValue() == "all" ? b.getUnitAttr() : UnitAttr(),
+                                     held ? b.getUnitAttr() : UnitAttr());
+    if (held) {
+      b.setInsertionPointAfter(lastRead);
+      b.create<fs::EarlyReleaseOp>(off.getLoc(), off.getGroupAttr(), param);
+    }
   }
 };
 

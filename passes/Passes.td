@@ -152,17 +152,24 @@ def EarlyOffload : Pass<"fy-early-offload", "mlir::ModuleOp"> {
     token ids is final in `base` for every row the ids do not name, long
     before backward reaches the gather: for a tied embedding, right after
     the logits product's backward. A fysched.grad_offload_early of `base`
-    goes after base is written and after the table's last read in the
-    step, so that the optimizer updates those rows (most of the table)
-    while backward runs, and the group's update at the end of backward is
+    goes right after base is written, so that the optimizer updates those
+    rows (most of the table) while backward runs, and the group's update at the end of backward is
     left only the batch's rows: the table's update is off the step's
     boundary, where the next forward waited for it. Only for a table read
     rows first (a group_wait_rows of it in the step), and not where
     fy-choose-placement predicted the step faster without
     (fy.plan.early_rows = "no"). Where it predicted the step faster with
     the rows sent down all at once (fy.plan.early_chunks = "all"), the op
-    says so (`all_chunks`). Run after fy-param-waits.
+    says so (`all_chunks`). Where the step reads the table after base is
+    written (the input gradient's product), the op is `held` and a
+    fysched.early_release follows that last read: the rows go down at once,
+    their update writes the table only after the read. Run after
+    fy-param-waits.
   }];
+  let options = [
+    Option<"hold", "hold", "bool", /*default=*/"true",
+           "hand the gradient over as soon as it is written, holding only the table's writes for its last read (false: hand it over after that read)">,
+  ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
@@ -415,12 +422,16 @@ def TestPrintStepPrediction : Pass<"test-print-step-prediction", "mlir::ModuleOp
     For lit tests of the cost model (passes/Analysis/CostModel): prints to
     stdout what `fuyou-compile --emit=plan` prints (the predicted step, each
     stream's busy time, the waits for updates) for a module already planned,
-    so that hand-written schedules can be priced with a test profile.
+    so that hand-written schedules can be priced with a test profile. With
+    `timeline`, then every slice of the replayed step (what
+    `fuyou-compile --plan-trace` writes), one a line, in microseconds: the
+    worked examples in the tests' comments are read off it.
   }];
   let options = [
     Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda: which built-in figures">,
     Option<"stateOnSsd", "state-on-ssd", "bool", /*default=*/"false", "the moments go through the SSD each step">,
+    Option<"timeline", "timeline", "bool", /*default=*/"false", "also print the replayed step's slices">,
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

@@ -3,6 +3,7 @@
 #include "passes/Analysis/CostModel.h"
 #include "passes/Passes.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace fuyou {
@@ -23,6 +24,12 @@ struct TestPrintStepPrediction : fuyou::impl::TestPrintStepPredictionBase<TestPr
       return signalPassFailure();
     }
     fuyou::printPlan(getOperation(), p, stateOnSsd, 0, 0, llvm::outs());
+    if (!timeline)
+      return;
+    fuyou::Prediction pred = fuyou::predictStep(getOperation(), p, stateOnSsd, /*timeline=*/true);
+    for (const auto &s : pred.timeline)
+      llvm::outs() << llvm::formatv("slice {0}: {1} {2:f2}-{3:f2} us\n", fuyou::streamName(s.stream), s.name,
+                                    s.start * 1e6, s.end * 1e6);
   }
 };
 

@@ -164,6 +164,19 @@ LogicalResult GradOffloadEarlyOp::verify() {
   auto grad = cast<BufferType>(getGrad().getType()).getTensorType();
   if (grad.getRank() != 2 || !grad.getElementType().isF32())
     return emitOpError("grad must be a 2-D f32 table");
+  // A held table is written only after its release: without one, never.
+  if (getHeld() && !llvm::any_of(getOperation()->getBlock()->getOps<EarlyReleaseOp>(), [&](EarlyReleaseOp r) {
+        return r.getGroup() == getGroup() && r.getParam() == getParam() && (*this)->isBeforeInBlock(r);
+      }))
+    return emitOpError("is held, but no fysched.early_release of @") << getParam() << " follows it";
+  return verifyMember(*this, getGroupAttr(), getParam());
+}
+
+LogicalResult EarlyReleaseOp::verify() {
+  if (!llvm::any_of(getOperation()->getBlock()->getOps<GradOffloadEarlyOp>(), [&](GradOffloadEarlyOp e) {
+        return e.getHeld() && e.getGroup() == getGroup() && e.getParam() == getParam() && e->isBeforeInBlock(*this);
+      }))
+    return emitOpError("releases @") << getParam() << ", which no held fysched.grad_offload_early before it hands over";
   return verifyMember(*this, getGroupAttr(), getParam());
 }
 

@@ -167,11 +167,29 @@ def FySched_GradOffloadEarlyOp : FySched_Op<"grad_offload_early"> {
     each other group's gradient and the rest behind the table's own, so
     that they do not hold up the blocks' gradients on the link; with
     `all_chunks`, all of them at once (the planner's choice where the
-    optimizer, not the link, is what the step waits for).
+    optimizer, not the link, is what the step waits for). With `held`, the
+    step still reads the table after it (the input gradient's product):
+    the rows go down now, but their update writes the table only after the
+    fysched.early_release of the table that follows in the step.
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, FlatSymbolRefAttr:$param, FySched_Buffer:$grad,
-                       FySched_Buffer:$ids, UnitAttr:$all_chunks);
-  let assemblyFormat = "$group `,` $param `(` $grad `:` type($grad) `)` `except` `(` $ids `:` type($ids) `)` (`all_chunks` $all_chunks^)? attr-dict";
+                       FySched_Buffer:$ids, UnitAttr:$all_chunks, UnitAttr:$held);
+  let assemblyFormat = "$group `,` $param `(` $grad `:` type($grad) `)` `except` `(` $ids `:` type($ids) `)` (`all_chunks` $all_chunks^)? (`held` $held^)? attr-dict";
+  let hasVerifier = 1;
+}
+
+def FySched_EarlyReleaseOp : FySched_Op<"early_release"> {
+  let summary = "The step's last read of a table handed over early is behind: its update may write it";
+  let description = [{
+    Follows a `held` fysched.grad_offload_early of the same table, after the
+    table's last read in the step. Until here the optimizer may bring the
+    early rows down and wait, but neither writes the table nor (on a
+    device) copies updated rows of it up; from here on the reads before it
+    are the ones it must not overtake: on a device the uploads wait for
+    those kernels, not for the program's thread.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group, FlatSymbolRefAttr:$param);
+  let assemblyFormat = "$group `,` $param attr-dict";
   let hasVerifier = 1;
 }
 

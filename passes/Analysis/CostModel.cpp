@@ -451,7 +451,7 @@ private:
       double end = onStream(Optimizer, start, piece / p_.adamwParams, out, [&] { return "adamw " + f.group.str() + " early piece " + std::to_string(f.done); });
       // Up goes the piece's whole range of the table, as the runtime sends it.
       if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
-        end = onStream(ToDevice, end, f.chunkElems(f.done) * 4.0 / p_.h2dBytes, out, [&] { return "up " + f.group.str() + " early piece " + std::to_string(f.done); });
+        end = onStream(ToDevice, std::max(end, releasedAt_.lookup(f.group)), f.chunkElems(f.done) * 4.0 / p_.h2dBytes, out, [&] { return "up " + f.group.str() + " early piece " + std::to_string(f.done); });
       f.elems -= piece;
       if (++f.done == f.pieces) {
         StringRef g = f.group;
@@ -526,7 +526,7 @@ private:
     double first = std::min(rows, table - rows);
     double end = onStream(Optimizer, p.ready, first / p_.adamwParams, out, [&] { return "adamw " + p.group.str() + " early rows"; });
     earlyRows_[p.group] = cuda_ && !module_->hasAttr("fysched.streamed_params")
-                              ? onStream(ToDevice, end, first * 4.0 / p_.h2dBytes + p_.launchS, out,
+                              ? onStream(ToDevice, std::max(end, releasedAt_.lookup(p.group)), first * 4.0 / p_.h2dBytes + p_.launchS, out,
                                          [&] { return "up " + p.group.str() + " early rows"; })
                               : end;
     // Its pieces were set out when the part was handed over (its chunks go
@@ -729,10 +729,23 @@ private:
           sendChunks(ready, early.getAllChunks(), out);
         earlyTable_[g] = early.getParam();
         earlyTaken_.insert(g);
+        releasedAt_.erase(g);
         earlyDone_.erase(g);
         Pending p{g, Value(), landed, -1};
         p.early = true;
         pending_.push_back(p);
+      } else if (auto release = dyn_cast<fs::EarlyReleaseOp>(op)) {
+        // The table's last read is done when the kernels before are: its
+        // rows go up after that on a GPU, whose program thread releases the
+        // part right away; on the CPU target the part waits for it.
+        StringRef g = release.getGroup();
+        if (!earlyTaken_.contains(g))
+          continue;
+        releasedAt_[g] = issue;
+        if (!cuda_)
+          for (Pending &p : pending_)
+            if (p.early && p.group == g)
+              p.ready = std::max(p.ready, issue);
       } else if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
         runUntil(issue, out);
         // The runtime updates a group once at a time: the program waits here
@@ -870,6 +883,7 @@ private:
   llvm::StringMap<double> earlyRows_;    // group -> when the next batch's rows among its early ones are up
   llvm::StringMap<double> earlyDone_;    // group -> when this step's early pieces ended
   llvm::StringMap<double> chunksLanded_;  // group -> when its early chunks sent so far land
+  llvm::StringMap<double> releasedAt_;   // group -> when its held table's last read is done (early_release)
   double lastLanded_ = 0;                // when the step's last gradient copy lands (GPU)
   // A table's early pieces left to run when the worker is idle, from `ready`:
   // `elems` of work in `pieces` pieces; on a GPU piece k also waits for the

@@ -240,7 +240,7 @@ struct GroupWaitLowering : IndexedLowering<fs::GroupWaitOp> {
 
 // An op on one parameter of a group, the group and the parameter by index
 // then its operands: group_wait_rows(rt, group, param, ids),
-// grad_offload_early(rt, group, param, grad, ids).
+// grad_offload_early(rt, group, param, grad, ids), early_release(rt, group, param).
 template <typename OpT> struct GroupParamLowering : IndexedLowering<OpT> {
   GroupParamLowering(const TypeConverter &tc, MLIRContext *ctx, const llvm::StringMap<int64_t> &groups,
                      const llvm::StringMap<int64_t> &params, StringRef fn)
@@ -499,7 +499,10 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
       step.walk([&](fs::GradOffloadEarlyOp e) {
         auto ll = [&](int64_t v) -> Attribute { return opaque(ctx, std::to_string(v) + "LL"); };
         SmallVector<Attribute> args{b.getIndexAttr(0), ll(groupIds.lookup(e.getGroup())), ll(index.lookup(e.getParam()))};
-        if (e.getAllChunks())  // its chunks down all at once
+        // Its chunks down all at once; its update held for the table's last read.
+        if (e.getAllChunks() || e.getHeld())
+          args.push_back(b.getBoolAttr(e.getAllChunks()));
+        if (e.getHeld())
           args.push_back(b.getBoolAttr(true));
         b.create<emitc::CallOpaqueOp>(e.getLoc(), TypeRange{}, "fy::rt::declare_early_rows", ValueRange{rt},
                                       b.getArrayAttr(args), ArrayAttr());
@@ -524,6 +527,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     patterns.add<GroupWaitLowering>(tc, ctx, groupIds, index);
     patterns.add<GroupParamLowering<fs::GroupWaitRowsOp>>(tc, ctx, groupIds, index, "group_wait_rows");
     patterns.add<GroupParamLowering<fs::GradOffloadEarlyOp>>(tc, ctx, groupIds, index, "grad_offload_early");
+    patterns.add<GroupParamLowering<fs::EarlyReleaseOp>>(tc, ctx, groupIds, index, "early_release");
     patterns.add<GroupPipelineLowering<fs::GradOffloadOp>>(tc, ctx, groupIds, "grad_offload");
     patterns.add<GroupPipelineLowering<fs::StateReadOp>>(tc, ctx, groupIds, "state_read");
     patterns.add<GroupPipelineLowering<fs::GroupAdamWOp>>(tc, ctx, groupIds, "group_adamw");

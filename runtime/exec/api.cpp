@@ -164,5 +164,11 @@ void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, Vi
   if (!started().empty()) run_uploads_reading(rt, param);
   rt->async_optimizer().offload_early(group, param, grad, ids.as<int64_t>(), ids.numel());
 }
+void early_release(Runtime* rt, int64_t group, int64_t param) {
+  // The kernels are done (they run on this thread); copies started from
+  // the table since the hand-over still read it.
+  if (!started().empty()) run_uploads_reading(rt, param);
+  rt->async_optimizer().release_early(group, param);
+}
 
 }  // namespace fy::rt

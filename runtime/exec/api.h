@@ -223,8 +223,9 @@ void declare_rows_first(Runtime* rt, int64_t group, int64_t param, int64_t ids);
 // of the step: the table handed over early (the buffers of the next batch's
 // rows among its early ones count from the start), and whether a device
 // sends its chunks down all at once (all_chunks) or one behind each other
-// group's gradient.
-void declare_early_rows(Runtime* rt, int64_t group, int64_t param, bool all_chunks = false);
+// group's gradient, and whether the step reads the table after handing it
+// over (held: the update writes it only after early_release).
+void declare_early_rows(Runtime* rt, int64_t group, int64_t param, bool all_chunks = false, bool held = false);
 // The parameters the program updates with device_adamw (fy-device-optimizer):
 // the run may not ask for what only the layer-group optimizer does
 // (clipping, accumulation), and the budgets count their moments.
@@ -259,5 +260,9 @@ void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids);
 // those rows now, while backward goes on (or decline: the group's
 // grad_offload then brings them).
 void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids);
+// fysched.early_release: the step's last read of table `param`, handed over
+// held, is behind: its update may write the table (a device's uploads of it
+// wait for the kernels issued so far).
+void early_release(Runtime* rt, int64_t group, int64_t param);
 
 }  // namespace fy::rt

@@ -116,5 +116,6 @@ void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, Vi
   TraceSpan span(rt->trace(), "compute", "early rows out, group ", group);
   device_of(rt).grad_offload_early(group, param, grad, ids);
 }
+void early_release(Runtime* rt, int64_t group, int64_t param) { device_of(rt).early_release(group, param); }
 
 }  // namespace fy::rt

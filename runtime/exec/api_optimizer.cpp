@@ -12,8 +12,8 @@ int64_t declare_group(Runtime* rt, std::initializer_list<int64_t> params) {
 void declare_rows_first(Runtime* rt, int64_t group, int64_t param, int64_t ids) {
   rt->async_optimizer().declare_rows(group, param, ids);
 }
-void declare_early_rows(Runtime* rt, int64_t group, int64_t param, bool all_chunks) {
-  rt->async_optimizer().declare_early(group, param, all_chunks);
+void declare_early_rows(Runtime* rt, int64_t group, int64_t param, bool all_chunks, bool held) {
+  rt->async_optimizer().declare_early(group, param, all_chunks, held);
 }
 void declare_device_optimizer(Runtime* rt, std::initializer_list<int64_t> params) {
   rt->set_inline_updates(std::vector<int64_t>(params));

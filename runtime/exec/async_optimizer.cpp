@@ -189,6 +189,9 @@ int64_t AsyncOptimizer::offload(int64_t group, const View* grads, size_t count) 
   // A group is updated (or accumulated) once at a time; offload_early took
   // this update's slot already.
   const bool early = g.early_taken;
+  if (early && !g.early_released)  // its part would never run: the step would hang on it
+    fail("grad_offload: group " + std::to_string(group) +
+         "'s table was handed over held and not released (no early_release before its grad_offload)");
   if (!early) wait_group(group, /*slot=*/true);
   if (slots_.empty()) make_slots();
   if (count != g.params.size())
@@ -344,6 +347,7 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
   g.iteration = rt_.step();
   g.early = g.pending = g.updating = g.early_taken = true;
   g.early_first_done = g.early_done = false;
+  g.early_released = !g.early_held;
   g.early_piece = 0;
   g.final_seq = 0;
   std::fill(g.updated.begin(), g.updated.end(), 0);
@@ -369,15 +373,28 @@ void AsyncOptimizer::send_early_chunks(Group& g, int64_t n) {
   }
 }
 
-void AsyncOptimizer::declare_early(int64_t group, int64_t param, bool all_chunks) {
-  if (group < 0 || group >= num_groups()) fail("grad_offload_early: no group " + std::to_string(group));
+AsyncOptimizer::Group& AsyncOptimizer::table_group(int64_t group, int64_t param, const char* op) {
+  if (group < 0 || group >= num_groups()) fail(std::string(op) + ": no group " + std::to_string(group));
   Group& g = groups_[size_t(group)];
   if (std::find(g.params.begin(), g.params.end(), param) == g.params.end())
-    fail("grad_offload_early: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
+    fail(std::string(op) + ": parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
+  return g;
+}
+
+void AsyncOptimizer::declare_early(int64_t group, int64_t param, bool all_chunks, bool held) {
+  Group& g = table_group(group, param, "grad_offload_early");
   // offload_early declines a table that is not the group's read rows first.
   std::lock_guard<std::mutex> lock(mu_);
   g.early_declared = true;
   g.early_all_chunks = all_chunks;
+  g.early_held = held;
+}
+
+void AsyncOptimizer::release_early(int64_t group, int64_t param) {
+  Group& g = table_group(group, param, "early_release");
+  std::lock_guard<std::mutex> lock(mu_);
+  g.early_released = true;
+  work_cv_.notify_one();
 }
 
 int64_t AsyncOptimizer::read(int64_t group) {
@@ -772,6 +789,7 @@ int AsyncOptimizer::runnable() const {
         if (first < 0 && can_stage(it.group)) first = int(i);
         break;
       case Op::Early:
+        if (!g.early_released) break;  // the program still reads the table
         if (early_filler(it)) {
           if (filler < 0 && early_sent(it)) filler = int(i);
           break;
@@ -801,7 +819,7 @@ int AsyncOptimizer::runnable() const {
   int earliest = first;
   for (size_t i = size_t(first) + 1; i < queue_.size(); ++i) {
     const Item& it = queue_[i];
-    if (it.op == Op::Early && !early_filler(it) && landed(it)) return int(i);
+    if (it.op == Op::Early && groups_[size_t(it.group)].early_released && !early_filler(it) && landed(it)) return int(i);
     if (it.op != Op::Update || groups_[size_t(it.group)].reads_done < it.after_read) continue;
     if (landed(it)) return int(i);
     if (groups_[size_t(it.group)].offloaded < groups_[size_t(queue_[size_t(earliest)].group)].offloaded)

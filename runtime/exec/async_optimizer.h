@@ -134,8 +134,14 @@ class AsyncOptimizer {
   // Names table `param` of `group` (read rows first) as handed over early
   // by the program, before its first step, so that host memory counts the
   // buffers of the next batch's rows among them. all_chunks: a device
-  // (set_gradient_chunk_copy) sends the part's chunks all at once.
-  void declare_early(int64_t group, int64_t param, bool all_chunks = false);
+  // (set_gradient_chunk_copy) sends the part's chunks all at once. held: the
+  // program reads the table after offload_early, and calls release_early
+  // after that read; the part's copies down start at offload_early, its
+  // updates (which write the table and call the hooks) only after release.
+  void declare_early(int64_t group, int64_t param, bool all_chunks = false, bool held = false);
+  // The table handed over held may be written now (nothing if offload_early
+  // declined it). The group's grad_offload fails if it never came.
+  void release_early(int64_t group, int64_t param);
   void set_early(bool on) { early_on_ = on; }
   // How a device takes elements [lo, lo + n) of a table's gradient to dst,
   // one chunk of an early part (a piece's worth), and that copy's own
@@ -356,6 +362,9 @@ class AsyncOptimizer {
     // group's update may run in between, and whichever of the two ends last
     // finishes the group (final_seq: the update's, once it has run).
     bool early_declared = false, early_all_chunks = false;
+    // Held (declare_early): the step reads the table after handing it over;
+    // nothing of the part runs until release_early says that read is done.
+    bool early_held = false, early_released = true;
     bool early = false, early_first_done = false, early_done = false;
     // The program's thread's own note that this step's offload_early took the
     // slot (its grad_offload and group_adamw then leave what it set alone).
@@ -419,6 +428,8 @@ class AsyncOptimizer {
   }
   // Sends up to n more chunks of the group's early part (the program's thread).
   void send_early_chunks(Group& g, int64_t n);
+  // The group, checked, and `param` one of its parameters (`op` names the caller in the error).
+  Group& table_group(int64_t group, int64_t param, const char* op);
   int64_t early_sending_ = -1;  // the group whose early chunks are being sent (the program's thread)
   mutable bool filler_waiting_ = false;  // runnable() found only a piece whose chunk is on its way
   // One turn of a table's early part: its next batch's rows, or one piece

@@ -23,7 +23,8 @@
 // RUN: sed -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 8e6/' %S/Inputs/profile-slow-adamw-cuda.json > %t.fast.json
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.fast.json state=memory" | FileCheck %s --check-prefix=TIEDFAST
 // RUN: sed -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 2.56e7/' %S/Inputs/profile-slow-adamw-cuda.json > %t.slow.json
-// RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.slow.json state=memory params=keep" | FileCheck %s --check-prefix=TIEDSLOW
+// RUN: sed -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 1.6e7/' %S/Inputs/profile-slow-adamw-cuda.json > %t.slower.json
+// RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.slower.json state=memory params=keep" | FileCheck %s --check-prefix=TIEDSLOW
 // RUN: fuyou-opt %S/Inputs/tied-planner.mlir --fy-choose-placement="profile=%t.slow.json state=memory" | FileCheck %s --check-prefix=TIEDAUTO
 // RUN: sed -e 's/"launch_s": 1e-6/"launch_s": 1e-3/' -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 1.6777216e10/' -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 2.097152e9/' %S/Inputs/profile-slow-adamw-cuda.json > %t.chunks.json
 // RUN: fuyou-opt %S/Inputs/early-chunks.mlir --fy-choose-placement="profile=%t.chunks.json state=memory params=keep early-chunks=paced" | FileCheck %s --check-prefix=CHUNKSPACED
@@ -140,25 +141,27 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // the model predicts the step faster with them. With copies free and AdamW
 // at 8 params/us, 18 us against 20 (worked in test-print-step-prediction.mlir):
 // TIEDFAST: fy.plan.activations = "keep,keep", fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes"
-// With AdamW at 2 params/us and the device-to-host link at 25.6 B/us the
-// table's part (256 B, one chunk: 10 us) goes down right behind the next
-// batch's rows among it (4.75 us with the gather) and ahead of the block's
-// gradient (2.5 us), which lands at 23.25 us instead of 13.5, and its update
-// runs after those rows' and the piece's: step 1 has the table's batch rows
-// up at 51.75, and step 2's forward waits 38.75 us for them; 51.75 us a
-// step. Without: the block lands at 13.5 and updates first, the rows are up
-// at 34.5, the rest of the table at 53.5; step 2 waits 21.5 us for the rows
-// and 17 for the table, 51.5 us a step. The planner takes the faster.
-// (With the weights resident, params=keep: streamed, the table is never
-// uploaded after its update, its gather reads the host master.)
+// With AdamW at 2 params/us and the device-to-host link at 16 B/us, in the
+// step replayed (read off test-print-step-prediction's timeline, the
+// placement passes run forced): the table's part (256 B, one chunk: 16 us)
+// goes down at 30 us, right behind the next batch's rows among it (7 us
+// with the gather), and ahead of the block's gradient (4 us), which lands
+// at 50 us instead of 33; its update runs after those rows' and the
+// piece's, the table's batch rows are up at 75, and the forward has waited
+// 18 us for them: 57 us a step. Without: the block lands at 33 and updates
+// first, the rows are up at 54, the rest of the table at 76, and the
+// forward's logits product waits 18 us for it: 56 us a step. The planner
+// takes the faster. (With the weights resident, params=keep: streamed, the
+// table is never uploaded after its update, its gather reads the host
+// master.)
 // TIEDSLOW: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"
-// Unpinned, the planner streams the weights there (fy-rows-first's
+// Unpinned, at 25.6 B/us, the planner streams the weights (fy-rows-first's
 // gather_up reads the batch's rows from the host master, and the table's
 // copy up for the logits product is free on this profile's link, where the
-// resident table's updated rows and rest go up behind a launch each):
-// 49.75 us a step with the early rows, against 51.5 streamed without them,
-// 51.75 resident with them (their figures from the placement passes run
-// forced, --test-print-step-prediction).
+// resident table's updated rows and rest go up behind a launch each): 49.75
+// us a step with the early rows, against 51.5 streamed without them, 50.75
+// resident with them (their figures from the placement passes run forced,
+// --test-print-step-prediction).
 // TIEDAUTO: fy.plan.activations = "keep,keep", fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes", fy.plan.evaluated = {{[0-9]+}} : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = 4.975{{[0-9]*}}E-5
 // A table of three 16 MiB chunks (Inputs/early-chunks.mlir), each launch
 // 1 ms, a chunk across the link in 1 ms, a piece of 4 Mi parameters updated

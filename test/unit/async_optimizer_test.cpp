@@ -720,6 +720,84 @@ TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
   EXPECT_EQ(order, (std::vector<int64_t>{1, 0}));
 }
 
+// A table handed over held (the step still reads it after: the input
+// gradient's product) is neither written nor reported until release_early,
+// and does not hold the worker: another group's update runs meanwhile.
+// Released, the bits are the inline update's. Its grad_offload without the
+// release fails clearly instead of leaving the step waiting for ever.
+TEST(AsyncOptimizer, HeldEarlyRowsWaitForTheReleaseWithoutHoldingTheWorker) {
+  const int64_t R = kTableRows, D = kRowLen;
+  fy::Runtime inline_rt, async_rt;
+  declare_table_and_ln(inline_rt, async_rt);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t block = opt.declare_group({1}), table = opt.declare_group({0});
+  opt.declare_rows(table, 0, 4);
+  opt.declare_early(table, 0, /*all_chunks=*/false, /*held=*/true);
+  const std::vector<int64_t> batch = {9, 1200, 9, 33}, next = {1200, 7, 2500, 7};
+  opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
+    ids = next;
+    return true;
+  });
+  std::atomic<int64_t> table_pieces{0};
+  opt.set_on_piece_updated([&](int64_t param, int64_t, int64_t) {
+    if (param == 0) ++table_pieces;
+  });
+  std::mt19937 gen(47);
+  std::vector<std::vector<float>> grads;
+  std::vector<float> logits_part;
+  std::vector<fy::View> views;
+  std::vector<float> before;  // the table as the step's reads see it
+  auto hand_over = [&](int64_t step) {
+    inline_rt.set_step(step);
+    async_rt.set_step(step);
+    opt.wait_rows(table, 0, next.data(), int64_t(next.size()));
+    opt.wait(block);
+    opt.wait(table);
+    for (int64_t i = 0; i < 2; ++i) {
+      const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+      ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " before step " << step;
+    }
+    before.assign(async_rt.param(0).value.as<float>(), async_rt.param(0).value.as<float>() + R * D);
+    table_pieces = 0;
+    views = inline_step(inline_rt, grads, gen);
+    logits_part = grads[0];
+    for (int64_t r : batch) std::fill_n(logits_part.begin() + r * D, D, std::numeric_limits<float>::quiet_NaN());
+    fy::View early = views[0];
+    early.data = logits_part.data();
+    ASSERT_TRUE(opt.offload_early(table, 0, early, batch.data(), int64_t(batch.size()))) << "step " << step;
+  };
+  for (int64_t step = 1; step <= 3; ++step) {
+    hand_over(step);
+    if (HasFatalFailure()) return;
+    // The block's update runs and is waited for while the table is held.
+    opt.start(block, &views[1], 1);
+    opt.wait(block);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(table_pieces.load(), 0) << "a piece of the held table was reported before its release, step " << step;
+    EXPECT_EQ(0, std::memcmp(async_rt.param(0).value.data, before.data(), before.size() * sizeof(float)))
+        << "the held table was written before its release, step " << step;
+    opt.release_early(table, 0);
+    opt.start(table, &views[0], 1);
+  }
+  opt.wait_all();
+  for (int64_t i = 0; i < 2; ++i) {
+    const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
+    EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " at the end";
+  }
+  EXPECT_GT(table_pieces.load(), 0);
+  EXPECT_EQ(opt.early_updates(), 3);
+  // Never released: the group's grad_offload says so.
+  hand_over(4);
+  if (HasFatalFailure()) return;
+  try {
+    opt.start(table, &views[0], 1);
+    ADD_FAILURE() << "a grad_offload of a table held and not released went through";
+  } catch (const fy::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not released"), std::string::npos) << e.what();
+  }
+  opt.quiesce();
+}
+
 // With a single gradient slot and other groups, a table's early part would
 // hold the slot through backward while the next group waits for it: declined.
 TEST(AsyncOptimizer, EarlyRowsNeedASecondSlot) {

@@ -98,6 +98,7 @@ CudaDevice::~CudaDevice() {
   for (cudaEvent_t e : rows_landed_events_) cudaEventDestroy(e);
   if (grads_ready_) cudaEventDestroy(grads_ready_);
   if (early_landed_) cudaEventDestroy(early_landed_);
+  if (early_read_) cudaEventDestroy(early_read_);
   for (cudaEvent_t e : chunk_events_) cudaEventDestroy(e);
   for (cudaEvent_t e : trace_events_) cudaEventDestroy(e);
   for (void* p : params_) cudaFree(p);
@@ -184,6 +185,7 @@ void CudaDevice::prepare() {
       };
       FY_CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
       FY_CUDA_CHECK(cudaEventCreateWithFlags(&early_landed_, cudaEventDisableTiming));
+      FY_CUDA_CHECK(cudaEventCreateWithFlags(&early_read_, cudaEventDisableTiming));
       // On their own stream, behind the kernels that made them (grad_offload
       // below): the copies overlap the next group's backward, and only the
       // optimizer waits for them.
@@ -240,6 +242,8 @@ void CudaDevice::prepare() {
       if (!rt_.streamed_params()) {
         opt.set_on_piece_updated([this](int64_t param, int64_t lo, int64_t n) {
           const float* master = rt_.param(param).value.as<float>();
+          // A held table's update runs only once early_release recorded this.
+          if (param == early_read_param_.load()) FY_CUDA_CHECK(cudaStreamWaitEvent(upload_, early_read_, 0));
           FY_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(params_[size_t(param)]) + lo, master + lo,
                                         size_t(n) * sizeof(float), cudaMemcpyHostToDevice, upload_));
           upload_bytes_ += n * int64_t(sizeof(float));
@@ -254,6 +258,7 @@ void CudaDevice::prepare() {
                                        const float* values) {
           const View& master = rt_.param(param).value;
           const int64_t d = master.shape[1];
+          if (param == early_read_param_.load()) FY_CUDA_CHECK(cudaStreamWaitEvent(upload_, early_read_, 0));
           scatter_rows(View{const_cast<float*>(values), Shape{count, d}, DType::F32},
                        View{const_cast<int64_t*>(rows), Shape{count}, DType::I64},
                        View{params_[size_t(param)], master.shape, DType::F32}, upload_);
@@ -671,6 +676,18 @@ void CudaDevice::grad_offload_early(int64_t group, int64_t param, View grad, Vie
   if (!rt_.async_optimizer().offload_early(group, param, grad, step_ids_, ids.numel())) return;
   early_in_flight_ = true;
   early_group_ = group;
+}
+
+void CudaDevice::early_release(int64_t group, int64_t param) {
+  if (!early_in_flight_ || group != early_group_) return;  // declined: the group's update brings it all
+  FY_CUDA_CHECK(cudaEventRecord(early_read_, compute_));
+  early_read_param_.store(param);
+  // As in grad_offload_early: a started upload of the master reads it first.
+  if (rt_.streamed_params()) {
+    const View& master = rt_.param(param).value;
+    settle_started(master.data, size_t(master.nbytes()));
+  }
+  rt_.async_optimizer().release_early(group, param);
 }
 
 void CudaDevice::upload_group(int64_t group) {

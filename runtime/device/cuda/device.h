@@ -87,6 +87,9 @@ class CudaDevice final : public Device {
   // early (AsyncOptimizer::offload_early); until the group's grad_offload
   // later kernels may not reuse `grad`'s memory.
   void grad_offload_early(int64_t group, int64_t param, View grad, View ids);
+  // The kernels issued so far read the table last (fysched.early_release):
+  // its updated rows go up behind them.
+  void early_release(int64_t group, int64_t param);
 
   // --trace: each kernel's time on the GPU, from events around it on the
   // compute stream, written to the "gpu" track when the step is over (the
@@ -136,6 +139,8 @@ class CudaDevice final : public Device {
   bool early_in_flight_ = false;            // a table's early chunks are going down (until its grad_offload)
   int64_t early_group_ = -1;                // that table's group
   cudaEvent_t early_landed_ = nullptr;      // behind its last chunk
+  cudaEvent_t early_read_ = nullptr;        // the held table's last read done
+  std::atomic<int64_t> early_read_param_{-1};  // that table (its uploads wait for the read)
   std::vector<cudaEvent_t> chunk_events_;   // one per chunk of an early part
   std::unordered_map<size_t, std::vector<void*>> free_;  // pool: capacity -> buffers
   std::unordered_map<void*, size_t> live_;               // pool: buffer -> capacity

@@ -207,6 +207,27 @@ func.func @early_rows_of_another_param(%ids: !fysched.buffer<device, tensor<2x3x
 
 // -----
 
+// Held and never released: the table's update would never run.
+fysched.group @g0 [@w] bytes 128
+func.func @early_rows_held_forever(%ids: !fysched.buffer<device, tensor<2x3xi64>>, %g: !fysched.buffer<device, tensor<8x4xf32>>) {
+  // expected-error @+1 {{is held, but no fysched.early_release of @w follows it}}
+  fysched.grad_offload_early @g0, @w(%g : !fysched.buffer<device, tensor<8x4xf32>>) except(%ids : !fysched.buffer<device, tensor<2x3xi64>>) held
+  return
+}
+
+// -----
+
+// A release before its hand-over (or of one not held) releases nothing.
+fysched.group @g0 [@w] bytes 128
+func.func @early_release_first(%ids: !fysched.buffer<device, tensor<2x3xi64>>, %g: !fysched.buffer<device, tensor<8x4xf32>>) {
+  // expected-error @+1 {{releases @w, which no held fysched.grad_offload_early before it hands over}}
+  fysched.early_release @g0, @w
+  fysched.grad_offload_early @g0, @w(%g : !fysched.buffer<device, tensor<8x4xf32>>) except(%ids : !fysched.buffer<device, tensor<2x3xi64>>)
+  return
+}
+
+// -----
+
 // A parameter twice would leave another's update unrewritten (found by
 // mutating fy-async-optimizer's test).
 // expected-error @+1 {{names parameter @w twice}}

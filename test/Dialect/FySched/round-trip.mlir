@@ -102,3 +102,13 @@ func.func @early_rows(%ids: !fysched.buffer<device, tensor<2x3xi64>>, %g: !fysch
   fysched.grad_offload_early @g0, @w(%g : !fysched.buffer<device, tensor<8x4xf32>>) except(%ids : !fysched.buffer<device, tensor<2x3xi64>>)
   return
 }
+
+// Held: its update writes the table only after the release.
+// CHECK-LABEL: func.func @early_rows_held
+// CHECK: fysched.grad_offload_early @g0, @w(%{{.*}} : <device, tensor<8x4xf32>>) except(%{{.*}} : <device, tensor<2x3xi64>>) all_chunks held
+// CHECK-NEXT: fysched.early_release @g0, @w
+func.func @early_rows_held(%ids: !fysched.buffer<device, tensor<2x3xi64>>, %g: !fysched.buffer<device, tensor<8x4xf32>>) {
+  fysched.grad_offload_early @g0, @w(%g : !fysched.buffer<device, tensor<8x4xf32>>) except(%ids : !fysched.buffer<device, tensor<2x3xi64>>) all_chunks held
+  fysched.early_release @g0, @w
+  return
+}
