@@ -5,10 +5,13 @@
 #include "kernels/cuda/scratch.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +64,68 @@ int64_t reservedDeviceBytes(const std::string &target, const std::string &precis
                  fy::cuda::step_io_bytes(size_t(tokens)));
 }
 
+// The build's process group (its shell's pid) while it runs, and the
+// temporary file its messages go to.
+static volatile std::sig_atomic_t buildGroup = 0;
+static char buildLog[4096];
+
+void stopBuild(int sig) noexcept {
+  const pid_t group = buildGroup;
+  if (group <= 0)
+    return;
+  ::kill(-group, sig);
+  const struct timespec tick {0, 10 * 1000 * 1000};
+  bool ended = false;
+  for (int i = 0; i < 200 && !ended; ++i) {
+    ended = ::waitpid(group, nullptr, WNOHANG) != 0;
+    if (!ended)
+      ::nanosleep(&tick, nullptr);
+  }
+  if (!ended) {
+    ::kill(-group, SIGKILL);
+    ::waitpid(group, nullptr, 0);
+  }
+  ::unlink(buildLog);
+}
+
+// Runs `cmd` with /bin/sh in a process group of its own (writing `log`);
+// returns its wait status, or -1 with errno set.
+static int runInOwnGroup(const std::string &cmd, const std::string &log) {
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  // The child starts with the signals this thread had unblocked, below.
+  sigset_t stop, before;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&stop, sig);
+  ::sigprocmask(SIG_BLOCK, &stop, &before);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  ::posix_spawnattr_setpgroup(&attr, 0);
+  ::posix_spawnattr_setsigmask(&attr, &before);
+  const char *argv[] = {"sh", "-c", cmd.c_str(), nullptr};
+  pid_t pid = 0;
+  int err = ::posix_spawn(&pid, "/bin/sh", nullptr, &attr, const_cast<char *const *>(argv), environ);
+  ::posix_spawnattr_destroy(&attr);
+  // No signal between the spawn and here: the handler then finds the group.
+  if (err == 0) {
+    std::snprintf(buildLog, sizeof buildLog, "%s", log.c_str());
+    buildGroup = pid;
+  }
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
+  if (err != 0) {
+    errno = err;
+    return -1;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      status = -1;
+      break;
+    }
+  buildGroup = 0;
+  return status;
+}
+
 // `s` as one word for /bin/sh, whatever quotes or spaces it holds.
 static std::string shellQuoted(const std::string &s) {
   std::string q = "'";
@@ -105,7 +170,8 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
   std::string cmd = std::string(FUYOU_CXX) + " -std=c++17 -O0 -w -I" + shellQuoted(include) + " " +
                     shellQuoted(cppPath) + " " + shellQuoted(library) + " " + flags + " -o " +
                     shellQuoted(out) + " > " + shellQuoted(log) + " 2>&1";
-  int rc = std::system(cmd.c_str());
+  int rc = runInOwnGroup(cmd, log);
+  const int spawnErrno = errno;
   std::string messages;
   if (FILE *f = std::fopen(log.c_str(), "r")) {
     char buf[4096];
@@ -115,10 +181,12 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
     std::fclose(f);
   }
   std::remove(log.c_str());
+  if (rc == -1)
+    return std::string("cannot start the C++ compiler: ") + std::strerror(spawnErrno);
   if (rc != 0) {
     std::remove(out.c_str());
-    // std::system's shell died by the signal (Ctrl-C reaches the whole group).
-    if (rc != -1 && WIFSIGNALED(rc)) {
+    // The build's shell died by a signal sent to its group alone.
+    if (WIFSIGNALED(rc)) {
       if (signal)
         *signal = WTERMSIG(rc);
       return "building the executable was interrupted (signal " + std::to_string(WTERMSIG(rc)) + "); nothing written";

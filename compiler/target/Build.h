@@ -30,9 +30,15 @@ int64_t reservedDeviceBytes(const std::string &target, const std::string &precis
 // (libfuyou_rt, libfuyou_rt_cuda) into `out`; the runtime is found beside the
 // running compiler (installed) or in its build tree. Returns "" or what went
 // wrong (with the compiler's messages); `*signal` is the signal that ended
-// the build, when one did (Ctrl-C reaches the C++ compiler too).
+// the build, when one did. The C++ compiler runs in a process group of its
+// own: a signal meant for the compile reaches it through stopBuild.
 std::string buildExecutable(const std::string &cppPath, const std::string &out,
                             const std::string &target, int *signal = nullptr);
+
+// For the compile's signal handler (async-signal-safe): passes `sig` on to
+// the build running now, if any, and returns once it has ended (after 2 s,
+// by SIGKILL), so that it writes nothing more.
+void stopBuild(int sig) noexcept;
 
 } // namespace fuyou::target
 

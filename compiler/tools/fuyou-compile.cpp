@@ -324,6 +324,7 @@ std::vector<std::string> &signalPaths() {
 }
 
 extern "C" void removeAndExit(int sig) {
+  fuyou::target::stopBuild(sig);  // first: it may still be writing a temporary
   if (!signalPaths().empty()) {  // (else the compile was complete)
     for (const std::string &p : signalPaths())
       ::unlink(p.c_str());
