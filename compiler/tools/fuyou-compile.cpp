@@ -259,6 +259,8 @@ Options parse(int argc, char **argv) {
     die("--early-rows must be yes, no or auto, got '" + o.earlyRows + "'");
   if (o.earlyChunks != "paced" && o.earlyChunks != "all" && o.earlyChunks != "auto")
     die("--early-chunks must be paced, all or auto, got '" + o.earlyChunks + "'");
+  if (o.earlyChunks != "auto" && o.target != "cuda")
+    die("--early-chunks " + o.earlyChunks + " needs --target cuda: the CPU target has no link to send chunks across");
   if (o.precision.empty())
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision == "tf32")

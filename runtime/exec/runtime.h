@@ -64,6 +64,7 @@ struct TrainOptions {
   int64_t adamw8bit_block = 256;       // elements per absmax
   int64_t adamw8bit_min_size = 4096;   // smaller tensors keep fp32 moments
   bool adamw8bit_embedding = false;    // the token embedding (rows == vocab) too
+  std::string adamw8bit_flag;          // the first of those flags given (refused without 8-bit AdamW)
   // The CPU target does a started copy at its copy_wait instead of at once:
   // the latest the program allows, so tests see a misplaced wait (from
   // FY_DEFER_COPIES=1 in the environment, not a flag: it only slows a run).

@@ -239,13 +239,16 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         fail("flag '--optimizer' must be adamw or adamw8bit, got '" + value + "'");
       o->optimizer = value;
     } else if (flag == "--adamw8bit-block") {
+      if (o->adamw8bit_flag.empty()) o->adamw8bit_flag = flag;
       o->adamw8bit_block = parse_int(flag, value);
       if (!q8_block_ok(o->adamw8bit_block))
         fail("flag '--adamw8bit-block' must be a power of two from 32 to 4096, got " + value);
     } else if (flag == "--adamw8bit-min-size") {
+      if (o->adamw8bit_flag.empty()) o->adamw8bit_flag = flag;
       o->adamw8bit_min_size = parse_int(flag, value);
       if (o->adamw8bit_min_size < 0) fail("flag '--adamw8bit-min-size' must be >= 0, got " + value);
     } else if (flag == "--adamw8bit-embedding") {
+      if (o->adamw8bit_flag.empty()) o->adamw8bit_flag = flag;
       if (value != "yes" && value != "no") fail("flag '--adamw8bit-embedding' must be yes or no, got '" + value + "'");
       o->adamw8bit_embedding = value == "yes";
     }
@@ -709,6 +712,9 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   if (o.gpu_mem < 0) o.gpu_mem = 0;
   rt.set_options(o);
   rt.settle_state();
+  if (!o.adamw8bit_flag.empty() && rt.optimizer_name() != "adamw8bit")
+    fail(o.adamw8bit_flag + " applies to 8-bit AdamW (--optimizer adamw8bit); this run's optimizer is " +
+         rt.optimizer_name());
   choose_decay(rt, o);
   if (rt.optimizer_name() == "adamw8bit") {
     int64_t n8 = 0, t8 = 0, t = 0;
