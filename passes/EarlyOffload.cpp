@@ -5,8 +5,9 @@
 // the logits part is written: grad_offload_early hands those rows to the
 // optimizer there, so most of the table is updated while backward runs. The
 // input gradient's product still reads the table: the update waits for that
-// read only at its writes (early_release), not at the copy down. Only for a table read rows first
-// (fy-rows-first), which the runtime's part for the step's rows builds on.
+// read only at its writes (early_release), not at the copy down. Only for a
+// table read rows first (fy-rows-first), which the runtime's part for the
+// step's rows builds on.
 #include "passes/Analysis/StepPhases.h"
 #include "passes/Passes.h"
 
@@ -70,8 +71,10 @@ void hoistAboveReads(fs::LaunchOp made, const fuyou::StepPhases &phases,
   }
   if (!above)
     return;
+  // (Those above `above` stay: a view of one may sit between.)
   for (Operation *a : llvm::reverse(allocs))
-    a->moveBefore(above);
+    if (above->isBeforeInBlock(a))
+      a->moveBefore(above);
   made->moveBefore(above);
 }
 
@@ -122,21 +125,24 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
     auto readsTable = [&](Operation &op) {
       return !isa<fs::ViewOp, fs::DeallocOp>(op) && llvm::any_of(op.getOperands(), [&](Value v) { return table.contains(v); });
     };
+    Operation *lastRead = nullptr;
+    for (Operation &op : body)
+      if (readsTable(op))
+        lastRead = &op;
+    // A read of the table after the sum (a recomputed gather, say) would see
+    // rows updated early: leave the update whole.
+    if (lastRead && !lastRead->isBeforeInBlock(sum))
+      return;
     if (hold)
       hoistAboveReads(made, fuyou::StepPhases(body), readsTable);
     // The gradient goes down once base is written for the last time; the
     // update may write the table only after its last read.
-    Operation *written = made, *lastRead = nullptr;
-    for (Operation &op : body) {
-      if (readsTable(op))
-        lastRead = &op;
+    Operation *written = made;
+    for (Operation &op : body)
       if (&op != made && isa<fs::LaunchOp>(op) && llvm::is_contained(cast<fs::LaunchOp>(op).getOuts(), base) &&
           written->isBeforeInBlock(&op))
         written = &op;
-    }
-    // A read of the table after the sum (a recomputed gather, say) would see
-    // rows updated early: leave the update whole.
-    if (!written->isBeforeInBlock(sum) || (lastRead && !lastRead->isBeforeInBlock(sum)))
+    if (!written->isBeforeInBlock(sum))
       return;
     const bool readAfter = lastRead && written->isBeforeInBlock(lastRead);
     const bool held = readAfter && hold;

@@ -69,35 +69,48 @@ int64_t reservedDeviceBytes(const std::string &target, const std::string &precis
 static volatile std::sig_atomic_t buildGroup = 0;
 static char buildLog[4096];
 
+sigset_t stopSignalSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kStopSignals)
+    sigaddset(&set, sig);
+  return set;
+}
+
 void stopBuild(int sig) noexcept {
   const pid_t group = buildGroup;
   if (group <= 0)
     return;
   ::kill(-group, sig);
+  // Until every process of the group has gone (the compiler driver's
+  // children too: the linker may still be writing): 2 s, then SIGKILL.
   const struct timespec tick {0, 10 * 1000 * 1000};
-  bool ended = false;
-  for (int i = 0; i < 200 && !ended; ++i) {
-    ended = ::waitpid(group, nullptr, WNOHANG) != 0;
-    if (!ended)
+  bool reaped = false, gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    reaped = reaped || ::waitpid(group, nullptr, WNOHANG) != 0;
+    gone = reaped && ::kill(-group, 0) != 0;
+    if (!gone)
       ::nanosleep(&tick, nullptr);
   }
-  if (!ended) {
+  if (!gone) {
     ::kill(-group, SIGKILL);
-    ::waitpid(group, nullptr, 0);
+    if (!reaped)
+      ::waitpid(group, nullptr, 0);
+    for (int i = 0; i < 100 && ::kill(-group, 0) == 0; ++i)
+      ::nanosleep(&tick, nullptr);
   }
   ::unlink(buildLog);
 }
 
 // Runs `cmd` with /bin/sh in a process group of its own (writing `log`);
-// returns its wait status, or -1 with errno set.
-static int runInOwnGroup(const std::string &cmd, const std::string &log) {
+// returns "" with its wait status, or what went wrong.
+static std::string runInOwnGroup(const std::string &cmd, const std::string &log, int *status) {
   posix_spawnattr_t attr;
   ::posix_spawnattr_init(&attr);
   // The child starts with the signals this thread had unblocked, below.
-  sigset_t stop, before;
-  sigemptyset(&stop);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP})
-    sigaddset(&stop, sig);
+  // (The compile has no other thread that could take one meanwhile.)
+  const sigset_t stop = stopSignalSet();
+  sigset_t before;
   ::sigprocmask(SIG_BLOCK, &stop, &before);
   ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   ::posix_spawnattr_setpgroup(&attr, 0);
@@ -112,18 +125,16 @@ static int runInOwnGroup(const std::string &cmd, const std::string &log) {
     buildGroup = pid;
   }
   ::sigprocmask(SIG_SETMASK, &before, nullptr);
-  if (err != 0) {
-    errno = err;
-    return -1;
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
+  if (err != 0)
+    return std::string("cannot start the C++ compiler: ") + std::strerror(err);
+  std::string lost;
+  while (::waitpid(pid, status, 0) < 0)
     if (errno != EINTR) {
-      status = -1;
+      lost = std::string("lost the C++ compiler's process: ") + std::strerror(errno);
       break;
     }
   buildGroup = 0;
-  return status;
+  return lost;
 }
 
 // `s` as one word for /bin/sh, whatever quotes or spaces it holds.
@@ -170,8 +181,8 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
   std::string cmd = std::string(FUYOU_CXX) + " -std=c++17 -O0 -w -I" + shellQuoted(include) + " " +
                     shellQuoted(cppPath) + " " + shellQuoted(library) + " " + flags + " -o " +
                     shellQuoted(out) + " > " + shellQuoted(log) + " 2>&1";
-  int rc = runInOwnGroup(cmd, log);
-  const int spawnErrno = errno;
+  int rc = 0;
+  const std::string failed = runInOwnGroup(cmd, log, &rc);
   std::string messages;
   if (FILE *f = std::fopen(log.c_str(), "r")) {
     char buf[4096];
@@ -181,8 +192,10 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
     std::fclose(f);
   }
   std::remove(log.c_str());
-  if (rc == -1)
-    return std::string("cannot start the C++ compiler: ") + std::strerror(spawnErrno);
+  if (!failed.empty()) {
+    std::remove(out.c_str());
+    return failed;
+  }
   if (rc != 0) {
     std::remove(out.c_str());
     // The build's shell died by a signal sent to its group alone.

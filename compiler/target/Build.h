@@ -7,6 +7,7 @@
 #include "compiler/importer/OnnxModel.h"
 
 #include <cstdint>
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ int64_t reservedDeviceBytes(const std::string &target, const std::string &precis
 // own: a signal meant for the compile reaches it through stopBuild.
 std::string buildExecutable(const std::string &cppPath, const std::string &out,
                             const std::string &target, int *signal = nullptr);
+
+// The signals that stop a compile (and the build it runs): Ctrl-C, Ctrl-\,
+// a scheduler's SIGTERM, a closed terminal.
+inline constexpr int kStopSignals[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
+// The set of them, for sigprocmask.
+sigset_t stopSignalSet();
 
 // For the compile's signal handler (async-signal-safe): passes `sig` on to
 // the build running now, if any, and returns once it has ended (after 2 s,

@@ -341,7 +341,7 @@ extern "C" void removeAndExit(int sig) {
 // Signals ignored when the compile started (nohup, a background job) stay so.
 void removeOnSignal(std::vector<std::string> paths) {
   signalPaths() = std::move(paths);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : fuyou::target::kStopSignals) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN)
       continue;
@@ -453,7 +453,9 @@ int main(int argc, char **argv) {
   if (std::string err = fuyou::onnx_in::loadModel(opts.model, lo, model); !err.empty())
     die(err);
 
-  mlir::MLIRContext ctx;
+  // One thread: the stop signals it blocks (around the build's start and
+  // the renames) then reach no other, and no pass here runs in parallel.
+  mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
   // Diagnostics from the verifier and the passes become one error line each.
   std::string diag;
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
@@ -698,7 +700,7 @@ int main(int argc, char **argv) {
   int buildSignal = 0;
   if (std::string e = fuyou::target::buildExecutable(tmpCpp, tmpOut, opts.target, &buildSignal); !e.empty()) {
     cleanup();
-    if (buildSignal == SIGINT || buildSignal == SIGTERM || buildSignal == SIGHUP) {
+    if (llvm::is_contained(fuyou::target::kStopSignals, buildSignal)) {
       // Ended by the signal, as the compile it interrupted: a shell loop stops.
       llvm::errs() << "fuyou-compile: error: " << e << "\n";
       llvm::errs().flush();
@@ -709,10 +711,8 @@ int main(int argc, char **argv) {
   }
   // The executable last: it is what a user runs, and it reads the others.
   // No signal between the three (one that comes waits until they are done).
-  sigset_t stop, before;
-  sigemptyset(&stop);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP})
-    sigaddset(&stop, sig);
+  const sigset_t stop = fuyou::target::stopSignalSet();
+  sigset_t before;
   ::sigprocmask(SIG_BLOCK, &stop, &before);
   // And no other compile's renames into the same directory between them
   // (two compiles to one -o leave one whole set): the directory is locked.

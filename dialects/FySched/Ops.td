@@ -161,8 +161,9 @@ def FySched_GradOffloadEarlyOp : FySched_Op<"grad_offload_early"> {
     so that only the named rows are left for the group's grad_offload; it
     may also decline (clipping, loss scaling, accumulation, state on SSD,
     an 8-bit table), and the group's grad_offload then brings everything.
-    Nothing reads the table after it in the step (fy-early-offload); like
-    grad_offload's, `grad` stays allocated until the group's grad_offload.
+    Nothing reads the table after it in the step unless it is `held`
+    (fy-early-offload); like grad_offload's, `grad` stays allocated until
+    the group's grad_offload.
     On a device the rows go down in chunks: one at once, then one behind
     each other group's gradient and the rest behind the table's own, so
     that they do not hold up the blocks' gradients on the link; with
@@ -183,10 +184,10 @@ def FySched_EarlyReleaseOp : FySched_Op<"early_release"> {
   let description = [{
     Follows a `held` fysched.grad_offload_early of the same table, after the
     table's last read in the step. Until here the optimizer may bring the
-    early rows down and wait, but neither writes the table nor (on a
-    device) copies updated rows of it up; from here on the reads before it
-    are the ones it must not overtake: on a device the uploads wait for
-    those kernels, not for the program's thread.
+    early rows down, but neither writes the table nor (on a device) copies
+    updated rows of it up. On a device the program's thread passes here
+    long before the kernels before it have run: the uploads then wait for
+    those kernels on the device, not the optimizer for the thread.
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, FlatSymbolRefAttr:$param);
   let assemblyFormat = "$group `,` $param attr-dict";

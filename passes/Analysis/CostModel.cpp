@@ -428,11 +428,20 @@ private:
   void runUntil(double t, Prediction *out) {
     if (holds_)
       return;  // the updates wait for every gradient's norm
-    while (!pending_.empty() && std::max(free_[Optimizer], landedAt(pending_.front())) < t) {
-      fill(landedAt(pending_.front()), out);
-      runPending(0, out);
+    for (;;) {
+      // (A table's part held for its release waits; the worker takes the next.)
+      auto next = llvm::find_if(pending_, [&](const Pending &p) { return !unreleased(p.group, p.early); });
+      if (next == pending_.end() || std::max(free_[Optimizer], landedAt(*next)) >= t)
+        break;
+      fill(landedAt(*next), out);
+      runPending(size_t(next - pending_.begin()), out);
     }
     fill(t, out);
+  }
+
+  // A held table's early part whose early_release the replay has not reached.
+  bool unreleased(StringRef g, bool early = true) const {
+    return early && releasedAt_.lookup(g) == std::numeric_limits<double>::infinity();
   }
 
   // A table's early pieces run only when the worker has nothing else: while
@@ -440,8 +449,8 @@ private:
   void fill(double until, Prediction *out) {
     while (!fillers_.empty()) {
       Filler &f = fillers_.front();
-      if (f.done >= int64_t(f.chunks.size()) && f.chunksLeft > 0)
-        return;  // its chunk of the gradient has not been sent for yet
+      if ((f.done >= int64_t(f.chunks.size()) && f.chunksLeft > 0) || unreleased(f.group))
+        return;  // its chunk of the gradient has not been sent for yet, or it is held
       double start = std::max(free_[Optimizer], f.ready);
       if (f.done < int64_t(f.chunks.size()))
         start = std::max(start, f.chunks[f.done]);
@@ -529,6 +538,10 @@ private:
                               ? onStream(ToDevice, std::max(end, releasedAt_.lookup(p.group)), first * 4.0 / p_.h2dBytes + p_.launchS, out,
                                          [&] { return "up " + p.group.str() + " early rows"; })
                               : end;
+    // The device's scatter reads the rows from the optimizer's buffer: the
+    // worker waits until they are up (behind the table's last read, if held).
+    free_[Optimizer] = std::max(free_[Optimizer], earlyRows_[p.group]);
+    end = earlyRows_[p.group];
     // Its pieces were set out when the part was handed over (its chunks go
     // down from there); they follow these rows.
     for (Filler &f : fillers_)
@@ -729,7 +742,10 @@ private:
           sendChunks(ready, early.getAllChunks(), out);
         earlyTable_[g] = early.getParam();
         earlyTaken_.insert(g);
-        releasedAt_.erase(g);
+        if (early.getHeld())
+          releasedAt_[g] = std::numeric_limits<double>::infinity();  // until its early_release
+        else
+          releasedAt_.erase(g);
         earlyDone_.erase(g);
         Pending p{g, Value(), landed, -1};
         p.early = true;

@@ -270,11 +270,8 @@ void AsyncOptimizer::take_slot(Group& g) {
 
 bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& grad_view, const int64_t* ids,
                                    int64_t n) {
-  if (group < 0 || group >= num_groups()) fail("grad_offload_early: no group " + std::to_string(group));
-  Group& g = groups_[size_t(group)];
+  Group& g = table_group(group, param, "grad_offload_early");
   const auto at = std::find(g.params.begin(), g.params.end(), param);
-  if (at == g.params.end())
-    fail("grad_offload_early: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
   const Runtime::Param& p = rt_.param(param);
   if (grad_view.dtype != DType::F32 || grad_view.shape != p.value.shape || p.value.shape.rank != 2)
     fail("grad_offload_early: gradient of '" + p.name + "' is " + dtype_name(grad_view.dtype) + " " +

@@ -98,6 +98,44 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysch
 
 // -----
 
+// Not into forward: the logits product (forward's read of the table) and
+// the loss stay above, the table's product goes up above the input
+// gradient's only.
+// CHECK-LABEL: func.func @train_step
+// CHECK: fysched.launch "matmul" {{.*}} {args = [false, true]}
+// CHECK-NEXT: %[[L:.*]] = fysched.alloc : <device, tensor<f32>>
+// CHECK-NEXT: fysched.launch "reduce_sum"
+// CHECK-NEXT: %[[DX:.*]] = fysched.alloc : <device, tensor<6x4xf32>>
+// CHECK-NEXT: %[[DW:.*]] = fysched.alloc : <device, tensor<8x4xf32>>
+// CHECK-NEXT: fysched.launch "matmul" {{.*}} outs(%[[DW]] : {{.*}}) {args = [true, false]}
+// CHECK-NEXT: fysched.grad_offload_early @g0, @wte.weight(%[[DW]] : {{.*}}) held
+// CHECK-NEXT: fysched.launch "matmul" {{.*}} outs(%[[DX]] : {{.*}}) {args = [false, false]}
+// CHECK-NEXT: fysched.early_release @g0, @wte.weight
+
+fygraph.param @wte.weight trainable : tensor<8x4xf32>
+fysched.group @g0 [@wte.weight] bytes 128
+
+func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysched.buffer<device, tensor<6x4xf32>>,
+                      %dl: !fysched.buffer<device, tensor<6x8xf32>>, %drows: !fysched.buffer<device, tensor<2x3x4xf32>>)
+    -> !fysched.buffer<device, tensor<f32>> {
+  fysched.group_wait_rows @g0, @wte.weight[%idx : <device, tensor<2x3xi64>>]
+  %e = fysched.get_param @wte.weight : <device, tensor<8x4xf32>>
+  %z = fysched.alloc : <device, tensor<6x8xf32>>
+  fysched.launch "matmul" ins(%y, %e : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%z : !fysched.buffer<device, tensor<6x8xf32>>) {args = [false, true]}
+  %l = fysched.alloc : <device, tensor<f32>>
+  fysched.launch "reduce_sum" ins(%z : !fysched.buffer<device, tensor<6x8xf32>>) outs(%l : !fysched.buffer<device, tensor<f32>>)
+  %dx = fysched.alloc : <device, tensor<6x4xf32>>
+  fysched.launch "matmul" ins(%dl, %e : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%dx : !fysched.buffer<device, tensor<6x4xf32>>) {args = [false, false]}
+  %dw = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%dl, %y : !fysched.buffer<device, tensor<6x8xf32>>, !fysched.buffer<device, tensor<6x4xf32>>) outs(%dw : !fysched.buffer<device, tensor<8x4xf32>>) {args = [true, false]}
+  %g = fysched.alloc : <device, tensor<8x4xf32>>
+  fysched.launch "gather_grad_add" ins(%dw, %drows, %idx : !fysched.buffer<device, tensor<8x4xf32>>, !fysched.buffer<device, tensor<2x3x4xf32>>, !fysched.buffer<device, tensor<2x3xi64>>) outs(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<8x4xf32>>)
+  return %l : !fysched.buffer<device, tensor<f32>>
+}
+
+// -----
+
 // A launch between writes what the table's product reads: it stays where
 // it is, and with no read of the table after it, nothing is held.
 // CHECK-LABEL: func.func @train_step

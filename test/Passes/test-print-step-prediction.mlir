@@ -4,6 +4,7 @@
 // RUN: fuyou-opt %S/Inputs/matmul-costs.mlir -split-input-file --test-print-step-prediction="profile=%t.n2048.json" -o /dev/null | FileCheck %s --check-prefix=MATMUL
 // RUN: sed -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 8e6/' %S/Inputs/profile-slow-adamw-cuda.json > %t.adamw8.json
 // RUN: fuyou-opt %S/Inputs/early-rows.mlir -split-input-file --test-print-step-prediction="profile=%t.adamw8.json" -o /dev/null | FileCheck %S/Inputs/early-rows.mlir --check-prefix=EARLY
+// RUN: fuyou-opt %S/Inputs/early-rows.mlir -split-input-file --test-print-step-prediction="profile=%t.adamw8.json timeline=1" -o /dev/null | FileCheck %S/Inputs/early-rows.mlir --check-prefix=HELD
 // RUN: fuyou-opt %S/Inputs/device-optimizer.mlir -split-input-file --test-print-step-prediction="profile=%S/Inputs/profile-slow-adamw-cuda.json" -o /dev/null | FileCheck %S/Inputs/device-optimizer.mlir --check-prefix=DEVOPT
 // RUN: sed -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 2e6, "ssd_write_bytes_per_s": 4.096e8, "ssd_read_bytes_per_s": 4.096e8/' -e 's/"target": "cuda"/"target": "cpu"/' %S/Inputs/profile-slow-adamw-cuda.json > %t.ssd.json
 // RUN: fuyou-opt %S/Inputs/ssd-writes.mlir --test-print-step-prediction="profile=%t.ssd.json" -o /dev/null | FileCheck %S/Inputs/ssd-writes.mlir --check-prefix=SSDW

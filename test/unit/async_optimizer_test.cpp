@@ -722,21 +722,39 @@ TEST(AsyncOptimizer, EarlyPiecesGiveWayToLandedUpdates) {
 
 // A table handed over held (the step still reads it after: the input
 // gradient's product) is neither written nor reported until release_early,
-// and does not hold the worker: another group's update runs meanwhile.
-// Released, the bits are the inline update's. Its grad_offload without the
-// release fails clearly instead of leaving the step waiting for ever.
+// and does not hold the worker: the block's update, queued ahead of it with
+// its gradient still on the way (while the worker finishes a third group's),
+// runs once that lands. Released, the bits are the inline update's. Its
+// grad_offload without the release fails clearly instead of leaving the
+// step waiting for ever.
 TEST(AsyncOptimizer, HeldEarlyRowsWaitForTheReleaseWithoutHoldingTheWorker) {
   const int64_t R = kTableRows, D = kRowLen;
   fy::Runtime inline_rt, async_rt;
   declare_table_and_ln(inline_rt, async_rt);
+  for (fy::Runtime* rt : {&inline_rt, &async_rt}) {
+    rt->declare_param("x", fy::Shape{64}, fy::DType::F32, true);
+    for (int64_t k = 0; k < 64; ++k) rt->param(2).value.as<float>()[k] = float(k) * 0.01f;
+  }
   fy::AsyncOptimizer& opt = async_rt.async_optimizer();
-  const int64_t block = opt.declare_group({1}), table = opt.declare_group({0});
+  const int64_t other = opt.declare_group({2}), block = opt.declare_group({1}), table = opt.declare_group({0});
   opt.declare_rows(table, 0, 4);
   opt.declare_early(table, 0, /*all_chunks=*/false, /*held=*/true);
   const std::vector<int64_t> batch = {9, 1200, 9, 33}, next = {1200, 7, 2500, 7};
   opt.set_next_ids([&](int64_t, std::vector<int64_t>& ids) {
     ids = next;
     return true;
+  });
+  // The "device": the block's gradient lands once `landing` opens, the other
+  // group's once `busy` does, the table's at once.
+  Gate landing, busy;
+  opt.set_gradient_copy([](const fy::View& src, float* dst) { std::memcpy(dst, src.data, size_t(src.nbytes())); },
+                        [&](int64_t group) {
+                          if (group == table) return landed_at_once();
+                          Gate& g = group == block ? landing : busy;
+                          return fy::AsyncOptimizer::Landing{[&g] { g.wait(); }, [&g] { return g.is_open(); }};
+                        });
+  opt.set_gradient_rows_copy([&](int64_t, const fy::View& src, const int64_t* rows, int64_t count, float* dst) {
+    return deferred_rows_landing(src, rows, count, dst);
   });
   std::atomic<int64_t> table_pieces{0};
   opt.set_on_piece_updated([&](int64_t param, int64_t, int64_t) {
@@ -747,13 +765,19 @@ TEST(AsyncOptimizer, HeldEarlyRowsWaitForTheReleaseWithoutHoldingTheWorker) {
   std::vector<float> logits_part;
   std::vector<fy::View> views;
   std::vector<float> before;  // the table as the step's reads see it
+  std::vector<float> other_grad;
+  // The step up to the hand-over: the other group's gradient goes first (the
+  // worker waits for it), then the block's, landing later, then the table's.
   auto hand_over = [&](int64_t step) {
     inline_rt.set_step(step);
     async_rt.set_step(step);
+    landing.set(true);
+    busy.set(true);
     opt.wait_rows(table, 0, next.data(), int64_t(next.size()));
+    opt.wait(other);
     opt.wait(block);
     opt.wait(table);
-    for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t i = 0; i < 3; ++i) {
       const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
       ASSERT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " before step " << step;
     }
@@ -764,23 +788,40 @@ TEST(AsyncOptimizer, HeldEarlyRowsWaitForTheReleaseWithoutHoldingTheWorker) {
     for (int64_t r : batch) std::fill_n(logits_part.begin() + r * D, D, std::numeric_limits<float>::quiet_NaN());
     fy::View early = views[0];
     early.data = logits_part.data();
+    other_grad = random_grad(64, gen);
+    fy::View x = inline_rt.param(2).value;
+    x.data = other_grad.data();
+    inline_rt.adamw(2, x);
+    landing.set(false);
+    busy.set(false);
+    opt.start(other, &x, 1);
+    opt.start(block, &views[1], 1);
     ASSERT_TRUE(opt.offload_early(table, 0, early, batch.data(), int64_t(batch.size()))) << "step " << step;
+  };
+  auto untouched = [&](const char* when, int64_t step) {
+    EXPECT_EQ(table_pieces.load(), 0) << "a piece of the held table was reported " << when << ", step " << step;
+    EXPECT_EQ(0, std::memcmp(async_rt.param(0).value.data, before.data(), before.size() * sizeof(float)))
+        << "the held table was written " << when << ", step " << step;
   };
   for (int64_t step = 1; step <= 3; ++step) {
     hand_over(step);
     if (HasFatalFailure()) return;
+    // The worker, done with the other group, finds the block's update (its
+    // gradient on the way) and the held part (landed) queued.
+    busy.set(true);
+    opt.wait(other);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    untouched("while the block's gradient was on its way", step);
     // The block's update runs and is waited for while the table is held.
-    opt.start(block, &views[1], 1);
+    landing.set(true);
     opt.wait(block);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_EQ(table_pieces.load(), 0) << "a piece of the held table was reported before its release, step " << step;
-    EXPECT_EQ(0, std::memcmp(async_rt.param(0).value.data, before.data(), before.size() * sizeof(float)))
-        << "the held table was written before its release, step " << step;
+    untouched("after the block's update", step);
     opt.release_early(table, 0);
     opt.start(table, &views[0], 1);
   }
   opt.wait_all();
-  for (int64_t i = 0; i < 2; ++i) {
+  for (int64_t i = 0; i < 3; ++i) {
     const fy::View a = inline_rt.param(i).value, b = async_rt.param(i).value;
     EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " at the end";
   }
@@ -789,6 +830,8 @@ TEST(AsyncOptimizer, HeldEarlyRowsWaitForTheReleaseWithoutHoldingTheWorker) {
   // Never released: the group's grad_offload says so.
   hand_over(4);
   if (HasFatalFailure()) return;
+  landing.set(true);
+  busy.set(true);
   try {
     opt.start(table, &views[0], 1);
     ADD_FAILURE() << "a grad_offload of a table held and not released went through";

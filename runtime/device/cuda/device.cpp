@@ -495,6 +495,12 @@ void CudaDevice::settle_host(const void* data, size_t bytes) {
   settle_started(data, bytes);
 }
 
+void CudaDevice::settle_master(int64_t param) {
+  if (!rt_.streamed_params()) return;
+  const View& master = rt_.param(param).value;
+  settle_started(master.data, size_t(master.nbytes()));
+}
+
 void CudaDevice::settle_started(const void* data, size_t bytes) {
   const char* lo = static_cast<const char*>(data);
   for (size_t i = 0; i < copies_used_; ++i) {
@@ -572,7 +578,7 @@ void CudaDevice::adamw(int64_t index, View grad) {
   }
   copy_out_bytes_ += int64_t(grad.nbytes());
   // As in grad_offload: a started upload of this master reads it first.
-  if (rt_.streamed_params()) settle_started(p.value.data, size_t(p.value.nbytes()));
+  settle_master(index);
   rt_.adamw(index, View{host_grad_, grad.shape, grad.dtype});
   if (rt_.streamed_params()) return;
   FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(index)], p.value.data, p.value.nbytes(), cudaMemcpyHostToDevice,
@@ -640,11 +646,7 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
   FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
   // The update this lets go rewrites the group's masters: an upload of them
   // started before must have read them (no compiled program waits that late).
-  if (rt_.streamed_params())
-    for (int64_t p : rt_.async_optimizer().group_params(group)) {
-      const View& master = rt_.param(p).value;
-      settle_started(master.data, size_t(master.nbytes()));
-    }
+  for (int64_t p : rt_.async_optimizer().group_params(group)) settle_master(p);
   const int64_t token = rt_.async_optimizer().offload(group, grads, count);
   // The program keeps the previous group's gradients allocated up to this
   // op (BufferLiveness): kernels from here on may reuse their memory, so
@@ -664,15 +666,11 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
 void CudaDevice::grad_offload_early(int64_t group, int64_t param, View grad, View ids) {
   // The optimizer needs the step's tokens on the host; other ids: the whole update later.
   if (ids.data != idx_ || !step_ids_) return;
-  // Behind the kernels that wrote the gradient and read the table last.
+  // Behind the kernels that wrote the gradient (and, unless the part is
+  // held for early_release, read the table last).
   FY_CUDA_CHECK(cudaEventRecord(grads_ready_, compute_));
   FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
-  // As in grad_offload: a started upload of the master reads it before the
-  // early rows' update rewrites it.
-  if (rt_.streamed_params()) {
-    const View& master = rt_.param(param).value;
-    settle_started(master.data, size_t(master.nbytes()));
-  }
+  settle_master(param);
   if (!rt_.async_optimizer().offload_early(group, param, grad, step_ids_, ids.numel())) return;
   early_in_flight_ = true;
   early_group_ = group;
@@ -682,11 +680,7 @@ void CudaDevice::early_release(int64_t group, int64_t param) {
   if (!early_in_flight_ || group != early_group_) return;  // declined: the group's update brings it all
   FY_CUDA_CHECK(cudaEventRecord(early_read_, compute_));
   early_read_param_.store(param);
-  // As in grad_offload_early: a started upload of the master reads it first.
-  if (rt_.streamed_params()) {
-    const View& master = rt_.param(param).value;
-    settle_started(master.data, size_t(master.nbytes()));
-  }
+  settle_master(param);
   rt_.async_optimizer().release_early(group, param);
 }
 

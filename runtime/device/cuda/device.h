@@ -110,6 +110,9 @@ class CudaDevice final : public Device {
   size_t step_io_bytes() const;  // the step's token ids, targets and loss
   // Waits for the step's started copies that touch [data, data + bytes).
   void settle_started(const void* data, size_t bytes);
+  // With streamed weights: before an update lets go that rewrites master
+  // `param`, the started uploads reading it have read it.
+  void settle_master(int64_t param);
 
   Runtime& rt_;
   std::string name_;
