@@ -192,6 +192,16 @@ def run_all(top):
                                   common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", etrace, "--early-rows", "no"],
                                   os.path.join(out, f"planner_{name}_early_no.jsonl"))
         se = busy.summary(busy.per_step(etrace, 2)) if ems is not None else None
+        # A held table's rows handed over after its last read instead (train
+        # --early-hold no, the hand-over before stop 38): the same program and
+        # kernels, so the same losses; side by side with the traced run above.
+        sh = hms = hlosses = None
+        if "early_release" in open(os.path.join(d, "train.cpp")).read():
+            htrace = os.path.join(out, f"planner_{name}_hold_no.trace.json")
+            hms, hlosses, _ = measure(os.path.join(d, "train"), tokens, 6,
+                                      common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", htrace, "--early-hold", "no"],
+                                      os.path.join(out, f"planner_{name}_hold_no.jsonl"))
+            sh = busy.summary(busy.per_step(htrace, 2)) if hms is not None else None
         # The boundary groups' AdamW on the GPU (bench/gpu/planner.py prepare):
         # the same losses as keep-all, and its own overlap.
         dv = None
@@ -223,6 +233,8 @@ def run_all(top):
                "losses_bit_identical_to_keep": losses == klosses, "overlap": s, "overlap_rows_first_no": sw,
                "overlap_param_waits_no": sg, "param_waits_no_losses_identical": glosses == losses,
                "early_rows_no_ms": ems, "overlap_early_rows_no": se, "early_rows_no_losses_identical": elosses == losses,
+               "early_hold_no_ms": hms, "overlap_early_hold_no": sh,
+               "early_hold_no_losses_identical": hlosses == losses[:len(hlosses)] if hlosses else None,
                "device_optimizer": dv}
         results.append(row)
         ov = (f"traced step {s['step_ms']:.1f} ms, busiest {s['largest']} {s['busy_ms'][s['largest']]:.1f} ms "
@@ -235,6 +247,9 @@ def run_all(top):
         if se:
             ov += (f" (--early-rows no: {ems:.1f} ms/step, traced step {se['step_ms']:.1f} ms -> {se['ratio']:.3f}, "
                    f"losses {'identical' if elosses == losses else 'DIFFER'})")
+        if sh:
+            ov += (f" (--early-hold no: traced step {sh['step_ms']:.1f} ms -> {sh['ratio']:.3f}, losses "
+                   f"{'identical' if row['early_hold_no_losses_identical'] else 'DIFFER'})")
         print(f"planner {name}: {g['short']} under {row['gpu_mem_mib']:.0f} MiB, greedy/exh "
               f"{row['greedy_over_exhaustive']:.3f}; predicted {g['predicted_ms']:.1f} ms, measured {ms:.1f} "
               f"-> {row['measured_over_predicted']:.3f}; keep-all {cfg['keep']['predicted_ms']:.1f} / {kms:.1f} "

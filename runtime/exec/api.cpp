@@ -159,12 +159,19 @@ void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
   TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
   rt->async_optimizer().wait_rows(group, param, ids.as<int64_t>(), ids.numel());
 }
-void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
+namespace {
+void hand_over_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
   TraceSpan span(rt->trace(), "compute", "early rows out, group ", group);
   if (!started().empty()) run_uploads_reading(rt, param);
   rt->async_optimizer().offload_early(group, param, grad, ids.as<int64_t>(), ids.numel());
 }
+}  // namespace
+void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
+  if (rt->defer_early(group, param, grad, ids)) return;  // train --early-hold no: at its release
+  hand_over_early(rt, group, param, grad, ids);
+}
 void early_release(Runtime* rt, int64_t group, int64_t param) {
+  if (auto d = rt->take_deferred_early(group, param)) hand_over_early(rt, group, param, d->grad, d->ids);
   // The kernels are done (they run on this thread); copies started from
   // the table since the hand-over still read it.
   if (!started().empty()) run_uploads_reading(rt, param);

@@ -143,6 +143,10 @@ class AsyncOptimizer {
   // declined it). The group's grad_offload fails if it never came.
   void release_early(int64_t group, int64_t param);
   void set_early(bool on) { early_on_ = on; }
+  // Whether declare_early named `group`'s table held.
+  bool early_held(int64_t group) const {
+    return group >= 0 && group < num_groups() && groups_[size_t(group)].early_held;
+  }
   // How a device takes elements [lo, lo + n) of a table's gradient to dst,
   // one chunk of an early part (a piece's worth), and that copy's own
   // landing. With it (and set_gradient_rows_copy) a device's early part

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -44,6 +45,7 @@ struct TrainOptions {
   bool rows_first = true;  // the embedding's update does the next batch's rows first (AsyncOptimizer::wait_rows)
   bool param_waits = true;  // the forward waits per parameter, not per group (AsyncOptimizer::wait_param)
   bool early_rows = true;  // a tied table's rows the batch does not read go early (AsyncOptimizer::offload_early)
+  bool early_hold = true;  // ... as soon as written, held for the table's last read (no: at its early_release)
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run
@@ -248,6 +250,17 @@ class Runtime {
   AsyncOptimizer& async_optimizer();
   bool has_async_optimizer() const { return async_ != nullptr; }
 
+  // train --early-hold no: a held grad_offload_early (one whose table the
+  // step reads after it) is carried out at its early_release instead, after
+  // that read, as programs did before the hold: the same kernels, the same
+  // bits, for comparison. defer_early keeps it (true) where that applies.
+  struct DeferredEarly {
+    int64_t group = -1, param = -1;
+    View grad, ids;
+  };
+  bool defer_early(int64_t group, int64_t param, const View& grad, const View& ids);
+  std::optional<DeferredEarly> take_deferred_early(int64_t group, int64_t param);
+
   // Step number, from 1 during the first step.
   int64_t step() const { return step_; }
   void set_step(int64_t s) {
@@ -290,6 +303,7 @@ class Runtime {
 
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<AsyncOptimizer> async_;
+  std::optional<DeferredEarly> deferred_early_;
   std::unordered_map<size_t, std::vector<void*>> free_;  // capacity -> headers
   std::vector<void*> blocks_;                            // every malloc, for the destructor
   HostAlloc host_alloc_ = nullptr;  // null: aligned_alloc / free

@@ -88,6 +88,9 @@ const char kUsage[] =
     "                       as soon as the logits' backward has made their gradient, while backward\n"
     "                       goes on (default yes; with --rows-first yes, the state in memory, no\n"
     "                       clipping, loss scaling or --grad-accum)\n"
+    "  --early-hold yes|no  hand those rows over as soon as their gradient is written, their update\n"
+    "                       held for the table's last read (yes, the default), or only after that\n"
+    "                       read (no: the hand-over of before, for comparison; the same bits)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE|none  bound the device arena: parameters and the planned temporaries (default:\n"
     "                       the program's fuyou-compile --gpu-mem, if any)\n"
@@ -174,7 +177,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
-                                         "--ssd-read-priority", "--rows-first", "--param-waits", "--early-rows", "--loss-scale-init",
+                                         "--ssd-read-priority", "--rows-first", "--param-waits", "--early-rows", "--early-hold",
+                                         "--loss-scale-init",
                                          "--loss-scale-growth-interval", "--lr-schedule",
                                          "--warmup-steps", "--lr-decay-steps", "--min-lr",
                                          "--grad-accum", "--no-decay", "--decay-1d", "--val-data",
@@ -221,10 +225,12 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         start = comma + 1;
       }
     }
-    else if (flag == "--rows-first" || flag == "--param-waits" || flag == "--early-rows") {
+    else if (flag == "--rows-first" || flag == "--param-waits" || flag == "--early-rows" || flag == "--early-hold") {
       if (value != "yes" && value != "no") fail("flag '" + flag + "' must be yes or no, got '" + value + "'");
-      (flag == "--rows-first" ? o->rows_first : flag == "--param-waits" ? o->param_waits : o->early_rows) =
-          value == "yes";
+      (flag == "--rows-first"    ? o->rows_first
+       : flag == "--param-waits" ? o->param_waits
+       : flag == "--early-rows"  ? o->early_rows
+                                 : o->early_hold) = value == "yes";
     } else if (flag == "--ssd-read-priority") {
       if (value != "yes" && value != "no") fail("flag '--ssd-read-priority' must be yes or no, got '" + value + "'");
       o->ssd_read_priority = value == "yes";
