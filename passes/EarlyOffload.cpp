@@ -133,8 +133,6 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
     // rows updated early: leave the update whole.
     if (lastRead && !lastRead->isBeforeInBlock(sum))
       return;
-    if (hold)
-      hoistAboveReads(made, fuyou::StepPhases(body), readsTable);
     // The gradient goes down once base is written for the last time; the
     // update may write the table only after its last read.
     Operation *written = made;
@@ -144,6 +142,8 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
         written = &op;
     if (!written->isBeforeInBlock(sum))
       return;
+    if (hold)
+      hoistAboveReads(made, fuyou::StepPhases(body), readsTable);
     const bool readAfter = lastRead && written->isBeforeInBlock(lastRead);
     const bool held = readAfter && hold;
     OpBuilder b(written->getContext());

@@ -196,7 +196,9 @@ def run_all(top):
         # --early-hold no, the hand-over before stop 38): the same program and
         # kernels, so the same losses; side by side with the traced run above.
         sh = hms = hlosses = None
-        if "early_release" in open(os.path.join(d, "train.cpp")).read():
+        with open(os.path.join(d, "train.cpp")) as f:
+            held = "early_release" in f.read()
+        if held:
             htrace = os.path.join(out, f"planner_{name}_hold_no.trace.json")
             hms, hlosses, _ = measure(os.path.join(d, "train"), tokens, 6,
                                       common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", htrace, "--early-hold", "no"],
@@ -248,7 +250,7 @@ def run_all(top):
             ov += (f" (--early-rows no: {ems:.1f} ms/step, traced step {se['step_ms']:.1f} ms -> {se['ratio']:.3f}, "
                    f"losses {'identical' if elosses == losses else 'DIFFER'})")
         if sh:
-            ov += (f" (--early-hold no: traced step {sh['step_ms']:.1f} ms -> {sh['ratio']:.3f}, losses "
+            ov += (f" (--early-hold no: {hms:.1f} ms/step, traced step {sh['step_ms']:.1f} ms -> {sh['ratio']:.3f}, losses "
                    f"{'identical' if row['early_hold_no_losses_identical'] else 'DIFFER'})")
         print(f"planner {name}: {g['short']} under {row['gpu_mem_mib']:.0f} MiB, greedy/exh "
               f"{row['greedy_over_exhaustive']:.3f}; predicted {g['predicted_ms']:.1f} ms, measured {ms:.1f} "

@@ -84,19 +84,20 @@ void stopBuild(int sig) noexcept {
   ::kill(-group, sig);
   // Until every process of the group has gone (the compiler driver's
   // children too: the linker may still be writing): 2 s, then SIGKILL.
+  // Ours are reaped here; one the group still has is alive, or a zombie
+  // that its own parent reaps.
   const struct timespec tick {0, 10 * 1000 * 1000};
-  bool reaped = false, gone = false;
-  for (int i = 0; i < 200 && !gone; ++i) {
-    reaped = reaped || ::waitpid(group, nullptr, WNOHANG) != 0;
-    gone = reaped && ::kill(-group, 0) != 0;
-    if (!gone)
-      ::nanosleep(&tick, nullptr);
-  }
-  if (!gone) {
+  auto gone = [group] {
+    while (::waitpid(-group, nullptr, WNOHANG) > 0) {
+    }
+    return ::kill(-group, 0) != 0 && errno == ESRCH;
+  };
+  int i = 0;
+  for (; i < 200 && !gone(); ++i)
+    ::nanosleep(&tick, nullptr);
+  if (i == 200) {
     ::kill(-group, SIGKILL);
-    if (!reaped)
-      ::waitpid(group, nullptr, 0);
-    for (int i = 0; i < 100 && ::kill(-group, 0) == 0; ++i)
+    for (int k = 0; k < 100 && !gone(); ++k)
       ::nanosleep(&tick, nullptr);
   }
   ::unlink(buildLog);
@@ -115,6 +116,8 @@ static std::string runInOwnGroup(const std::string &cmd, const std::string &log,
   ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   ::posix_spawnattr_setpgroup(&attr, 0);
   ::posix_spawnattr_setsigmask(&attr, &before);
+  // (A compile started with SIGCHLD ignored would find no child to wait for.)
+  ::signal(SIGCHLD, SIG_DFL);
   const char *argv[] = {"sh", "-c", cmd.c_str(), nullptr};
   pid_t pid = 0;
   int err = ::posix_spawn(&pid, "/bin/sh", nullptr, &attr, const_cast<char *const *>(argv), environ);

@@ -440,6 +440,10 @@ private:
   }
 
   // A held table's early part whose early_release the replay has not reached.
+  // (On a GPU the program's thread releases it long before the GPU gets
+  // there; the replay, on the GPU's clock, holds it until the release is
+  // replayed, which in a compiled program comes right after the table's last
+  // read, with no other update queued between.)
   bool unreleased(StringRef g, bool early = true) const {
     return early && releasedAt_.lookup(g) == std::numeric_limits<double>::infinity();
   }

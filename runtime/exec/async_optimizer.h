@@ -5,6 +5,7 @@
 // so the result is that of a plain synchronous AdamW.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -138,14 +139,18 @@ class AsyncOptimizer {
   // program reads the table after offload_early, and calls release_early
   // after that read; the part's copies down start at offload_early, its
   // updates (which write the table and call the hooks) only after release.
+  // (train --early-hold no calls offload_early at the release: Runtime::defer_early.)
   void declare_early(int64_t group, int64_t param, bool all_chunks = false, bool held = false);
   // The table handed over held may be written now (nothing if offload_early
   // declined it). The group's grad_offload fails if it never came.
   void release_early(int64_t group, int64_t param);
   void set_early(bool on) { early_on_ = on; }
-  // Whether declare_early named `group`'s table held.
+  // Whether declare_early named `group`'s table held (any group's).
   bool early_held(int64_t group) const {
     return group >= 0 && group < num_groups() && groups_[size_t(group)].early_held;
+  }
+  bool any_early_held() const {
+    return std::any_of(groups_.begin(), groups_.end(), [](const Group& g) { return g.early_held; });
   }
   // How a device takes elements [lo, lo + n) of a table's gradient to dst,
   // one chunk of an early part (a piece's worth), and that copy's own

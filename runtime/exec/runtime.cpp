@@ -321,15 +321,18 @@ AsyncOptimizer& Runtime::async_optimizer() {
 
 bool Runtime::defer_early(int64_t group, int64_t param, const View& grad, const View& ids) {
   if (opts_.early_hold || !async_ || !async_->early_held(group)) return false;
-  deferred_early_ = DeferredEarly{group, param, grad, ids};
+  deferred_early_.push_back(DeferredEarly{group, param, grad, ids});
   return true;
 }
 
 std::optional<Runtime::DeferredEarly> Runtime::take_deferred_early(int64_t group, int64_t param) {
-  if (!deferred_early_ || deferred_early_->group != group || deferred_early_->param != param) return std::nullopt;
-  std::optional<DeferredEarly> d;
-  d.swap(deferred_early_);
-  return d;
+  for (auto it = deferred_early_.begin(); it != deferred_early_.end(); ++it)
+    if (it->group == group && it->param == param) {
+      DeferredEarly d = *it;
+      deferred_early_.erase(it);
+      return d;
+    }
+  return std::nullopt;
 }
 
 uint64_t Runtime::op_seed(int64_t program_seed) const {

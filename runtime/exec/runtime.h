@@ -45,7 +45,7 @@ struct TrainOptions {
   bool rows_first = true;  // the embedding's update does the next batch's rows first (AsyncOptimizer::wait_rows)
   bool param_waits = true;  // the forward waits per parameter, not per group (AsyncOptimizer::wait_param)
   bool early_rows = true;  // a tied table's rows the batch does not read go early (AsyncOptimizer::offload_early)
-  bool early_hold = true;  // ... as soon as written, held for the table's last read (no: at its early_release)
+  bool early_hold = true;  // ... as soon as written, held for the table's last read (no: handed over, copies and all, at its early_release)
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run
@@ -303,7 +303,7 @@ class Runtime {
 
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<AsyncOptimizer> async_;
-  std::optional<DeferredEarly> deferred_early_;
+  std::vector<DeferredEarly> deferred_early_;  // one per table handed over held, until its release
   std::unordered_map<size_t, std::vector<void*>> free_;  // capacity -> headers
   std::vector<void*> blocks_;                            // every malloc, for the destructor
   HostAlloc host_alloc_ = nullptr;  // null: aligned_alloc / free

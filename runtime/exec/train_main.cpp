@@ -718,6 +718,8 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   if (o.gpu_mem < 0) o.gpu_mem = 0;
   rt.set_options(o);
   rt.settle_state();
+  if (!o.early_hold && !(rt.has_async_optimizer() && rt.async_optimizer().any_early_held()))
+    fail("--early-hold no: this program hands no tied table over held, so it would change nothing");
   if (!o.adamw8bit_flag.empty() && rt.optimizer_name() != "adamw8bit")
     fail(o.adamw8bit_flag + " applies to 8-bit AdamW (--optimizer adamw8bit); this run's optimizer is " +
          rt.optimizer_name());
