@@ -51,12 +51,11 @@ void hoistAboveReads(fs::LaunchOp made, const fuyou::StepPhases &phases,
   SmallVector<Operation *> allocs;  // of made's outputs, carried up with it
   Operation *above = nullptr;
   for (Operation *op = made->getPrevNode(); op && phases.backward(op); op = op->getPrevNode()) {
-    if (isa<fs::AllocOp>(op) && outs.contains(op->getResult(0))) {
-      allocs.push_back(op);
+    if (isa<fs::AllocOp>(op)) {
+      if (outs.contains(op->getResult(0)))
+        allocs.push_back(op);
       continue;
     }
-    if (isa<fs::AllocOp>(op))
-      continue;
     if (auto view = dyn_cast<fs::ViewOp>(op)) {
       if (llvm::is_contained(made->getOperands(), view.getResult()))
         break;  // made reads or writes through it: not above its definition
@@ -116,31 +115,27 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
       if (e.getGroup() == off.getGroup() && e.getParam() == param.getValue())
         return;
     // The table as the step reads it: get_param results and views of them.
+    // The gradient goes down once base is written for the last time (made
+    // writes it first); the update may write the table only after its last
+    // read.
     llvm::SmallPtrSet<Value, 8> table;
-    for (Operation &op : body)
+    auto readsTable = [&](Operation &op) {
+      return !isa<fs::ViewOp, fs::DeallocOp>(op) && llvm::any_of(op.getOperands(), [&](Value v) { return table.contains(v); });
+    };
+    Operation *written = made, *lastRead = nullptr;
+    for (Operation &op : body) {
       if (auto gp = dyn_cast<fs::GetParamOp>(op); gp && gp.getName() == param.getValue())
         table.insert(gp.getResult());
       else if (auto view = dyn_cast<fs::ViewOp>(op); view && table.contains(view->getOperand(0)))
         table.insert(view.getResult());
-    auto readsTable = [&](Operation &op) {
-      return !isa<fs::ViewOp, fs::DeallocOp>(op) && llvm::any_of(op.getOperands(), [&](Value v) { return table.contains(v); });
-    };
-    Operation *lastRead = nullptr;
-    for (Operation &op : body)
-      if (readsTable(op))
+      else if (readsTable(op))
         lastRead = &op;
+      if (auto l = dyn_cast<fs::LaunchOp>(op); l && llvm::is_contained(l.getOuts(), base))
+        written = &op;
+    }
     // A read of the table after the sum (a recomputed gather, say) would see
     // rows updated early: leave the update whole.
-    if (lastRead && !lastRead->isBeforeInBlock(sum))
-      return;
-    // The gradient goes down once base is written for the last time; the
-    // update may write the table only after its last read.
-    Operation *written = made;
-    for (Operation &op : body)
-      if (&op != made && isa<fs::LaunchOp>(op) && llvm::is_contained(cast<fs::LaunchOp>(op).getOuts(), base) &&
-          written->isBeforeInBlock(&op))
-        written = &op;
-    if (!written->isBeforeInBlock(sum))
+    if ((lastRead && !lastRead->isBeforeInBlock(sum)) || !written->isBeforeInBlock(sum))
       return;
     if (hold)
       hoistAboveReads(made, fuyou::StepPhases(body), readsTable);

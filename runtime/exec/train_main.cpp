@@ -192,6 +192,8 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
       value = argv[++i];
     }
     if (value.empty()) fail("flag '" + flag + "' needs a value");
+    // (Refused later without 8-bit AdamW, which only the program may name.)
+    if (flag.rfind("--adamw8bit-", 0) == 0 && o->adamw8bit_flag.empty()) o->adamw8bit_flag = flag;
 
     if (flag == "--data") o->data = value;
     else if (flag == "--val-data") o->val_data = value;
@@ -245,16 +247,13 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         fail("flag '--optimizer' must be adamw or adamw8bit, got '" + value + "'");
       o->optimizer = value;
     } else if (flag == "--adamw8bit-block") {
-      if (o->adamw8bit_flag.empty()) o->adamw8bit_flag = flag;
       o->adamw8bit_block = parse_int(flag, value);
       if (!q8_block_ok(o->adamw8bit_block))
         fail("flag '--adamw8bit-block' must be a power of two from 32 to 4096, got " + value);
     } else if (flag == "--adamw8bit-min-size") {
-      if (o->adamw8bit_flag.empty()) o->adamw8bit_flag = flag;
       o->adamw8bit_min_size = parse_int(flag, value);
       if (o->adamw8bit_min_size < 0) fail("flag '--adamw8bit-min-size' must be >= 0, got " + value);
     } else if (flag == "--adamw8bit-embedding") {
-      if (o->adamw8bit_flag.empty()) o->adamw8bit_flag = flag;
       if (value != "yes" && value != "no") fail("flag '--adamw8bit-embedding' must be yes or no, got '" + value + "'");
       o->adamw8bit_embedding = value == "yes";
     }
