@@ -27,8 +27,10 @@ struct Plan {
   StringRef params = "keep";
   bool earlyRows = true;  // a tied table's rows handed over early (fy-early-offload)
   bool allChunks = false; // ... their chunks down all at once
+  int64_t landing = 1;     // fy-grad-landed's distance
   std::string key() const {
-    return llvm::join(acts, ",") + "/" + params.str() + (earlyRows ? "" : "/late") + (allChunks ? "/all" : "");
+    return llvm::join(acts, ",") + "/" + params.str() + (earlyRows ? "" : "/late") + (allChunks ? "/all" : "") +
+           (landing == 1 ? "" : "/land" + std::to_string(landing));
   }
 };
 
@@ -71,6 +73,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       return fail("early-rows must be yes, no or auto, got '" + earlyRows + "'");
     if (earlyChunks != "auto" && earlyChunks != "paced" && earlyChunks != "all")
       return fail("early-chunks must be paced, all or auto, got '" + earlyChunks + "'");
+    if (gradLanding < 0)
+      return fail("grad-landing must be at least 0 (0: chosen), got " + std::to_string(gradLanding));
     if (writeBehind < 0)
       return fail("write-behind must be at least 0 (0: chosen), got " + std::to_string(writeBehind));
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -128,6 +132,16 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
         consider(all);
       }
     }
+    // On a GPU, a group's gradients freed at the grad_offload two groups
+    // on rather than the next: the kernels wait less for a large gradient's
+    // copy, and the memory it holds meanwhile may need another plan to fit.
+    if (gradLanding == 0 && prof_.target == "cuda") {
+      Plan later = *best;
+      later.landing = 2;
+      if (const Outcome &o = evaluate(module, later);
+          fits(o) && o.pred.stepS < cache_[best->key()].pred.stepS * (1 - 1e-9))
+        best = later;
+    }
     const Outcome &o = cache_[best->key()];
     Builder b(&getContext());
     module->setAttr("fy.plan.activations", b.getStringAttr(llvm::join(best->acts, ",")));
@@ -138,6 +152,10 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       module->setAttr("fy.plan.early_chunks", b.getStringAttr(best->allChunks ? "all" : "paced"));
     else
       module->removeAttr("fy.plan.early_chunks");
+    if (best->landing != 1)
+      module->setAttr("fy.plan.grad_landing", b.getI64IntegerAttr(best->landing));
+    else
+      module->removeAttr("fy.plan.grad_landing");
     if (o.writeBehind)
       module->setAttr("fy.plan.write_behind", b.getI64IntegerAttr(o.writeBehind));
     else
@@ -198,6 +216,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     place.activationPrefetch = activationPrefetch;
     place.copyWindow = copyWindow;
     place.writeBehind = ssdWriteBehind;
+    place.gradLanding = plan.landing;
     fuyou::addPlacementPasses(pm, place);
     Outcome o;
     std::string quietError;
@@ -305,6 +324,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     Plan q;
     q.earlyRows = earlyRows != "no";
     q.allChunks = earlyChunks == "all";
+    q.landing = gradLanding > 0 ? gradLanding : 1;
     return q;
   }
 

@@ -19,11 +19,13 @@ namespace fuyou {
 #include "passes/Passes.h.inc"
 
 // The passes that carry out a placement, in order: fy-place-activations,
-// fy-stream-params, fy-insert-dealloc, fy-async-copies, fy-plan-memory.
+// fy-stream-params, fy-rows-first, fy-param-waits, fy-early-offload,
+// fy-grad-landed, fy-insert-dealloc, fy-async-copies, fy-plan-memory.
 // fuyou-compile runs them once; fy-choose-placement on each plan it tries.
 struct PlacementOptions {
   std::string activations = "keep", params = "keep";
   int64_t readAhead = 4, paramPrefetch = 0, activationPrefetch = 0, copyWindow = 4, writeBehind = 4;
+  int64_t gradLanding = 0;  // fy-grad-landed's distance (0: the plan's)
 };
 void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o);
 

@@ -173,6 +173,27 @@ def EarlyOffload : Pass<"fy-early-offload", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def GradLanded : Pass<"fy-grad-landed", "mlir::ModuleOp"> {
+  let summary = "Where each group's gradients, handed to grad_offload, are freed: the device waits there for their copy";
+  let description = [{
+    After each fysched.grad_offload, a fysched.grad_landed of its token goes
+    right after the grad_offload `distance` groups later (before the step's
+    return for the last ones): the gradients stay allocated up to it, and
+    on a GPU the kernels after it wait for their copy to the host. With 1,
+    kernels wait at the next group's grad_offload; where a large gradient
+    (an untied head's) is followed closely by a small group's, that wait is
+    most of its copy, and 2 lets the next block's backward run meanwhile,
+    for the memory of the gradient held that much longer.
+    fy-choose-placement weighs the two (fy.plan.grad_landing). Run before
+    fy-insert-dealloc.
+  }];
+  let options = [
+    Option<"distance", "distance", "int64_t", /*default=*/"0",
+           "how many grad_offloads later a group's gradients are freed (0: the plan's fy.plan.grad_landing, else 1)">
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PrefetchState : Pass<"fy-prefetch-state", "mlir::ModuleOp"> {
   let summary = "Issues each group's optimizer-state read ahead of its update";
   let description = [{
@@ -242,6 +263,8 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
            "a tied table's rows handed over early (fy-early-offload): yes, no, or auto (the faster of the two)">,
     Option<"earlyChunks", "early-chunks", "std::string", /*default=*/"\"auto\"",
            "on a GPU, how those rows go down: paced (a chunk behind each other group's gradient), all (at once), or auto (the faster of the two)">,
+    Option<"gradLanding", "grad-landing", "int64_t", /*default=*/"0",
+           "fy-grad-landed's distance: 1 or 2 as given, or 0 (auto: on a GPU the faster of the two that fits)">,
     Option<"state", "state", "std::string", /*default=*/"\"auto\"",
            "where AdamW's moments live when the program runs: ssd (run with --ssd), memory, or auto (ssd when the profile has SSD rates)">
   ];

@@ -21,6 +21,9 @@ void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o) {
   pm.addPass(createRowsFirst(rows));
   pm.addPass(createParamWaits());
   pm.addPass(createEarlyOffload());
+  GradLandedOptions landed;
+  landed.distance = o.gradLanding;
+  pm.addPass(createGradLanded(landed));
   pm.addPass(createInsertDealloc());
   AsyncCopiesOptions copies;
   copies.window = o.copyWindow;

@@ -51,6 +51,7 @@ struct Options {
   std::string planSearch = "greedy";
   std::string earlyRows = "auto";    // a tied table's rows handed over early: yes, no, auto (the planner's)
   std::string earlyChunks = "auto";  // ... and on a GPU sent down paced, all at once, or auto (the planner's)
+  int64_t gradLanding = 0;           // fy-grad-landed's distance; 0: auto (the planner's, else 1)
   std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
   std::string ssd;                   // --calibrate: where to measure the SSD
@@ -96,6 +97,9 @@ const char *kUsage =
     "                     [--early-chunks paced|all|auto]  on a GPU, send those rows down a chunk behind\n"
     "                                          each other group's gradient, or all at once (auto: as the\n"
     "                                          planner predicts faster; paced when no planner runs)\n"
+    "                     [--grad-landing N|auto]  free a group's gradients at the grad_offload N groups\n"
+    "                                          later, where a GPU waits for their copy (auto: 1, or 2\n"
+    "                                          where the planner predicts a faster step that fits)\n"
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
@@ -206,6 +210,10 @@ Options parse(int argc, char **argv) {
     else if (a == "--plan-search") o.planSearch = next();
     else if (a == "--early-rows") o.earlyRows = next();
     else if (a == "--early-chunks") o.earlyChunks = next();
+    else if (a == "--grad-landing") {
+      std::string v = next();
+      o.gradLanding = v == "auto" ? 0 : parseCount("grad-landing", v);
+    }
     else if (a == "--state") o.state = next();
     else if (a == "--calibrate") o.calibrate = true;
     else if (a == "--ssd") o.ssd = next();
@@ -261,6 +269,9 @@ Options parse(int argc, char **argv) {
     die("--early-chunks must be paced, all or auto, got '" + o.earlyChunks + "'");
   if (o.earlyChunks != "auto" && o.target != "cuda")
     die("--early-chunks " + o.earlyChunks + " needs --target cuda: the CPU target has no link to send chunks across");
+  if (o.gradLanding > 1 && o.target != "cuda")
+    die("--grad-landing " + std::to_string(o.gradLanding) +
+        " needs --target cuda: on the CPU target grad_offload copies the gradients before it returns");
   if (o.precision.empty())
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision == "tf32")
@@ -550,6 +561,7 @@ int main(int argc, char **argv) {
       choose.search = opts.planSearch;
       choose.earlyRows = opts.earlyRows;
       choose.earlyChunks = opts.earlyChunks;
+      choose.gradLanding = opts.gradLanding;
       choose.params = opts.params;
       choose.state = opts.state;
       back.addPass(fuyou::createChoosePlacement(choose));
@@ -564,6 +576,7 @@ int main(int argc, char **argv) {
     place.copyWindow = opts.copyWindow;
     place.writeBehind = opts.ssdWriteBehind;
     place.activationPrefetch = opts.activationPrefetch;
+    place.gradLanding = opts.gradLanding;
     fuyou::addPlacementPasses(back, place);
     back.addPass(fuyou::createOutlineEval());  // the program's --val-data
   };
@@ -575,6 +588,9 @@ int main(int argc, char **argv) {
         (*module)->setAttr("fy.plan.early_rows", mlir::StringAttr::get(&ctx, "no"));
       if (opts.earlyChunks == "all")
         (*module)->setAttr("fy.plan.early_chunks", mlir::StringAttr::get(&ctx, "all"));
+      if (opts.gradLanding > 1)
+        (*module)->setAttr("fy.plan.grad_landing",
+                           mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), opts.gradLanding));
     }
     // auto: the plan (the planner's, under a budget) with the last 0..4
     // groups' AdamW on the device; the fastest predicted that fits is the

@@ -180,5 +180,14 @@ LogicalResult EarlyReleaseOp::verify() {
   return verifyMember(*this, getGroupAttr(), getParam());
 }
 
+LogicalResult GradLandedOp::verify() {
+  auto off = getToken().getDefiningOp<GradOffloadOp>();
+  if (!off || off.getGroup() != getGroup())
+    return emitOpError("takes a token of @") << getGroup() << "'s fysched.grad_offload";
+  if (off->getBlock() != getOperation()->getBlock() || !off->isBeforeInBlock(*this))
+    return emitOpError("must follow its grad_offload in the same block");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/FySched/FySchedOps.cpp.inc"

@@ -142,12 +142,29 @@ def FySched_GradOffloadOp : FySched_Op<"grad_offload"> {
     slot; it waits for a free slot when every slot is taken. The copy may
     still be running when the op returns (on a GPU it overlaps the next
     group's backward): the gradients stay allocated until the next
-    grad_offload, which is where a device may make later work wait for it
+    grad_offload, or to the fysched.grad_landed of its token where there is
+    one, which is where a device makes later work wait for it
     (BufferLiveness counts them as used until then).
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, Variadic<FySched_Buffer>:$grads);
   let results = (outs FySched_TokenType:$token);
   let assemblyFormat = "$group `(` $grads `:` type($grads) `)` attr-dict";
+}
+
+def FySched_GradLandedOp : FySched_Op<"grad_landed"> {
+  let summary = "Where the memory of a group's gradients handed to grad_offload may be used again";
+  let description = [{
+    Follows the grad_offload whose token it takes. On a device that copy
+    may still be crossing the link when grad_offload returns: the kernels
+    after this op wait for it to have landed, and the gradients stay
+    allocated up to here (BufferLiveness). fy-grad-landed places it: as
+    late as the next group's grad_offload, or further where the planner
+    predicts that the wait there (for a large gradient followed closely by
+    a small group's) costs more than the memory held longer.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$group, FySched_TokenType:$token);
+  let assemblyFormat = "$group `(` $token `)` attr-dict";
+  let hasVerifier = 1;
 }
 
 def FySched_GradOffloadEarlyOp : FySched_Op<"grad_offload_early"> {

@@ -11,17 +11,20 @@ namespace fuyou {
 BufferLiveness::BufferLiveness(Block &block) {
   for (auto [i, op] : llvm::enumerate(block))
     position_[&op] = i;
-  // Where each grad_offload's copy is known to have landed: the next one,
-  // else the block's last op before its terminator.
+  // Where each grad_offload's copy is known to have landed: its
+  // grad_landed (fy-grad-landed), else the next grad_offload, else the
+  // block's last op before its terminator.
   llvm::DenseMap<Operation *, Operation *> landed;
   // A grad_offload_early's chunks go down up to its own group's grad_offload.
   Operation *last = block.mightHaveTerminator() && block.back().getPrevNode() ? block.back().getPrevNode() : &block.back();
   SmallVector<fs::GradOffloadEarlyOp> early;
   Operation *prev = nullptr;
   for (Operation &op : block) {
+    if (auto l = dyn_cast<fs::GradLandedOp>(op))
+      landed[l.getToken().getDefiningOp()] = &op;
     if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
       if (prev)
-        landed[prev] = &op;
+        landed.try_emplace(prev, &op);
       prev = &op;
       for (fs::GradOffloadEarlyOp &e : early)
         if (e && e.getGroup() == off.getGroup()) {
@@ -33,7 +36,7 @@ BufferLiveness::BufferLiveness(Block &block) {
       early.push_back(e);
   }
   if (prev)
-    landed[prev] = last;
+    landed.try_emplace(prev, last);
   for (fs::GradOffloadEarlyOp e : early)
     if (e)
       landed[e] = last;

@@ -695,6 +695,9 @@ private:
     ready_.clear();
     tokens_.clear();
     lastLanded_ = 0;
+    // Without fysched.grad_landed ops (fy-grad-landed), each grad_offload is
+    // where the previous group's gradients are freed.
+    const bool landedOps = !body.getOps<fs::GradLandedOp>().empty();
     int64_t updatesIssued = 0;
     for (Operation &op : body) {
       double issue = free_[Compute];  // the program's thread reaches op
@@ -793,12 +796,15 @@ private:
           // A table's early chunks follow: one behind another group's
           // gradient, all that are left behind its own.
           sendChunks(ready, early, out);
-          // The memory plan frees the previous group's gradients here, so
-          // the kernels after this wait for their copy (the runtime's
-          // grad_offload); after an early table's own, for its chunks.
-          copyWait(std::max(lastLanded_, early ? chunksLanded_.lookup(off.getGroup()) : 0.0), out);
+          // The kernels after this wait for an early table's chunks at its
+          // own grad_offload, and for a group's gradient copy where its
+          // memory is freed: at its grad_landed, else here for the group before.
+          copyWait(std::max(landedOps ? 0.0 : lastLanded_, early ? chunksLanded_.lookup(off.getGroup()) : 0.0), out);
           lastLanded_ = tokens_[off.getToken()];
         }
+      } else if (auto landed = dyn_cast<fs::GradLandedOp>(op)) {
+        if (cuda_)
+          copyWait(tokens_.lookup(landed.getToken()), out);
       } else if (auto read = dyn_cast<fs::StateReadOp>(op)) {
         double bytes = momentBytes_.lookup(read.getGroup());
         tokens_[read.getToken()] =
@@ -985,7 +991,13 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
        << (module->hasAttr("fy.plan.given") ? "activations as given " : "chose activations ") << str("fy.plan.activations")
        << ", parameters " << str("fy.plan.params")
        << (str("fy.plan.early_rows").empty() ? "" : ", a tied table's rows early: " + str("fy.plan.early_rows").str())
-       << (str("fy.plan.early_chunks") == "all" ? ", down all at once" : "") << "\n";
+       << (str("fy.plan.early_chunks") == "all" ? ", down all at once" : "")
+       << (module->hasAttr("fy.plan.grad_landing")
+               ? ", gradients freed " +
+                     std::to_string(module->getAttrOfType<IntegerAttr>("fy.plan.grad_landing").getInt()) +
+                     " groups later"
+               : "")
+       << "\n";
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.write_behind"))
     os << "planner: activations' SSD writes up to " << n.getInt()
        << " in flight, each from its own host buffer (--ssd-write-behind)\n";

@@ -238,6 +238,16 @@ struct GroupWaitLowering : IndexedLowering<fs::GroupWaitOp> {
   const llvm::StringMap<int64_t> &params;
 };
 
+// grad_landed(rt, group): the group's gradient copy, by group.
+struct GradLandedLowering : IndexedLowering<fs::GradLandedOp> {
+  using IndexedLowering::IndexedLowering;
+  LogicalResult matchAndRewrite(fs::GradLandedOp op, OpAdaptor, ConversionPatternRewriter &rw) const override {
+    call(rw, op, "grad_landed", {}, {}, {id(rw, op.getGroup())});
+    rw.eraseOp(op);
+    return success();
+  }
+};
+
 // An op on one parameter of a group, the group and the parameter by index
 // then its operands: group_wait_rows(rt, group, param, ids),
 // grad_offload_early(rt, group, param, grad, ids), early_release(rt, group, param).
@@ -529,6 +539,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     patterns.add<GroupParamLowering<fs::GradOffloadEarlyOp>>(tc, ctx, groupIds, index, "grad_offload_early");
     patterns.add<GroupParamLowering<fs::EarlyReleaseOp>>(tc, ctx, groupIds, index, "early_release");
     patterns.add<GroupPipelineLowering<fs::GradOffloadOp>>(tc, ctx, groupIds, "grad_offload");
+    patterns.add<GradLandedLowering>(tc, ctx, groupIds);
     patterns.add<GroupPipelineLowering<fs::StateReadOp>>(tc, ctx, groupIds, "state_read");
     patterns.add<GroupPipelineLowering<fs::GroupAdamWOp>>(tc, ctx, groupIds, "group_adamw");
     patterns.add<GroupPipelineLowering<fs::StateWriteOp>>(tc, ctx, groupIds, "state_write");

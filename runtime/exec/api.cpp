@@ -147,6 +147,8 @@ int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View
   run_uploads_of_group(rt, group);
   return rt->async_optimizer().offload(group, grads.begin(), grads.size());
 }
+// grad_offload copied them on this thread.
+void grad_landed(Runtime*, int64_t) {}
 void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);
   rt->async_optimizer().wait(group);

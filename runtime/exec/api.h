@@ -233,12 +233,16 @@ void declare_device_optimizer(Runtime* rt, std::initializer_list<int64_t> params
 // A group's update as the program spells it (fysched grad_offload,
 // state_read, group_adamw, state_write): each returns a token that the later
 // ones take as their dependencies; all but grad_offload only queue work.
-// The gradients leave the device in grad_offload: they may be freed after it.
+// The gradients start to leave the device in grad_offload: they may be freed
+// after the group's grad_landed.
 int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads);
 template <class... Views>
 int64_t grad_offload(Runtime* rt, int64_t group, Views... grads) {
   return grad_offload_impl(rt, group, {View(grads)...});
 }
+// fysched.grad_landed: the memory of the group's gradients may be used again
+// from here (a device's kernels after it wait for their copy to the host).
+void grad_landed(Runtime* rt, int64_t group);
 int64_t state_read(Runtime* rt, int64_t group);
 int64_t group_adamw_impl(Runtime* rt, int64_t group, std::initializer_list<int64_t> deps);
 template <class... Tokens>

@@ -96,6 +96,7 @@ void device_adamw(Runtime* rt, int64_t index, View grad) {
 int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
   return device_of(rt).grad_offload(group, grads.begin(), grads.size());
 }
+void grad_landed(Runtime* rt, int64_t group) { device_of(rt).grad_landed(group); }
 void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);
   device_of(rt).group_wait(group);

@@ -294,11 +294,12 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss, bool 
   FY_CUDA_CHECK(cudaMemcpyAsync(tgt_, tgt.data, tgt.nbytes(), cudaMemcpyHostToDevice, compute_));
   // A program that forgot to write its loss logs NaN, as on the CPU.
   FY_CUDA_CHECK(cudaMemcpyAsync(loss_, loss.data, sizeof(float), cudaMemcpyHostToDevice, compute_));
-  last_offload_ = -1;
+  unlanded_.clear();
   step(&rt_, View{idx_, idx.shape, idx.dtype}, View{tgt_, tgt.shape, tgt.dtype}, View{loss_, loss.shape, loss.dtype});
-  // The last group's gradients are the step's to free: the next step's
-  // kernels come after this copy.
-  if (last_offload_ >= 0) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(last_offload_)], 0));
+  // The step's gradients are the step's to free (a compiled step lands
+  // each before it returns): the next step's kernels come after every copy.
+  for (int64_t g : unlanded_) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(g)], 0));
+  unlanded_.clear();
   FY_CUDA_CHECK(cudaMemcpyAsync(loss.data, loss_, sizeof(float), cudaMemcpyDeviceToHost, compute_));
   synchronize();
   end_copies();
@@ -648,10 +649,7 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
   // started before must have read them (no compiled program waits that late).
   for (int64_t p : rt_.async_optimizer().group_params(group)) settle_master(p);
   const int64_t token = rt_.async_optimizer().offload(group, grads, count);
-  // The program keeps the previous group's gradients allocated up to this
-  // op (BufferLiveness): kernels from here on may reuse their memory, so
-  // they wait for that copy on the device.
-  if (last_offload_ >= 0) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(last_offload_)], 0));
+  unlanded_.push_back(group);
   // An early table's gradient is kept up to its own group's grad_offload,
   // which has sent its last chunks: behind them.
   if (early_in_flight_ && group == early_group_) {
@@ -659,8 +657,14 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
     FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, early_landed_, 0));
     early_in_flight_ = false;
   }
-  last_offload_ = group;
   return token;
+}
+
+void CudaDevice::grad_landed(int64_t group) {
+  auto it = std::find(unlanded_.begin(), unlanded_.end(), group);
+  if (it == unlanded_.end()) fail("grad_landed: group " + std::to_string(group) + " has no gradient copy in flight");
+  FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(group)], 0));
+  unlanded_.erase(it);
 }
 
 void CudaDevice::grad_offload_early(int64_t group, int64_t param, View grad, View ids) {

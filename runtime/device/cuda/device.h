@@ -70,6 +70,9 @@ class CudaDevice final : public Device {
   // Layer groups: gradients out through the optimizer's slots; before a
   // group's parameters are read again, its upload must be done.
   int64_t grad_offload(int64_t group, const View* grads, size_t count);
+  // fysched.grad_landed: kernels from here on may reuse the memory of the
+  // group's gradients, so they wait on the device for its copy.
+  void grad_landed(int64_t group);
   void group_wait(int64_t group);
   // One parameter of the group (fy-param-waits): the kernels after it wait
   // for its upload only, the last piece's event.
@@ -138,7 +141,7 @@ class CudaDevice final : public Device {
   std::vector<int64_t> rows_copies_;             // rows copies a group has made (which of its two events)
   cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
   cudaEvent_t copy_issued_ = nullptr;       // the kernels before a started copy done
-  int64_t last_offload_ = -1;               // group whose copy later kernels must wait for
+  std::vector<int64_t> unlanded_;           // groups offloaded this step whose copy no kernel waits for yet
   bool early_in_flight_ = false;            // a table's early chunks are going down (until its grad_offload)
   int64_t early_group_ = -1;                // that table's group
   cudaEvent_t early_landed_ = nullptr;      // behind its last chunk

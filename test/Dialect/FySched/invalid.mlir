@@ -232,3 +232,25 @@ func.func @early_release_first(%ids: !fysched.buffer<device, tensor<2x3xi64>>, %
 // mutating fy-async-optimizer's test).
 // expected-error @+1 {{names parameter @w twice}}
 fysched.group @g0 [@w, @w] bytes 128
+
+// -----
+
+// grad_landed frees what a grad_offload of its group copies.
+fysched.group @g0 [@w] bytes 64
+fysched.group @g1 [@v] bytes 64
+func.func @landed_other_group(%g: !fysched.buffer<device, tensor<4x4xf32>>) {
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<4x4xf32>>)
+  // expected-error @+1 {{takes a token of @g1's fysched.grad_offload}}
+  fysched.grad_landed @g1(%o)
+  return
+}
+
+// -----
+
+fysched.group @g0 [@w] bytes 64
+func.func @landed_no_offload() {
+  %r = fysched.state_read @g0
+  // expected-error @+1 {{takes a token of @g0's fysched.grad_offload}}
+  fysched.grad_landed @g0(%r)
+  return
+}

@@ -82,6 +82,8 @@ func.func @pipeline(%g: !fysched.buffer<device, tensor<4x8xf32>>) {
   %u = fysched.group_adamw @g0 after(%o, %r)
   // CHECK: fysched.state_write @g0 after(%[[U]])
   fysched.state_write @g0 after(%u)
+  // CHECK: fysched.grad_landed @g0(%[[O]])
+  fysched.grad_landed @g0(%o)
   return
 }
 
