@@ -134,7 +134,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     }
     // On a GPU, a group's gradients freed at the grad_offload two groups
     // on rather than the next: the kernels wait less for a large gradient's
-    // copy, and the memory it holds meanwhile may need another plan to fit.
+    // copy, for the memory held meanwhile; taken where the plan found still
+    // fits with it (no other plan is searched for it).
     if (gradLanding == 0 && prof_.target == "cuda") {
       Plan later = *best;
       later.landing = 2;

@@ -186,6 +186,12 @@ LogicalResult GradLandedOp::verify() {
     return emitOpError("takes a token of @") << getGroup() << "'s fysched.grad_offload";
   if (off->getBlock() != getOperation()->getBlock() || !off->isBeforeInBlock(*this))
     return emitOpError("must follow its grad_offload in the same block");
+  if (llvm::any_of(getToken().getUsers(),
+                   [&](Operation *u) {
+                     return isa<GradLandedOp>(u) && u->getBlock() == getOperation()->getBlock() &&
+                            u->isBeforeInBlock(getOperation());
+                   }))
+    return emitOpError("frees @") << getGroup() << "'s gradients twice: one fysched.grad_landed a grad_offload";
   return success();
 }
 

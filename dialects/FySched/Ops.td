@@ -141,10 +141,10 @@ def FySched_GradOffloadOp : FySched_Op<"grad_offload"> {
     One gradient per parameter of the group, in its order, copied to a host
     slot; it waits for a free slot when every slot is taken. The copy may
     still be running when the op returns (on a GPU it overlaps the next
-    group's backward): the gradients stay allocated until the next
-    grad_offload, or to the fysched.grad_landed of its token where there is
-    one, which is where a device makes later work wait for it
-    (BufferLiveness counts them as used until then).
+    group's backward): the gradients stay allocated up to the
+    fysched.grad_landed of its token, where a device makes later work wait
+    for it, or without one to the step's end (BufferLiveness counts them as
+    used until then).
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, Variadic<FySched_Buffer>:$grads);
   let results = (outs FySched_TokenType:$token);

@@ -12,20 +12,17 @@ BufferLiveness::BufferLiveness(Block &block) {
   for (auto [i, op] : llvm::enumerate(block))
     position_[&op] = i;
   // Where each grad_offload's copy is known to have landed: its
-  // grad_landed (fy-grad-landed), else the next grad_offload, else the
-  // block's last op before its terminator.
+  // grad_landed (fy-grad-landed), else the block's last op before its
+  // terminator (where the runtime waits for the step's copies).
   llvm::DenseMap<Operation *, Operation *> landed;
   // A grad_offload_early's chunks go down up to its own group's grad_offload.
   Operation *last = block.mightHaveTerminator() && block.back().getPrevNode() ? block.back().getPrevNode() : &block.back();
   SmallVector<fs::GradOffloadEarlyOp> early;
-  Operation *prev = nullptr;
   for (Operation &op : block) {
     if (auto l = dyn_cast<fs::GradLandedOp>(op))
       landed[l.getToken().getDefiningOp()] = &op;
     if (auto off = dyn_cast<fs::GradOffloadOp>(op)) {
-      if (prev)
-        landed.try_emplace(prev, &op);
-      prev = &op;
+      landed.try_emplace(&op, last);
       for (fs::GradOffloadEarlyOp &e : early)
         if (e && e.getGroup() == off.getGroup()) {
           landed[e] = &op;
@@ -35,8 +32,6 @@ BufferLiveness::BufferLiveness(Block &block) {
     if (auto e = dyn_cast<fs::GradOffloadEarlyOp>(op))
       early.push_back(e);
   }
-  if (prev)
-    landed.try_emplace(prev, last);
   for (fs::GradOffloadEarlyOp e : early)
     if (e)
       landed[e] = last;

@@ -1,8 +1,8 @@
 // Live ranges of a block's buffers in program order: for each fysched.alloc
 // and fysched.constant, from its definition to the last use of the buffer or
-// of any view of it. A gradient handed to grad_offload is used until the next
-// grad_offload (or the end of the block): its copy off the device may run
-// that long; the buffers of an asynchronous copy are used until the wait
+// of any view of it. A gradient handed to grad_offload is used until its
+// fysched.grad_landed (else the end of the block): its copy off the device
+// may run that long; the buffers of an asynchronous copy are used until the wait
 // for it. Used by fy-insert-dealloc and fy-plan-memory, printed by
 // test-print-buffer-liveness.
 #ifndef FUYOU_PASSES_ANALYSIS_BUFFERLIVENESS_H

@@ -695,9 +695,6 @@ private:
     ready_.clear();
     tokens_.clear();
     lastLanded_ = 0;
-    // Without fysched.grad_landed ops (fy-grad-landed), each grad_offload is
-    // where the previous group's gradients are freed.
-    const bool landedOps = !body.getOps<fs::GradLandedOp>().empty();
     int64_t updatesIssued = 0;
     for (Operation &op : body) {
       double issue = free_[Compute];  // the program's thread reaches op
@@ -796,11 +793,13 @@ private:
           // A table's early chunks follow: one behind another group's
           // gradient, all that are left behind its own.
           sendChunks(ready, early, out);
-          // The kernels after this wait for an early table's chunks at its
-          // own grad_offload, and for a group's gradient copy where its
-          // memory is freed: at its grad_landed, else here for the group before.
-          copyWait(std::max(landedOps ? 0.0 : lastLanded_, early ? chunksLanded_.lookup(off.getGroup()) : 0.0), out);
           lastLanded_ = tokens_[off.getToken()];
+          // The kernels after an early table's own grad_offload wait for
+          // what the link has taken so far: its chunks and its own copy. A
+          // group's gradients are waited for where their memory is freed
+          // (grad_landed), else at the step's end.
+          if (early)
+            copyWait(std::max(lastLanded_, chunksLanded_.lookup(off.getGroup())), out);
         }
       } else if (auto landed = dyn_cast<fs::GradLandedOp>(op)) {
         if (cuda_)
@@ -986,17 +985,14 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   if (profile.adamwFromTrace)
     os << "AdamW: " << llvm::formatv("{0:e3}", profile.adamwParams) << " params/s from " << profile.kernelTimesSource
        << "\n";
+  auto landing = module->getAttrOfType<IntegerAttr>("fy.plan.grad_landing");
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.evaluated"))
     os << "planner: " << n.getInt() << " plans evaluated, "
        << (module->hasAttr("fy.plan.given") ? "activations as given " : "chose activations ") << str("fy.plan.activations")
        << ", parameters " << str("fy.plan.params")
        << (str("fy.plan.early_rows").empty() ? "" : ", a tied table's rows early: " + str("fy.plan.early_rows").str())
        << (str("fy.plan.early_chunks") == "all" ? ", down all at once" : "")
-       << (module->hasAttr("fy.plan.grad_landing")
-               ? ", gradients freed " +
-                     std::to_string(module->getAttrOfType<IntegerAttr>("fy.plan.grad_landing").getInt()) +
-                     " groups later"
-               : "")
+       << (landing ? ", gradients freed " + std::to_string(landing.getInt()) + " groups later" : "")
        << "\n";
   if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.write_behind"))
     os << "planner: activations' SSD writes up to " << n.getInt()

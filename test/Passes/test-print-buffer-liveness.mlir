@@ -21,23 +21,24 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x4xf32>>) -> !fysched.
 
 // -----
 
-// A gradient handed to grad_offload may still be copying until the next
-// grad_offload: it lives until then, and the last group's until the op
-// before the terminator.
+// A gradient handed to grad_offload may still be copying until its
+// grad_landed (fy-grad-landed): it lives until then; without one, until
+// the op before the terminator (the runtime waits at the step's end).
 fygraph.param @p trainable : tensor<4xf32>
 fygraph.param @q trainable : tensor<4xf32>
 fysched.group @g0 [@p] bytes 16
 fysched.group @g1 [@q] bytes 16
 
 func.func @offloads(%x: !fysched.buffer<device, tensor<4xf32>>) {
-  // expected-remark @+1 {{16 bytes live [0, 5]}}
+  // expected-remark @+1 {{16 bytes live [0, 6]}}
   %gp = fysched.alloc : <device, tensor<4xf32>>
   fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%gp : !fysched.buffer<device, tensor<4xf32>>)
   %o0 = fysched.grad_offload @g0(%gp : !fysched.buffer<device, tensor<4xf32>>)
-  // expected-remark @+1 {{16 bytes live [3, 7]}}
+  // expected-remark @+1 {{16 bytes live [3, 8]}}
   %gq = fysched.alloc : <device, tensor<4xf32>>
   fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%gq : !fysched.buffer<device, tensor<4xf32>>)
   %o1 = fysched.grad_offload @g1(%gq : !fysched.buffer<device, tensor<4xf32>>)
+  fysched.grad_landed @g0(%o0)
   %u0 = fysched.group_adamw @g0 after(%o0)
   %u1 = fysched.group_adamw @g1 after(%o1)
   return

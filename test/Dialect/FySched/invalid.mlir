@@ -254,3 +254,15 @@ func.func @landed_no_offload() {
   fysched.grad_landed @g0(%r)
   return
 }
+
+// -----
+
+// Freed twice: the runtime would find no copy in flight the second time.
+fysched.group @g0 [@w] bytes 64
+func.func @landed_twice(%g: !fysched.buffer<device, tensor<4x4xf32>>) {
+  %o = fysched.grad_offload @g0(%g : !fysched.buffer<device, tensor<4x4xf32>>)
+  fysched.grad_landed @g0(%o)
+  // expected-error @+1 {{frees @g0's gradients twice: one fysched.grad_landed a grad_offload}}
+  fysched.grad_landed @g0(%o)
+  return
+}
