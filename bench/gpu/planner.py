@@ -141,6 +141,13 @@ def measure(exe, tokens, steps, extra, log):
     return statistics.median(x["ms"] for x in rows[3:]), [x["loss"] for x in rows], r.stderr
 
 
+def landing(cpp):
+    """fy-grad-landed's distance in a program: how many grad_offloads later
+    its first grad_landed comes (0: none)."""
+    calls = re.findall(r"fy::rt::(grad_offload|grad_landed)\(", open(cpp).read())
+    return calls.index("grad_landed") - 1 if "grad_landed" in calls else 0
+
+
 def run_all(top):
     busy = load("trace_busy", os.path.join(ROOT, "bench", "overlap", "trace_busy.py"))
     gpurun = os.path.join(HERE, "run.py")
@@ -204,6 +211,17 @@ def run_all(top):
                                       common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", htrace, "--early-hold", "no"],
                                       os.path.join(out, f"planner_{name}_hold_no.jsonl"))
             sh = busy.summary(busy.per_step(htrace, 2)) if hms is not None else None
+        # Where the program frees a group's gradients later than the next
+        # group's grad_offload (fy-grad-landed), the same program with the
+        # kernels also waiting there (train --grad-landing next, the rule
+        # before): the same losses; side by side with the traced run above.
+        sl = lms = llosses = None
+        if landing(os.path.join(d, "train.cpp")) > 1:
+            ltrace = os.path.join(out, f"planner_{name}_landing_next.trace.json")
+            lms, llosses, _ = measure(os.path.join(d, "train"), tokens, 6,
+                                      common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", ltrace, "--grad-landing", "next"],
+                                      os.path.join(out, f"planner_{name}_landing_next.jsonl"))
+            sl = busy.summary(busy.per_step(ltrace, 2)) if lms is not None else None
         # The boundary groups' AdamW on the GPU (bench/gpu/planner.py prepare):
         # the same losses as keep-all, and its own overlap.
         dv = None
@@ -215,15 +233,24 @@ def run_all(top):
                                  common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", dtrace],
                                  os.path.join(out, f"planner_{name}_devopt_traced.jsonl"))
             sd = busy.summary(busy.per_step(dtrace, 2)) if tdms is not None else None
+            sdl = None  # ... and with the kernels waiting at the next grad_offload too, as above
+            if landing(os.path.join(d, "devopt.cpp")) > 1:
+                dltrace = os.path.join(out, f"planner_{name}_devopt_landing_next.trace.json")
+                dlms, _, _ = measure(os.path.join(d, "devopt"), tokens, 6,
+                                     common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", dltrace, "--grad-landing", "next"],
+                                     os.path.join(out, f"planner_{name}_devopt_landing_next.jsonl"))
+                sdl = busy.summary(busy.per_step(dltrace, 2)) if dlms is not None else None
             dv = {"groups": cfg["devopt"]["groups"], "plan": cfg["devopt"]["short"],
                   "predicted_ms": cfg["devopt"]["predicted_ms"], "measured_ms": dms, "error": None if dms else derr,
-                  "losses_bit_identical_to_keep": dlosses == klosses if dms else False, "overlap": sd}
+                  "losses_bit_identical_to_keep": dlosses == klosses if dms else False, "overlap": sd,
+                  "overlap_grad_landing_next": sdl}
             if dms:
                 print(f"planner {name}: --device-optimizer {dv['groups']}: {dv['plan']} predicted "
                       f"{dv['predicted_ms']:.1f} ms, measured {dms:.1f} -> {dms / dv['predicted_ms']:.3f}; losses "
                       f"{'bit-identical' if dv['losses_bit_identical_to_keep'] else 'DIFFER'} to keep-all; "
                       + (f"traced step {sd['step_ms']:.1f} ms, busiest {sd['largest']} "
-                         f"{sd['busy_ms'][sd['largest']]:.1f} ms -> {sd['ratio']:.3f}" if sd else "no trace"))
+                         f"{sd['busy_ms'][sd['largest']]:.1f} ms -> {sd['ratio']:.3f}" if sd else "no trace")
+                      + (f" (--grad-landing next: traced step {sdl['step_ms']:.1f} ms -> {sdl['ratio']:.3f})" if sdl else ""))
             else:
                 print(f"planner {name}: --device-optimizer {dv['groups']}: FAIL: {derr}")
         g = cfg["greedy"]
@@ -237,6 +264,8 @@ def run_all(top):
                "early_rows_no_ms": ems, "overlap_early_rows_no": se, "early_rows_no_losses_identical": elosses == losses,
                "early_hold_no_ms": hms, "overlap_early_hold_no": sh,
                "early_hold_no_losses_identical": hlosses == losses[:len(hlosses)] if hlosses else None,
+               "grad_landing_next_ms": lms, "overlap_grad_landing_next": sl,
+               "grad_landing_next_losses_identical": llosses == losses[:len(llosses)] if llosses else None,
                "device_optimizer": dv}
         results.append(row)
         ov = (f"traced step {s['step_ms']:.1f} ms, busiest {s['largest']} {s['busy_ms'][s['largest']]:.1f} ms "
@@ -252,6 +281,9 @@ def run_all(top):
         if sh:
             ov += (f" (--early-hold no: {hms:.1f} ms/step, traced step {sh['step_ms']:.1f} ms -> {sh['ratio']:.3f}, losses "
                    f"{'identical' if row['early_hold_no_losses_identical'] else 'DIFFER'})")
+        if sl:
+            ov += (f" (--grad-landing next: {lms:.1f} ms/step, traced step {sl['step_ms']:.1f} ms -> {sl['ratio']:.3f}, "
+                   f"losses {'identical' if row['grad_landing_next_losses_identical'] else 'DIFFER'})")
         print(f"planner {name}: {g['short']} under {row['gpu_mem_mib']:.0f} MiB, greedy/exh "
               f"{row['greedy_over_exhaustive']:.3f}; predicted {g['predicted_ms']:.1f} ms, measured {ms:.1f} "
               f"-> {row['measured_over_predicted']:.3f}; keep-all {cfg['keep']['predicted_ms']:.1f} / {kms:.1f} "

@@ -46,6 +46,7 @@ struct TrainOptions {
   bool param_waits = true;  // the forward waits per parameter, not per group (AsyncOptimizer::wait_param)
   bool early_rows = true;  // a tied table's rows the batch does not read go early (AsyncOptimizer::offload_early)
   bool early_hold = true;  // ... as soon as written, held for the table's last read (no: handed over, copies and all, at its early_release)
+  bool grad_landing_next = false;  // a GPU's kernels also wait for each group's gradient copy at the next grad_offload
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run

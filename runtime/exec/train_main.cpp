@@ -91,6 +91,10 @@ const char kUsage[] =
     "  --early-hold yes|no  hand those rows over as soon as their gradient is written, their update\n"
     "                       held for the table's last read (yes, the default), or only after that\n"
     "                       read (no: the hand-over of before, for comparison; the same bits)\n"
+    "  --grad-landing plan|next  on a GPU, where the kernels wait for a group's gradient copy: at\n"
+    "                       its fysched.grad_landed (plan, the default), or at the next group's\n"
+    "                       grad_offload as well (next: the rule before fy-grad-landed, for\n"
+    "                       comparison; the same program and bits)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE|none  bound the device arena: parameters and the planned temporaries (default:\n"
     "                       the program's fuyou-compile --gpu-mem, if any)\n"
@@ -177,7 +181,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
-                                         "--ssd-read-priority", "--rows-first", "--param-waits", "--early-rows", "--early-hold",
+                                         "--ssd-read-priority", "--rows-first", "--param-waits", "--early-rows", "--early-hold", "--grad-landing",
                                          "--loss-scale-init",
                                          "--loss-scale-growth-interval", "--lr-schedule",
                                          "--warmup-steps", "--lr-decay-steps", "--min-lr",
@@ -233,6 +237,9 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
        : flag == "--param-waits" ? o->param_waits
        : flag == "--early-rows"  ? o->early_rows
                                  : o->early_hold) = value == "yes";
+    } else if (flag == "--grad-landing") {
+      if (value != "plan" && value != "next") fail("flag '--grad-landing' must be plan or next, got '" + value + "'");
+      o->grad_landing_next = value == "next";
     } else if (flag == "--ssd-read-priority") {
       if (value != "yes" && value != "no") fail("flag '--ssd-read-priority' must be yes or no, got '" + value + "'");
       o->ssd_read_priority = value == "yes";
@@ -719,6 +726,9 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   rt.settle_state();
   if (!o.early_hold && !(rt.has_async_optimizer() && rt.async_optimizer().any_early_held()))
     fail("--early-hold no: this program hands no tied table over held, so it would change nothing");
+  if (o.grad_landing_next && !rt.device())
+    fail("--grad-landing next: on the CPU target grad_offload copies the gradients before it returns, so it would "
+         "change nothing");
   if (!o.adamw8bit_flag.empty() && rt.optimizer_name() != "adamw8bit")
     fail(o.adamw8bit_flag + " applies to 8-bit AdamW (--optimizer adamw8bit); this run's optimizer is " +
          rt.optimizer_name());
