@@ -215,13 +215,17 @@ def run_all(top):
         # group's grad_offload (fy-grad-landed), the same program with the
         # kernels also waiting there (train --grad-landing next, the rule
         # before): the same losses; side by side with the traced run above.
-        sl = lms = llosses = None
-        if landing(os.path.join(d, "train.cpp")) > 1:
-            ltrace = os.path.join(out, f"planner_{name}_landing_next.trace.json")
-            lms, llosses, _ = measure(os.path.join(d, "train"), tokens, 6,
-                                      common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", ltrace, "--grad-landing", "next"],
-                                      os.path.join(out, f"planner_{name}_landing_next.jsonl"))
-            sl = busy.summary(busy.per_step(ltrace, 2)) if lms is not None else None
+        def landing_next(prog):
+            if landing(os.path.join(d, prog + ".cpp")) <= 1:
+                return None, None, None
+            tag = "" if prog == "train" else "_" + prog
+            trace = os.path.join(out, f"planner_{name}{tag}_landing_next.trace.json")
+            ms, losses, _ = measure(os.path.join(d, prog), tokens, 6,
+                                    common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", trace, "--grad-landing", "next"],
+                                    os.path.join(out, f"planner_{name}{tag}_landing_next.jsonl"))
+            return ms, losses, busy.summary(busy.per_step(trace, 2)) if ms is not None else None
+
+        lms, llosses, sl = landing_next("train")
         # The boundary groups' AdamW on the GPU (bench/gpu/planner.py prepare):
         # the same losses as keep-all, and its own overlap.
         dv = None
@@ -233,13 +237,7 @@ def run_all(top):
                                  common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", dtrace],
                                  os.path.join(out, f"planner_{name}_devopt_traced.jsonl"))
             sd = busy.summary(busy.per_step(dtrace, 2)) if tdms is not None else None
-            sdl = None  # ... and with the kernels waiting at the next grad_offload too, as above
-            if landing(os.path.join(d, "devopt.cpp")) > 1:
-                dltrace = os.path.join(out, f"planner_{name}_devopt_landing_next.trace.json")
-                dlms, _, _ = measure(os.path.join(d, "devopt"), tokens, 6,
-                                     common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", dltrace, "--grad-landing", "next"],
-                                     os.path.join(out, f"planner_{name}_devopt_landing_next.jsonl"))
-                sdl = busy.summary(busy.per_step(dltrace, 2)) if dlms is not None else None
+            _, _, sdl = landing_next("devopt")  # ... and with the kernels waiting at the next grad_offload too
             dv = {"groups": cfg["devopt"]["groups"], "plan": cfg["devopt"]["short"],
                   "predicted_ms": cfg["devopt"]["predicted_ms"], "measured_ms": dms, "error": None if dms else derr,
                   "losses_bit_identical_to_keep": dlosses == klosses if dms else False, "overlap": sd,
