@@ -37,6 +37,8 @@
 // RUN: fuyou-opt %S/fy-grad-landed.mlir --fy-choose-placement="profile=%t.link.json state=memory" | FileCheck %s --check-prefix=LANDFAR
 // RUN: fuyou-opt %S/fy-grad-landed.mlir --fy-choose-placement="profile=%t.link.json state=memory gpu-mem=90000" | FileCheck %s --check-prefix=LANDFAR
 // RUN: fuyou-opt %S/fy-grad-landed.mlir --fy-choose-placement="profile=%t.link.json state=memory gpu-mem=70000 params=keep" | FileCheck %s --check-prefix=LANDNEAR
+// RUN: fuyou-opt %S/fy-grad-landed.mlir --fy-choose-placement="profile=%t.link.json state=memory gpu-mem=70000" | FileCheck %s --check-prefix=LANDSTREAM
+// RUN: fuyou-opt %S/fy-grad-landed.mlir --fy-choose-placement="profile=%t.link.json state=memory gpu-mem=70000 search=exhaustive" | FileCheck %s --check-prefix=LANDSTREAM
 // RUN: fuyou-opt %S/fy-grad-landed.mlir --fy-choose-placement="profile=%t.link.json state=memory grad-landing=1" | FileCheck %s --check-prefix=LANDNEAR
 // RUN: sed -e 's/"target": "cuda"/"target": "cpu"/' %t.link.json > %t.linkcpu.json
 // RUN: fuyou-opt %S/fy-grad-landed.mlir --fy-choose-placement="profile=%t.linkcpu.json state=memory" | FileCheck %s --check-prefix=LANDNEAR
@@ -192,6 +194,9 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // the parameters resident. Given, or on the CPU target (its grad_offload
 // copies before it returns), the planner does not try it.
 // LANDFAR: fy.plan.grad_landing = 2 : i64, {{.*}}fy.plan.predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
+// With the parameters free to stream, the search runs again with 2: the
+// weights streamed (free at this profile's link) make the room, 25 us.
+// LANDSTREAM: fy.plan.grad_landing = 2 : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
 // LANDNEAR-NOT: fy.plan.grad_landing
 // LANDNEAR: fy.plan.predicted_step_s = 3.{{[0-9]*}}E-5 : f64
 // BADLAND: fy-choose-placement: grad-landing must be at least 0 (0: chosen), got -2
