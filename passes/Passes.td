@@ -264,7 +264,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"earlyChunks", "early-chunks", "std::string", /*default=*/"\"auto\"",
            "on a GPU, how those rows go down: paced (a chunk behind each other group's gradient), all (at once), or auto (the faster of the two)">,
     Option<"gradLanding", "grad-landing", "int64_t", /*default=*/"0",
-           "fy-grad-landed's distance: 1 or 2 as given, or 0 (auto: on a GPU the faster of the two that fits)">,
+           "fy-grad-landed's distance: N >= 1 as given, or 0 (auto: on a GPU 2 where the step is faster and a plan fits with it, else 1)">,
     Option<"state", "state", "std::string", /*default=*/"\"auto\"",
            "where AdamW's moments live when the program runs: ssd (run with --ssd), memory, or auto (ssd when the profile has SSD rates)">
   ];

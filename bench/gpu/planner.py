@@ -144,7 +144,8 @@ def measure(exe, tokens, steps, extra, log):
 def landing(cpp):
     """fy-grad-landed's distance in a program: how many grad_offloads later
     its first grad_landed comes (0: none)."""
-    calls = re.findall(r"fy::rt::(grad_offload|grad_landed)\(", open(cpp).read())
+    with open(cpp) as f:
+        calls = re.findall(r"fy::rt::(grad_offload|grad_landed)\(", f.read())
     return calls.index("grad_landed") - 1 if "grad_landed" in calls else 0
 
 
@@ -220,10 +221,13 @@ def run_all(top):
                 return None, None, None
             tag = "" if prog == "train" else "_" + prog
             trace = os.path.join(out, f"planner_{name}{tag}_landing_next.trace.json")
-            ms, losses, _ = measure(os.path.join(d, prog), tokens, 6,
-                                    common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", trace, "--grad-landing", "next"],
-                                    os.path.join(out, f"planner_{name}{tag}_landing_next.jsonl"))
-            return ms, losses, busy.summary(busy.per_step(trace, 2)) if ms is not None else None
+            ms, losses, err = measure(os.path.join(d, prog), tokens, 6,
+                                      common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", trace, "--grad-landing", "next"],
+                                      os.path.join(out, f"planner_{name}{tag}_landing_next.jsonl"))
+            if ms is None:
+                print(f"planner {name}: {prog} --grad-landing next: FAIL: {err}")
+                return None, None, None
+            return ms, losses, busy.summary(busy.per_step(trace, 2))
 
         lms, llosses, sl = landing_next("train")
         # The boundary groups' AdamW on the GPU (bench/gpu/planner.py prepare):
@@ -237,18 +241,23 @@ def run_all(top):
                                  common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", dtrace],
                                  os.path.join(out, f"planner_{name}_devopt_traced.jsonl"))
             sd = busy.summary(busy.per_step(dtrace, 2)) if tdms is not None else None
-            _, _, sdl = landing_next("devopt")  # ... and with the kernels waiting at the next grad_offload too
+            # ... and with the kernels waiting at the next grad_offload too
+            # (6 steps traced: its losses against the first 6 of the 12 above).
+            dlms, dllosses, sdl = landing_next("devopt")
             dv = {"groups": cfg["devopt"]["groups"], "plan": cfg["devopt"]["short"],
                   "predicted_ms": cfg["devopt"]["predicted_ms"], "measured_ms": dms, "error": None if dms else derr,
                   "losses_bit_identical_to_keep": dlosses == klosses if dms else False, "overlap": sd,
-                  "overlap_grad_landing_next": sdl}
+                  "grad_landing_next_ms": dlms, "overlap_grad_landing_next": sdl,
+                  "grad_landing_next_losses_identical": dllosses == dlosses[:len(dllosses)] if dllosses and dms else None}
             if dms:
                 print(f"planner {name}: --device-optimizer {dv['groups']}: {dv['plan']} predicted "
                       f"{dv['predicted_ms']:.1f} ms, measured {dms:.1f} -> {dms / dv['predicted_ms']:.3f}; losses "
                       f"{'bit-identical' if dv['losses_bit_identical_to_keep'] else 'DIFFER'} to keep-all; "
                       + (f"traced step {sd['step_ms']:.1f} ms, busiest {sd['largest']} "
                          f"{sd['busy_ms'][sd['largest']]:.1f} ms -> {sd['ratio']:.3f}" if sd else "no trace")
-                      + (f" (--grad-landing next: traced step {sdl['step_ms']:.1f} ms -> {sdl['ratio']:.3f})" if sdl else ""))
+                      + (f" (--grad-landing next: {dlms:.1f} ms/step, traced step {sdl['step_ms']:.1f} ms -> "
+                         f"{sdl['ratio']:.3f}, losses {'identical' if dv['grad_landing_next_losses_identical'] else 'DIFFER'})"
+                         if sdl else ""))
             else:
                 print(f"planner {name}: --device-optimizer {dv['groups']}: FAIL: {derr}")
         g = cfg["greedy"]
