@@ -138,17 +138,17 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     // fits with it but would be faster, the search runs again with it (it
     // may pay to recompute more), and the faster of the two stands.
     if (gradLanding == 0 && prof_.target == "cuda") {
-      double step = cache_[best->key()].pred.stepS;
+      double foundS = cache_[best->key()].pred.stepS;
       Plan later = *best;
       later.landing = 2;
       const Outcome &o = evaluate(module, later);
-      if (fits(o) && o.pred.stepS < step * (1 - 1e-9)) {
+      if (fits(o) && o.pred.stepS < foundS * (1 - 1e-9)) {
         best = later;
-      } else if (!fits(o) && o.ok && o.pred.stepS < step * (1 - 1e-9) && activations == "auto") {
+      } else if (!fits(o) && o.ok && o.pred.stepS < foundS * (1 - 1e-9) && activations == "auto") {
         landing_ = 2, quietNoFit_ = true;
         std::optional<Plan> again = search == "greedy" ? greedy(module) : exhaustive(module);
         landing_ = 1, quietNoFit_ = false;
-        if (again && cache_[again->key()].pred.stepS < step * (1 - 1e-9))
+        if (again && cache_[again->key()].pred.stepS < foundS * (1 - 1e-9))
           best = again;
       }
     }

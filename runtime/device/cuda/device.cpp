@@ -295,7 +295,6 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss, bool 
   // A program that forgot to write its loss logs NaN, as on the CPU.
   FY_CUDA_CHECK(cudaMemcpyAsync(loss_, loss.data, sizeof(float), cudaMemcpyHostToDevice, compute_));
   unlanded_.clear();
-  prev_offload_ = -1;
   step(&rt_, View{idx_, idx.shape, idx.dtype}, View{tgt_, tgt.shape, tgt.dtype}, View{loss_, loss.shape, loss.dtype});
   // The step's gradients are the step's to free (a compiled step lands
   // each before it returns): the next step's kernels come after every copy.
@@ -651,10 +650,10 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
   for (int64_t p : rt_.async_optimizer().group_params(group)) settle_master(p);
   const int64_t token = rt_.async_optimizer().offload(group, grads, count);
   // train --grad-landing next: the kernels from here wait for the group
-  // before's copy, as before fysched.grad_landed (only more waiting).
-  if (rt_.options().grad_landing_next && prev_offload_ >= 0)
-    FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(prev_offload_)], 0));
-  prev_offload_ = group;
+  // before's copy (its grad_landed comes after this op), as before
+  // fysched.grad_landed: only more waiting.
+  if (rt_.options().grad_landing_next && !unlanded_.empty())
+    FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(unlanded_.back())], 0));
   unlanded_.push_back(group);
   // An early table's gradient is kept up to its own group's grad_offload,
   // which has sent its last chunks: behind them.

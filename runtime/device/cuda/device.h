@@ -142,7 +142,6 @@ class CudaDevice final : public Device {
   cudaEvent_t grads_ready_ = nullptr;       // the kernels before a grad_offload done
   cudaEvent_t copy_issued_ = nullptr;       // the kernels before a started copy done
   std::vector<int64_t> unlanded_;           // groups offloaded this step whose copy no kernel waits for yet
-  int64_t prev_offload_ = -1;               // the step's last grad_offload's group (train --grad-landing next)
   bool early_in_flight_ = false;            // a table's early chunks are going down (until its grad_offload)
   int64_t early_group_ = -1;                // that table's group
   cudaEvent_t early_landed_ = nullptr;      // behind its last chunk
