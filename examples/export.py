@@ -2,12 +2,18 @@
 """Export one of examples/models.py's models (forward + loss) to ONNX for fuyou-compile.
 
     /usr/bin/python3 examples/export.py --model gpt2 --out gpt2.onnx [--batch 4 --seq 32]
+    PY2/bin/python examples/export.py --exporter dynamo --model gpt2 --out gpt2.onnx
 
-Writes FILE.onnx (opset 17, training-mode export, weights as initializers named as in the
-module's state_dict, metadata_props "fuyou.frozen" = the buffer initializers) and FILE.onnx.json
-(the model config, so test/e2e/oracle.py can rebuild the same module). A model over 2 GiB
-keeps its tensors as ONNX external data, one file per tensor beside FILE.onnx, as torch
-writes them.
+Writes FILE.onnx (weights as initializers named as in the module's state_dict, metadata_props
+"fuyou.frozen" = the buffer initializers) and FILE.onnx.json (the model config, so
+test/e2e/oracle.py can rebuild the same module).
+
+--exporter torchscript (the default on torch 1.x): opset 17, training-mode export; over 2 GiB
+the tensors are ONNX external data, one file per tensor beside FILE.onnx, as torch writes them.
+--exporter dynamo (the default on torch 2.x): torch.onnx.export(dynamo=True, optimize=False) at
+its default opset. optimize=False because the exporter's graph optimizer merges initializers
+whose bytes are equal (every all-ones norm weight becomes one tensor), which would train a
+different model; over 2 GiB the tensors go to FILE.onnx.data.
 """
 import argparse
 import json
@@ -39,7 +45,29 @@ def parse_args(argv=None):
     p.add_argument("--gelu", choices=["tanh", "erf"], default="tanh")
     p.add_argument("--dynamic", action="store_true", help="mark batch and seq dims of idx/targets dynamic")
     p.add_argument("--dropout", type=float, default=0.0, help="dropout rate in training (default 0)")
+    p.add_argument("--exporter", choices=["torchscript", "dynamo"], default=None,
+                   help="torch.onnx's exporter (default: dynamo on torch 2.x, torchscript before)")
     return p.parse_args(argv)
+
+
+def export_dynamo(model, args, tmp, out, dynamic_axes):
+    """torch 2.x's exporter, faithful for training: no graph optimizer (it merges equal
+    initializers), the model's parameters and buffers as initializers by name."""
+    nbytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    big = nbytes >= (2 << 30) - (64 << 20)
+    torch.onnx.export(model, args, tmp, dynamo=True, optimize=False, external_data=big,
+                      input_names=["idx", "targets"], output_names=["loss"],
+                      dynamic_shapes=({0: "batch", 1: "seq"}, {0: "batch", 1: "seq"}) if dynamic_axes else None)
+    if big:
+        # The weights went to TMP.data: name them after the final file.
+        m = onnx.load(tmp, load_external_data=False)
+        data = os.path.basename(out) + ".data"
+        for t in m.graph.initializer:
+            for e in t.external_data:
+                if e.key == "location":
+                    e.value = data
+        os.replace(tmp + ".data", os.path.join(os.path.dirname(os.path.abspath(out)), data))
+        onnx.save(m, tmp)
 
 
 def main(argv=None):
@@ -67,18 +95,22 @@ def main(argv=None):
     if a.dynamic:
         dynamic_axes = {"idx": {0: "batch", 1: "seq"}, "targets": {0: "batch", 1: "seq"}}
 
+    exporter = a.exporter or ("dynamo" if int(torch.__version__.split(".")[0]) >= 2 else "torchscript")
     tmp = a.out + ".tmp"
-    torch.onnx.export(
-        model, (idx, targets), tmp,
-        opset_version=17,
-        training=torch.onnx.TrainingMode.TRAINING,
-        do_constant_folding=False,
-        input_names=["idx", "targets"],
-        output_names=["loss"],
-        export_params=True,
-        keep_initializers_as_inputs=False,
-        dynamic_axes=dynamic_axes,
-    )
+    if exporter == "dynamo":
+        export_dynamo(model, (idx, targets), tmp, a.out, dynamic_axes)
+    else:
+        torch.onnx.export(
+            model, (idx, targets), tmp,
+            opset_version=17,
+            training=torch.onnx.TrainingMode.TRAINING,
+            do_constant_folding=False,
+            input_names=["idx", "targets"],
+            output_names=["loss"],
+            export_params=True,
+            keep_initializers_as_inputs=False,
+            dynamic_axes=dynamic_axes,
+        )
     # Over 2 GiB torch writes each tensor to a file of its own beside the
     # model (ONNX external data): they stay there, and only the graph is
     # loaded, edited and written again.

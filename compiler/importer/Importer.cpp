@@ -53,6 +53,13 @@ public:
   LogicalResult expand(const Node &n);
   LogicalResult where(const Node &n);
   LogicalResult castOp(const Node &n);
+  LogicalResult castLike(const Node &n);
+  LogicalResult pow(const Node &n);
+  LogicalResult gelu(const Node &n);
+  LogicalResult splitToSequence(const Node &n);
+  LogicalResult sequenceConstruct(const Node &n);
+  LogicalResult sequenceAt(const Node &n);
+  LogicalResult concatFromSequence(const Node &n);
   template <typename OpT> LogicalResult reduce(const Node &n);
   LogicalResult layerNorm(const Node &n);
   LogicalResult softmax(const Node &n);
@@ -72,6 +79,8 @@ private:
   std::map<std::string, Tensor> consts;
   std::map<std::string, const Tensor *> inits;
   llvm::StringMap<fg::ParamOp> params;
+  // ONNX sequences (of tensors with static shapes): their elements, in order.
+  llvm::StringMap<SmallVector<Value>> sequences;
   const Node *cur = nullptr;
   std::string err;
 
@@ -655,10 +664,16 @@ LogicalResult Importer::split(const Node &n) {
   } else if (const auto *a = n.attr("split")) {
     sizes = a->ints;
   } else {
-    int64_t k = n.outputs.size();
-    if (s[*ax] % k)
+    // Before opset 18 the outputs split the dim evenly; from 18 on
+    // `num_outputs` gives each ceil(dim / k), the last one what is left.
+    int64_t k = n.outputs.size(), dim = s[*ax];
+    if (n.attr("num_outputs") && n.intAttr("num_outputs", 0) != k)
+      return fail("num_outputs differs from the number of outputs");
+    if (model.opset < 18 && dim % k)
       return fail("dim does not split evenly");
-    sizes.assign(k, s[*ax] / k);
+    int64_t each = (dim + k - 1) / k;
+    for (int64_t i = 0; i < k; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(each, dim - i * each)));
   }
   if (sizes.size() != n.outputs.size())
     return fail("split sizes and outputs differ in number");
@@ -721,6 +736,178 @@ LogicalResult Importer::castOp(const Node &n) {
     return success();
   }
   set(n, 0, b.create<fg::CastOp>(loc, tensorType(shapeOf(x), elem), x));
+  return success();
+}
+
+LogicalResult Importer::castLike(const Node &n) {
+  Value like = in(n, 1);
+  if (!like)
+    return failure();
+  Type elem = elemOf(like);
+  int to = elem.isF32() ? 1 : elem.isInteger(64) ? 7 : 9;
+  if (const Tensor *c = getConst(n.inputs[0])) {  // a constant takes the type now, exactly
+    Node cast = n;
+    cast.opType = "Cast";
+    cast.attrs["to"].kind = fuyou::onnx_in::Attr::Int;
+    cast.attrs["to"].i = to;
+    std::vector<Tensor> outs;
+    if (std::string why = fuyou::onnx_in::foldNode(cast, {c}, outs); !why.empty())
+      return fail(why);
+    set(n, 0, materialize(outs[0]));
+    return success();
+  }
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  set(n, 0, elemOf(x) == elem ? x : b.create<fg::CastOp>(loc, tensorType(shapeOf(x), elem), x).getResult());
+  return success();
+}
+
+// The exponent of a Pow is a constant of the graph (its gradient needs one),
+// whether the exporter wrote it as a Constant, a scalar initializer or an
+// integer.
+LogicalResult Importer::pow(const Node &n) {
+  if (n.inputs.size() > 1 && !values.count(n.inputs[1])) {
+    const Tensor *e = getConst(n.inputs[1]);
+    if (auto it = inits.find(n.inputs[1]); !e && it != inits.end() && it->second->numel() == 1)
+      e = it->second;
+    if (e && e->dtype != DType::Unsupported) {
+      std::vector<double> v = e->asDoubles();
+      std::vector<float> f(v.begin(), v.end());
+      auto type = tensorType(e->shape, b.getF32Type());
+      values[n.inputs[1]] = b.create<fg::ConstantOp>(loc, DenseElementsAttr::get(type, ArrayRef<float>(f)));
+    }
+  }
+  return binary<fg::PowOp>(n);
+}
+
+LogicalResult Importer::gelu(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  if (!elemOf(x).isF32())
+    return fail("expects a float32 input");
+  std::string approx = n.strAttr("approximate", "none");
+  if (approx != "none" && approx != "tanh")
+    return fail("approximate '" + approx + "' is not supported (none, tanh)");
+  set(n, 0, b.create<fg::GeluOp>(loc, x, b.getStringAttr(approx)));
+  return success();
+}
+
+// Sequences are lists of values while importing: nothing of them reaches
+// the graph but the tensors read out of them.
+LogicalResult Importer::splitToSequence(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  ArrayRef<int64_t> s = shapeOf(x);
+  auto ax = axis(n.intAttr("axis", 0), s.size());
+  if (failed(ax))
+    return failure();
+  std::vector<int64_t> sizes;
+  bool keep = n.intAttr("keepdims", 1) != 0;
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    const Tensor *c = getConst(n.inputs[1]);
+    if (!c)
+      return fail("the split input must be a constant (every shape is static)");
+    std::vector<int64_t> v = c->asInts();
+    if (c->shape.empty()) {  // a scalar: pieces of that size, the last one smaller
+      if (v[0] <= 0)
+        return fail("split size " + std::to_string(v[0]) + " is not positive");
+      for (int64_t at = 0; at < s[*ax]; at += v[0])
+        sizes.push_back(std::min(v[0], s[*ax] - at));
+    } else {
+      sizes = v;
+    }
+    keep = true;  // keepdims applies only without a split input
+  } else {
+    sizes.assign(s[*ax], 1);
+  }
+  int64_t off = 0;
+  SmallVector<Value> parts;
+  for (int64_t size : sizes) {
+    if (size < 0)
+      return fail("a negative split size");
+    SmallVector<int64_t> st(s.size(), 0), sp(s.size(), 1), shape(s);
+    st[*ax] = off;
+    shape[*ax] = size;
+    off += size;
+    if (off > s[*ax])
+      break;
+    Value part = b.create<fg::SliceOp>(loc, tensorType(shape, elemOf(x)), x, st, sp);
+    if (!keep) {
+      shape.erase(shape.begin() + *ax);
+      part = reshape(part, shape);
+    }
+    parts.push_back(part);
+  }
+  if (off != s[*ax])
+    return fail("split sizes do not add up to the dim");
+  sequences[n.outputs[0]] = std::move(parts);
+  return success();
+}
+
+LogicalResult Importer::sequenceConstruct(const Node &n) {
+  SmallVector<Value> parts;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    Value v = in(n, i);
+    if (!v)
+      return failure();
+    parts.push_back(v);
+  }
+  sequences[n.outputs[0]] = std::move(parts);
+  return success();
+}
+
+LogicalResult Importer::sequenceAt(const Node &n) {
+  auto seq = sequences.find(n.inputs.empty() ? "" : n.inputs[0]);
+  if (seq == sequences.end())
+    return fail("input 0 is not a sequence made by an earlier node");
+  auto pos = constInts(n, 1, "the position");
+  if (failed(pos))
+    return failure();
+  const int64_t size = seq->second.size();
+  if (pos->size() != 1 || (*pos)[0] < -size || (*pos)[0] >= size)
+    return fail("position out of range for a sequence of " + std::to_string(size));
+  set(n, 0, seq->second[(*pos)[0] < 0 ? (*pos)[0] + size : (*pos)[0]]);
+  return success();
+}
+
+LogicalResult Importer::concatFromSequence(const Node &n) {
+  auto seq = sequences.find(n.inputs.empty() ? "" : n.inputs[0]);
+  if (seq == sequences.end())
+    return fail("input 0 is not a sequence made by an earlier node");
+  if (seq->second.empty())
+    return fail("the sequence is empty");
+  SmallVector<Value> parts(seq->second);
+  const int64_t rank = shapeOf(parts[0]).size();
+  const bool newAxis = n.intAttr("new_axis", 0) != 0;
+  auto ax = axis(n.intAttr("axis", 0), rank + (newAxis ? 1 : 0));
+  if (failed(ax))
+    return failure();
+  SmallVector<int64_t> shape(shapeOf(parts[0]));
+  if (newAxis) {
+    shape.insert(shape.begin() + *ax, 1);
+    for (Value &p : parts) {
+      if (shapeOf(p).size() != size_t(rank))
+        return fail("sequence elements differ in rank");
+      SmallVector<int64_t> ps(shapeOf(p));
+      ps.insert(ps.begin() + *ax, 1);
+      p = reshape(p, ps);
+    }
+  }
+  shape[*ax] = 0;
+  for (Value p : parts) {
+    if (shapeOf(p).size() != shape.size() || elemOf(p) != elemOf(parts[0]))
+      return fail("sequence elements differ in rank or element type");
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (int64_t(d) != *ax && shapeOf(p)[d] != shapeOf(parts[0])[d])
+        return fail("sequence elements differ in a dim other than the axis");
+    shape[*ax] += shapeOf(p)[*ax];
+  }
+  set(n, 0, parts.size() == 1 ? parts[0]
+                              : b.create<fg::ConcatOp>(loc, tensorType(shape, elemOf(parts[0])), parts, *ax)
+                                    .getResult());
   return success();
 }
 
@@ -894,7 +1081,7 @@ const llvm::StringMap<Handler> &handlers() {
       {"Sub", &Importer::binary<fg::SubOp>},
       {"Mul", &Importer::binary<fg::MulOp>},
       {"Div", &Importer::binary<fg::DivOp>},
-      {"Pow", &Importer::binary<fg::PowOp>},
+      {"Pow", &Importer::pow},
       {"Equal", &Importer::binary<fg::EqualOp, true>},
       {"Neg", &Importer::unary<fg::NegOp>},
       {"Sqrt", &Importer::unary<fg::SqrtOp>},
@@ -917,6 +1104,12 @@ const llvm::StringMap<Handler> &handlers() {
       {"Expand", &Importer::expand},
       {"Where", &Importer::where},
       {"Cast", &Importer::castOp},
+      {"CastLike", &Importer::castLike},
+      {"Gelu", &Importer::gelu},
+      {"SplitToSequence", &Importer::splitToSequence},
+      {"SequenceConstruct", &Importer::sequenceConstruct},
+      {"SequenceAt", &Importer::sequenceAt},
+      {"ConcatFromSequence", &Importer::concatFromSequence},
       {"ReduceSum", &Importer::reduce<fg::ReduceSumOp>},
       {"ReduceMean", &Importer::reduce<fg::ReduceMeanOp>},
       {"LayerNormalization", &Importer::layerNorm},
@@ -965,6 +1158,8 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const onnx_in::Model &model,
     for (auto nm : names)
       frozen.insert(nm.trim());
   }
+  for (const auto &name : model.torchBuffers)
+    frozen.insert(name);
   for (auto p : module->getOps<fygraph::ParamOp>()) {
     auto type = cast<RankedTensorType>(p.getType());
     // (Every pattern sees every name: one that matches none is refused.)

@@ -4,9 +4,12 @@
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <google/protobuf/unknown_field_set.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <set>
 #include <fstream>
@@ -25,17 +28,100 @@ const char *dtypeName(DType t) {
 
 std::string onnxTypeName(int t) { return onnx::TensorProto_DataType_Name(t); }
 
-static DType fromOnnx(int t) {
+DType dtypeOf(int t) {
   switch (t) {
-  case onnx::TensorProto::FLOAT: return DType::F32;
-  case onnx::TensorProto::INT64: return DType::I64;
+  case onnx::TensorProto::FLOAT: case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::DOUBLE:
+    return DType::F32;
+  case onnx::TensorProto::INT64: case onnx::TensorProto::INT32: case onnx::TensorProto::INT16:
+  case onnx::TensorProto::INT8: case onnx::TensorProto::UINT64: case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT16: case onnx::TensorProto::UINT8:
+    return DType::I64;
   case onnx::TensorProto::BOOL: return DType::Bool;
   default: return DType::Unsupported;
   }
 }
 
+int64_t wrapToType(int64_t v, int t) {
+  switch (t) {
+  case onnx::TensorProto::INT32: return int32_t(uint32_t(uint64_t(v)));
+  case onnx::TensorProto::INT16: return int16_t(uint16_t(uint64_t(v)));
+  case onnx::TensorProto::INT8: return int8_t(uint8_t(uint64_t(v)));
+  case onnx::TensorProto::UINT32: return uint32_t(uint64_t(v));
+  case onnx::TensorProto::UINT16: return uint16_t(uint64_t(v));
+  case onnx::TensorProto::UINT8: return uint8_t(uint64_t(v));
+  default: return v;
+  }
+}
+
 static size_t elemSize(DType t) {
   return t == DType::F32 ? 4 : t == DType::I64 ? 8 : 1;
+}
+
+// The bytes one element of ONNX type `t` takes in raw_data or a file (0 for
+// a type that is never read).
+static size_t storedSize(int t) {
+  switch (t) {
+  case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: return 4;
+  case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: return 8;
+  case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16: return 2;
+  case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 1;
+  default: return 0;
+  }
+}
+
+static float halfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float mag;
+  if (exp == 0) mag = std::ldexp(float(man), -24);                        // zero, subnormal
+  else if (exp == 31) mag = man ? std::numeric_limits<float>::quiet_NaN() : HUGE_VALF;
+  else mag = std::ldexp(float(man | 0x400), int(exp) - 25);
+  uint32_t bits;
+  std::memcpy(&bits, &mag, 4);
+  bits |= sign;
+  std::memcpy(&mag, &bits, 4);
+  return mag;
+}
+
+// Widens `n` elements of ONNX type `t` stored little-endian at `src` into
+// `dst` (n elements of dtypeOf(t)). Returns "" or why a value cannot be kept.
+static std::string widen(int t, const char *src, size_t n, char *dst) {
+  for (size_t i = 0; i < n; ++i) {
+    const char *p = src + i * storedSize(t);
+    auto load = [&](auto x) { std::memcpy(&x, p, sizeof x); return x; };
+    switch (t) {
+    case onnx::TensorProto::FLOAT: std::memcpy(dst + 4 * i, p, 4); continue;
+    case onnx::TensorProto::BOOL: dst[i] = *p != 0; continue;
+    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::DOUBLE: {
+      float f = t == onnx::TensorProto::DOUBLE ? float(load(double()))
+                : t == onnx::TensorProto::FLOAT16 ? halfToFloat(load(uint16_t()))
+                                                  : [&] { uint32_t b = uint32_t(load(uint16_t())) << 16; float r;
+                                                          std::memcpy(&r, &b, 4); return r; }();
+      std::memcpy(dst + 4 * i, &f, 4);
+      continue;
+    }
+    default: break;
+    }
+    int64_t v;
+    switch (t) {
+    case onnx::TensorProto::INT64: v = load(int64_t()); break;
+    case onnx::TensorProto::INT32: v = load(int32_t()); break;
+    case onnx::TensorProto::INT16: v = load(int16_t()); break;
+    case onnx::TensorProto::INT8: v = load(int8_t()); break;
+    case onnx::TensorProto::UINT32: v = load(uint32_t()); break;
+    case onnx::TensorProto::UINT16: v = load(uint16_t()); break;
+    case onnx::TensorProto::UINT8: v = load(uint8_t()); break;
+    default: {  // UINT64
+      uint64_t u = load(uint64_t());
+      if (u > uint64_t(std::numeric_limits<int64_t>::max()))
+        return "value " + std::to_string(u) + " does not fit in int64";
+      v = int64_t(u);
+    }
+    }
+    std::memcpy(dst + 8 * i, &v, 8);
+  }
+  return "";
 }
 
 int64_t Tensor::numel() const {
@@ -145,37 +231,58 @@ static bool isExternal(const onnx::TensorProto &p) {
   return p.data_location() == onnx::TensorProto::EXTERNAL;
 }
 
-// Copies a TensorProto's elements, whichever field holds them, into `t`;
-// external data from beside the model in `dir`.
+// Copies a TensorProto's elements, whichever field holds them, into `t`,
+// widened to the compiler's types; external data from beside the model in `dir`.
 static std::string readTensor(const onnx::TensorProto &p, const std::string &dir, Tensor &t) {
   t.name = p.name();
   t.onnxType = p.data_type();
-  t.dtype = fromOnnx(p.data_type());
+  t.dtype = dtypeOf(p.data_type());
   t.shape.assign(p.dims().begin(), p.dims().end());
   if (t.dtype == DType::Unsupported)
     return "tensor '" + t.name + "' has unsupported element type " +
            onnx::TensorProto_DataType_Name(p.data_type());
-  size_t n = (size_t)t.numel(), es = elemSize(t.dtype);
-  if (isExternal(p))  // straight into place: the weights of a big model are read once
+  for (int64_t d : t.shape)
+    if (d < 0)
+      return "tensor '" + t.name + "' has a negative dim";
+  const int type = p.data_type();
+  const size_t n = (size_t)t.numel(), es = elemSize(t.dtype), ss = storedSize(type);
+  const std::string bad = "tensor '" + t.name + "': ";
+  if (isExternal(p) && type == onnx::TensorProto::FLOAT)  // straight into place: read once
     return readExternal(p, dir, n * es, t.bytes);
-  t.bytes.resize(n * es);
-  if (p.has_raw_data()) {
-    if (p.raw_data().size() != n * es)
+  std::string raw;
+  if (isExternal(p)) {
+    if (std::string err = readExternal(p, dir, n * ss, raw); !err.empty())
+      return err;
+  } else if (p.has_raw_data()) {
+    if (p.raw_data().size() != n * ss)
       return "tensor '" + t.name + "' holds " + std::to_string(p.raw_data().size()) +
-             " bytes, expected " + std::to_string(n * es);
-    std::memcpy(t.bytes.data(), p.raw_data().data(), n * es);
-    return "";
+             " bytes, expected " + std::to_string(n * ss);
+  } else {
+    // The typed fields: float_data (FLOAT), double_data (DOUBLE), int64_data
+    // (INT64), uint64_data (UINT32, UINT64), int32_data (the rest, 16-bit
+    // floats as their bits).
+    const bool f = type == onnx::TensorProto::FLOAT, d = type == onnx::TensorProto::DOUBLE,
+               i64 = type == onnx::TensorProto::INT64,
+               u64 = type == onnx::TensorProto::UINT32 || type == onnx::TensorProto::UINT64;
+    const size_t have = f ? p.float_data_size() : d ? p.double_data_size() : i64 ? p.int64_data_size()
+                        : u64 ? p.uint64_data_size() : p.int32_data_size();
+    if (have != n)
+      return "tensor '" + t.name + "' holds " + std::to_string(have) + " values, expected " +
+             std::to_string(n);
+    raw.resize(n * ss);
+    for (size_t i = 0; i < n; ++i) {
+      char *at = raw.data() + i * ss;
+      if (f) { float x = p.float_data(i); std::memcpy(at, &x, 4); }
+      else if (d) { double x = p.double_data(i); std::memcpy(at, &x, 8); }
+      else if (i64) { int64_t x = p.int64_data(i); std::memcpy(at, &x, 8); }
+      else if (u64) { uint64_t x = p.uint64_data(i); std::memcpy(at, &x, ss); }
+      else { int32_t x = p.int32_data(i); std::memcpy(at, &x, ss); }  // little-endian low bytes
+    }
   }
-  size_t have = t.dtype == DType::F32 ? p.float_data_size()
-                : t.dtype == DType::I64 ? p.int64_data_size() : p.int32_data_size();
-  if (have != n)
-    return "tensor '" + t.name + "' holds " + std::to_string(have) + " values, expected " +
-           std::to_string(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (t.dtype == DType::F32) { float f = p.float_data(i); std::memcpy(&t.bytes[4 * i], &f, 4); }
-    else if (t.dtype == DType::I64) { int64_t x = p.int64_data(i); std::memcpy(&t.bytes[8 * i], &x, 8); }
-    else t.bytes[i] = p.int32_data(i) != 0;
-  }
+  t.bytes.resize(n * es);
+  const char *src = raw.empty() && p.has_raw_data() && !isExternal(p) ? p.raw_data().data() : raw.data();
+  if (std::string err = widen(type, src, n, t.bytes.data()); !err.empty())
+    return bad + err;
   return "";
 }
 
@@ -185,7 +292,7 @@ static ValueInfo readValueInfo(const onnx::ValueInfoProto &v) {
   if (v.type().has_tensor_type()) {
     const auto &tt = v.type().tensor_type();
     vi.onnxType = tt.elem_type();
-    vi.dtype = fromOnnx(tt.elem_type());
+    vi.dtype = dtypeOf(tt.elem_type());
     if (tt.has_shape()) {
       vi.hasShape = true;
       for (const auto &d : tt.shape().dim())
@@ -230,6 +337,73 @@ static std::string fixInputDims(onnx::ModelProto &m, const LoadOptions &opts) {
   return "";
 }
 
+// What the ONNX checker would refuse and the importer relies on: one
+// definition per name, every input defined before it is read, no sparse or
+// nested graphs, and only types the compiler reads flowing in.
+static std::string checkGraph(const onnx::GraphProto &g) {
+  if (g.sparse_initializer_size())
+    return "sparse initializers are not supported";
+  std::set<std::string> defined;
+  auto define = [&](const std::string &name, const char *what) -> std::string {
+    if (name.empty())
+      return std::string("a ") + what + " has no name";
+    if (!defined.insert(name).second)
+      return std::string("the name '") + name + "' is defined twice (" + what + ")";
+    return "";
+  };
+  for (const auto &t : g.initializer())
+    if (std::string err = define(t.name(), "initializer"); !err.empty())
+      return err;
+  for (const auto &v : g.input())
+    if (!defined.count(v.name()))  // old exporters list initializers as inputs too
+      if (std::string err = define(v.name(), "graph input"); !err.empty())
+        return err;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto &n = g.node(i);
+    const std::string what = "node '" + (n.name().empty() ? std::to_string(i) : n.name()) + "' (" +
+                             n.op_type() + ")";
+    if (n.op_type().empty())
+      return what + " has no op type";
+    for (const auto &a : n.attribute())
+      if (a.has_g() || a.graphs_size())
+        return what + ": attribute '" + a.name() + "' holds a subgraph (control flow is not supported)";
+    for (const auto &in : n.input())
+      if (!in.empty() && !defined.count(in))
+        return what + ": input '" + in + "' is not defined before it is read";
+    for (const auto &o : n.output())
+      if (!o.empty())
+        if (std::string err = define(o, "node output"); !err.empty())
+          return what + ": " + err;
+  }
+  for (const auto &v : g.output())
+    if (!defined.count(v.name()))
+      return "graph output '" + v.name() + "' is not produced by any node";
+  return "";
+}
+
+// ONNX IR 10 gave ValueInfoProto `metadata_props` (field 4), which Debian's
+// ONNX schema predates: protobuf keeps it among the unknown fields. torch's
+// dynamo exporter writes there, for each initializer, what torch.export
+// called it ("pkg.torch.export.graph_signature.InputSpec.kind": PARAMETER,
+// BUFFER, CONSTANT_TENSOR).
+static std::vector<std::string> torchBufferNames(const onnx::GraphProto &g) {
+  std::vector<std::string> names;
+  for (const auto &v : g.value_info()) {
+    const auto &unknown = v.GetReflection()->GetUnknownFields(v);
+    for (int i = 0; i < unknown.field_count(); ++i) {
+      const auto &f = unknown.field(i);
+      if (f.number() != 4 || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+        continue;
+      onnx::StringStringEntryProto entry;
+      if (entry.ParseFromString(f.length_delimited()) &&
+          entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
+          (entry.value() == "BUFFER" || entry.value() == "CONSTANT_TENSOR"))
+        names.push_back(v.name());
+    }
+  }
+  return names;
+}
+
 static std::string loadImpl(const std::string &path, const LoadOptions &opts, Model &out) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
@@ -262,12 +436,12 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   bool external = false;  // tensors left outside (the checker must find them)
   for (auto &t : *m.mutable_graph()->mutable_initializer()) {
     if (!isExternal(t)) continue;
-    const DType dt = fromOnnx(t.data_type());
     int64_t n = 1;
     for (int64_t d : t.dims()) n *= d;
-    const size_t bytes = size_t(n) * elemSize(dt);
+    const size_t bytes = size_t(n) * storedSize(t.data_type());
     // Unsupported types are never read; float weights are read in place later.
-    if (dt == DType::Unsupported || (dt == DType::F32 && bytes >= (1u << 20))) {
+    if (dtypeOf(t.data_type()) == DType::Unsupported ||
+        (dtypeOf(t.data_type()) == DType::F32 && bytes >= (1u << 20))) {
       external = true;
       continue;
     }
@@ -283,27 +457,44 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   for (const auto &n : m.graph().node())
     for (const auto &a : n.attribute())
       external |= a.has_t() && isExternal(a.t());
-  try {
-    // The checker finds external data relative to the model's directory
-    // only when it reads the model from its path.
-    if (external)
-      onnx::checker::check_model(path);
-    else
-      onnx::checker::check_model(m);
-  } catch (const std::exception &e) {
-    std::string msg = e.what();
-    for (char &c : msg) if (c == '\n') c = ' ';
-    return "'" + path + "' fails the ONNX checker: " + msg;
-  }
-
   for (const auto &op : m.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx")
       out.opset = op.version();
+  if (m.ir_version() > kMaxIrVersion)
+    return "'" + path + "' is ONNX IR version " + std::to_string(m.ir_version()) +
+           ", newer than this compiler reads (up to " + std::to_string(kMaxIrVersion) + ")";
+  if (out.opset > kMaxOpset)
+    return "'" + path + "' imports default-domain opset " + std::to_string(out.opset) +
+           ", newer than this compiler reads (up to " + std::to_string(kMaxOpset) + ")";
+  // Debian's ONNX library knows IR 8 and opsets up to 17: its checker and
+  // shape inference stay with the files it knows. A newer file would be
+  // checked against older schemas (opset 18's Split and Reduce* differ), so
+  // the graph's structure is checked here and each op by its handler.
+  const bool known = m.ir_version() <= 8 && out.opset <= 17;
+  if (!known) {
+    if (std::string err = checkGraph(m.graph()); !err.empty())
+      return "'" + path + "': " + err;
+  } else {
+    try {
+      // The checker finds external data relative to the model's directory
+      // only when it reads the model from its path.
+      if (external)
+        onnx::checker::check_model(path);
+      else
+        onnx::checker::check_model(m);
+    } catch (const std::exception &e) {
+      std::string msg = e.what();
+      for (char &c : msg) if (c == '\n') c = ' ';
+      return "'" + path + "' fails the ONNX checker: " + msg;
+    }
+  }
 
+  // Read before fixInputDims drops the value_info.
+  out.torchBuffers = torchBufferNames(m.graph());
   if (std::string err = fixInputDims(m, opts); !err.empty())
     return err;
 
-  try {
+  if (known) try {
     onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*strict=*/1, /*data_prop=*/true);
     onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), sio);
   } catch (const std::exception &e) {
@@ -319,7 +510,7 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   std::map<std::string, bool> isInit;
   for (const auto &t : g.initializer()) {
     Tensor tensor;
-    if (fromOnnx(t.data_type()) == DType::Unsupported) {
+    if (dtypeOf(t.data_type()) == DType::Unsupported) {
       // Kept without data: an error only if the loss reads it.
       tensor.name = t.name();
       tensor.onnxType = t.data_type();

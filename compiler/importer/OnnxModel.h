@@ -12,9 +12,21 @@
 
 namespace fuyou::onnx_in {
 
+// The types the compiler computes in. A tensor of another ONNX type is widened
+// as it is read: every integer type to I64 (exactly), FLOAT16, BFLOAT16 and
+// DOUBLE to F32; `onnxType` keeps what the file said.
 enum class DType { F32, I64, Bool, Unsupported };  // Unsupported: kept by name, no data
 const char *dtypeName(DType t);
 std::string onnxTypeName(int onnxType);  // e.g. "DOUBLE"
+// The DType an ONNX element type is read as (Unsupported for strings,
+// complex, 8-bit and 4-bit floats).
+DType dtypeOf(int onnxType);
+// Wraps an integer to the range of ONNX integer type `onnxType` (as a
+// C cast to that type does); other types pass through.
+int64_t wrapToType(int64_t v, int onnxType);
+// The newest ONNX IR version and default-domain opset read.
+constexpr int64_t kMaxIrVersion = 10;
+constexpr int64_t kMaxOpset = 28;
 
 struct Tensor {
   std::string name;
@@ -63,6 +75,9 @@ struct Model {
   std::vector<Node> nodes;
   std::vector<Tensor> initializers;
   std::map<std::string, std::string> metadata;
+  // Initializers torch.export records as buffers or constants (not
+  // parameters) in the dynamo exporter's value_info: frozen like fuyou.frozen.
+  std::vector<std::string> torchBuffers;
   std::map<std::string, ValueInfo> inferred;   // shape inference results
 };
 

@@ -32,6 +32,10 @@ def main():
     ap.add_argument("--no-tie", action="store_true")
     ap.add_argument("--gelu", default=None)
     ap.add_argument("--freeze", action="append", default=[])
+    ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript",
+                    help="dynamo: torch 2.x's exporter, run by --torch2-python")
+    ap.add_argument("--torch2-python", default=os.environ.get("FUYOU_TORCH2_PYTHON"),
+                    help="the interpreter of the torch 2.x environment make deps creates")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=32)
@@ -102,7 +106,12 @@ def main():
             f.write(header.tobytes() + ids.tobytes())
         data = wide
 
-    export = [PY, os.path.join(ROOT, "examples/export.py"), "--model", a.model,
+    export_py = PY
+    if a.exporter == "dynamo":
+        export_py = a.torch2_python
+        if not export_py or not os.access(export_py, os.X_OK):
+            sys.exit(f"e2e: FAIL: no torch 2.x interpreter at {export_py!r} (make deps creates it)")
+    export = [export_py, os.path.join(ROOT, "examples/export.py"), "--model", a.model, "--exporter", a.exporter,
               "--out", w("model.onnx"), "--batch", str(a.batch), "--seq", str(a.seq)]
     if a.no_tie:
         export.append("--no-tie")
