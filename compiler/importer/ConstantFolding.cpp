@@ -16,7 +16,7 @@ bool isFoldable(const std::string &op) {
       "Add", "Sub", "Mul", "Div", "Mod", "Pow", "Max", "Min", "Equal", "Less", "LessOrEqual", "Greater",
       "GreaterOrEqual", "And", "Or", "Xor", "Not", "Where", "ConstantOfShape", "Range", "Reshape",
       "Sqrt", "Neg", "Abs", "Cos", "Sin", "Exp", "Reciprocal", "Floor", "Ceil", "Expand", "Transpose",
-      "Trilu", "CumSum", "Split", "MatMul", "Size"};
+      "Trilu", "CumSum", "Split", "MatMul", "Size", "GatherND"};
   return ops.count(op) > 0;
 }
 
@@ -295,7 +295,7 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
       {"Sin", 1}, {"Exp", 1}, {"Reciprocal", 1}, {"Floor", 1}, {"Ceil", 1}, {"Not", 1}, {"Where", 3},
       {"Expand", 2}, {"ConstantOfShape", 1}, {"Range", 3}, {"Reshape", 2}, {"Unsqueeze", 1},
       {"Squeeze", 1}, {"Concat", 1}, {"Gather", 2}, {"Slice", 3}, {"Transpose", 1}, {"Trilu", 1},
-      {"CumSum", 2}, {"Split", 1}, {"MatMul", 2}, {"Size", 1}};
+      {"CumSum", 2}, {"Split", 1}, {"MatMul", 2}, {"Size", 1}, {"GatherND", 2}};
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Max", "Min",
                                                "Equal", "Less", "LessOrEqual", "Greater",
                                                "GreaterOrEqual", "And", "Or", "Xor"};
@@ -524,6 +524,38 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
       int64_t j = k % inner, rest = k / inner, i = rest % std::max<int64_t>(n, 1), o = rest / std::max<int64_t>(n, 1);
       return (o * dim + idx[i]) * inner + j;
     });
+  } else if (op == "GatherND") {
+    const Tensor &x = *in(0), &ind = *in(1);
+    const int64_t r = x.shape.size(), q = ind.shape.size(), bd = node.intAttr("batch_dims", 0);
+    if (q < 1 || bd < 0 || bd >= std::min(r, q))
+      return "GatherND with batch_dims out of range";
+    const int64_t k = ind.shape.back();
+    if (k < 1 || k > r - bd)
+      return "GatherND whose index tuples are longer than the data's rank";
+    for (int64_t d = 0; d < bd; ++d)
+      if (x.shape[d] != ind.shape[d]) return "GatherND whose batch dims differ";
+    std::vector<int64_t> shape(ind.shape.begin(), ind.shape.end() - 1);
+    shape.insert(shape.end(), x.shape.begin() + bd + k, x.shape.end());
+    if (checkedNumel(shape) < 0)
+      return "a result of more than 2^28 elements";
+    const auto xs = strides(x.shape);
+    int64_t inner = 1, perBatch = 1, tuplesPerBatch = 1;
+    for (int64_t d = bd + k; d < r; ++d) inner *= x.shape[d];
+    for (int64_t d = bd; d < r; ++d) perBatch *= x.shape[d];
+    for (int64_t d = bd; d < q - 1; ++d) tuplesPerBatch *= ind.shape[d];
+    const std::vector<int64_t> idx = ind.asInts();
+    std::vector<int64_t> base(idx.size() / k);
+    for (size_t t = 0; t < base.size(); ++t) {
+      int64_t off = int64_t(t) / std::max<int64_t>(tuplesPerBatch, 1) * perBatch;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t i = idx[t * k + j], dim = x.shape[bd + j];
+        if (i < 0) i += dim;
+        if (i < 0 || i >= dim) return "GatherND index out of range";
+        off += i * xs[bd + j];
+      }
+      base[t] = off;
+    }
+    out = gatherElems(x, shape, [&](int64_t e) { return base[e / inner] + e % inner; });
   } else if (op == "Slice") {
     const Tensor &x = *in(0);
     const int64_t rank = x.shape.size();

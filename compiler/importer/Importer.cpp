@@ -55,6 +55,8 @@ public:
   LogicalResult castOp(const Node &n);
   LogicalResult castLike(const Node &n);
   LogicalResult pow(const Node &n);
+  LogicalResult isNaN(const Node &n);
+  LogicalResult notOp(const Node &n);
   LogicalResult gelu(const Node &n);
   LogicalResult splitToSequence(const Node &n);
   LogicalResult sequenceConstruct(const Node &n);
@@ -81,6 +83,9 @@ private:
   llvm::StringMap<fg::ParamOp> params;
   // ONNX sequences (of tensors with static shapes): their elements, in order.
   llvm::StringMap<SmallVector<Value>> sequences;
+  // Bool values known as the negation of another (IsNaN(x) is not
+  // Equal(x, x)): a Where on one swaps its branches, a Not takes it back.
+  llvm::StringMap<Value> negations;
   const Node *cur = nullptr;
   std::string err;
 
@@ -104,18 +109,22 @@ private:
   static ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
   static Type elemOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
 
-  bool isConst(const std::string &name) {
-    return consts.count(name) || (inits.count(name) && isShapeLike(*inits[name]));
-  }
   const Tensor *getConst(const std::string &name) {
     if (auto it = consts.find(name); it != consts.end())
       return &it->second;
-    if (auto it = inits.find(name); it != inits.end() && isShapeLike(*it->second))
+    if (auto it = inits.find(name); it != inits.end() && isFoldableInit(*it->second))
       return it->second;
     return nullptr;
   }
-  // Small int64 initializers are shape arithmetic, not weights.
-  static bool isShapeLike(const Tensor &t) { return t.dtype == DType::I64 && t.numel() <= 8; }
+  // Initializers that are values of the graph rather than weights: small
+  // int64 ones (shape arithmetic), and the buffers torch.export recorded
+  // (masks, RoPE frequencies, positions) up to a size worth folding.
+  bool isFoldableInit(const Tensor &t) {
+    if (t.dtype == DType::I64 && t.numel() <= 8)
+      return true;
+    return t.dtype != DType::Unsupported && t.numel() <= (int64_t(1) << 24) &&
+           model.isTorchBuffer(t.name);
+  }
 
   Value materialize(const Tensor &t) {
     Type elem = elemType(t.dtype);
@@ -157,7 +166,10 @@ private:
       }
       return values[name] = b.create<fg::GetParamOp>(loc, type, FlatSymbolRefAttr::get(&ctx, name));
     }
-    fail("input '" + name + "' is not produced by any earlier node");
+    if (negations.count(name))
+      fail("input '" + name + "' (an IsNaN or Not) is supported only as a Where condition or under Not");
+    else
+      fail("input '" + name + "' is not produced by any earlier node");
     return Value();
   }
   Value in(const Node &n, size_t i) {
@@ -706,7 +718,41 @@ LogicalResult Importer::expand(const Node &n) {
   return success();
 }
 
+LogicalResult Importer::isNaN(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  if (!elemOf(x).isF32())
+    return fail("expects a float32 input");
+  negations[n.outputs[0]] = b.create<fg::EqualOp>(loc, tensorType(shapeOf(x), b.getI1Type()), x, x);
+  return success();
+}
+
+LogicalResult Importer::notOp(const Node &n) {
+  if (n.inputs.empty())
+    return fail("missing input 0");
+  if (auto it = negations.find(n.inputs[0]); it != negations.end()) {
+    set(n, 0, it->second);
+    return success();
+  }
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  if (!elemOf(x).isInteger(1))
+    return fail("expects a bool input");
+  negations[n.outputs[0]] = x;
+  return success();
+}
+
 LogicalResult Importer::where(const Node &n) {
+  if (n.inputs.size() == 3)
+    if (auto it = negations.find(n.inputs[0]); it != negations.end()) {
+      Node swapped = n;
+      std::swap(swapped.inputs[1], swapped.inputs[2]);
+      swapped.inputs[0] = n.inputs[0] + "\x01not";  // a name no ONNX file can hold
+      values[swapped.inputs[0]] = it->second;
+      return where(swapped);
+    }
   Value c = in(n, 0), l = in(n, 1), r = in(n, 2);
   if (!c || !l || !r)
     return failure();
@@ -1104,6 +1150,8 @@ const llvm::StringMap<Handler> &handlers() {
       {"Expand", &Importer::expand},
       {"Where", &Importer::where},
       {"Cast", &Importer::castOp},
+      {"IsNaN", &Importer::isNaN},
+      {"Not", &Importer::notOp},
       {"CastLike", &Importer::castLike},
       {"Gelu", &Importer::gelu},
       {"SplitToSequence", &Importer::splitToSequence},

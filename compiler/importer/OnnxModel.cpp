@@ -6,6 +6,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <google/protobuf/unknown_field_set.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -562,6 +563,10 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
     out.nodes.push_back(std::move(node));
   }
   return "";
+}
+
+bool Model::isTorchBuffer(const std::string &name) const {
+  return std::find(torchBuffers.begin(), torchBuffers.end(), name) != torchBuffers.end();
 }
 
 std::string loadModel(const std::string &path, const LoadOptions &opts, Model &out) {

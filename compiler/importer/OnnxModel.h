@@ -78,6 +78,7 @@ struct Model {
   // Initializers torch.export records as buffers or constants (not
   // parameters) in the dynamo exporter's value_info: frozen like fuyou.frozen.
   std::vector<std::string> torchBuffers;
+  bool isTorchBuffer(const std::string &name) const;
   std::map<std::string, ValueInfo> inferred;   // shape inference results
 };
 
