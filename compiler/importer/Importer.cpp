@@ -56,6 +56,7 @@ public:
   LogicalResult castLike(const Node &n);
   LogicalResult pow(const Node &n);
   LogicalResult isNaN(const Node &n);
+  LogicalResult pad(const Node &n);
   LogicalResult notOp(const Node &n);
   LogicalResult gelu(const Node &n);
   LogicalResult splitToSequence(const Node &n);
@@ -718,6 +719,71 @@ LogicalResult Importer::expand(const Node &n) {
   return success();
 }
 
+// Pad in constant mode with non-negative constant pads: the input between
+// constant blocks (HF's labels= loss pads the labels with ignore_index).
+LogicalResult Importer::pad(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  std::string mode = n.strAttr("mode", "constant");
+  if (mode != "constant")
+    return fail("mode '" + mode + "' is not supported (constant)");
+  const int64_t rank = shapeOf(x).size();
+  auto pads = constInts(n, 1, "the pads input");
+  auto axesIn = constInts(n, 3, "the axes input");
+  if (failed(pads) || failed(axesIn))
+    return failure();
+  std::vector<int64_t> axes = *axesIn;
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  if (pads->size() != 2 * axes.size())
+    return fail("pads has " + std::to_string(pads->size()) + " entries, expected " +
+                std::to_string(2 * axes.size()));
+  double value = 0;
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    const Tensor *v = getConst(n.inputs[2]);
+    if (!v || v->numel() != 1)
+      return fail("the pad value must be a constant scalar");
+    if (v->dtype == DType::I64)
+      value = double(v->asInts()[0]);
+    else
+      value = v->asDoubles()[0];
+  }
+  for (size_t k = 0; k < axes.size(); ++k) {
+    auto ax = axis(axes[k], rank);
+    if (failed(ax))
+      return failure();
+    const int64_t before = (*pads)[k], after = (*pads)[k + axes.size()];
+    if (before < 0 || after < 0)
+      return fail("negative pads (cropping) are not supported");
+    SmallVector<Value> parts;
+    for (int64_t width : {before, int64_t(-1), after}) {
+      if (width == -1) {
+        parts.push_back(x);
+        continue;
+      }
+      if (width == 0)
+        continue;
+      SmallVector<int64_t> shape(shapeOf(x));
+      shape[*ax] = width;
+      auto type = tensorType(shape, elemOf(x));
+      DenseElementsAttr attr =
+          elemOf(x).isF32() ? DenseElementsAttr::get(type, float(value))
+          : elemOf(x).isInteger(64) ? DenseElementsAttr::get(type, int64_t(value))
+                                    : DenseElementsAttr::get(type, value != 0);
+      parts.push_back(b.create<fg::ConstantOp>(loc, attr));
+    }
+    if (parts.size() > 1) {
+      SmallVector<int64_t> shape(shapeOf(x));
+      shape[*ax] += before + after;
+      x = b.create<fg::ConcatOp>(loc, tensorType(shape, elemOf(x)), parts, *ax);
+    }
+  }
+  set(n, 0, x);
+  return success();
+}
+
 LogicalResult Importer::isNaN(const Node &n) {
   Value x = in(n, 0);
   if (!x)
@@ -1151,6 +1217,7 @@ const llvm::StringMap<Handler> &handlers() {
       {"Where", &Importer::where},
       {"Cast", &Importer::castOp},
       {"IsNaN", &Importer::isNaN},
+      {"Pad", &Importer::pad},
       {"Not", &Importer::notOp},
       {"CastLike", &Importer::castLike},
       {"Gelu", &Importer::gelu},
@@ -1208,6 +1275,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const onnx_in::Model &model,
   }
   for (const auto &name : model.torchBuffers)
     frozen.insert(name);
+
   for (auto p : module->getOps<fygraph::ParamOp>()) {
     auto type = cast<RankedTensorType>(p.getType());
     // (Every pattern sees every name: one that matches none is refused.)
@@ -1220,6 +1288,34 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const onnx_in::Model &model,
     } else {
       stats.frozenTensors++;
     }
+  }
+  // A graph optimizer that merges initializers with equal bytes (the dynamo
+  // exporter's default) leaves one norm weight read by every layer: it
+  // would train as one tensor. A shared 1-D parameter is seldom meant.
+  std::map<std::string, std::vector<std::string>> readers;
+  for (const auto &n : model.nodes)
+    for (const auto &i : n.inputs)
+      readers[i].push_back(n.name.empty() ? n.opType : n.name);
+  // And a file torch.export recorded whose trained initializers are not all
+  // its parameters went through such an optimizer (it folds transposes of
+  // weights into new constants, too).
+  const llvm::StringSet<> torchParams(model.torchParams);
+  std::vector<std::string> unrecorded;
+  for (auto p : module->getOps<fygraph::ParamOp>())
+    if (!torchParams.empty() && p.getTrainable() && !torchParams.contains(p.getSymName()))
+      unrecorded.push_back(p.getSymName().str());
+  if (!unrecorded.empty())
+    stats.warnings.push_back(std::to_string(unrecorded.size()) + " trained initializers ('" + unrecorded[0] +
+                             "', ...) are not parameters torch.export recorded: a graph optimizer rewrote the "
+                             "weights; export with optimize=False to train the model's own parameters");
+  for (auto p : module->getOps<fygraph::ParamOp>()) {
+    auto type = cast<RankedTensorType>(p.getType());
+    const auto &r = readers[p.getSymName().str()];
+    if (p.getTrainable() && type.getRank() == 1 && r.size() > 1)
+      stats.warnings.push_back("parameter '" + p.getSymName().str() + "' (" + std::to_string(type.getNumElements()) +
+                               " elements) is read by " + std::to_string(r.size()) + " nodes ('" + r[0] + "', '" +
+                               r[1] + "', ...) and trains as one tensor; if an exporter merged equal initializers "
+                               "(torch.onnx.export's default optimize=True), export with optimize=False");
   }
   return module;
 }

@@ -7,6 +7,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <string>
+#include <vector>
 
 namespace fuyou {
 
@@ -14,6 +15,9 @@ struct ImportStats {
   int64_t trainableParams = 0;   // elements
   int64_t trainableTensors = 0;
   int64_t frozenTensors = 0;
+  // Lines for the user that do not stop the compile (a model that may not
+  // train as its author meant).
+  std::vector<std::string> warnings;
 };
 
 // Builds `func.func @forward(token ids, target ids) -> loss` and one

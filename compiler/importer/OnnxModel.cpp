@@ -387,8 +387,7 @@ static std::string checkGraph(const onnx::GraphProto &g) {
 // dynamo exporter writes there, for each initializer, what torch.export
 // called it ("pkg.torch.export.graph_signature.InputSpec.kind": PARAMETER,
 // BUFFER, CONSTANT_TENSOR).
-static std::vector<std::string> torchBufferNames(const onnx::GraphProto &g) {
-  std::vector<std::string> names;
+static void torchExportKinds(const onnx::GraphProto &g, Model &out) {
   for (const auto &v : g.value_info()) {
     const auto &unknown = v.GetReflection()->GetUnknownFields(v);
     for (int i = 0; i < unknown.field_count(); ++i) {
@@ -396,13 +395,15 @@ static std::vector<std::string> torchBufferNames(const onnx::GraphProto &g) {
       if (f.number() != 4 || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
         continue;
       onnx::StringStringEntryProto entry;
-      if (entry.ParseFromString(f.length_delimited()) &&
-          entry.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
-          (entry.value() == "BUFFER" || entry.value() == "CONSTANT_TENSOR"))
-        names.push_back(v.name());
+      if (!entry.ParseFromString(f.length_delimited()) ||
+          entry.key() != "pkg.torch.export.graph_signature.InputSpec.kind")
+        continue;
+      if (entry.value() == "BUFFER" || entry.value() == "CONSTANT_TENSOR")
+        out.torchBuffers.push_back(v.name());
+      else if (entry.value() == "PARAMETER")
+        out.torchParams.push_back(v.name());
     }
   }
-  return names;
 }
 
 static std::string loadImpl(const std::string &path, const LoadOptions &opts, Model &out) {
@@ -491,7 +492,7 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   }
 
   // Read before fixInputDims drops the value_info.
-  out.torchBuffers = torchBufferNames(m.graph());
+  torchExportKinds(m.graph(), out);
   if (std::string err = fixInputDims(m, opts); !err.empty())
     return err;
 

@@ -78,6 +78,9 @@ struct Model {
   // Initializers torch.export records as buffers or constants (not
   // parameters) in the dynamo exporter's value_info: frozen like fuyou.frozen.
   std::vector<std::string> torchBuffers;
+  // The ones it records as parameters (a trained initializer that is not
+  // one is a graph optimizer's rewrite of a weight).
+  std::vector<std::string> torchParams;
   bool isTorchBuffer(const std::string &name) const;
   std::map<std::string, ValueInfo> inferred;   // shape inference results
 };

@@ -489,6 +489,8 @@ int main(int argc, char **argv) {
   // (The IR of such a model may still be looked at.)
   if (stats.trainableTensors == 0 && opts.emit != "fygraph" && opts.emit != "fysched")
     die(opts.model + ": no parameter is left to train (" + std::to_string(stats.frozenTensors) + " frozen)");
+  for (const auto &w : stats.warnings)
+    llvm::errs() << "fuyou-compile: warning: " << opts.model << ": " << w << "\n";
   llvm::errs() << "fuyou-compile: " << stats.trainableParams << " trainable parameters in "
                << stats.trainableTensors << " tensors, " << stats.frozenTensors
                << " frozen tensors\n";
