@@ -197,6 +197,7 @@ static std::string castTensor(const Tensor &x, int to, Tensor &out) {
   if (t == DType::Unsupported)
     return "Cast to an unsupported type";
   out = blank(t, x.shape);
+  out.onnxType = to;  // a CastLike of it wraps to the same type
   for (int64_t k = 0; k < x.numel(); ++k)
     if (std::string why = castInto(x, k, to, out, k); !why.empty())
       return why;

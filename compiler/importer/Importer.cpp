@@ -411,6 +411,10 @@ LogicalResult Importer::matmul(const Node &n) {
   Value a = in(n, 0), c = in(n, 1);
   if (!a || !c)
     return failure();
+  if (shapeOf(a).empty() || shapeOf(c).empty())
+    return fail("operands must have rank 1 or more");
+  if (!elemOf(a).isF32() || !elemOf(c).isF32())
+    return fail("operands must be float32");
   // numpy rules for 1-D operands: promote, multiply, drop the added dim.
   bool vecA = shapeOf(a).size() == 1, vecC = shapeOf(c).size() == 1;
   if (vecA)
@@ -440,7 +444,11 @@ LogicalResult Importer::gemm(const Node &n) {
   Value a = in(n, 0), c = in(n, 1);
   if (!a || !c)
     return failure();
+  if (shapeOf(a).size() != 2 || shapeOf(c).size() != 2 || !elemOf(a).isF32() || !elemOf(c).isF32())
+    return fail("operands must be float32 matrices");
   bool ta = n.intAttr("transA", 0), tb = n.intAttr("transB", 0);
+  if (shapeOf(a)[ta ? 0 : 1] != shapeOf(c)[tb ? 1 : 0])
+    return fail("contraction dims differ");
   int64_t m = shapeOf(a)[ta ? 1 : 0], nn = shapeOf(c)[tb ? 0 : 1];
   Value r = b.create<fg::MatMulOp>(loc, tensorType({m, nn}, b.getF32Type()), a, c, ta, tb);
   if (float alpha = n.floatAttr("alpha", 1.f); alpha != 1.f)
@@ -461,7 +469,8 @@ LogicalResult Importer::gather(const Node &n) {
   Value table = in(n, 0), idx = in(n, 1);
   if (!table || !idx)
     return failure();
-  if (n.intAttr("axis", 0) != 0 || !elemOf(table).isF32() || !elemOf(idx).isInteger(64))
+  if (n.intAttr("axis", 0) != 0 || !elemOf(table).isF32() || !elemOf(idx).isInteger(64) ||
+      shapeOf(table).empty())
     return fail("only embedding lookups (float table, int64 indices, axis 0) are supported");
   if (const Tensor *c = getConst(n.inputs[1])) {
     // Constant indices: ONNX counts negative ones from the end; check them now.
@@ -852,25 +861,37 @@ LogicalResult Importer::castOp(const Node &n) {
 }
 
 LogicalResult Importer::castLike(const Node &n) {
-  Value like = in(n, 1);
-  if (!like)
-    return failure();
-  Type elem = elemOf(like);
-  int to = elem.isF32() ? 1 : elem.isInteger(64) ? 7 : 9;
-  if (const Tensor *c = getConst(n.inputs[0])) {  // a constant takes the type now, exactly
+  if (n.inputs.size() < 2 || n.inputs[1].empty())
+    return fail("missing input 1");
+  // The target type: the like-input's ONNX type where it is a constant (an
+  // int32 one wraps), else its element type here.
+  int to;
+  if (const Tensor *likeConst = getConst(n.inputs[1])) {
+    to = likeConst->onnxType;
+  } else {
+    Value like = in(n, 1);
+    if (!like)
+      return failure();
+    to = elemOf(like).isF32() ? 1 : elemOf(like).isInteger(64) ? 7 : 9;
+  }
+  if (const Tensor *c = getConst(n.inputs[0])) {  // a constant stays one, cast exactly
     Node cast = n;
     cast.opType = "Cast";
+    cast.inputs.resize(1);
     cast.attrs["to"].kind = fuyou::onnx_in::Attr::Int;
     cast.attrs["to"].i = to;
     std::vector<Tensor> outs;
     if (std::string why = fuyou::onnx_in::foldNode(cast, {c}, outs); !why.empty())
       return fail(why);
-    set(n, 0, materialize(outs[0]));
+    consts[n.outputs[0]] = std::move(outs[0]);
     return success();
   }
   Value x = in(n, 0);
   if (!x)
     return failure();
+  Type elem = elemType(fuyou::onnx_in::dtypeOf(to));
+  if (!elem)
+    return fail("cast to ONNX type " + std::to_string(to) + " is not supported");
   set(n, 0, elemOf(x) == elem ? x : b.create<fg::CastOp>(loc, tensorType(shapeOf(x), elem), x).getResult());
   return success();
 }
@@ -884,10 +905,14 @@ LogicalResult Importer::pow(const Node &n) {
     if (auto it = inits.find(n.inputs[1]); !e && it != inits.end() && it->second->numel() == 1)
       e = it->second;
     if (e && e->dtype != DType::Unsupported) {
+      // This node's own constant: another reader of the initializer keeps it.
       std::vector<double> v = e->asDoubles();
       std::vector<float> f(v.begin(), v.end());
       auto type = tensorType(e->shape, b.getF32Type());
-      values[n.inputs[1]] = b.create<fg::ConstantOp>(loc, DenseElementsAttr::get(type, ArrayRef<float>(f)));
+      Node withConst = n;
+      withConst.inputs[1] = n.inputs[1] + "\x01pow";  // a name no ONNX file can hold
+      values[withConst.inputs[1]] = b.create<fg::ConstantOp>(loc, DenseElementsAttr::get(type, ArrayRef<float>(f)));
+      return binary<fg::PowOp>(withConst);
     }
   }
   return binary<fg::PowOp>(n);

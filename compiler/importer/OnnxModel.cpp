@@ -3,7 +3,6 @@
 #include <onnx/checker.h>
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
-#include <onnx/shape_inference/implementation.h>
 #include <google/protobuf/unknown_field_set.h>
 
 #include <algorithm>
@@ -333,8 +332,6 @@ static std::string fixInputDims(onnx::ModelProto &m, const LoadOptions &opts) {
       d->set_dim_value(want);
     }
   }
-  // Earlier inference results may carry symbolic dims: infer them afresh.
-  m.mutable_graph()->clear_value_info();
   return "";
 }
 
@@ -468,8 +465,10 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   if (out.opset > kMaxOpset)
     return "'" + path + "' imports default-domain opset " + std::to_string(out.opset) +
            ", newer than this compiler reads (up to " + std::to_string(kMaxOpset) + ")";
-  // Debian's ONNX library knows IR 8 and opsets up to 17: its checker and
-  // shape inference stay with the files it knows. A newer file would be
+  // Debian's ONNX library knows IR 8 and opsets up to 17: its checker stays
+  // with the files it knows (its shape inference not at all: the importer
+  // computes every shape itself, and that inference refuses valid files, a
+  // Cast that wraps in shape arithmetic). A newer file would be
   // checked against older schemas (opset 18's Split and Reduce* differ), so
   // the graph's structure is checked here and each op by its handler.
   const bool known = m.ir_version() <= 8 && out.opset <= 17;
@@ -495,15 +494,6 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   torchExportKinds(m.graph(), out);
   if (std::string err = fixInputDims(m, opts); !err.empty())
     return err;
-
-  if (known) try {
-    onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*strict=*/1, /*data_prop=*/true);
-    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), sio);
-  } catch (const std::exception &e) {
-    std::string msg = e.what();
-    for (char &c : msg) if (c == '\n') c = ' ';
-    return "shape inference failed on '" + path + "': " + msg;
-  }
 
   const auto &g = m.graph();
   out.path = path;
@@ -532,8 +522,6 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
       out.inputs.push_back(readValueInfo(v));
   for (const auto &v : g.output())
     out.outputs.push_back(readValueInfo(v));
-  for (const auto &v : g.value_info())
-    out.inferred[v.name()] = readValueInfo(v);
 
   for (const auto &n : g.node()) {
     Node node;

@@ -82,7 +82,6 @@ struct Model {
   // one is a graph optimizer's rewrite of a weight).
   std::vector<std::string> torchParams;
   bool isTorchBuffer(const std::string &name) const;
-  std::map<std::string, ValueInfo> inferred;   // shape inference results
 };
 
 struct LoadOptions {
@@ -91,7 +90,7 @@ struct LoadOptions {
 };
 
 // Reads a binary ModelProto, or ONNX text syntax when the path ends in
-// ".onnxtext"; runs the checker, fixes the input dims, runs shape inference.
+// ".onnxtext"; checks it and fixes the input dims.
 // Returns "" on success, else one line saying what is wrong.
 std::string loadModel(const std::string &path, const LoadOptions &opts, Model &out);
 

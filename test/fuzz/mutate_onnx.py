@@ -36,7 +36,10 @@ from onnx import numpy_helper
 OPS = ["Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Relu", "Gelu", "Tanh", "Sigmoid", "Softmax",
        "LayerNormalization", "Reshape", "Transpose", "Gather", "Concat", "Slice", "Split", "Where", "Cast",
        "Identity", "Dropout", "Sqrt", "Pow", "ReduceMean", "ReduceSum", "Unsqueeze", "Squeeze", "Expand",
-       "Equal", "Neg", "Exp", "Erf", "Constant", "Shape", "Range", "Flatten", "ConstantOfShape", "Conv"]
+       "Equal", "Neg", "Exp", "Erf", "Constant", "Shape", "Range", "Flatten", "ConstantOfShape", "Conv",
+       # what torch 2.x's exporter writes for decoder LMs
+       "CastLike", "Trilu", "Cos", "Sin", "And", "Or", "Not", "CumSum", "GatherND", "Max", "Min", "Pad",
+       "SplitToSequence", "SequenceAt", "ConcatFromSequence", "IsNaN", "LessOrEqual", "Greater"]
 
 
 def mutate_bytes(rng, data):
