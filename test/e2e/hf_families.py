@@ -35,6 +35,8 @@ FAMILIES = {
     "phi3": [],
     "gemma": [],
     "gpt_neox": [],
+    # a checkpoint directory as save_pretrained writes it (config.json, model.safetensors)
+    "qwen2_checkpoint": [],
 }
 
 
@@ -62,6 +64,10 @@ def main():
     torch.set_num_threads(1)
     for fam in a.family or FAMILIES:
         config = fam.replace("_labels", "")
+        if fam.endswith("_checkpoint"):
+            import export_hf as ex
+            config = w(fam + "_dir")
+            ex.build(fam.replace("_checkpoint", ""), T, 3, "cross_entropy").m.save_pretrained(config)
         onnx_path = w(fam + ".onnx")
         r = subprocess.run([sys.executable, os.path.join(ROOT, "examples/export_hf.py"), "--config", config,
                             "--out", onnx_path, "--batch", str(B), "--seq", str(T)] + FAMILIES[fam],
