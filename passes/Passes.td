@@ -9,7 +9,10 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     PyTorch exports GELU, SiLU and RMSNorm as chains of elementwise ops.
     Fused ops halve the saved activations and have one gradient rule each.
     A transpose of the last two dims feeding a matmul becomes its trans_a or
-    trans_b flag (every exported Linear).
+    trans_b flag (every exported Linear). Attention's masked softmax is
+    formed from both exporters' patterns: torch 1.x's masked_fill with -inf,
+    and torch 2.x's constant additive mask (0 or the float's lowest) with its
+    NaN guard, where no row is all masked.
   }];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }

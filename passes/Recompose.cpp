@@ -326,11 +326,100 @@ struct FormMaskedSoftmax : OpRewritePattern<fg::SoftmaxOp> {
   }
 };
 
+// The additive mask of a constant (torch 2.x's SDPA decomposition: 0 where a
+// score is kept, the float's lowest where it is dropped) as a bool mask, true
+// where dropped: only when every entry is one or the other and every row
+// keeps at least one score, so that no row is all dropped.
+std::optional<DenseElementsAttr> additiveMaskAsBool(Value c) {
+  auto op = c.getDefiningOp<fg::ConstantOp>();
+  auto d = op ? dyn_cast<DenseElementsAttr>(op.getValue()) : DenseElementsAttr();
+  auto type = d ? dyn_cast<RankedTensorType>(d.getType()) : RankedTensorType();
+  if (!d || d.isSplat() || !type.getElementType().isF32() || type.getRank() < 1)
+    return std::nullopt;
+  const int64_t cols = type.getShape().back();
+  std::vector<bool> dropped;  // (llvm's bool ArrayRef from a vector<char>)
+  dropped.reserve(type.getNumElements());
+  bool rowKeeps = false;
+  for (float v : d.getValues<float>()) {
+    // exp(v + x - max) is exactly 0 for v this low and any finite score x
+    // below 1e29, as for -inf.
+    const bool drop = v <= -1e30f;
+    if (!drop && v != 0.f)
+      return std::nullopt;
+    rowKeeps |= !drop;
+    dropped.push_back(drop);
+    if (int64_t(dropped.size()) % cols == 0) {
+      if (!rowKeeps)
+        return std::nullopt;
+      rowKeeps = false;
+    }
+  }
+  SmallVector<char> bytes(dropped.begin(), dropped.end());
+  auto boolType = RankedTensorType::get(type.getShape(), IntegerType::get(c.getContext(), 1));
+  return DenseElementsAttr::get(boolType, ArrayRef<bool>(reinterpret_cast<const bool *>(bytes.data()), bytes.size()));
+}
+
+// softmax(x + C) over the last dim, C a constant additive mask ->
+// masked_softmax(x, C < 0): the same bits for finite scores (a dropped score
+// gives exp(...) = 0 either way, a kept one x + 0 = x), with a bool mask of
+// a quarter of the bytes and no add or its gradient.
+struct FormMaskedSoftmaxFromAdditive : OpRewritePattern<fg::SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::SoftmaxOp sm, PatternRewriter &rw) const override {
+    auto t = cast<RankedTensorType>(sm.getType());
+    const int64_t axis = static_cast<int64_t>(sm.getAxis());
+    auto add = def<fg::AddOp>(sm.getInput());
+    if (!add || !(axis == -1 || axis == t.getRank() - 1))
+      return failure();
+    for (auto [x, c] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
+      auto mask = x.getType() == t ? additiveMaskAsBool(c) : std::nullopt;
+      if (!mask || !fg::isRowMask(cast<RankedTensorType>(mask->getType()), t))
+        continue;
+      Value m = rw.create<fg::ConstantOp>(sm.getLoc(), *mask);
+      rw.replaceOpWithNewOp<fg::MaskedSoftmaxOp>(sm, t, x, m, rw.getF32FloatAttr(1.f));
+      return success();
+    }
+    return failure();
+  }
+};
+
+// where(p == p, p, 0) of p = masked_softmax(x, constant mask in which every
+// row keeps a score) -> p: the "safe softmax" torch's SDPA writes zeroes the
+// NaN rows a fully dropped row would give; no row here is, so p has NaN only
+// where the scores are not finite (training has diverged either way).
+struct DropSafeSoftmaxGuard : OpRewritePattern<fg::WhereOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::WhereOp w, PatternRewriter &rw) const override {
+    auto eq = def<fg::EqualOp>(w.getCondition());
+    auto sm = eq ? def<fg::MaskedSoftmaxOp>(eq.getLhs()) : fg::MaskedSoftmaxOp();
+    if (!sm || eq.getRhs() != eq.getLhs() || w.getLhs() != sm.getResult() || !isConst(w.getRhs(), 0.f, 0.f) ||
+        w.getType() != sm.getType())
+      return failure();
+    auto mc = sm.getMask().getDefiningOp<fg::ConstantOp>();
+    auto d = mc ? dyn_cast<DenseElementsAttr>(mc.getValue()) : DenseElementsAttr();
+    if (!d)
+      return failure();
+    const int64_t cols = cast<RankedTensorType>(d.getType()).getShape().back();
+    int64_t k = 0;
+    bool rowKeeps = false;
+    for (bool dropped : d.getValues<bool>()) {
+      rowKeeps |= !dropped;
+      if (++k % cols == 0) {
+        if (!rowKeeps)
+          return failure();
+        rowKeeps = false;
+      }
+    }
+    rw.replaceOp(w, sm.getResult());
+    return success();
+  }
+};
+
 struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FormSilu, FormGelu, FormBiasGelu, FormRMSNorm, FormLayerNorm, FormMaskedSoftmax,
-                 FoldTransposeIntoMatMul>(&getContext());
+                 FormMaskedSoftmaxFromAdditive, DropSafeSoftmaxGuard, FoldTransposeIntoMatMul>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

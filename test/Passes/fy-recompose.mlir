@@ -394,6 +394,48 @@ func.func @masked_softmax_forms(%s: tensor<5x7xf32>, %m: tensor<7xi1>, %t: tenso
 
 // -----
 
+// Attention as torch 2.x's SDPA decomposition writes it: softmax(scores + C),
+// C a constant of 0 (kept) and the float's lowest (dropped), then the NaN
+// guard where(p == p, p, 0). Every row keeps a score: one masked_softmax
+// with C < 0 as a bool constant, and the guard goes.
+// CHECK-LABEL: func.func @additive_mask
+// CHECK-SAME: (%[[S:.*]]: tensor<2x3x3xf32>)
+// CHECK-NEXT: %[[M:.*]] = fygraph.constant dense<{{\[}}[false, true, true], [false, false, true], [true, false, false]]> : tensor<3x3xi1>
+// CHECK-NEXT: %[[Y:.*]] = fygraph.masked_softmax %[[S]], %[[M]] {scale = 1.000000e+00 : f32}
+// CHECK-NEXT: return %[[Y]]
+func.func @additive_mask(%s: tensor<2x3x3xf32>) -> tensor<2x3x3xf32> {
+  %c = fygraph.constant dense<[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0xFF800000, 0.0, 0.0]]> : tensor<3x3xf32>
+  %z = fygraph.constant dense<0.0> : tensor<f32>
+  %a = fygraph.add %s, %c : (tensor<2x3x3xf32>, tensor<3x3xf32>) -> tensor<2x3x3xf32>
+  %p = fygraph.softmax %a {axis = -1 : i64} : tensor<2x3x3xf32>
+  %e = fygraph.equal %p, %p : (tensor<2x3x3xf32>, tensor<2x3x3xf32>) -> tensor<2x3x3xi1>
+  %y = fygraph.where %e, %p, %z : (tensor<2x3x3xi1>, tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  return %y : tensor<2x3x3xf32>
+}
+
+// -----
+
+// Left alone: a row that keeps nothing (softmax(x + lowest) is uniform
+// there, a masked softmax NaN), a mask entry neither 0 nor low enough
+// (-1e4), and a constant that varies along the batch.
+// CHECK-LABEL: func.func @not_additive_mask
+// CHECK-NOT: fygraph.masked_softmax
+// CHECK: return
+func.func @not_additive_mask(%s: tensor<2x2x2xf32>) -> (tensor<2x2x2xf32>, tensor<2x2x2xf32>, tensor<2x2x2xf32>) {
+  %full = fygraph.constant dense<[[0.0, -3.40282347E+38], [-3.40282347E+38, -3.40282347E+38]]> : tensor<2x2xf32>
+  %soft = fygraph.constant dense<[[0.0, -1.0e4], [0.0, 0.0]]> : tensor<2x2xf32>
+  %batch = fygraph.constant dense<[[[0.0, -3.40282347E+38], [0.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]]]> : tensor<2x2x2xf32>
+  %a = fygraph.add %s, %full : (tensor<2x2x2xf32>, tensor<2x2xf32>) -> tensor<2x2x2xf32>
+  %p = fygraph.softmax %a {axis = -1 : i64} : tensor<2x2x2xf32>
+  %b = fygraph.add %s, %soft : (tensor<2x2x2xf32>, tensor<2x2xf32>) -> tensor<2x2x2xf32>
+  %q = fygraph.softmax %b {axis = -1 : i64} : tensor<2x2x2xf32>
+  %c = fygraph.add %batch, %s : (tensor<2x2x2xf32>, tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+  %r = fygraph.softmax %c {axis = -1 : i64} : tensor<2x2x2xf32>
+  return %p, %q, %r : tensor<2x2x2xf32>, tensor<2x2x2xf32>, tensor<2x2x2xf32>
+}
+
+// -----
+
 // Left alone: a mask varying along the batch, a softmax over another dim,
 // a fill that is not -inf, and -inf where the mask is false.
 // CHECK-LABEL: func.func @not_masked_softmax
