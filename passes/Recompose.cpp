@@ -329,34 +329,46 @@ struct FormMaskedSoftmax : OpRewritePattern<fg::SoftmaxOp> {
 // The additive mask of a constant (torch 2.x's SDPA decomposition: 0 where a
 // score is kept, the float's lowest where it is dropped) as a bool mask, true
 // where dropped: only when every entry is one or the other and every row
-// keeps at least one score, so that no row is all dropped.
+// keeps at least one score, so that no row is all dropped. A mask repeated
+// along its leading dims (Hugging Face expands it over the batch) comes back
+// as one [1.., R, D] block.
 std::optional<DenseElementsAttr> additiveMaskAsBool(Value c) {
   auto op = c.getDefiningOp<fg::ConstantOp>();
   auto d = op ? dyn_cast<DenseElementsAttr>(op.getValue()) : DenseElementsAttr();
   auto type = d ? dyn_cast<RankedTensorType>(d.getType()) : RankedTensorType();
-  if (!d || d.isSplat() || !type.getElementType().isF32() || type.getRank() < 1)
+  if (!d || d.isSplat() || !type.getElementType().isF32() || type.getRank() < 2)
     return std::nullopt;
-  const int64_t cols = type.getShape().back();
-  std::vector<bool> dropped;  // (llvm's bool ArrayRef from a vector<char>)
-  dropped.reserve(type.getNumElements());
+  ArrayRef<int64_t> shape = type.getShape();
+  const int64_t cols = shape.back(), block = cols * shape[shape.size() - 2];
+  if (block == 0)
+    return std::nullopt;
+  SmallVector<char> dropped;
+  dropped.reserve(block);
   bool rowKeeps = false;
+  int64_t k = 0;
   for (float v : d.getValues<float>()) {
     // exp(v + x - max) is exactly 0 for v this low and any finite score x
     // below 1e29, as for -inf.
     const bool drop = v <= -1e30f;
     if (!drop && v != 0.f)
       return std::nullopt;
-    rowKeeps |= !drop;
-    dropped.push_back(drop);
-    if (int64_t(dropped.size()) % cols == 0) {
-      if (!rowKeeps)
-        return std::nullopt;
-      rowKeeps = false;
+    if (k < block) {
+      dropped.push_back(drop);
+      rowKeeps |= !drop;
+      if ((k + 1) % cols == 0) {
+        if (!rowKeeps)
+          return std::nullopt;
+        rowKeeps = false;
+      }
+    } else if (bool(dropped[k % block]) != drop) {
+      return std::nullopt;  // the blocks differ: not one mask for every batch
     }
+    ++k;
   }
-  SmallVector<char> bytes(dropped.begin(), dropped.end());
-  auto boolType = RankedTensorType::get(type.getShape(), IntegerType::get(c.getContext(), 1));
-  return DenseElementsAttr::get(boolType, ArrayRef<bool>(reinterpret_cast<const bool *>(bytes.data()), bytes.size()));
+  SmallVector<int64_t> maskShape(shape.size() - 2, 1);
+  maskShape.append({shape[shape.size() - 2], cols});
+  auto boolType = RankedTensorType::get(maskShape, IntegerType::get(c.getContext(), 1));
+  return DenseElementsAttr::get(boolType, ArrayRef<bool>(reinterpret_cast<const bool *>(dropped.data()), dropped.size()));
 }
 
 // softmax(x + C) over the last dim, C a constant additive mask ->

@@ -415,9 +415,23 @@ func.func @additive_mask(%s: tensor<2x3x3xf32>) -> tensor<2x3x3xf32> {
 
 // -----
 
+// The same mask expanded over the batch (as Hugging Face writes it): one
+// [1, R, D] block.
+// CHECK-LABEL: func.func @additive_mask_per_batch
+// CHECK-NEXT: %[[M:.*]] = fygraph.constant dense<{{\[}}{{\[}}[false, true], [false, false]]]> : tensor<1x2x2xi1>
+// CHECK-NEXT: fygraph.masked_softmax %{{.*}}, %[[M]]
+func.func @additive_mask_per_batch(%s: tensor<2x2x2xf32>) -> tensor<2x2x2xf32> {
+  %c = fygraph.constant dense<[[[0.0, -3.40282347E+38], [0.0, 0.0]], [[0.0, -3.40282347E+38], [0.0, 0.0]]]> : tensor<2x2x2xf32>
+  %a = fygraph.add %s, %c : (tensor<2x2x2xf32>, tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+  %p = fygraph.softmax %a {axis = -1 : i64} : tensor<2x2x2xf32>
+  return %p : tensor<2x2x2xf32>
+}
+
+// -----
+
 // Left alone: a row that keeps nothing (softmax(x + lowest) is uniform
 // there, a masked softmax NaN), a mask entry neither 0 nor low enough
-// (-1e4), and a constant that varies along the batch.
+// (-1e4), and a constant whose batches differ.
 // CHECK-LABEL: func.func @not_additive_mask
 // CHECK-NOT: fygraph.masked_softmax
 // CHECK: return
