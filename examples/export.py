@@ -100,8 +100,10 @@ def main(argv=None):
     if exporter == "dynamo":
         export_dynamo(model, (idx, targets), tmp, a.out, dynamic_axes)
     else:
+        # torch 2.x exports with dynamo unless told not to.
+        legacy = {"dynamo": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
         torch.onnx.export(
-            model, (idx, targets), tmp,
+            model, (idx, targets), tmp, **legacy,
             opset_version=17,
             training=torch.onnx.TrainingMode.TRAINING,
             do_constant_folding=False,

@@ -36,6 +36,8 @@ def main():
                     help="dynamo: torch 2.x's exporter, run by --torch2-python")
     ap.add_argument("--torch2-python", default=os.environ.get("FUYOU_TORCH2_PYTHON"),
                     help="the interpreter of the torch 2.x environment make deps creates")
+    ap.add_argument("--torch2", action="store_true",
+                    help="export with torch 2.x (--torch2-python) whichever the exporter (dynamo implies it)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=32)
@@ -107,7 +109,7 @@ def main():
         data = wide
 
     export_py = PY
-    if a.exporter == "dynamo":
+    if a.exporter == "dynamo" or a.torch2:
         export_py = a.torch2_python
         if not export_py or not os.access(export_py, os.X_OK):
             sys.exit(f"e2e: FAIL: no torch 2.x interpreter at {export_py!r} (make deps creates it)")
