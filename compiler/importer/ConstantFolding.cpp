@@ -304,12 +304,16 @@ std::string foldNode(const Node &node, const std::vector<const Tensor *> &ins,
     for (size_t i = 0; i < r->second; ++i)
       if (!in(i))
         return op + " without its input " + std::to_string(i);
-  if (binary.count(op) && (!in(0) || !in(1)))
+  const bool variadic = op == "Max" || op == "Min";  // one input or more
+  if (binary.count(op) && !variadic && (!in(0) || !in(1)))
     return op + " without its two inputs";
-  if (op == "Concat" || op == "Max" || op == "Min")
+  if (op == "Concat" || variadic) {
+    if (ins.empty())
+      return op + " without inputs";
     for (auto *t : ins)
       if (!t)
         return op + " with an omitted input";
+  }
 
   if (op == "Constant") {
     if (const Attr *a = node.attr("value"); a && a->kind == Attr::TensorValue) out = a->t;

@@ -57,6 +57,7 @@ public:
   LogicalResult pow(const Node &n);
   LogicalResult isNaN(const Node &n);
   LogicalResult pad(const Node &n);
+  LogicalResult gatherND(const Node &n);
   LogicalResult notOp(const Node &n);
   LogicalResult gelu(const Node &n);
   LogicalResult splitToSequence(const Node &n);
@@ -469,25 +470,98 @@ LogicalResult Importer::gather(const Node &n) {
   Value table = in(n, 0), idx = in(n, 1);
   if (!table || !idx)
     return failure();
-  if (n.intAttr("axis", 0) != 0 || !elemOf(table).isF32() || !elemOf(idx).isInteger(64) ||
-      shapeOf(table).empty())
-    return fail("only embedding lookups (float table, int64 indices, axis 0) are supported");
+  if (!elemOf(table).isF32() || !elemOf(idx).isInteger(64) || shapeOf(table).empty())
+    return fail("only float tables with int64 indices are supported");
+  const int64_t rank = shapeOf(table).size();
+  auto ax = axis(n.intAttr("axis", 0), rank);
+  if (failed(ax))
+    return failure();
   if (const Tensor *c = getConst(n.inputs[1])) {
     // Constant indices: ONNX counts negative ones from the end; check them now.
-    int64_t rows = shapeOf(table)[0];
+    int64_t rows = shapeOf(table)[*ax];
     std::vector<int64_t> v = c->asInts();
     for (int64_t &k : v) {
       if (k < -rows || k >= rows)
-        return fail("index " + std::to_string(k) + " is out of range for a table of " +
-                    std::to_string(rows) + " rows");
+        return fail("index " + std::to_string(k) + " is out of range for a dim of " + std::to_string(rows));
       if (k < 0)
         k += rows;
     }
     idx = materialize(fuyou::onnx_in::makeInts(v, c->shape));
   }
+  // Another axis than 0 (an activation's): the axis moved to the front, a
+  // lookup of rows, and the index dims moved back where the axis was; the
+  // gradient follows from those of transpose and gather.
+  SmallVector<int64_t> toFront{*ax};
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != *ax)
+      toFront.push_back(i);
+  if (*ax != 0) {
+    SmallVector<int64_t> shape;
+    for (int64_t p : toFront)
+      shape.push_back(shapeOf(table)[p]);
+    table = b.create<fg::TransposeOp>(loc, tensorType(shape, elemOf(table)), table, toFront);
+  }
   SmallVector<int64_t> shape(shapeOf(idx));
   llvm::append_range(shape, shapeOf(table).drop_front());
-  set(n, 0, b.create<fg::GatherOp>(loc, tensorType(shape, b.getF32Type()), table, idx));
+  Value r = b.create<fg::GatherOp>(loc, tensorType(shape, b.getF32Type()), table, idx);
+  const int64_t q = shapeOf(idx).size();
+  if (*ax != 0 && q > 0) {
+    // [idx dims, dims before the axis, dims after] -> [before, idx, after]
+    SmallVector<int64_t> perm, out;
+    for (int64_t i = 0; i < *ax; ++i)
+      perm.push_back(q + i);
+    for (int64_t i = 0; i < q; ++i)
+      perm.push_back(i);
+    for (int64_t i = q + *ax; i < int64_t(shape.size()); ++i)
+      perm.push_back(i);
+    for (int64_t p : perm)
+      out.push_back(shape[p]);
+    r = b.create<fg::TransposeOp>(loc, tensorType(out, b.getF32Type()), r, perm);
+  }
+  set(n, 0, r);
+  return success();
+}
+
+// GatherND with constant indices on an activation (torch 2.x writes x[:, idx]
+// so, between transposes): the first k dims flattened into rows, each index
+// tuple one row number, a gather of rows.
+LogicalResult Importer::gatherND(const Node &n) {
+  Value x = in(n, 0);
+  if (!x)
+    return failure();
+  const Tensor *ind = n.inputs.size() > 1 ? getConst(n.inputs[1]) : nullptr;
+  if (!ind)
+    return fail("the indices must be a constant (indices computed at run time are not supported)");
+  if (n.intAttr("batch_dims", 0) != 0)
+    return fail("batch_dims other than 0 is not supported");
+  if (!elemOf(x).isF32())
+    return fail("only float data is supported");
+  ArrayRef<int64_t> s = shapeOf(x);
+  if (ind->shape.empty() || ind->shape.back() < 1 || ind->shape.back() > int64_t(s.size()))
+    return fail("index tuples must have 1 to rank(data) entries");
+  const int64_t k = ind->shape.back();
+  std::vector<int64_t> v = ind->asInts(), rows(v.size() / k);
+  int64_t numRows = 1;
+  for (int64_t j = 0; j < k; ++j)
+    numRows *= s[j];
+  for (size_t t = 0; t < rows.size(); ++t) {
+    int64_t r = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t i = v[t * k + j];
+      if (i < -s[j] || i >= s[j])
+        return fail("index " + std::to_string(i) + " is out of range for a dim of " + std::to_string(s[j]));
+      r = r * s[j] + (i < 0 ? i + s[j] : i);
+    }
+    rows[t] = r;
+  }
+  SmallVector<int64_t> tableShape{numRows};
+  tableShape.append(s.begin() + k, s.end());
+  Value table = reshape(x, tableShape);
+  std::vector<int64_t> idxShape(ind->shape.begin(), ind->shape.end() - 1);
+  Value idx = materialize(fuyou::onnx_in::makeInts(rows, idxShape));
+  SmallVector<int64_t> outShape(idxShape.begin(), idxShape.end());
+  outShape.append(s.begin() + k, s.end());
+  set(n, 0, b.create<fg::GatherOp>(loc, tensorType(outShape, b.getF32Type()), table, idx));
   return success();
 }
 
@@ -1243,6 +1317,7 @@ const llvm::StringMap<Handler> &handlers() {
       {"Cast", &Importer::castOp},
       {"IsNaN", &Importer::isNaN},
       {"Pad", &Importer::pad},
+      {"GatherND", &Importer::gatherND},
       {"Not", &Importer::notOp},
       {"CastLike", &Importer::castLike},
       {"Gelu", &Importer::gelu},
