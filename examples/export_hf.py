@@ -93,9 +93,9 @@ def build(config, seq, seed, loss):
     return WithLoss(model.float(), loss).train()
 
 
-def export(module, idx, targets, out):
+def export(module, idx, targets, out, external=False):
     nbytes = sum(t.numel() * t.element_size() for t in module.state_dict().values())
-    big = nbytes >= (2 << 30) - (64 << 20)
+    big = external or nbytes >= (2 << 30) - (64 << 20)
     tmp = out + ".tmp"
     torch.onnx.export(module, (idx, targets), tmp, dynamo=True, optimize=False, external_data=big,
                       input_names=["idx", "targets"], output_names=["loss"])
@@ -103,9 +103,17 @@ def export(module, idx, targets, out):
     m = onnx.load(tmp, load_external_data=False)
     names = {t.name for t in m.graph.initializer}
     frozen = [n for n, _ in module.named_buffers() if n in names]
+    # Every other name of a tied tensor (a head stored as the embedding): a
+    # checkpoint may hold it under either.
+    by_id = {}
+    for n, t in module.named_parameters(remove_duplicate=False):
+        by_id.setdefault(id(t), []).append(n)
+    aliases = [f"{kept}={other}" for group in by_id.values() for kept in group if kept in names
+               for other in group if other != kept]
     del m.metadata_props[:]
-    entry = m.metadata_props.add()
-    entry.key, entry.value = "fuyou.frozen", ",".join(frozen)
+    for key, value in (("fuyou.frozen", ",".join(frozen)), ("fuyou.aliases", ";".join(aliases))):
+        entry = m.metadata_props.add()
+        entry.key, entry.value = key, value
     if big:  # the weights went to TMP.data: name them after the final file
         data = os.path.basename(out) + ".data"
         for t in m.graph.initializer:
@@ -150,6 +158,8 @@ def main(argv=None):
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--loss", choices=["cross_entropy", "labels"], default="cross_entropy")
+    p.add_argument("--external-data", action="store_true",
+                   help="weights in FILE.onnx.data whatever their size (the default past 2 GiB)")
     a = p.parse_args(argv)
     if int(torch.__version__.split(".")[0]) < 2:
         sys.exit(f"export_hf.py: error: needs torch 2.x (this is {torch.__version__})")
@@ -158,7 +168,7 @@ def main(argv=None):
     g = torch.Generator().manual_seed(a.seed)
     idx = torch.randint(0, vocab, (a.batch, a.seq), generator=g)
     targets = torch.randint(0, vocab, (a.batch, a.seq), generator=g)
-    m = export(module, idx, targets, a.out)
+    m = export(module, idx, targets, a.out, a.external_data)
     with open(a.out + ".json", "w") as f:
         json.dump(dict(config=a.config, seq=a.seq, batch=a.batch, seed=a.seed, loss=a.loss), f, indent=2)
         f.write("\n")

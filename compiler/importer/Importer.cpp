@@ -122,6 +122,8 @@ private:
   // int64 ones (shape arithmetic), and the buffers torch.export recorded
   // (masks, RoPE frequencies, positions) up to a size worth folding.
   bool isFoldableInit(const Tensor &t) {
+    if (!t.loaded)
+      return false;
     if (t.dtype == DType::I64 && t.numel() <= 8)
       return true;
     return t.dtype != DType::Unsupported && t.numel() <= (int64_t(1) << 24) &&
@@ -976,7 +978,7 @@ LogicalResult Importer::castLike(const Node &n) {
 LogicalResult Importer::pow(const Node &n) {
   if (n.inputs.size() > 1 && !values.count(n.inputs[1])) {
     const Tensor *e = getConst(n.inputs[1]);
-    if (auto it = inits.find(n.inputs[1]); !e && it != inits.end() && it->second->numel() == 1)
+    if (auto it = inits.find(n.inputs[1]); !e && it != inits.end() && it->second->numel() == 1 && it->second->loaded)
       e = it->second;
     if (e && e->dtype != DType::Unsupported) {
       // This node's own constant: another reader of the initializer keeps it.
@@ -1225,7 +1227,7 @@ LogicalResult Importer::dropout(const Node &n) {
     if (const Tensor *t = getConst(name))
       return t;
     auto it = inits.find(name);
-    return it != inits.end() && it->second->numel() == 1 &&
+    return it != inits.end() && it->second->numel() == 1 && it->second->loaded &&
                    it->second->dtype != DType::Unsupported
                ? it->second
                : nullptr;

@@ -171,12 +171,11 @@ std::string Node::describe() const {
          "' (" + opType + ")";
 }
 
-// The `bytes` bytes of an external tensor (ONNX external data: `location`,
-// relative to the model's directory `dir`, `offset`, `length`) into `out`
-// (a std::string or std::vector<char>). torch.onnx.export writes models over
-// 2 GiB so, and onnx.save_model can.
-template <class Buffer>
-static std::string readExternal(const onnx::TensorProto &p, const std::string &dir, size_t bytes, Buffer &out) {
+// Where an external tensor's `bytes` bytes lie (ONNX external data:
+// `location`, relative to the model's directory `dir`, `offset`, `length`),
+// checked for where it may point, not for whether the file is there yet.
+// torch.onnx.export writes models over 2 GiB so, and onnx.save_model can.
+static std::string externalSource(const onnx::TensorProto &p, const std::string &dir, size_t bytes, Source &src) {
   const std::string what = "tensor '" + p.name() + "': external data";
   std::string location;
   long long offset = 0, length = -1;
@@ -207,22 +206,37 @@ static std::string readExternal(const onnx::TensorProto &p, const std::string &d
     if (fs::is_symlink(fs::symlink_status(at, ec)))
       return what + " location '" + location + "' goes through a symbolic link ('" + at.string() + "')";
   }
-  const std::string file = at.string();
+  if (length >= 0 && (size_t)length != bytes)
+    return what + " holds " + std::to_string(length) + " bytes, expected " + std::to_string(bytes);
+  src.path = fs::absolute(at, ec).lexically_normal().string();
+  src.offset = (uint64_t)offset;
+  src.length = bytes;
+  return "";
+}
+
+// The `bytes` bytes of an external tensor into `out` (a std::string or
+// std::vector<char>).
+template <class Buffer>
+static std::string readExternal(const onnx::TensorProto &p, const std::string &dir, size_t bytes, Buffer &out) {
+  const std::string what = "tensor '" + p.name() + "': external data";
+  Source src;
+  if (std::string err = externalSource(p, dir, bytes, src); !err.empty())
+    return err;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string &file = src.path;
   // Not a pipe or a device either (opening one could block).
-  if (!fs::is_regular_file(fs::symlink_status(at, ec)))
+  if (!fs::is_regular_file(fs::symlink_status(file, ec)))
     return what + " file '" + file + "' cannot be read: " +
-           (fs::exists(fs::symlink_status(at, ec)) ? "not a regular file" : "No such file or directory");
+           (fs::exists(fs::symlink_status(file, ec)) ? "not a regular file" : "No such file or directory");
   std::ifstream f(file, std::ios::binary);
   if (!f) return what + " file '" + file + "' cannot be read: " + std::strerror(errno);
   const unsigned long long size = fs::file_size(file, ec);
-  if (length < 0) length = (long long)bytes;
-  if ((unsigned long long)offset > size || (unsigned long long)length > size - (unsigned long long)offset)
-    return what + " [" + std::to_string(offset) + ", +" + std::to_string(length) + ") runs past the end of '" +
+  if (src.offset > size || bytes > size - src.offset)
+    return what + " [" + std::to_string(src.offset) + ", +" + std::to_string(bytes) + ") runs past the end of '" +
            file + "' (" + std::to_string(size) + " bytes)";
-  if ((size_t)length != bytes)
-    return what + " holds " + std::to_string(length) + " bytes, expected " + std::to_string(bytes);
   out.resize(bytes);
-  if (!f.seekg(offset) || !f.read(out.data(), (std::streamsize)bytes))
+  if (!f.seekg((std::streamoff)src.offset) || !f.read(out.data(), (std::streamsize)bytes))
     return what + ": reading '" + file + "' failed";
   return "";
 }
@@ -403,13 +417,72 @@ static void torchExportKinds(const onnx::GraphProto &g, Model &out) {
   }
 }
 
+// Where each initializer's raw_data lies in the serialized ModelProto `d`
+// (name -> offset, length), found by walking protobuf's wire format:
+// ModelProto.graph (7) -> GraphProto.initializer (5) -> TensorProto.name (8)
+// and raw_data (9). The program reads its parameters from there.
+static std::map<std::string, std::pair<uint64_t, uint64_t>> rawDataOffsets(const std::string &d) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> out;
+  auto varint = [&](size_t &i, size_t e, uint64_t &v) {
+    v = 0;
+    for (int shift = 0; i < e && shift < 64; shift += 7) {
+      const uint8_t byte = uint8_t(d[i++]);
+      v |= uint64_t(byte & 0x7f) << shift;
+      if (!(byte & 0x80))
+        return true;
+    }
+    return false;
+  };
+  // Calls onField(number, begin, end) for each length-delimited field of
+  // the message in [b, e).
+  auto fields = [&](size_t b, size_t e, auto &&onField) {
+    for (size_t i = b; i < e;) {
+      uint64_t tag, v;
+      if (!varint(i, e, tag))
+        return;
+      switch (tag & 7) {
+      case 0: if (!varint(i, e, v)) return; break;
+      case 1: if (e - i < 8) return; i += 8; break;
+      case 5: if (e - i < 4) return; i += 4; break;
+      case 2:
+        if (!varint(i, e, v) || v > e - i) return;
+        onField(uint32_t(tag >> 3), i, i + size_t(v));
+        i += size_t(v);
+        break;
+      default: return;
+      }
+    }
+  };
+  fields(0, d.size(), [&](uint32_t f, size_t gb, size_t ge) {
+    if (f != 7)
+      return;
+    fields(gb, ge, [&](uint32_t g, size_t tb, size_t te) {
+      if (g != 5)
+        return;
+      std::string name;
+      std::pair<uint64_t, uint64_t> raw{0, 0};
+      bool hasRaw = false;
+      fields(tb, te, [&](uint32_t t, size_t vb, size_t ve) {
+        if (t == 8) name.assign(d, vb, ve - vb);
+        else if (t == 9) { raw = {vb, ve - vb}; hasRaw = true; }
+      });
+      if (hasRaw)
+        out[name] = raw;
+    });
+  });
+  return out;
+}
+
 static std::string loadImpl(const std::string &path, const LoadOptions &opts, Model &out) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
     return "cannot open '" + path + "': " + std::strerror(errno);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string data = ss.str();
+  std::string data;
+  {
+    std::stringstream ss;  // (freed before the model is parsed)
+    ss << f.rdbuf();
+    data = std::move(ss).str();
+  }
   if (data.empty())
     return "'" + path + "' is empty";
 
@@ -428,28 +501,24 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
     return "'" + path + "' is not an ONNX model (cannot parse a ModelProto)";
   }
 
-  // Shape inference propagates the values of shape-like initializers (int64
-  // index tensors, small constants) and cannot read external ones: those
-  // come into the model. Float weights stay outside until they are read.
   const std::string dir = std::filesystem::path(path).parent_path().string();
-  bool external = false;  // tensors left outside (the checker must find them)
-  for (auto &t : *m.mutable_graph()->mutable_initializer()) {
+  const std::string absPath = std::filesystem::absolute(path).lexically_normal().string();
+  // Where each raw_data lies in the file, then the file's bytes are freed.
+  const auto raws = text ? std::map<std::string, std::pair<uint64_t, uint64_t>>() : rawDataOffsets(data);
+  std::string().swap(data);
+  bool external = false, externalMissing = false;  // tensors outside the file, and files not there
+  for (const auto &t : m.graph().initializer()) {
     if (!isExternal(t)) continue;
+    external = true;
+    if (dtypeOf(t.data_type()) == DType::Unsupported)
+      continue;  // never read
+    Source src;
     int64_t n = 1;
     for (int64_t d : t.dims()) n *= d;
-    const size_t bytes = size_t(n) * storedSize(t.data_type());
-    // Unsupported types are never read; float weights are read in place later.
-    if (dtypeOf(t.data_type()) == DType::Unsupported ||
-        (dtypeOf(t.data_type()) == DType::F32 && bytes >= (1u << 20))) {
-      external = true;
-      continue;
-    }
-    std::string data;
-    if (std::string err = readExternal(t, dir, bytes, data); !err.empty())
+    if (std::string err = externalSource(t, dir, size_t(n) * storedSize(t.data_type()), src); !err.empty())
       return "'" + path + "': " + err;
-    t.set_raw_data(std::move(data));
-    t.clear_external_data();
-    t.set_data_location(onnx::TensorProto::DEFAULT);
+    std::error_code ec;
+    externalMissing |= !std::filesystem::is_regular_file(src.path, ec);
   }
 
   // And Constant nodes' values (read with the nodes below).
@@ -471,7 +540,9 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   // Cast that wraps in shape arithmetic). A newer file would be
   // checked against older schemas (opset 18's Split and Reduce* differ), so
   // the graph's structure is checked here and each op by its handler.
-  const bool known = m.ir_version() <= 8 && out.opset <= 17;
+  // (and its checker looks for external data files: without them, a model
+  // compiled before its weights are there gets the structural check.)
+  const bool known = m.ir_version() <= 8 && out.opset <= 17 && !externalMissing;
   if (!known) {
     if (std::string err = checkGraph(m.graph()); !err.empty())
       return "'" + path + "': " + err;
@@ -499,22 +570,49 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   out.path = path;
   for (const auto &kv : m.metadata_props())
     out.metadata[kv.key()] = kv.value();
+  if (auto it = out.metadata.find("fuyou.aliases"); it != out.metadata.end()) {
+    std::stringstream pairs(it->second);
+    for (std::string pair; std::getline(pairs, pair, ';');)
+      if (size_t eq = pair.find('='); eq != std::string::npos && eq > 0 && eq + 1 < pair.size())
+        out.aliases.push_back({pair.substr(0, eq), pair.substr(eq + 1)});
+  }
   std::map<std::string, bool> isInit;
-  for (const auto &t : g.initializer()) {
+  const std::set<std::string> buffers(out.torchBuffers.begin(), out.torchBuffers.end());
+  for (auto &t : *m.mutable_graph()->mutable_initializer()) {
     Tensor tensor;
-    if (dtypeOf(t.data_type()) == DType::Unsupported) {
-      // Kept without data: an error only if the loss reads it.
-      tensor.name = t.name();
-      tensor.onnxType = t.data_type();
-      tensor.dtype = DType::Unsupported;
-      tensor.shape.assign(t.dims().begin(), t.dims().end());
-      isInit[t.name()] = true;
+    tensor.name = t.name();
+    tensor.onnxType = t.data_type();
+    tensor.dtype = dtypeOf(t.data_type());
+    tensor.shape.assign(t.dims().begin(), t.dims().end());
+    isInit[t.name()] = true;
+    if (tensor.dtype == DType::Unsupported) {  // kept without data: an error only if the loss reads it
       out.initializers.push_back(std::move(tensor));
       continue;
     }
-    if (std::string err = readTensor(t, dir, tensor); !err.empty())
-      return "'" + path + "': " + err;
-    isInit[t.name()] = true;
+    int64_t n = 1;
+    for (int64_t d : tensor.shape) {
+      if (d < 0)
+        return "'" + path + "': tensor '" + t.name() + "' has a negative dim";
+      n = d && n > (int64_t(1) << 62) / d ? (int64_t(1) << 62) : n * d;
+    }
+    const uint64_t stored = uint64_t(n) * storedSize(t.data_type());
+    const bool fold = tensor.dtype == DType::F32 ? n <= kMaxReadScalars || (buffers.count(t.name()) && n <= kMaxReadElements)
+                                                 : n <= kMaxReadElements;
+    auto raw = raws.find(t.name());
+    if (!fold && isExternal(t)) {
+      if (std::string err = externalSource(t, dir, stored, tensor.source); !err.empty())
+        return "'" + path + "': " + err;
+    } else if (!fold && t.has_raw_data() && raw != raws.end() && raw->second.second == stored &&
+               t.raw_data().size() == stored) {
+      tensor.source = {absPath, raw->second.first, stored};
+      t.clear_raw_data();  // (the bytes the program will read, gone from memory)
+    } else {
+      // Folded, or in typed fields or ONNX text: read here (such tensors are
+      // small), and the program gets them in its own weights file.
+      if (std::string err = readTensor(t, dir, tensor); !err.empty())
+        return "'" + path + "': " + err;
+      tensor.loaded = true;
+    }
     out.initializers.push_back(std::move(tensor));
   }
   for (const auto &v : g.input())

@@ -24,16 +24,34 @@ DType dtypeOf(int onnxType);
 // Wraps an integer to the range of ONNX integer type `onnxType` (as a
 // C cast to that type does); other types pass through.
 int64_t wrapToType(int64_t v, int onnxType);
+// The initializers whose values the compile reads: integer and bool ones
+// (shape arithmetic, index tables) and the buffers torch.export records
+// (masks, RoPE frequencies) up to this many elements, and float scalars
+// (exponents, ratios) up to kMaxReadScalars. Parameters are never read.
+constexpr int64_t kMaxReadElements = int64_t(1) << 24;
+constexpr int64_t kMaxReadScalars = 16;
 // The newest ONNX IR version and default-domain opset read.
 constexpr int64_t kMaxIrVersion = 10;
 constexpr int64_t kMaxOpset = 28;
+
+// Where an initializer's bytes lie in a file: the ONNX file's raw_data or its
+// external data. The program reads parameters from there when it starts; the
+// compiler never does.
+struct Source {
+  std::string path;            // absolute; empty: no file holds them as stored
+  uint64_t offset = 0, length = 0;
+};
 
 struct Tensor {
   std::string name;
   DType dtype = DType::F32;
   int onnxType = 0;            // the TensorProto data type, for messages
   std::vector<int64_t> shape;
+  // Read only for the initializers a compile may fold (kMaxReadElements):
+  // otherwise empty, and `source` says where the values are.
+  bool loaded = false;
   std::vector<char> bytes;     // little-endian, row-major
+  Source source;
   int64_t numel() const;
   std::vector<int64_t> asInts() const;     // I64 or Bool contents
   std::vector<double> asDoubles() const;   // any supported dtype
@@ -81,6 +99,10 @@ struct Model {
   // The ones it records as parameters (a trained initializer that is not
   // one is a graph optimizer's rewrite of a weight).
   std::vector<std::string> torchParams;
+  // Names of one tensor (a tied head and embedding), from the exporting
+  // script's metadata "fuyou.aliases" ("a=b;c=d"): a checkpoint may hold
+  // either name.
+  std::vector<std::pair<std::string, std::string>> aliases;
   bool isTorchBuffer(const std::string &name) const;
 };
 

@@ -11,7 +11,9 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <set>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +22,8 @@ namespace fs = std::filesystem;
 namespace fuyou::target {
 
 std::string writeWeights(const onnx_in::Model &model, const std::vector<std::string> &names,
-                         const std::string &path) {
+                         const std::string &path, bool &written) {
+  written = false;
   std::vector<fy::SafetensorsEntry> entries;
   for (const auto &name : names) {
     const onnx_in::Tensor *t = nullptr;
@@ -29,6 +32,8 @@ std::string writeWeights(const onnx_in::Model &model, const std::vector<std::str
         t = &init;
     if (!t)
       return "no initializer named '" + name + "'";
+    if (!t->loaded)
+      continue;  // the program reads it where the ONNX file keeps it
     fy::SafetensorsEntry e;
     e.name = name;
     e.dtype = t->dtype == onnx_in::DType::F32   ? fy::DType::F32
@@ -38,12 +43,83 @@ std::string writeWeights(const onnx_in::Model &model, const std::vector<std::str
     e.data = t->bytes.data();
     entries.push_back(e);
   }
+  if (entries.empty())
+    return "";
   try {
     fy::write_safetensors(path, entries);
   } catch (const std::exception &e) {
     return e.what();
   }
+  written = true;
   return "";
+}
+
+// A C++ string literal of `s`.
+static std::string cppLiteral(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out += {'\\', char(c)};
+    else if (c == '\n') out += "\\n\"\n\"";  // a line of the literal per line of the manifest
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c >= 0x7f) { char b[8]; std::snprintf(b, sizeof b, "\\%03o", c); out += b; }
+    else out += char(c);
+  }
+  return out + "\"";
+}
+
+std::string weightSourcesCpp(const onnx_in::Model &model, const std::vector<std::string> &names, std::string &error) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string modelPath = fs::absolute(model.path, ec).lexically_normal().string();
+  const std::string dir = fs::path(modelPath).parent_path().string();
+  auto bad = [](const std::string &x) { return x.find_first_of("\t\n") != std::string::npos; };
+  if (bad(modelPath)) {
+    error = "the model's path holds a tab or a newline";
+    return "";
+  }
+  std::string m = "M\t" + modelPath + "\n";
+  std::set<std::string> params(names.begin(), names.end());
+  for (const auto &t : model.initializers) {
+    if (bad(t.name)) {
+      error = "initializer name '" + t.name + "' holds a tab or a newline";
+      return "";
+    }
+    if (!params.count(t.name)) {
+      m += "K\t" + t.name + "\n";
+    } else if (t.loaded || t.source.path.empty()) {
+      m += "E\t" + t.name + "\n";
+    } else {
+      // Relative to the model's directory (its external data), or "" for the
+      // model file itself (raw_data): --onnx moves both.
+      std::string rel = t.source.path == modelPath ? "" : fs::path(t.source.path).lexically_relative(dir).string();
+      if (bad(rel)) {
+        error = "the external data path of '" + t.name + "' holds a tab or a newline";
+        return "";
+      }
+      m += "P\t" + t.name + "\t" + std::to_string(t.onnxType) + "\t" + std::to_string(t.source.offset) + "\t" +
+           std::to_string(t.source.length) + "\t" + rel + "\n";
+    }
+  }
+  // Each file read from, with its size and modification time: a file
+  // changed since the compile (a new export to the same path) is refused
+  // rather than read at the old offsets.
+  std::set<std::string> files;
+  for (const auto &t : model.initializers)
+    if (params.count(t.name) && !t.loaded && !t.source.path.empty())
+      files.insert(t.source.path);
+  for (const std::string &f : files) {
+    struct stat st;
+    const std::string rel = f == modelPath ? "" : fs::path(f).lexically_relative(dir).string();
+    if (::stat(f.c_str(), &st) == 0)
+      m += "F\t" + rel + "\t" + std::to_string(st.st_size) + "\t" +
+           std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + "\n";
+  }
+  for (const auto &[a, b] : model.aliases)
+    if (!bad(a) && !bad(b))
+      m += "A\t" + a + "\t" + b + "\n";
+  return "\n// Where each parameter's initial values are (fuyou-compile read none of them).\n"
+         "static const char kFyWeightSources[] =\n    " + cppLiteral(m) + ";\n"
+         "static const bool kFyWeightSourcesSet = fy::rt::set_weight_sources(kFyWeightSources);\n";
 }
 
 static std::string selfDir() {

@@ -13,10 +13,18 @@
 
 namespace fuyou::target {
 
-// Writes the named initializers of `model` to a safetensors file
-// (atomically). Returns "" or what went wrong.
+// Writes the named initializers of `model` that the compile read (small
+// ones, and those of ONNX text or typed fields, which no file offset
+// addresses) to a safetensors file (atomically); `written` says whether
+// there were any. Returns "" or what went wrong.
 std::string writeWeights(const onnx_in::Model &model, const std::vector<std::string> &names,
-                         const std::string &path);
+                         const std::string &path, bool &written);
+
+// C++ for the generated program: where each of the named parameters lies
+// (the ONNX file's raw_data or external data, or the program's weights
+// file), the model's other initializer names, and tied names, handed to the
+// runtime at start-up. Sets `error` on a name the format cannot hold.
+std::string weightSourcesCpp(const onnx_in::Model &model, const std::vector<std::string> &names, std::string &error);
 
 // Whether this compiler can build programs for `target` ("cpu", "cuda": the
 // CUDA runtime exists only where nvcc was found at build time).

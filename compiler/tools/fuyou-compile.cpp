@@ -685,7 +685,8 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  // OUT, OUT.cpp and OUT.weights.safetensors appear together or not at all,
+  // OUT, OUT.cpp and OUT.weights.safetensors (the parameters no ONNX file
+  // addresses, when there are any) appear together or not at all,
   // and a failed or interrupted compile leaves the ones an earlier compile
   // wrote as they were: each is written under a .tmp name, and the three
   // are renamed over them only once the executable is built.
@@ -698,12 +699,16 @@ int main(int argc, char **argv) {
     for (const std::string *p : {&tmpOut, &tmpCpp, &tmpWeights})
       ::unlink(p->c_str());
   };
+  std::string sourcesError;
+  const std::string sources = fuyou::target::weightSourcesCpp(model, paramNames, sourcesError);
+  if (!sourcesError.empty())
+    die(opts.model + ": " + sourcesError);
   {
     std::error_code ec;
     llvm::raw_fd_ostream f(tmpCpp, ec);
     if (ec)
       die("cannot write '" + tmpCpp + "': " + ec.message());
-    f << cpp;
+    f << cpp << sources;
     f.close();
     if (f.has_error()) {
       f.clear_error();
@@ -711,7 +716,8 @@ int main(int argc, char **argv) {
       die("cannot write '" + tmpCpp + "'");
     }
   }
-  if (std::string e = fuyou::target::writeWeights(model, paramNames, tmpWeights); !e.empty()) {
+  bool ownWeights = false;  // (a program whose parameters are all in the ONNX file has none)
+  if (std::string e = fuyou::target::writeWeights(model, paramNames, tmpWeights, ownWeights); !e.empty()) {
     cleanup();
     die(e);
   }
@@ -742,11 +748,16 @@ int main(int argc, char **argv) {
        ++tries)
     ::usleep(50 * 1000);
   const std::pair<std::string, std::string> renames[] = {{tmpWeights, weights}, {tmpCpp, cppPath}, {tmpOut, opts.out}};
-  for (const auto &[from, to] : renames)
+  if (!ownWeights)
+    ::unlink(weights.c_str());  // an earlier compile's, which this program does not read
+  for (const auto &[from, to] : renames) {
+    if (from == tmpWeights && !ownWeights)
+      continue;
     if (std::error_code ec = llvm::sys::fs::rename(from, to)) {
       cleanup();
       die("cannot rename '" + from + "' to '" + to + "': " + ec.message());
     }
+  }
   if (dirFd >= 0)
     ::close(dirFd);  // (and the lock with it)
   signalPaths().clear();  // (a signal now ends the run as the compile it completed)

@@ -36,6 +36,9 @@ int program_main(int argc, char** argv, DeclareFn declare, TrainStepFn step, Tra
 namespace fy::rt {
 
 // ---- declarations ----
+// Where the compile found each parameter (exec/weights.h); the generated
+// program hands it over at static initialisation.
+bool set_weight_sources(const char* manifest);
 int64_t declare_param(Runtime* rt, const std::string& name, Shape shape, DType dtype, bool trainable);
 void declare_inputs(Runtime* rt, Shape shape, int64_t vocab);
 // The compiler's memory plan: the most bytes of temporaries alive at once,

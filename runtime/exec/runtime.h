@@ -26,7 +26,9 @@ class Device;
 // Command-line options of a training executable (see train_main).
 struct TrainOptions {
   std::string data;
-  std::string weights;     // default: <executable>.weights.safetensors
+  std::string weights;     // --weights: a checkpoint to start from (else the compile's sources)
+  std::string onnx;        // --onnx: the model file instead of the one the compile read
+  std::string own_weights; // <executable>.weights.safetensors: what no ONNX file addresses
   std::string log_json;
   std::string save_dir;
   std::string dump_grads;

@@ -26,6 +26,7 @@
 #include "data/tokens.h"
 #include "exec/api.h"
 #include "exec/checkpoint.h"
+#include "exec/weights.h"
 #include "io/safetensors.h"
 #include "optim/adamw8bit.h"
 
@@ -66,7 +67,12 @@ const char kUsage[] =
     "  --val-batches N      batches of the file's first windows to average, as step N-1 of the batch\n"
     "                       contract reads (default 20, or the file's whole batches if fewer)\n"
     "  --save DIR           checkpoint to DIR after the last step (manifest.json, state, model.safetensors)\n"
-    "  --weights FILE       initial weights (default: <this executable>.weights.safetensors)\n"
+    "  --weights PATH       initial weights from a checkpoint: a safetensors file, a Hugging Face\n"
+    "                       sharded checkpoint (its directory or model.safetensors.index.json), or\n"
+    "                       one of --save's; names as the ONNX file's or the model's own (a wrapper's\n"
+    "                       prefix dropped), bf16/fp16 widened to the fp32 masters (default: where\n"
+    "                       the compile found them: the ONNX file and its external data)\n"
+    "  --onnx FILE          read the default weights from FILE instead of the model the compile read\n"
     "  --dump-grads FILE    write the step-1 gradients to FILE (safetensors)\n"
     "  --clip-norm X        scale gradients so their global L2 norm is at most X\n"
     "  --loss-scale-init X  first loss scale of a program compiled with --loss-scale dynamic\n"
@@ -177,7 +183,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     }
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
-                                         "--weights", "--dump-grads", "--clip-norm", "--resume", "--save-every",
+                                         "--weights", "--onnx", "--dump-grads", "--clip-norm", "--resume", "--save-every",
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
@@ -209,6 +215,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--log-json") o->log_json = value;
     else if (flag == "--save") o->save_dir = value;
     else if (flag == "--weights") o->weights = value;
+    else if (flag == "--onnx") o->onnx = value;
     else if (flag == "--dump-grads") o->dump_grads = value;
     else if (flag == "--resume") o->resume_dir = value;
     else if (flag == "--cpu-mem") o->cpu_mem = parse_size(flag, value);
@@ -353,7 +360,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     fail(std::string(decay_flag) + " shapes a decay: it needs --lr-schedule cosine or linear");
   if (o->lr_schedule.decay_end == 0) o->lr_schedule.decay_end = std::max<int64_t>(o->steps, 1);
   if (std::string why = o->lr_schedule.invalid(o->adamw.lr); !why.empty()) fail("--lr-schedule: " + why);
-  if (o->weights.empty()) o->weights = default_weights_path(argc > 0 ? argv[0] : nullptr);
+  o->own_weights = default_weights_path(argc > 0 ? argv[0] : nullptr);
   return true;
 }
 
@@ -428,25 +435,6 @@ void choose_decay(Runtime& rt, const TrainOptions& o) {
     std::fprintf(stderr, "train: no weight decay for %lld of %lld trainable tensors (%.2f%% of the parameters)\n",
                  (long long)off, (long long)trainable,
                  100.0 * double(off_elems) / double(std::max<int64_t>(1, rt.trainable_elements())));
-}
-
-void load_weights(Runtime& rt, const std::string& path) {
-  // Straight into the parameters' storage: no second copy of the model.
-  std::map<std::string, int64_t> index;
-  for (int64_t i = 0; i < rt.num_params(); ++i) index[rt.param(i).name] = i;
-  std::vector<bool> loaded(size_t(rt.num_params()), false);
-  read_safetensors_into(path, [&](const std::string& name, DType dtype, const std::vector<int64_t>& shape) -> void* {
-    auto it = index.find(name);
-    if (it == index.end()) return nullptr;
-    const Runtime::Param& p = rt.param(it->second);
-    if (dtype != p.value.dtype || Shape(shape) != p.value.shape)
-      fail("weights file '" + path + "': parameter '" + p.name + "' is " + dtype_name(dtype) + " " +
-           Shape(shape).str() + ", the program expects " + dtype_name(p.value.dtype) + " " + p.value.shape.str());
-    loaded[size_t(it->second)] = true;
-    return p.value.data;
-  });
-  for (int64_t i = 0; i < rt.num_params(); ++i)
-    if (!loaded[size_t(i)]) fail("weights file '" + path + "': parameter '" + rt.param(i).name + "' is missing");
 }
 
 // The step-1 gradients recorded for --dump-grads, by parameter name.
@@ -585,7 +573,8 @@ void check_outputs_are_not_inputs(const TrainOptions& o) {
   };
   const std::string self = "/proc/self/exe";
   const std::pair<const char*, const std::string*> ins[] = {
-      {"--data", &o.data}, {"--val-data", &o.val_data}, {"--weights", &o.weights}, {"program's", &self}};
+      {"--data", &o.data}, {"--val-data", &o.val_data}, {"--weights", &o.weights}, {"--onnx", &o.onnx},
+      {"weights", &o.own_weights}, {"program's", &self}};
   const std::pair<const char*, const std::string*> outs[] = {
       {"--log-json", &o.log_json}, {"--trace", &o.trace}, {"--dump-grads", &o.dump_grads}};
   for (size_t i = 0; i < std::size(outs); ++i) {
@@ -769,7 +758,7 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
            std::to_string(whole) + " batch(es) of " + std::to_string(B));
     val_batches = o.val_batches > 0 ? o.val_batches : std::min<int64_t>(20, whole);
   }
-  load_weights(rt, o.weights);
+  load_weights(rt, o.weights, o.onnx, o.own_weights);
 
   // Shared with the optimizer (next_ids), which may outlive this scope on an error.
   auto data = std::make_shared<const TokenFile>(o.data, rt.vocab());

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 
 namespace fy {
 
@@ -317,10 +318,51 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
 }
 
 namespace {
+// Bytes per element of a safetensors dtype name (0: unknown).
+size_t stored_dtype_size(const std::string& dt) {
+  if (dt == "F64" || dt == "I64" || dt == "U64") return 8;
+  if (dt == "F32" || dt == "I32" || dt == "U32") return 4;
+  if (dt == "BF16" || dt == "F16" || dt == "I16" || dt == "U16") return 2;
+  if (dt == "U8" || dt == "I8" || dt == "BOOL") return 1;
+  return 0;
+}
+
 // Parses and checks the header, then hands each tensor's bytes to `sink`
 // (name, dtype, shape, byte count) -> destination or nullptr to skip.
 using Sink = std::function<void*(const std::string&, DType, const std::vector<int64_t>&, size_t)>;
 void read_tensors(const std::string& path, const Sink& sink) {
+  const std::vector<StoredTensor> stored = list_safetensors(path);
+  std::vector<DType> dtypes;
+  for (const StoredTensor& t : stored) {
+    DType dt;
+    if (!parse_dtype(t.dtype, &dt)) st_fail(path, "tensor '" + t.name + "' has unsupported dtype " + t.dtype);
+    dtypes.push_back(dt);
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) st_fail(path, std::string("cannot open: ") + std::strerror(errno));
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const StoredTensor& t = stored[i];
+    if (void* to = sink(t.name, dtypes[i], t.shape, size_t(t.nbytes))) {
+      f.seekg(std::streamoff(t.offset));
+      f.read(static_cast<char*>(to), std::streamsize(t.nbytes));
+      if (!f) st_fail(path, "read error in tensor '" + t.name + "'");
+      check_crc(path, t, to);
+    }
+  }
+}
+}  // namespace
+
+void check_crc(const std::string& path, const StoredTensor& t, const void* bytes) {
+  if (!t.has_crc) return;
+  const uint32_t got = crc32c(0, bytes, size_t(t.nbytes));
+  if (got != t.crc) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " is damaged: its bytes have CRC-32C %08x, the header says %08x", got, t.crc);
+    st_fail(path, "tensor '" + t.name + "'" + buf);
+  }
+}
+
+std::vector<StoredTensor> list_safetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) st_fail(path, std::string("cannot open: ") + std::strerror(errno));
   f.seekg(0, std::ios::end);
@@ -329,6 +371,7 @@ void read_tensors(const std::string& path, const Sink& sink) {
   if (size < 8) st_fail(path, "truncated: " + std::to_string(size) + " bytes, smaller than the 8-byte header length");
   unsigned char le[8];
   f.read(reinterpret_cast<char*>(le), 8);
+  if (!f) st_fail(path, std::string("read error in the header length: ") + std::strerror(errno));
   uint64_t hlen = 0;
   for (int k = 0; k < 8; ++k) hlen |= uint64_t(le[k]) << (8 * k);
   if (hlen > uint64_t(size - 8))
@@ -360,6 +403,7 @@ void read_tensors(const std::string& path, const Sink& sink) {
     }
   size_t matched = 0;
   std::vector<std::pair<int64_t, int64_t>> ranges;
+  std::vector<StoredTensor> out;
   for (const auto& kv : root.obj) {
     if (kv.first == "__metadata__") continue;
     const std::string& name = kv.first;
@@ -370,42 +414,38 @@ void read_tensors(const std::string& path, const Sink& sink) {
     if (t.kind != Json::Obj || !dt || !sh || !of || dt->kind != Json::Str || sh->kind != Json::Arr ||
         of->kind != Json::Arr || of->arr.size() != 2)
       st_fail(path, "corrupt header entry for tensor '" + name + "'");
-    LoadedTensor lt;
-    if (!parse_dtype(dt->str, &lt.dtype)) st_fail(path, "tensor '" + name + "' has unsupported dtype " + dt->str);
+    StoredTensor st;
+    st.name = name;
+    st.dtype = dt->str;
+    const size_t es = stored_dtype_size(st.dtype);
+    if (!es) st_fail(path, "tensor '" + name + "' has unsupported dtype " + st.dtype);
     int64_t n = 1;
     for (const Json& d : sh->arr) {
       if (d.kind != Json::Num || d.num < 0) st_fail(path, "tensor '" + name + "' has a bad shape");
-      lt.shape.push_back(d.num);
+      st.shape.push_back(d.num);
       n *= d.num;
     }
-    if (lt.shape.size() > size_t(Shape::kMaxRank)) st_fail(path, "tensor '" + name + "' has rank > 8");
+    if (st.shape.size() > size_t(Shape::kMaxRank)) st_fail(path, "tensor '" + name + "' has rank > 8");
     const int64_t b = of->arr[0].num, e = of->arr[1].num;
     if (of->arr[0].kind != Json::Num || of->arr[1].kind != Json::Num || b < 0 || e < b)
       st_fail(path, "tensor '" + name + "' has bad data_offsets");
-    if (e - b != n * int64_t(dtype_size(lt.dtype)))
+    if (e - b != n * int64_t(es))
       st_fail(path, "tensor '" + name + "' data_offsets span " + std::to_string(e - b) + " bytes, shape needs " +
-                        std::to_string(n * int64_t(dtype_size(lt.dtype))));
+                        std::to_string(n * int64_t(es)));
     if (e > data_bytes)
       st_fail(path, "truncated: tensor '" + name + "' ends at data byte " + std::to_string(e) + " but only " +
                         std::to_string(data_bytes) + " bytes of data are present");
     ranges.emplace_back(b, e);
     // Ours carry one for every tensor: one missing is a damaged key.
     if (!crcs.empty() && !crcs.count(name)) st_fail(path, "corrupt header: tensor '" + name + "' has no checksum");
-    matched += crcs.count(name);
-    if (void* to = sink(name, lt.dtype, lt.shape, size_t(e - b))) {
-      f.seekg(std::streamoff(8 + int64_t(hlen) + b));
-      f.read(static_cast<char*>(to), std::streamsize(e - b));
-      if (!f) st_fail(path, "read error in tensor '" + name + "'");
-      if (auto crc = crcs.find(name); crc != crcs.end()) {
-        const uint32_t got = crc32c(0, to, size_t(e - b));
-        if (got != crc->second) {
-          char buf[96];
-          std::snprintf(buf, sizeof buf, " is damaged: its bytes have CRC-32C %08x, the header says %08x", got,
-                        crc->second);
-          st_fail(path, "tensor '" + name + "'" + buf);
-        }
-      }
+    if (auto crc = crcs.find(name); crc != crcs.end()) {
+      st.has_crc = true;
+      st.crc = crc->second;
+      ++matched;
     }
+    st.offset = uint64_t(8 + int64_t(hlen) + b);
+    st.nbytes = uint64_t(e - b);
+    out.push_back(std::move(st));
   }
   if (matched != crcs.size())
     for (const auto& c : crcs)
@@ -414,8 +454,27 @@ void read_tensors(const std::string& path, const Sink& sink) {
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) st_fail(path, "corrupt header: tensor data ranges overlap");
+  return out;
 }
-}  // namespace
+
+std::map<std::string, std::string> read_safetensors_index(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("checkpoint index '" + path + "': cannot open: " + std::strerror(errno));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (ss.str().size() > (size_t(100) << 20)) fail("checkpoint index '" + path + "': more than 100 MiB");
+  Json root = Parser(ss.str(), path).parse_document();
+  const Json* map = root.kind == Json::Obj ? root.get("weight_map") : nullptr;
+  if (!map || map->kind != Json::Obj) fail("checkpoint index '" + path + "': no \"weight_map\" object");
+  std::map<std::string, std::string> out;
+  for (const auto& kv : map->obj) {
+    if (kv.second.kind != Json::Str || kv.second.str.empty() || kv.second.str.find('/') != std::string::npos ||
+        kv.second.str == "..")
+      fail("checkpoint index '" + path + "': tensor '" + kv.first + "' names a bad file");
+    out[kv.first] = kv.second.str;
+  }
+  return out;
+}
 
 std::map<std::string, LoadedTensor> read_safetensors(const std::string& path) {
   std::map<std::string, LoadedTensor> out;

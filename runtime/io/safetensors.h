@@ -48,4 +48,26 @@ std::map<std::string, LoadedTensor> read_safetensors(const std::string& path);
 using SafetensorsDest = std::function<void*(const std::string& name, DType dtype, const std::vector<int64_t>& shape)>;
 void read_safetensors_into(const std::string& path, const SafetensorsDest& dest);
 
+// One tensor of a safetensors file as its header describes it: any dtype a
+// checkpoint may hold ("F32", "BF16", "F16", "I64", ...), where its bytes are
+// in the file, and our checksum when the file has one.
+struct StoredTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0, nbytes = 0;  // from the start of the file
+  bool has_crc = false;
+  uint32_t crc = 0;
+};
+
+// The header's tensors, after every check read_safetensors makes.
+std::vector<StoredTensor> list_safetensors(const std::string& path);
+
+// Fails naming the tensor when its bytes (read from the file) do not match
+// its checksum; files without checksums pass.
+void check_crc(const std::string& path, const StoredTensor& t, const void* bytes);
+
+// A Hugging Face sharded checkpoint's index (model.safetensors.index.json):
+// tensor name -> shard file name (beside the index).
+std::map<std::string, std::string> read_safetensors_index(const std::string& path);
+
 }  // namespace fy

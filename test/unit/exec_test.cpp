@@ -96,13 +96,14 @@ Weights make_weights() {
   return w;
 }
 
-void write_weights(const std::string& path, const Weights& w, bool skip_bias = false, int64_t wte_rows = kV) {
+void write_weights(const std::string& path, const Weights& w, bool skip_bias = false, int64_t wte_rows = kV,
+                   bool extra = false) {
   std::vector<fy::SafetensorsEntry> e = {
       {"wte.weight", DType::F32, {wte_rows, kD}, w.wte.data()},
       {"lm_head.weight", DType::F32, {kD, kV}, w.head.data()},
       {"pos", DType::I64, {kT}, w.pos.data()},
-      {"unused.extra", DType::F32, {kV}, w.bias.data()},  // extra tensors are ignored
   };
+  if (extra) e.push_back({"unused.extra", DType::F32, {kV}, w.bias.data()});
   if (!skip_bias) e.push_back({"lm_head.bias", DType::F32, {kV}, w.bias.data()});
   fy::write_safetensors(path, e);
 }
@@ -367,14 +368,19 @@ TEST_F(Exec, InputErrors) {
 
   write_weights(path("nobias.safetensors"), weights_, /*skip_bias=*/true);
   expect_error(train({"--data", path("data.bin"), "--steps", "2", "--weights", path("nobias.safetensors")}),
-               "parameter 'lm_head.bias' is missing");
+               "no tensor for parameter 'lm_head.bias'");
 
   std::vector<float> small(size_t((kV - 1) * kD));
   Weights ws = weights_;
   ws.wte = small;
   write_weights(path("shape.safetensors"), ws, false, kV - 1);
   expect_error(train({"--data", path("data.bin"), "--steps", "2", "--weights", path("shape.safetensors")}),
-               "parameter 'wte.weight' is F32 [31,8], the program expects F32 [32,8]");
+               "tensor 'wte.weight' is F32 [31,8], parameter 'wte.weight' is F32 [32,8]");
+
+  // A tensor that is no parameter of the program: a checkpoint of another model.
+  write_weights(path("extra.safetensors"), weights_, false, kV, /*extra=*/true);
+  expect_error(train({"--data", path("data.bin"), "--steps", "2", "--weights", path("extra.safetensors")}),
+               "tensor 'unused.extra' matches no parameter of this program");
 
   // Without --weights, the file next to the executable is used.
   expect_error(train({"--data", path("data.bin"), "--steps", "2"}), ".weights.safetensors': cannot open");
