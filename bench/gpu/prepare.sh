@@ -34,7 +34,8 @@ for m in gpt2 llama; do
   mkdir -p "$OUT/$m"
   $PY "$ROOT/examples/export.py" --model $m --out "$OUT/$m/model.onnx" --batch 4 --seq 32 >/dev/null
   for p in bf16 fp16 fp32; do
-    # Builds the executable here too (the CUDA link is checked); only its C++ and weights travel.
+    # Builds the executable here too (the CUDA link is checked); its C++ travels, and reads the
+    # weights from model.onnx beside it there (the program finds its model relative to itself).
     $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_$p" --target cuda --precision $p 2>/dev/null
     rm -f "$OUT/$m/train_$p"
   done

@@ -67,7 +67,8 @@ static std::string cppLiteral(const std::string &s) {
   return out + "\"";
 }
 
-std::string weightSourcesCpp(const onnx_in::Model &model, const std::vector<std::string> &names, std::string &error) {
+std::string weightSourcesCpp(const onnx_in::Model &model, const std::vector<std::string> &names,
+                             const std::string &program, std::string &error) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string modelPath = fs::absolute(model.path, ec).lexically_normal().string();
@@ -77,7 +78,15 @@ std::string weightSourcesCpp(const onnx_in::Model &model, const std::vector<std:
     error = "the model's path holds a tab or a newline";
     return "";
   }
-  std::string m = "M\t" + modelPath + "\n";
+  // And relative to the program, so that a program moved with its model
+  // (a directory copied to another machine) finds it there.
+  const std::string fromProgram =
+      fs::path(modelPath).lexically_relative(fs::absolute(program, ec).lexically_normal().parent_path()).string();
+  if (bad(fromProgram)) {
+    error = "the model's path holds a tab or a newline";
+    return "";
+  }
+  std::string m = "M\t" + modelPath + "\t" + fromProgram + "\n";
   std::set<std::string> params(names.begin(), names.end());
   for (const auto &t : model.initializers) {
     if (bad(t.name)) {

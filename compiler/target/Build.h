@@ -24,7 +24,9 @@ std::string writeWeights(const onnx_in::Model &model, const std::vector<std::str
 // (the ONNX file's raw_data or external data, or the program's weights
 // file), the model's other initializer names, and tied names, handed to the
 // runtime at start-up. Sets `error` on a name the format cannot hold.
-std::string weightSourcesCpp(const onnx_in::Model &model, const std::vector<std::string> &names, std::string &error);
+// `program` is the executable's path (the model is found relative to it too).
+std::string weightSourcesCpp(const onnx_in::Model &model, const std::vector<std::string> &names,
+                             const std::string &program, std::string &error);
 
 // Whether this compiler can build programs for `target` ("cpu", "cuda": the
 // CUDA runtime exists only where nvcc was found at build time).

@@ -700,7 +700,7 @@ int main(int argc, char **argv) {
       ::unlink(p->c_str());
   };
   std::string sourcesError;
-  const std::string sources = fuyou::target::weightSourcesCpp(model, paramNames, sourcesError);
+  const std::string sources = fuyou::target::weightSourcesCpp(model, paramNames, opts.out, sourcesError);
   if (!sourcesError.empty())
     die(opts.model + ": " + sourcesError);
   {

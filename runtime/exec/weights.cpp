@@ -145,7 +145,8 @@ void read_into(const std::string& path, uint64_t offset, uint64_t length, Stored
 }
 
 struct Manifest {
-  std::string model;  // the ONNX file the compile read
+  std::string model;         // the ONNX file the compile read
+  std::string from_program;  // the same, relative to the program's directory
   struct Entry { int onnx_type = 0; uint64_t offset = 0, length = 0; std::string rel; bool own = false; };
   std::map<std::string, Entry> params;
   std::multimap<std::string, std::string> aliases;  // both directions
@@ -162,7 +163,7 @@ Manifest parse_manifest(const char* text) {
     std::stringstream ls(line);
     for (std::string x; std::getline(ls, x, '\t');) f.push_back(x);
     if (line.size() && line.back() == '\t') f.push_back("");
-    if (f.size() == 2 && f[0] == "M") m.model = f[1];
+    if (f.size() == 3 && f[0] == "M") { m.model = f[1]; m.from_program = f[2]; }
     else if (f.size() == 6 && f[0] == "P")
       m.params[f[1]] = {std::stoi(f[2]), std::stoull(f[3]), std::stoull(f[4]), f[5], false};
     else if (f.size() == 2 && f[0] == "E") m.params[f[1]].own = true;
@@ -276,9 +277,16 @@ void load_weights(Runtime& rt, const std::string& weights, const std::string& on
   }
   // The recorded sources, and the program's own file for the rest.
   namespace fs = std::filesystem;
-  const std::string model = onnx.empty() ? m.model : onnx;
-  // The files as the compile saw them: the same size, and (unless --onnx
-  // names another copy) not modified since.
+  // --onnx, else the model beside the program as it was at the compile (a
+  // program and model moved together), else where the compile read it.
+  std::error_code ec;
+  const std::string beside = m.from_program.empty() ? std::string()
+                             : (fs::path(own_file).parent_path() / m.from_program).lexically_normal().string();
+  const bool moved = onnx.empty() && !beside.empty() && fs::exists(beside, ec) &&
+                     !fs::equivalent(beside, m.model, ec);
+  const std::string model = !onnx.empty() ? onnx : moved ? beside : m.model;
+  // The files as the compile saw them: the same size, and (unless they are
+  // another copy) not modified since.
   for (const auto& [rel, seen] : m.files) {
     const std::string file = rel.empty() ? model : (fs::path(model).parent_path() / rel).string();
     struct stat st;
@@ -286,7 +294,7 @@ void load_weights(Runtime& rt, const std::string& weights, const std::string& on
       fail("weights: cannot open '" + file + "': " + std::strerror(errno) +
            " (the compile read the model there; give it with --onnx, or a checkpoint with --weights)");
     const int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    if (uint64_t(st.st_size) != seen.size || (onnx.empty() && mtime != seen.mtime_ns))
+    if (uint64_t(st.st_size) != seen.size || (onnx.empty() && !moved && mtime != seen.mtime_ns))
       fail("weights: '" + file + "' has changed since the compile (" +
            (uint64_t(st.st_size) != seen.size
                 ? std::to_string(st.st_size) + " bytes, " + std::to_string(seen.size) + " then"
