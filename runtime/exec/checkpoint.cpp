@@ -189,7 +189,8 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
   std::vector<SafetensorsEntry> state, params;
   for (int64_t i = 0; i < rt.num_params(); ++i) {
     const auto& p = rt.param(i);
-    params.push_back({p.name, p.value.dtype, p.value.shape.vec(), p.value.data, {}});
+    params.push_back({p.checkpoint_name.empty() ? p.name : p.checkpoint_name, p.value.dtype, p.value.shape.vec(),
+                      p.value.data, {}});
     state.push_back({"param/" + p.name, p.value.dtype, p.value.shape.vec(), p.value.data, {}});
     if (!p.trainable) continue;
     // Moments in their format: fp32 like the parameter, or 8-bit states as bytes.
@@ -213,6 +214,17 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
   m << "{\"format\": \"" << kFormat << "\", \"step\": " << step << ", \"model\": \"" << model_fingerprint(rt)
     << "\", \"state\": \"" << name << "\"";
   for (const auto& [key, value] : run_config(rt)) m << ", \"" << key << "\": " << value;
+  // The checkpoint's own names of parameters loaded under them (--weights),
+  // kept for the saves of a resumed run: "param=name;..." where the names
+  // need no escaping.
+  std::string renamed;
+  for (int64_t i = 0; i < rt.num_params(); ++i) {
+    const auto& p = rt.param(i);
+    auto plain = [](const std::string& x) { return x.find_first_of("\"\\;=") == std::string::npos; };
+    if (!p.checkpoint_name.empty() && p.checkpoint_name != p.name && plain(p.name) && plain(p.checkpoint_name))
+      renamed += (renamed.empty() ? "" : ";") + p.name + "=" + p.checkpoint_name;
+  }
+  if (!renamed.empty()) m << ", \"checkpoint_names\": \"" << renamed << "\"";
   if (rt.loss_scaling() && rt.has_async_optimizer())
     if (const LossScaler* ls = const_cast<Runtime&>(rt).async_optimizer().loss_scaler()) {
       char buf[160];
@@ -294,6 +306,17 @@ int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
   const std::string& text = man.text;
   const std::string& state = man.state;
   const int64_t step = man.step;
+
+  // Parameters keep the names they were loaded under, for the next --save.
+  if (std::string names; json_field(text, "checkpoint_names", &names)) {
+    std::map<std::string, int64_t> index;
+    for (int64_t i = 0; i < rt.num_params(); ++i) index[rt.param(i).name] = i;
+    std::stringstream pairs(names);
+    for (std::string pair; std::getline(pairs, pair, ';');)
+      if (size_t eq = pair.find('='); eq != std::string::npos)
+        if (auto it = index.find(pair.substr(0, eq)); it != index.end())
+          rt.set_checkpoint_name(it->second, pair.substr(eq + 1));
+  }
 
   // The loss scaler goes on where it was (a checkpoint without one: from its start).
   std::string scale_text, tracker_text, skipped_text;

@@ -89,6 +89,10 @@ class Runtime {
     int64_t q8_block = 0;
     bool decay = true;   // AdamW's weight decay applies (train --no-decay, --decay-1d)
     View recorded_grad;  // step-1 gradient copy when recording; else empty
+    // The name of the checkpoint tensor it was loaded from (train --weights,
+    // a Hugging Face checkpoint's own name): --save's model.safetensors uses
+    // it, so that the model's own loader reads what the run wrote.
+    std::string checkpoint_name;
   };
 
   // Pool counters. mallocs only grows when no free buffer of the size asked
@@ -177,6 +181,7 @@ class Runtime {
   }
   const Param& param(int64_t index) const;
   void set_decay(int64_t index, bool decay) { params_[size_t(index)].decay = decay; }
+  void set_checkpoint_name(int64_t index, const std::string& name) { params_[size_t(index)].checkpoint_name = name; }
   bool inputs_declared() const { return vocab_ > 0; }
   const Shape& input_shape() const { return input_shape_; }
   int64_t vocab() const { return vocab_; }

@@ -250,6 +250,7 @@ void load_from_checkpoint(Runtime& rt, const std::string& path, const Manifest& 
     read_into(it->second.first, t.offset, t.nbytes, s, p.value, "--weights " + path + ": tensor '" + t.name + "'");
     if (t.has_crc && s == Stored::F32 && p.value.dtype == DType::F32) check_crc(it->second.first, t, p.value.data);
     used.insert(t.name);
+    rt.set_checkpoint_name(i, t.name);
   }
   for (const std::string& k : m.known)
     for (const std::string& c : candidates(k, m)) acceptable.insert(c);

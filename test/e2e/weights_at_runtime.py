@@ -56,6 +56,7 @@ def main():
     import torch
     import export_hf
     import oracle
+    from safetensors.torch import load_file as load_file_st
 
     os.makedirs(a.work, exist_ok=True)
     w = lambda name: os.path.join(a.work, name)
@@ -68,13 +69,14 @@ def main():
         [sys.executable, os.path.join(ROOT, "examples/export_hf.py"), "--config", config, "--out", out,
          "--batch", str(B), "--seq", str(T), *extra], "export " + out)
 
-    def train(program, tag, *extra):
+    def train(program, tag, *extra, steps=STEPS):
         log = w(tag + ".jsonl")
         if os.path.exists(log):
             os.remove(log)
-        r = run([program, "--data", data, "--steps", str(STEPS), "--lr", str(LR), "--log-json", log, *extra],
+        r = run([program, "--data", data, "--steps", str(steps), "--lr", str(LR), "--log-json", log, *extra],
                 "train " + tag)
         return [json.loads(line)["loss"] for line in open(log)], r.stderr
+
 
     def torch_losses(model):
         opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01, foreach=False)
@@ -133,6 +135,35 @@ def main():
         if not worst <= 1e-4:
             fail(f"{config}: losses {inside} against torch's {ref} (worst rel {worst:.2e})")
         print(f"weights_at_runtime: {config}: within {worst:.1e} of torch, {inside[0]:.4f} -> {inside[-1]:.4f}")
+
+        # A run from the sharded checkpoint saves under the checkpoint's names:
+        # transformers loads them, and a resumed run is bit-identical.
+        for ck in ("ck_full", "ck_half"):
+            shutil.rmtree(p(ck), ignore_errors=True)
+        full, _ = train(p("train"), config + "_full", "--weights", p("sharded"), "--save", p("ck_full"))
+        train(p("train"), config + "_half", "--weights", p("sharded"), "--save", p("ck_half"), steps=5)
+        half, _ = train(p("train"), config + "_resumed", "--resume", p("ck_half"), "--save", p("ck_half"))
+        if full != inside or half != full[5:]:
+            fail(f"{config}: resumed from a run started from the sharded checkpoint: {half} against {full[5:]}")
+        import transformers
+        for ck in ("ck_full", "ck_half"):
+            shutil.copy(p("sharded/config.json"), p(ck))
+            loaded, info = transformers.AutoModelForCausalLM.from_pretrained(p(ck), output_loading_info=True)
+            if info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"]:
+                fail(f"{config}: transformers loading {ck}: {info}")
+        saved = load_file_st(os.path.join(p("ck_full"), "model.safetensors"))
+        resumed = load_file_st(os.path.join(p("ck_half"), "model.safetensors"))
+        if sorted(saved) != sorted(resumed) or any(not torch.equal(saved[k], resumed[k]) for k in saved):
+            fail(f"{config}: the resumed run's saved weights differ from the uninterrupted run's")
+        # Its weights are the run's: its loss on the next batch is the program's step 11.
+        nxt, _ = train(p("train"), config + "_next", "--weights", p("sharded"), steps=STEPS + 1)
+        wrapped = export_hf.WithLoss(loaded.float(), "cross_entropy").eval()
+        with torch.no_grad():
+            after = wrapped(*batches.get(STEPS)).item()
+        if abs(after - nxt[-1]) / abs(nxt[-1]) > 1e-4:
+            fail(f"{config}: transformers' loss under the saved weights {after} against the program's {nxt[-1]}")
+        print(f"weights_at_runtime: {config}: --save under the checkpoint's names: transformers loads it "
+              f"(loss {after:.6f} on the next batch, ours {nxt[-1]:.6f}); resumed run bit-identical")
 
         # bf16, as checkpoints ship: widened to the fp32 masters.
         bf16 = export_hf.load_exported(p("ext.onnx"))
