@@ -28,6 +28,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 # name -> (transformers class names, config arguments): small enough to export and
 # train in seconds, with each family's distinctive parts (grouped-query heads, a
@@ -70,11 +71,31 @@ class WithLoss(torch.nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def build(config, seq, seed, loss):
-    """The wrapped module: a checkpoint directory's weights, or a tiny config's from `seed`."""
+class ParametersOnMeta(TorchFunctionMode):
+    """torch.empty, with which torch's layers allocate their parameters, on the meta device
+    (no memory, no initialisation); every other factory as usual, so that buffers (RoPE
+    frequencies, masks) are computed for real."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func is torch.empty:
+            kwargs["device"] = "meta"
+        return func(*args, **kwargs)
+
+
+def build(config, seq, seed, loss, meta=False):
+    """The wrapped module: a checkpoint directory's weights, or a tiny config's from `seed`;
+    with `meta`, its parameters on the meta device (shapes only)."""
+    import contextlib
     import transformers as tf
 
     torch.manual_seed(seed)
+    if meta:
+        if os.path.isdir(config) and any(f.endswith((".safetensors", ".bin")) for f in os.listdir(config)):
+            sys.exit("export_hf.py: error: --meta exports the graph alone: give a directory with config.json only, "
+                     "or a config name (the program reads the weights with --weights)")
+        with ParametersOnMeta():
+            return build(config, seq, seed, loss)
     if os.path.isdir(config):
         if not os.path.exists(os.path.join(config, "config.json")):
             sys.exit(f"export_hf.py: error: {config}: no config.json")
@@ -93,12 +114,42 @@ def build(config, seq, seed, loss):
     return WithLoss(model.float(), loss).train()
 
 
-def export(module, idx, targets, out, external=False):
+def export_meta(module, idx, targets, tmp, out):
+    """The graph of a module whose parameters are on the meta device: each parameter an
+    external-data reference into OUT.data, laid out in order, a sparse file of that size (the
+    program reads the weights from a checkpoint, --weights); buffers with their values."""
+    import onnx_ir as ir
+
+    buffers = {n: b.detach().clone() for n, b in module.named_buffers()}
+    module = module.to("meta")
+    prog = torch.onnx.export(module, (idx.to("meta"), targets.to("meta")), dynamo=True, optimize=False,
+                             input_names=["idx", "targets"], output_names=["loss"])
+    data = os.path.basename(out) + ".data"
+    offset = 0
+    for name, v in prog.model.graph.initializers.items():
+        t = v.const_value
+        if name in buffers:
+            v.const_value = ir.tensor(buffers[name].numpy(), name=name)
+            continue
+        length = int(t.size * t.dtype.itemsize)
+        v.const_value = ir.ExternalTensor(data, offset, length, t.dtype, shape=t.shape, name=name,
+                                          base_dir=os.path.dirname(os.path.abspath(out)))
+        offset += (length + 4095) // 4096 * 4096
+    ir.save(prog.model, tmp)
+    with open(os.path.join(os.path.dirname(os.path.abspath(out)), data), "wb") as f:
+        f.truncate(offset)
+
+
+def export(module, idx, targets, out, external=False, meta=False):
     nbytes = sum(t.numel() * t.element_size() for t in module.state_dict().values())
     big = external or nbytes >= (2 << 30) - (64 << 20)
     tmp = out + ".tmp"
-    torch.onnx.export(module, (idx, targets), tmp, dynamo=True, optimize=False, external_data=big,
-                      input_names=["idx", "targets"], output_names=["loss"])
+    if meta:
+        export_meta(module, idx, targets, tmp, out)
+        big = False  # (the references already name the final file)
+    else:
+        torch.onnx.export(module, (idx, targets), tmp, dynamo=True, optimize=False, external_data=big,
+                          input_names=["idx", "targets"], output_names=["loss"])
     import onnx
     m = onnx.load(tmp, load_external_data=False)
     names = {t.name for t in m.graph.initializer}
@@ -160,17 +211,20 @@ def main(argv=None):
     p.add_argument("--loss", choices=["cross_entropy", "labels"], default="cross_entropy")
     p.add_argument("--external-data", action="store_true",
                    help="weights in FILE.onnx.data whatever their size (the default past 2 GiB)")
+    p.add_argument("--meta", action="store_true",
+                   help="the graph alone, from the meta device: no weight is made or written (FILE.onnx.data is a "
+                        "sparse file), so any size exports in seconds; train it with --weights CHECKPOINT")
     a = p.parse_args(argv)
     if int(torch.__version__.split(".")[0]) < 2:
         sys.exit(f"export_hf.py: error: needs torch 2.x (this is {torch.__version__})")
-    module = build(a.config, a.seq, a.seed, a.loss)
+    module = build(a.config, a.seq, a.seed, a.loss, a.meta)
     vocab = module.m.config.vocab_size
     g = torch.Generator().manual_seed(a.seed)
     idx = torch.randint(0, vocab, (a.batch, a.seq), generator=g)
     targets = torch.randint(0, vocab, (a.batch, a.seq), generator=g)
-    m = export(module, idx, targets, a.out, a.external_data)
+    m = export(module, idx, targets, a.out, a.external_data, a.meta)
     with open(a.out + ".json", "w") as f:
-        json.dump(dict(config=a.config, seq=a.seq, batch=a.batch, seed=a.seed, loss=a.loss), f, indent=2)
+        json.dump(dict(config=a.config, seq=a.seq, batch=a.batch, seed=a.seed, loss=a.loss, meta=a.meta), f, indent=2)
         f.write("\n")
     print(f"wrote {a.out} ({len(m.graph.node)} nodes, {len(m.graph.initializer)} initializers, "
           f"opset {m.opset_import[0].version})")

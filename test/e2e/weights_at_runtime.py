@@ -10,7 +10,8 @@ weights. The program then trains 10 AdamW steps with its weights from
   (c) a sharded checkpoint written by save_pretrained(max_shard_size=...), by its
       directory and by its model.safetensors.index.json;
 each run's losses bit-identical to the same model exported with its weights inside the
-ONNX file, and within 1e-4 of torch. A bf16 checkpoint becomes the fp32 masters (losses
+ONNX file, and within 1e-4 of torch; so is the graph exported from the meta device (no
+weight made or written) trained from the checkpoint. A bf16 checkpoint becomes the fp32 masters (losses
 within 1e-4 of torch trained from the same bf16-rounded weights); a missing file, a
 missing or misshaped tensor and a changed model file are each one error line.
 
@@ -135,6 +136,18 @@ def main():
         if not worst <= 1e-4:
             fail(f"{config}: losses {inside} against torch's {ref} (worst rel {worst:.2e})")
         print(f"weights_at_runtime: {config}: within {worst:.1e} of torch, {inside[0]:.4f} -> {inside[-1]:.4f}")
+
+        # The graph alone, exported from the meta device (no weight made), trains
+        # from the checkpoint the same.
+        export(config, p("meta.onnx"), "--meta")
+        if os.stat(p("meta.onnx.data")).st_blocks:
+            fail(f"{config}: the meta export wrote weights ({os.stat(p('meta.onnx.data')).st_blocks} blocks)")
+        run([a.compiler, p("meta.onnx"), "-o", p("train_meta")], "compile the meta export")
+        meta, _ = train(p("train_meta"), config + "_meta", "--weights", p("sharded"))
+        if meta != inside:
+            fail(f"{config}: the meta export trained from the checkpoint: {meta} against {inside}")
+        print(f"weights_at_runtime: {config}: exported from the meta device, trained from the sharded checkpoint: "
+              "bit-identical")
 
         # A run from the sharded checkpoint saves under the checkpoint's names:
         # transformers loads them, and a resumed run is bit-identical.
