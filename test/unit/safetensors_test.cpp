@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <vector>
 
 #include "io/crc32c.h"
 #include "io/safetensors.h"
@@ -64,6 +65,37 @@ TEST(Safetensors, RoundTripAndLayout) {
   EXPECT_EQ(first, 42);
   // No temporary left behind.
   EXPECT_FALSE(std::ifstream(p + ".tmp." + std::to_string(::getpid())).good());
+  std::remove(p.c_str());
+}
+
+// A tensor of more than 2^31 bytes and elements (a 175B model's token
+// embedding is 2.5 GB), and one after it at a file offset past 4 GiB: written,
+// listed, checksummed and read back (4 GiB of memory at a time).
+TEST(Safetensors, TensorsPast2And4GiB) {
+  const int64_t n = (int64_t(4) << 30) + 5;
+  const std::string p = temp_path("big.safetensors");
+  {
+    std::vector<uint8_t> big(size_t(n), 0);
+    for (int64_t k : {int64_t(0), int64_t(1) << 31, (int64_t(1) << 32) - 1, n - 1}) big[size_t(k)] = uint8_t(k % 251 + 1);
+    const float tail[3] = {1.5f, -2.0f, 3.25f};
+    fy::write_safetensors(p, {{"a_big", fy::DType::U8, {n}, big.data(), {}}, {"b_tail", fy::DType::F32, {3}, tail, {}}});
+  }
+  const std::vector<fy::StoredTensor> listed = fy::list_safetensors(p);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].nbytes, uint64_t(n));
+  EXPECT_GT(listed[1].offset, uint64_t(1) << 32);
+  std::vector<uint8_t> back;
+  float tail[3] = {0, 0, 0};
+  fy::read_safetensors_into(p, [&](const std::string& name, fy::DType, const std::vector<int64_t>& shape) -> void* {
+    if (name == "b_tail") return tail;
+    back.resize(size_t(shape[0]));
+    return back.data();  // (its checksum is checked as it is read)
+  });
+  ASSERT_EQ(int64_t(back.size()), n);
+  for (int64_t k : {int64_t(0), int64_t(1) << 31, (int64_t(1) << 32) - 1, n - 1})
+    EXPECT_EQ(back[size_t(k)], uint8_t(k % 251 + 1)) << "at " << k;
+  EXPECT_EQ(back[size_t(1) << 30], 0);
+  EXPECT_EQ(tail[2], 3.25f);
   std::remove(p.c_str());
 }
 
