@@ -73,6 +73,11 @@ def main():
         print(f"{name}: export from the meta device {secs:.1f} s, peak RSS {rss:.2f} GiB; ONNX file "
               f"{os.path.getsize(model) / 2**20:.1f} MiB, weights {weights / 2**30:.1f} GiB referenced "
               f"(sparse: {os.stat(model + '.data').st_blocks * 512 / 2**20:.0f} MiB on disk)", flush=True)
+        # The importer and the passes to the scheduled program, without the planner's search.
+        rc, secs, rss, err = timed([a.compiler, model, "--target", "cuda", "--emit=fysched", "-o",
+                                    os.path.join(d, "sched.mlir")], a.compile_timeout)
+        print(f"{name}: import and lowering (--emit=fysched) {secs:.1f} s, peak RSS {rss:.2f} GiB"
+              if rc == 0 else f"{name}: --emit=fysched failed: {err.strip()[-300:]}", flush=True)
         rc, secs, rss, err = timed([a.compiler, model, "--target", "cuda", "--gpu-mem", "24G", "--cpu-mem", "256G",
                                     "--emit=plan", "-o", os.path.join(d, "plan.txt")], a.compile_timeout)
         if rc != 0:
