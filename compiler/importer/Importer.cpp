@@ -50,6 +50,8 @@ public:
   LogicalResult concat(const Node &n);
   LogicalResult slice(const Node &n);
   LogicalResult split(const Node &n);
+  // `x` cut along `axis` into pieces of `sizes`, which must add up to the dim.
+  FailureOr<SmallVector<Value>> pieces(Value x, int64_t axis, ArrayRef<int64_t> sizes);
   LogicalResult expand(const Node &n);
   LogicalResult where(const Node &n);
   LogicalResult castOp(const Node &n);
@@ -775,17 +777,30 @@ LogicalResult Importer::split(const Node &n) {
   }
   if (sizes.size() != n.outputs.size())
     return fail("split sizes and outputs differ in number");
-  int64_t off = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    SmallVector<int64_t> st(s.size(), 0), sp(s.size(), 1), shape(s);
-    st[*ax] = off;
-    shape[*ax] = sizes[i];
-    off += sizes[i];
-    set(n, i, b.create<fg::SliceOp>(loc, tensorType(shape, elemOf(x)), x, st, sp));
-  }
-  if (off != s[*ax])
-    return fail("split sizes do not add up to the dim");
+  auto parts = pieces(x, *ax, sizes);
+  if (failed(parts))
+    return failure();
+  for (size_t i = 0; i < parts->size(); ++i)
+    set(n, i, (*parts)[i]);
   return success();
+}
+
+FailureOr<SmallVector<Value>> Importer::pieces(Value x, int64_t ax, ArrayRef<int64_t> sizes) {
+  ArrayRef<int64_t> s = shapeOf(x);
+  SmallVector<Value> parts;
+  int64_t off = 0;
+  for (int64_t size : sizes) {
+    if (size < 0 || off + size > s[ax])
+      return fail("split sizes do not add up to the dim"), failure();
+    SmallVector<int64_t> st(s.size(), 0), sp(s.size(), 1), shape(s);
+    st[ax] = off;
+    shape[ax] = size;
+    off += size;
+    parts.push_back(b.create<fg::SliceOp>(loc, tensorType(shape, elemOf(x)), x, st, sp));
+  }
+  if (off != s[ax])
+    return fail("split sizes do not add up to the dim"), failure();
+  return parts;
 }
 
 LogicalResult Importer::expand(const Node &n) {
@@ -1036,27 +1051,16 @@ LogicalResult Importer::splitToSequence(const Node &n) {
   } else {
     sizes.assign(s[*ax], 1);
   }
-  int64_t off = 0;
-  SmallVector<Value> parts;
-  for (int64_t size : sizes) {
-    if (size < 0)
-      return fail("a negative split size");
-    SmallVector<int64_t> st(s.size(), 0), sp(s.size(), 1), shape(s);
-    st[*ax] = off;
-    shape[*ax] = size;
-    off += size;
-    if (off > s[*ax])
-      break;
-    Value part = b.create<fg::SliceOp>(loc, tensorType(shape, elemOf(x)), x, st, sp);
-    if (!keep) {
+  auto parts = pieces(x, *ax, sizes);
+  if (failed(parts))
+    return failure();
+  if (!keep)
+    for (Value &part : *parts) {
+      SmallVector<int64_t> shape(shapeOf(part));
       shape.erase(shape.begin() + *ax);
       part = reshape(part, shape);
     }
-    parts.push_back(part);
-  }
-  if (off != s[*ax])
-    return fail("split sizes do not add up to the dim");
-  sequences[n.outputs[0]] = std::move(parts);
+  sequences[n.outputs[0]] = std::move(*parts);
   return success();
 }
 

@@ -7,7 +7,6 @@ target within 1e-4 of torch on the same batches.
     FUYOU_TORCH2/bin/python test/e2e/dynamo_ops.py --compiler build/bin/fuyou-compile --work DIR
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -62,6 +61,7 @@ def main():
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
     import oracle
+    import runs
     os.makedirs(a.work, exist_ok=True)
     w = lambda name: os.path.join(a.work, name)
     data = w("tokens.bin")
@@ -83,23 +83,12 @@ def main():
         r = subprocess.run([a.compiler, path, "-o", w("train_" + name)], capture_output=True, text=True)
         if r.returncode != 0:
             fail(f"{name}: fuyou-compile: {r.stderr.strip()}")
-        log = w(name + ".jsonl")
-        if os.path.exists(log):
-            os.remove(log)
-        r = subprocess.run([w("train_" + name), "--data", tokfile, "--steps", str(STEPS), "--lr", str(LR),
-                            "--log-json", log], capture_output=True, text=True)
-        if r.returncode != 0:
-            fail(f"{name}: the program: {r.stderr.strip()}")
-        ours = [json.loads(line)["loss"] for line in open(log)]
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01, foreach=False)
-        ref = []
-        for s in range(STEPS):
-            opt.zero_grad(set_to_none=True)
-            loss = model(*batches.get(s))
-            loss.backward()
-            opt.step()
-            ref.append(loss.item())
-        worst = max(abs(o - t) / abs(t) for o, t in zip(ours, ref)) if len(ours) == STEPS else float("inf")
+        try:
+            ours, _ = runs.program_losses(w("train_" + name), tokfile, STEPS, LR, w(name + ".jsonl"))
+        except RuntimeError as e:
+            fail(f"{name}: the program: {e}")
+        ref = runs.torch_losses(model, batches, STEPS, LR)
+        worst = runs.worst_rel(ours, ref)
         if not worst <= 1e-4 or not ours[-1] < ours[0]:
             fail(f"{name}: losses {ours} against torch's {ref} (worst rel {worst:.2e})")
         print(f"dynamo_ops: {name}: {STEPS} losses within {worst:.1e} of torch's, {ours[0]:.4f} -> {ours[-1]:.4f}")

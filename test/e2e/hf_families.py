@@ -11,8 +11,6 @@ same weights on the same batches.
 Run by the interpreter of the torch 2.x environment that make deps creates.
 """
 import argparse
-import json
-import math
 import os
 import subprocess
 import sys
@@ -53,6 +51,7 @@ def main():
     import torch
     import oracle
     import export_hf
+    import runs
 
     os.makedirs(a.work, exist_ok=True)
     w = lambda name: os.path.join(a.work, name)
@@ -77,28 +76,17 @@ def main():
         r = subprocess.run([a.compiler, onnx_path, "-o", w("train_" + fam)], capture_output=True, text=True)
         if r.returncode != 0:
             fail(f"{fam}: fuyou-compile: {r.stderr.strip()}")
-        log = w(fam + ".jsonl")
-        if os.path.exists(log):
-            os.remove(log)
-        r = subprocess.run([w("train_" + fam), "--data", data, "--steps", str(STEPS), "--lr", str(LR),
-                            "--weight-decay", str(WD), "--log-json", log], capture_output=True, text=True)
-        if r.returncode != 0:
-            fail(f"{fam}: the program: {r.stderr.strip()}")
-        ours = [json.loads(line)["loss"] for line in open(log)]
+        try:
+            ours, _ = runs.program_losses(w("train_" + fam), data, STEPS, LR, w(fam + ".jsonl"),
+                                          ["--weight-decay", str(WD)])
+        except RuntimeError as e:
+            fail(f"{fam}: the program: {e}")
 
         # torch: the same module export_hf.py exported (rebuilt from its sidecar, same seed),
         # its weights checked equal to the ONNX file's, trained on the same batches.
-        model = export_hf.load_exported(onnx_path)
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD, foreach=False)
-        ref = []
-        for s in range(STEPS):
-            opt.zero_grad(set_to_none=True)
-            loss = model(*batches.get(s))
-            loss.backward()
-            opt.step()
-            ref.append(float(loss))
-        worst = max(abs(o - t) / abs(t) for o, t in zip(ours, ref)) if len(ours) == STEPS else math.inf
-        if len(ours) != STEPS or not worst <= 1e-4 or not ours[-1] < ours[0]:
+        ref = runs.torch_losses(export_hf.load_exported(onnx_path), batches, STEPS, LR, WD)
+        worst = runs.worst_rel(ours, ref)
+        if not worst <= 1e-4 or not ours[-1] < ours[0]:
             fail(f"{fam}: losses {ours} against torch's {ref} (worst rel {worst:.2e})")
         print(f"hf_families: {fam}: {STEPS} losses within {worst:.1e} of torch's, {ours[0]:.4f} -> {ours[-1]:.4f}")
     print("hf_families: PASS")

@@ -76,6 +76,7 @@ def main():
     import torch
     import export_hf
     import oracle
+    import runs
     data = w("tokens.bin")
     if not os.path.exists(data):
         run([sys.executable, os.path.join(ROOT, "examples/prepare_data.py"), "--out", data, "--max-bytes", "100000"],
@@ -85,23 +86,14 @@ def main():
     run([sys.executable, os.path.join(ROOT, "examples/export_hf.py"), "--config", ckpt, "--out", model_path,
          "--batch", str(B), "--seq", str(T)], "export at T 64")
     run([a.compiler, model_path, "-o", w("train")], "fuyou-compile at T 64")
-    log = w("ours.jsonl")
-    if os.path.exists(log):
-        os.remove(log)
-    run([w("train"), "--data", data, "--steps", str(STEPS), "--lr", str(LR), "--log-json", log], "the program")
-    ours = [json.loads(line)["loss"] for line in open(log)]
+    try:
+        ours, _ = runs.program_losses(w("train"), data, STEPS, LR, w("ours.jsonl"))
+    except RuntimeError as e:
+        fail(f"the program: {e}")
     torch.set_num_threads(2)
-    model = export_hf.load_exported(model_path)
     batches = oracle.Batches(oracle.load_tokens(data), B, T)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01, foreach=False)
-    ref = []
-    for s in range(STEPS):
-        opt.zero_grad(set_to_none=True)
-        loss = model(*batches.get(s))
-        loss.backward()
-        opt.step()
-        ref.append(loss.item())
-    worst = max(abs(o - r) / abs(r) for o, r in zip(ours, ref)) if len(ours) == STEPS else float("inf")
+    ref = runs.torch_losses(export_hf.load_exported(model_path), batches, STEPS, LR)
+    worst = runs.worst_rel(ours, ref)
     if not worst <= 1e-4:
         fail(f"T 64: losses {ours} against torch's {ref} (worst rel {worst:.2e})")
     print(f"hf_real_shape: T 64: {STEPS} losses within {worst:.1e} of torch's: {ours}")

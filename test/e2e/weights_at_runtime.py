@@ -57,6 +57,7 @@ def main():
     import torch
     import export_hf
     import oracle
+    import runs
     from safetensors.torch import load_file as load_file_st
 
     os.makedirs(a.work, exist_ok=True)

@@ -1,0 +1,36 @@
+"""What the torch 2.x end-to-end tests share: a program's losses and torch's for the same steps."""
+import json
+import os
+import subprocess
+
+
+def program_losses(program, data, steps, lr, log, extra=()):
+    """Runs a compiled program; returns (its logged losses, its stderr), or raises with its stderr."""
+    if os.path.exists(log):
+        os.remove(log)
+    r = subprocess.run([program, "--data", data, "--steps", str(steps), "--lr", str(lr), "--log-json", log, *extra],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip()[-2000:])
+    return [json.loads(line)["loss"] for line in open(log)], r.stderr
+
+
+def torch_losses(model, batches, steps, lr, weight_decay=0.01):
+    """torch.optim.AdamW (the program's semantics, one tensor at a time) on the same batches."""
+    import torch
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=False)
+    losses = []
+    for s in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = model(*batches.get(s))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def worst_rel(ours, ref):
+    """The largest relative difference, infinite when the runs differ in length."""
+    if len(ours) != len(ref) or not ours:
+        return float("inf")
+    return max(abs(o - r) / abs(r) for o, r in zip(ours, ref))
