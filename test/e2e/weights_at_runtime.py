@@ -18,7 +18,6 @@ missing or misshaped tensor and a changed model file are each one error line.
     FUYOU_TORCH2/bin/python test/e2e/weights_at_runtime.py --compiler build/bin/fuyou-compile --work DIR
 """
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -72,24 +71,13 @@ def main():
          "--batch", str(B), "--seq", str(T), *extra], "export " + out)
 
     def train(program, tag, *extra, steps=STEPS):
-        log = w(tag + ".jsonl")
-        if os.path.exists(log):
-            os.remove(log)
-        r = run([program, "--data", data, "--steps", str(steps), "--lr", str(LR), "--log-json", log, *extra],
-                "train " + tag)
-        return [json.loads(line)["loss"] for line in open(log)], r.stderr
-
+        try:
+            return runs.program_losses(program, data, steps, LR, w(tag + ".jsonl"), extra)
+        except RuntimeError as e:
+            fail(f"train {tag}: {e}")
 
     def torch_losses(model):
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01, foreach=False)
-        ref = []
-        for s in range(STEPS):
-            opt.zero_grad(set_to_none=True)
-            loss = model(*batches.get(s))
-            loss.backward()
-            opt.step()
-            ref.append(loss.item())
-        return ref
+        return runs.torch_losses(model, batches, STEPS, LR)
 
     torch.set_num_threads(1)
     for config in ("llama_gqa", "gpt2"):
@@ -122,16 +110,16 @@ def main():
 
         run([a.compiler, p("inside.onnx"), "-o", p("train_inside")], "compile with the weights inside")
         inside, _ = train(p("train_inside"), config + "_inside")
-        runs = {"(a) ONNX external data": train(p("train"), config + "_a"),
+        sources = {"(a) ONNX external data": train(p("train"), config + "_a"),
                 "(b) one safetensors file": train(p("train"), config + "_b", "--weights", p("single")),
                 "(c) sharded, by directory": train(p("train"), config + "_c", "--weights", p("sharded")),
                 "(c) sharded, by index": train(p("train"), config + "_c2", "--weights",
                                                p("sharded/model.safetensors.index.json"))}
-        for what, (losses, stderr) in runs.items():
+        for what, (losses, stderr) in sources.items():
             if losses != inside:
                 fail(f"{config}: {what}: losses {losses} differ from the weights-inside run's {inside}")
         print(f"weights_at_runtime: {config}: (a), (b), (c) bit-identical to the weights inside the ONNX file; "
-              f"{runs['(c) sharded, by directory'][1].strip().splitlines()[0]}")
+              f"{sources['(c) sharded, by directory'][1].strip().splitlines()[0]}")
         ref = torch_losses(export_hf.load_exported(p("ext.onnx")))
         worst = max(abs(o - r) / abs(r) for o, r in zip(inside, ref))
         if not worst <= 1e-4:
