@@ -97,9 +97,8 @@ def main():
     if not worst <= 1e-4:
         fail(f"T 64: losses {ours} against torch's {ref} (worst rel {worst:.2e})")
     print(f"hf_real_shape: T 64: {STEPS} losses within {worst:.1e} of torch's: {ours}")
-    for f in (model_path + ".data", w("train.weights.safetensors")):  # 2.7 GB each
-        if os.path.exists(f):
-            os.remove(f)
+    if os.path.exists(model_path + ".data"):  # 2.7 GB of weights
+        os.remove(model_path + ".data")
     print("hf_real_shape: PASS")
 
 
