@@ -22,6 +22,7 @@ Writes FILE.onnx (FILE.onnx.data beside it over 2 GiB) and FILE.onnx.json (what
 load_exported needs to rebuild the same module).
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -85,32 +86,28 @@ class ParametersOnMeta(TorchFunctionMode):
 
 def build(config, seq, seed, loss, meta=False):
     """The wrapped module: a checkpoint directory's weights, or a tiny config's from `seed`;
-    with `meta`, its parameters on the meta device (shapes only)."""
-    import contextlib
+    with `meta`, its parameters on the meta device (shapes only: a directory's config.json
+    alone is read, never its weights)."""
     import transformers as tf
 
     torch.manual_seed(seed)
-    if meta:
-        if os.path.isdir(config) and any(f.endswith((".safetensors", ".bin")) for f in os.listdir(config)):
-            sys.exit("export_hf.py: error: --meta exports the graph alone: give a directory with config.json only, "
-                     "or a config name (the program reads the weights with --weights)")
-        with ParametersOnMeta():
-            return build(config, seq, seed, loss)
     if os.path.isdir(config):
         if not os.path.exists(os.path.join(config, "config.json")):
             sys.exit(f"export_hf.py: error: {config}: no config.json")
-        weights = any(f.endswith((".safetensors", ".bin")) for f in os.listdir(config))
+        weights = not meta and any(f.endswith((".safetensors", ".bin")) for f in os.listdir(config))
         if weights:
             model = tf.AutoModelForCausalLM.from_pretrained(config, torch_dtype=torch.float32)
         else:
-            model = tf.AutoModelForCausalLM.from_config(tf.AutoConfig.from_pretrained(config))
+            with ParametersOnMeta() if meta else contextlib.nullcontext():
+                model = tf.AutoModelForCausalLM.from_config(tf.AutoConfig.from_pretrained(config))
     else:
         tiny = _tiny(seq)
         if config not in tiny:
             sys.exit(f"export_hf.py: error: --config {config!r} is neither a directory nor one of "
                      f"{', '.join(sorted(tiny))}")
         cfg_cls, model_cls, kw = tiny[config]
-        model = getattr(tf, model_cls)(getattr(tf, cfg_cls)(**kw))
+        with ParametersOnMeta() if meta else contextlib.nullcontext():
+            model = getattr(tf, model_cls)(getattr(tf, cfg_cls)(**kw))
     return WithLoss(model.float(), loss).train()
 
 
