@@ -83,6 +83,16 @@ private:
   func::FuncOp func;
   llvm::StringMap<Value> values;
   std::map<std::string, Tensor> consts;
+  // A folded value equal to an earlier one (the same op on the same inputs:
+  // an exporter repeats a layer's mask arithmetic in every layer) names it,
+  // instead of holding another copy.
+  std::map<std::string, std::string> constAlias;
+  std::map<std::string, std::vector<std::string>> foldMemo;  // foldKey -> its outputs
+  const std::string &resolve(const std::string &name) const {
+    auto it = constAlias.find(name);
+    return it == constAlias.end() ? name : it->second;
+  }
+  std::string foldKey(const Node &n) const;
   std::map<std::string, const Tensor *> inits;
   llvm::StringMap<fg::ParamOp> params;
   // ONNX sequences (of tensors with static shapes): their elements, in order.
@@ -113,7 +123,8 @@ private:
   static ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
   static Type elemOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
 
-  const Tensor *getConst(const std::string &name) {
+  const Tensor *getConst(const std::string &alias) {
+    const std::string &name = resolve(alias);
     if (auto it = consts.find(name); it != consts.end())
       return &it->second;
     if (auto it = inits.find(name); it != inits.end() && isFoldableInit(*it->second))
@@ -155,6 +166,10 @@ private:
   Value get(const std::string &name) {
     if (auto it = values.find(name); it != values.end())
       return it->second;
+    if (auto it = constAlias.find(name); it != constAlias.end()) {
+      Value v = get(it->second);
+      return v ? values[name] = v : v;
+    }
     if (const Tensor *t = getConst(name))
       return values[name] = materialize(*t);
     if (auto it = inits.find(name); it != inits.end()) {
@@ -328,6 +343,14 @@ LogicalResult Importer::tryFold(const Node &n, bool &folded) {
       return success();
     ins.push_back(t);
   }
+  const std::string key = foldKey(n);
+  if (auto memo = foldMemo.find(key); !key.empty() && memo != foldMemo.end()) {
+    for (size_t i = 0; i < n.outputs.size() && i < memo->second.size(); ++i)
+      if (!n.outputs[i].empty() && !memo->second[i].empty())
+        constAlias[n.outputs[i]] = memo->second[i];
+    folded = true;
+    return success();
+  }
   std::vector<Tensor> outs;
   if (std::string why = fuyou::onnx_in::foldNode(n, ins, outs); !why.empty()) {
     if (handlers().count(n.opType))
@@ -337,8 +360,38 @@ LogicalResult Importer::tryFold(const Node &n, bool &folded) {
   for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i)
     if (!n.outputs[i].empty())
       consts[n.outputs[i]] = std::move(outs[i]);
+  if (!key.empty())
+    foldMemo[key] = n.outputs;
   folded = true;
   return success();
+}
+
+// The op, its attributes and its inputs (as the values they alias): equal
+// keys fold to equal values. "" where a key would cost more than it saves
+// (a Constant of more than 64 elements).
+std::string Importer::foldKey(const Node &n) const {
+  std::string key = n.opType;
+  for (const auto &[name, a] : n.attrs) {  // (std::map: in name order)
+    key += '\x1f' + name + '=' + std::to_string(a.kind) + ':';
+    switch (a.kind) {
+    case fuyou::onnx_in::Attr::Int: key += std::to_string(a.i); break;
+    case fuyou::onnx_in::Attr::Float: key += std::to_string(a.f); break;
+    case fuyou::onnx_in::Attr::String: key += a.s; break;
+    case fuyou::onnx_in::Attr::Ints: for (int64_t v : a.ints) key += std::to_string(v) + ','; break;
+    case fuyou::onnx_in::Attr::Floats: for (float v : a.floats) key += std::to_string(v) + ','; break;
+    case fuyou::onnx_in::Attr::TensorValue:
+      if (a.t.numel() > 64)
+        return "";
+      key += std::to_string(a.t.onnxType) + '[';
+      for (int64_t d : a.t.shape) key += std::to_string(d) + ',';
+      key += ']' + std::string(a.t.bytes.begin(), a.t.bytes.end());
+      break;
+    default: return "";
+    }
+  }
+  for (const auto &in : n.inputs)
+    key += '\x1e' + resolve(in);
+  return key;
 }
 
 LogicalResult Importer::importNode(const Node &n) {
