@@ -9,6 +9,7 @@ weights. The program then trains 10 AdamW steps with its weights from
   (b) a single safetensors file written by transformers' save_pretrained;
   (c) a sharded checkpoint written by save_pretrained(max_shard_size=...), by its
       directory and by its model.safetensors.index.json;
+and from a copy of the model (--onnx), and as a program copied with its model;
 each run's losses bit-identical to the same model exported with its weights inside the
 ONNX file, and within 1e-4 of torch; so is the graph exported from the meta device (no
 weight made or written) trained from the checkpoint. A bf16 checkpoint becomes the fp32 masters (losses
@@ -115,10 +116,21 @@ def main():
                 "(c) sharded, by directory": train(p("train"), config + "_c", "--weights", p("sharded")),
                 "(c) sharded, by index": train(p("train"), config + "_c2", "--weights",
                                                p("sharded/model.safetensors.index.json"))}
+        # The model elsewhere: --onnx names it; a program copied with its model
+        # finds it beside itself.
+        shutil.rmtree(p("moved"), ignore_errors=True)
+        os.makedirs(p("moved"))
+        for f in ("ext.onnx", "ext.onnx.data", "train"):
+            shutil.copy(p(f), p("moved/" + f))
+        sources["--onnx, a copy of the model"] = train(p("train"), config + "_onnx", "--onnx", p("moved/ext.onnx"))
+        os.rename(p("ext.onnx.data"), p("away.data"))  # (not read from its old place)
+        sources["a program copied with its model"] = train(p("moved/train"), config + "_moved")
+        os.rename(p("away.data"), p("ext.onnx.data"))
         for what, (losses, stderr) in sources.items():
             if losses != inside:
                 fail(f"{config}: {what}: losses {losses} differ from the weights-inside run's {inside}")
-        print(f"weights_at_runtime: {config}: (a), (b), (c) bit-identical to the weights inside the ONNX file; "
+        print(f"weights_at_runtime: {config}: (a), (b), (c), --onnx and a moved program bit-identical to the "
+              f"weights inside the ONNX file; "
               f"{sources['(c) sharded, by directory'][1].strip().splitlines()[0]}")
         ref = torch_losses(export_hf.load_exported(p("ext.onnx")))
         worst = max(abs(o - r) / abs(r) for o, r in zip(inside, ref))
