@@ -121,9 +121,9 @@ void read_into(const std::string& path, uint64_t offset, uint64_t length, Stored
   if (size < 0 || offset > uint64_t(size) || length > uint64_t(size) - offset)
     fail(what + ": [" + std::to_string(offset) + ", +" + std::to_string(length) + ") runs past the end of '" + path +
          "' (" + std::to_string(size) + " bytes)");
-  const size_t es = stored_size(s), direct = (s == Stored::F32 && to.dtype == DType::F32) ||
-                                             (s == Stored::I64 && to.dtype == DType::I64) ||
-                                             ((s == Stored::U8 || s == Stored::Bool) && to.dtype == DType::U8);
+  const size_t es = stored_size(s);
+  const bool direct = (s == Stored::F32 && to.dtype == DType::F32) || (s == Stored::I64 && to.dtype == DType::I64) ||
+                      ((s == Stored::U8 || s == Stored::Bool) && to.dtype == DType::U8);
   constexpr size_t kSlice = size_t(64) << 20;
   std::vector<char> staging(direct ? 0 : std::min<size_t>(kSlice, length));
   uint64_t done = 0;

@@ -62,12 +62,8 @@ def main():
     a = ap.parse_args()
     import oracle
     import runs
-    os.makedirs(a.work, exist_ok=True)
+    data = runs.tokens(a.work, 20000)
     w = lambda name: os.path.join(a.work, name)
-    data = w("tokens.bin")
-    if not os.path.exists(data):
-        subprocess.run([sys.executable, os.path.join(ROOT, "examples/prepare_data.py"), "--out", data,
-                        "--max-bytes", "20000"], check=True, capture_output=True)
     tokens = oracle.load_tokens(data) % V
     batches = oracle.Batches(tokens, B, T)
     tokfile = w("tokens_v.bin")

@@ -53,12 +53,8 @@ def main():
     import export_hf
     import runs
 
-    os.makedirs(a.work, exist_ok=True)
+    data = runs.tokens(a.work, 100000)
     w = lambda name: os.path.join(a.work, name)
-    data = w("tokens.bin")
-    if not os.path.exists(data):
-        subprocess.run([sys.executable, os.path.join(ROOT, "examples/prepare_data.py"), "--out", data,
-                        "--max-bytes", "100000"], check=True, capture_output=True)
     batches = oracle.Batches(oracle.load_tokens(data), B, T)
     torch.set_num_threads(1)
     for fam in a.family or FAMILIES:

@@ -77,10 +77,7 @@ def main():
     import export_hf
     import oracle
     import runs
-    data = w("tokens.bin")
-    if not os.path.exists(data):
-        run([sys.executable, os.path.join(ROOT, "examples/prepare_data.py"), "--out", data, "--max-bytes", "100000"],
-            "prepare_data")
+    data = runs.tokens(a.work)
     B, T = 1, 64
     model_path = w("t64.onnx")
     run([sys.executable, os.path.join(ROOT, "examples/export_hf.py"), "--config", ckpt, "--out", model_path,

@@ -2,6 +2,19 @@
 import json
 import os
 import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def tokens(work, max_bytes=100000):
+    """WORK/tokens.bin (examples/prepare_data.py's tokens), made once; WORK made too."""
+    os.makedirs(work, exist_ok=True)
+    data = os.path.join(work, "tokens.bin")
+    if not os.path.exists(data):
+        subprocess.run([sys.executable, os.path.join(ROOT, "examples/prepare_data.py"), "--out", data,
+                        "--max-bytes", str(max_bytes)], check=True, capture_output=True)
+    return data
 
 
 def program_losses(program, data, steps, lr, log, extra=()):

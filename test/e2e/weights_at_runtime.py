@@ -60,12 +60,8 @@ def main():
     import runs
     from safetensors.torch import load_file as load_file_st
 
-    os.makedirs(a.work, exist_ok=True)
+    data = runs.tokens(a.work, 100000)
     w = lambda name: os.path.join(a.work, name)
-    data = w("tokens.bin")
-    if not os.path.exists(data):
-        run([sys.executable, os.path.join(ROOT, "examples/prepare_data.py"), "--out", data, "--max-bytes", "100000"],
-            "prepare_data")
     batches = oracle.Batches(oracle.load_tokens(data), B, T)
     export = lambda config, out, *extra: run(
         [sys.executable, os.path.join(ROOT, "examples/export_hf.py"), "--config", config, "--out", out,
