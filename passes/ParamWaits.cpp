@@ -19,71 +19,92 @@ namespace fs = fuyou::fysched;
 namespace {
 
 struct ParamWaits : fuyou::impl::ParamWaitsBase<ParamWaits> {
+  // A group_wait without a parameter and each member's first read after it
+  // (up to the group's next wait), in the order they come.
+  struct Split {
+    fs::GroupWaitOp wait;
+    SmallVector<std::pair<FlatSymbolRefAttr, Operation *>> firstReads;
+    llvm::StringSet<> seen;
+  };
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step)
       return;
     Block &body = step.getBody().front();
-    SmallVector<fs::GroupWaitOp> waits;
-    for (auto wait : body.getOps<fs::GroupWaitOp>())
-      if (!wait.getParam())
-        waits.push_back(wait);
-    llvm::StringSet<> reordered;
-    for (fs::GroupWaitOp wait : waits)
-      if (auto group = module.lookupSymbol<fs::GroupOp>(wait.getGroupAttr()))
-        split(module, body, wait, group, reordered);
-  }
-
-  void split(ModuleOp module, Block &body, fs::GroupWaitOp wait, fs::GroupOp group, llvm::StringSet<> &reordered) {
-    llvm::StringSet<> members;
-    for (Attribute a : group.getParams())
-      members.insert(cast<FlatSymbolRefAttr>(a).getValue());
-    // What names each member's storage: its get_param results (a table read
-    // rows first has its get_param above the wait) and views of them.
+    llvm::StringMap<fs::GroupOp> groupOfParam;
+    for (auto group : module.getOps<fs::GroupOp>())
+      for (Attribute a : group.getParams())
+        groupOfParam[cast<FlatSymbolRefAttr>(a).getValue()] = group;
+    // One walk: what names each parameter's storage (its get_param results,
+    // views of them) and, per wait, the first reads that follow it.
     DenseMap<Value, FlatSymbolRefAttr> paramOf;
+    std::vector<Split> splits;
+    llvm::StringMap<int64_t> open;  // group -> its wait collecting reads (-1: none)
     for (Operation &op : body) {
-      if (auto gp = dyn_cast<fs::GetParamOp>(op); gp && members.contains(gp.getName()))
+      if (auto gp = dyn_cast<fs::GetParamOp>(op)) {
         paramOf[gp.getResult()] = gp.getNameAttr();
-      else if (auto view = dyn_cast<fs::ViewOp>(op))
+        continue;
+      }
+      if (auto view = dyn_cast<fs::ViewOp>(op)) {
         if (auto it = paramOf.find(view->getOperand(0)); it != paramOf.end())
           paramOf[view.getResult()] = it->second;
-    }
-    // Each member's first read after the wait, in the order they come.
-    SmallVector<std::pair<FlatSymbolRefAttr, Operation *>> firstReads;
-    llvm::StringSet<> seen;
-    for (Operation *op = wait->getNextNode(); op; op = op->getNextNode()) {
-      if (auto other = dyn_cast<fs::GroupWaitOp>(op); other && other.getGroup() == group.getSymName())
-        break;  // reads from here on are that wait's
-      if (isa<fs::GetParamOp, fs::ViewOp>(op))
         continue;
-      for (Value v : op->getOperands())
-        if (auto it = paramOf.find(v); it != paramOf.end() && seen.insert(it->second.getValue()).second)
-          firstReads.push_back({it->second, op});
+      }
+      if (auto wait = dyn_cast<fs::GroupWaitOp>(op)) {
+        // Reads from here on are this wait's (a wait naming a parameter
+        // collects none).
+        open[wait.getGroup()] = wait.getParam() ? -1 : int64_t(splits.size());
+        if (!wait.getParam())
+          splits.push_back(Split{wait, {}, {}});
+        continue;
+      }
+      for (Value v : op.getOperands()) {
+        auto it = paramOf.find(v);
+        if (it == paramOf.end())
+          continue;
+        auto group = groupOfParam.find(it->second.getValue());
+        if (group == groupOfParam.end())
+          continue;
+        auto at = open.find(group->second.getSymName());
+        if (at == open.end() || at->second < 0)
+          continue;
+        Split &s = splits[at->second];
+        if (s.seen.insert(it->second.getValue()).second)
+          s.firstReads.push_back({it->second, &op});
+      }
     }
-    for (auto [param, op] : firstReads)
-      OpBuilder(op).create<fs::GroupWaitOp>(wait.getLoc(), wait.getGroupAttr(), param);
-    wait.erase();
-
-    // The update goes in the order of the reads: the group's first wait decides.
-    if (!reordered.insert(group.getSymName()).second)
-      return;
-    SmallVector<Attribute> order;
-    for (auto &read : firstReads)
-      order.push_back(read.first);
-    for (Attribute a : group.getParams())
-      if (!seen.contains(cast<FlatSymbolRefAttr>(a).getValue()))
-        order.push_back(a);
-    if (ArrayRef<Attribute>(order) == group.getParams().getValue())
-      return;
-    llvm::StringMap<unsigned> was;
-    for (auto [i, a] : llvm::enumerate(group.getParams()))
-      was[cast<FlatSymbolRefAttr>(a).getValue()] = i;
-    group.setParamsAttr(ArrayAttr::get(group.getContext(), order));
+    llvm::StringMap<std::pair<SmallVector<Attribute>, llvm::StringMap<unsigned>>> reorders;
+    for (Split &s : splits) {
+      for (auto [param, op] : s.firstReads)
+        OpBuilder(op).create<fs::GroupWaitOp>(s.wait.getLoc(), s.wait.getGroupAttr(), param);
+      StringRef name = s.wait.getGroup();
+      auto group = module.lookupSymbol<fs::GroupOp>(s.wait.getGroupAttr());
+      s.wait.erase();
+      // The update goes in the order of the reads: the group's first wait decides.
+      if (!group || reorders.contains(name))
+        continue;
+      SmallVector<Attribute> order;
+      for (auto &read : s.firstReads)
+        order.push_back(read.first);
+      for (Attribute a : group.getParams())
+        if (!s.seen.contains(cast<FlatSymbolRefAttr>(a).getValue()))
+          order.push_back(a);
+      auto &[newOrder, was] = reorders[name];
+      if (ArrayRef<Attribute>(order) == group.getParams().getValue())
+        continue;
+      for (auto [i, a] : llvm::enumerate(group.getParams()))
+        was[cast<FlatSymbolRefAttr>(a).getValue()] = i;
+      newOrder = order;
+      group.setParamsAttr(ArrayAttr::get(group.getContext(), order));
+    }
     // One gradient per parameter, in the group's order.
     module.walk([&](fs::GradOffloadOp off) {
-      if (off.getGroup() != group.getSymName())
+      auto it = reorders.find(off.getGroup());
+      if (it == reorders.end() || it->second.first.empty())
         return;
+      auto &[order, was] = it->second;
       SmallVector<Value> grads;
       for (Attribute a : order)
         grads.push_back(off.getGrads()[was.lookup(cast<FlatSymbolRefAttr>(a).getValue())]);

@@ -38,29 +38,28 @@ struct Temp {
 
 // Greedy by size: the largest buffers are placed first, each at the lowest
 // offset where it overlaps no placed buffer whose lifetime meets its own.
-// Ties go in program order, so the plan is deterministic.
+// Ties go in program order, so the plan is deterministic. The placed ones
+// are kept in offset order, so a buffer's gap is found in one scan that
+// stops at the first gap wide enough.
 int64_t placeAll(MutableArrayRef<Temp> temps) {
   SmallVector<Temp *> order;
   for (Temp &t : temps)
     order.push_back(&t);
   std::stable_sort(order.begin(), order.end(), [](Temp *a, Temp *b) { return a->bytes > b->bytes; });
-  SmallVector<Temp *> placed;
+  SmallVector<Temp *> placed;  // by offset
   int64_t arena = 0;
   for (Temp *t : order) {
-    SmallVector<Temp *> clash;
-    for (Temp *p : placed)
-      if (p->start < t->end && t->start < p->end)
-        clash.push_back(p);
-    std::sort(clash.begin(), clash.end(), [](Temp *a, Temp *b) { return a->offset < b->offset; });
     int64_t offset = 0;
-    for (Temp *p : clash) {
+    for (Temp *p : placed) {
+      if (!(p->start < t->end && t->start < p->end))
+        continue;
       if (p->offset >= offset + t->bytes)
         break;  // t fits in the gap before p
       offset = std::max(offset, p->offset + p->bytes);
     }
     t->offset = offset;
     arena = std::max(arena, offset + t->bytes);
-    placed.push_back(t);
+    placed.insert(llvm::upper_bound(placed, offset, [](int64_t o, Temp *p) { return o < p->offset; }), t);
   }
   return arena;
 }

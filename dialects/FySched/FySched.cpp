@@ -136,8 +136,11 @@ LogicalResult StateWriteOp::verify() {
 }
 
 // A parameter named by a wait must be one of its group's.
-static LogicalResult verifyMember(Operation *op, FlatSymbolRefAttr groupRef, StringRef param) {
-  auto group = SymbolTable::lookupNearestSymbolFrom<GroupOp>(op, groupRef);
+// Checked with the module's symbol table (SymbolUserOpInterface), built once
+// for all of them rather than searched again for each.
+static LogicalResult verifyMember(SymbolTableCollection &symbols, Operation *op, FlatSymbolRefAttr groupRef,
+                                  StringRef param) {
+  auto group = symbols.lookupNearestSymbolFrom<GroupOp>(op, groupRef);
   if (!group)
     return success();  // a lone op (tests of the op itself); the passes look it up
   for (Attribute p : group.getParams())
@@ -146,16 +149,28 @@ static LogicalResult verifyMember(Operation *op, FlatSymbolRefAttr groupRef, Str
   return op->emitOpError("@") << param << " is not a parameter of " << groupRef;
 }
 
-LogicalResult GroupWaitOp::verify() {
+LogicalResult GroupWaitOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (!getParam())
     return success();
-  return verifyMember(*this, getGroupAttr(), *getParam());
+  return verifyMember(symbols, *this, getGroupAttr(), *getParam());
+}
+
+LogicalResult GroupWaitRowsOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyMember(symbols, *this, getGroupAttr(), getParam());
+}
+
+LogicalResult GradOffloadEarlyOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyMember(symbols, *this, getGroupAttr(), getParam());
+}
+
+LogicalResult EarlyReleaseOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyMember(symbols, *this, getGroupAttr(), getParam());
 }
 
 LogicalResult GroupWaitRowsOp::verify() {
   if (!cast<BufferType>(getIds().getType()).getTensorType().getElementType().isInteger(64))
     return emitOpError("ids must be i64");
-  return verifyMember(*this, getGroupAttr(), getParam());
+  return success();
 }
 
 LogicalResult GradOffloadEarlyOp::verify() {
@@ -169,7 +184,7 @@ LogicalResult GradOffloadEarlyOp::verify() {
         return r.getGroup() == getGroup() && r.getParam() == getParam() && (*this)->isBeforeInBlock(r);
       }))
     return emitOpError("is held, but no fysched.early_release of @") << getParam() << " follows it";
-  return verifyMember(*this, getGroupAttr(), getParam());
+  return success();
 }
 
 LogicalResult EarlyReleaseOp::verify() {
@@ -177,7 +192,7 @@ LogicalResult EarlyReleaseOp::verify() {
         return e.getHeld() && e.getGroup() == getGroup() && e.getParam() == getParam() && e->isBeforeInBlock(*this);
       }))
     return emitOpError("releases @") << getParam() << ", which no held fysched.grad_offload_early before it hands over";
-  return verifyMember(*this, getGroupAttr(), getParam());
+  return success();
 }
 
 LogicalResult GradLandedOp::verify() {

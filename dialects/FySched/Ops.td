@@ -167,7 +167,7 @@ def FySched_GradLandedOp : FySched_Op<"grad_landed"> {
   let hasVerifier = 1;
 }
 
-def FySched_GradOffloadEarlyOp : FySched_Op<"grad_offload_early"> {
+def FySched_GradOffloadEarlyOp : FySched_Op<"grad_offload_early", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Hands the optimizer a table's gradient in every row the step's ids do not name";
   let description = [{
     `grad` holds the final gradient of 2-D table `param` of `group` in every
@@ -196,7 +196,7 @@ def FySched_GradOffloadEarlyOp : FySched_Op<"grad_offload_early"> {
   let hasVerifier = 1;
 }
 
-def FySched_EarlyReleaseOp : FySched_Op<"early_release"> {
+def FySched_EarlyReleaseOp : FySched_Op<"early_release", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "The step's last read of a table handed over early is behind: its update may write it";
   let description = [{
     Follows a `held` fysched.grad_offload_early of the same table, after the
@@ -243,7 +243,7 @@ def FySched_StateWriteOp : FySched_Op<"state_write"> {
   let hasVerifier = 1;
 }
 
-def FySched_GroupWaitOp : FySched_Op<"group_wait"> {
+def FySched_GroupWaitOp : FySched_Op<"group_wait", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Waits for a group's group_adamw (from the previous step) to finish";
   let description = [{
     With a parameter, waits only until that parameter of the group is
@@ -253,10 +253,9 @@ def FySched_GroupWaitOp : FySched_Op<"group_wait"> {
   }];
   let arguments = (ins FlatSymbolRefAttr:$group, OptionalAttr<FlatSymbolRefAttr>:$param);
   let assemblyFormat = "$group (`,` $param^)? attr-dict";
-  let hasVerifier = 1;
 }
 
-def FySched_GroupWaitRowsOp : FySched_Op<"group_wait_rows"> {
+def FySched_GroupWaitRowsOp : FySched_Op<"group_wait_rows", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Waits for the rows of a group's table that the step's tokens gather";
   let description = [{
     Goes before a gather of the step's token ids from a 2-D table of the
