@@ -10,6 +10,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 
@@ -46,6 +47,12 @@ struct Outcome {
 // host budget has room.
 constexpr int64_t kWriteBehinds[] = {1, 2, 4, 8, 16};
 
+// The class search's refinement: at most this many rounds, each carrying
+// out the corrected descent's end and this many single moves.
+constexpr int64_t kRefineRounds = 8, kRefineMoves = 8;
+// A class search over at most this many counts carries them all out.
+constexpr double kAllCounts = 64;
+
 struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
   using ChoosePlacementBase::ChoosePlacementBase;
 
@@ -65,8 +72,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     if (onDevice && state == "ssd")
       return fail("state=ssd: the groups fy-device-optimizer put on the device keep the run off --ssd");
     stateOnSsd_ = !onDevice && (state == "ssd" || (state == "auto" && prof_.hasSsd()));
-    if (search != "greedy" && search != "exhaustive")
-      return fail("search must be greedy or exhaustive, got '" + search + "'");
+    if (search != "classes" && search != "exhaustive")
+      return fail("search must be classes or exhaustive, got '" + search + "'");
     if (params != "auto" && params != "keep" && params != "stream")
       return fail("params must be keep, stream or auto, got '" + params + "'");
     if (earlyRows != "auto" && earlyRows != "yes" && earlyRows != "no")
@@ -82,7 +89,16 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       return fail("no @train_step to plan");
     Block &body = step.getBody().front();
     fuyou::StepPhases phases(body);
-    segments_ = fuyou::findForwardSegments(module, body, phases).count;
+    fuyou::ForwardSegments segments = fuyou::findForwardSegments(module, body, phases);
+    segments_ = segments.count;
+    classes_.clear();
+    llvm::DenseMap<llvm::hash_code, size_t> classOf;
+    for (int64_t s = 0; s < segments_; ++s) {
+      auto [it, added] = classOf.try_emplace(segments.shape[s], classes_.size());
+      if (added)
+        classes_.emplace_back();
+      classes_[it->second].push_back(s);
+    }
     policies_ = {"keep", "host", "recompute", "selective"};
     // Predictable only with measured SSD rates, and only for a program run
     // with --ssd, which puts the moments there too.
@@ -101,7 +117,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     // placement under params=auto, the SSD writes in flight and a tied
     // table's early rows under early-rows=auto.
     std::optional<Plan> best = activations != "auto" ? given(module)
-                               : search == "greedy"  ? greedy(module)
+                               : search == "classes" ? classSearch(module)
                                                      : exhaustive(module);
     if (!best)
       return signalPassFailure();
@@ -146,7 +162,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
         best = later;
       } else if (!fits(o) && o.ok && o.pred.stepS < foundS * (1 - 1e-9) && activations == "auto") {
         landing_ = 2, quietNoFit_ = true;
-        std::optional<Plan> again = search == "greedy" ? greedy(module) : exhaustive(module);
+        std::optional<Plan> again = search == "classes" ? classSearch(module) : exhaustive(module);
         landing_ = 1, quietNoFit_ = false;
         if (again && cache_[again->key()].pred.stepS < foundS * (1 - 1e-9))
           best = again;
@@ -218,6 +234,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       (*copy)->setAttr("fy.plan.early_rows", StringAttr::get(&getContext(), "no"));
     (*copy)->setAttr("fy.plan.early_chunks", StringAttr::get(&getContext(), plan.allChunks ? "all" : "paced"));
     PassManager pm(&getContext());
+    // The plan chosen is carried out again, verified, by the pipeline itself.
+    pm.enableVerifier(false);
     fuyou::PlacementOptions place;
     place.activations = llvm::join(plan.acts, ",");
     place.params = plan.params.str();
@@ -291,43 +309,6 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
   }
   bool fits(const Outcome &o) const { return excess(o) == 0; }
 
-  // Every plan one change away from `p`, in a fixed order.
-  SmallVector<Plan> neighbours(const Plan &p) const {
-    SmallVector<Plan> out;
-    for (int64_t s = 0; s < segments_; ++s)
-      for (StringRef pol : policies_)
-        if (pol != p.acts[s]) {
-          Plan q = p;
-          q.acts[s] = pol;
-          out.push_back(q);
-        }
-    for (StringRef par : paramChoices_)
-      if (par != p.params) {
-        Plan q = p;
-        q.params = par;
-        out.push_back(q);
-      }
-    return out;
-  }
-
-  // Every plan that changes one segment and the parameters' placement at
-  // once: streaming the weights may free just the room a faster policy for
-  // one segment needs, which no single change finds.
-  SmallVector<Plan> pairs(const Plan &p) const {
-    SmallVector<Plan> out;
-    for (StringRef par : paramChoices_)
-      if (par != p.params)
-        for (int64_t s = 0; s < segments_; ++s)
-          for (StringRef pol : policies_)
-            if (pol != p.acts[s]) {
-              Plan q = p;
-              q.params = par;
-              q.acts[s] = pol;
-              out.push_back(q);
-            }
-    return out;
-  }
-
   // A plan before its activations and parameters: the table's rows as the
   // options give them.
   Plan fresh() const {
@@ -338,54 +319,278 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     return q;
   }
 
-  std::optional<Plan> greedy(ModuleOp module) {
-    Plan cur = fresh();
-    cur.acts.assign(segments_, "keep");
-    cur.params = paramChoices_.front();
-    // Towards the budgets: the cheapest change that fits, else the one that
-    // frees the most per second added.
-    while (!fits(evaluate(module, cur))) {
-      double curExcess = excess(evaluate(module, cur)), curTime = evaluate(module, cur).pred.stepS;
-      std::optional<Plan> fitPick, freePick;
-      double fitTime = INFINITY, freeScore = -INFINITY;
-      for (const Plan &q : neighbours(cur)) {
-        const Outcome &o = evaluate(module, q);
-        if (fits(o)) {
-          if (o.pred.stepS < fitTime)
-            fitPick = q, fitTime = o.pred.stepS;
-          continue;
+  Plan uniform(StringRef policy, StringRef params) const {
+    Plan q = fresh();
+    q.params = params;
+    q.acts.assign(segments_, policy);
+    return q;
+  }
+
+  // What the class search adds up of an outcome: the step, each stream's
+  // busy time, device and host bytes.
+  static constexpr size_t kDevice = 1 + fuyou::NumStreams, kHost = kDevice + 1, kFigures = kHost + 1;
+  using Figures = std::array<double, kFigures>;
+  static Figures figures(const Outcome &o) {
+    Figures f{};
+    f[0] = o.pred.stepS;
+    for (size_t s = 0; s < fuyou::NumStreams; ++s)
+      f[1 + s] = o.pred.busyS[s];
+    f[kDevice] = double(o.pred.deviceBytes);
+    f[kHost] = double(o.pred.hostBytes);
+    return f;
+  }
+
+  // A class's policy, priced against keeping everything: k of the class's
+  // segments under it change the figures by one + (k - 1) * slope.
+  struct Price {
+    bool ok = false;  // the passes carried out the plans it was priced by
+    Figures one{}, slope{};
+  };
+  // The search's state: per class, how many of its segments take each policy.
+  using Counts = SmallVector<SmallVector<int64_t>>;
+
+  // The figures the prices predict for `n`, from the keep-all plan's `ref`.
+  Figures predict(const Figures &ref, ArrayRef<SmallVector<Price>> prices, const Counts &n) const {
+    Figures f = ref;
+    for (size_t c = 0; c < n.size(); ++c)
+      for (size_t p = 1; p < policies_.size(); ++p)
+        if (int64_t k = n[c][p])
+          for (size_t i = 0; i < kFigures; ++i)
+            f[i] += prices[c][p].one[i] + double(k - 1) * prices[c][p].slope[i];
+    return f;
+  }
+  // How far predicted figures are over the budgets (0: within), and their
+  // step: no shorter than the busiest stream, whatever the changes add up to.
+  std::pair<double, double> rank(const Figures &f) const {
+    double e = 0;
+    if (gpuMem > 0)
+      e += std::max(0.0, f[kDevice] - double(gpuMem)) / double(gpuMem);
+    if (cpuMem > 0)
+      e += std::max(0.0, f[kHost] - double(cpuMem)) / double(cpuMem);
+    double step = f[0];
+    for (size_t s = 0; s < fuyou::NumStreams; ++s)
+      step = std::max(step, f[1 + s]);
+    return {e, step};
+  }
+
+  // The plan of counts `n`: within a class the policies that send data
+  // away take its first segments (read back last in backward, with the
+  // most compute to hide the copy behind), then recompute and selective;
+  // keep takes the last.
+  Plan realize(const Counts &n, StringRef params) const {
+    static constexpr StringRef kForwardOrder[] = {"ssd", "host", "recompute", "selective", "keep"};
+    Plan q = uniform("keep", params);
+    for (size_t c = 0; c < classes_.size(); ++c) {
+      size_t at = 0;
+      for (StringRef pol : kForwardOrder)
+        if (auto it = llvm::find(policies_, pol); it != policies_.end())
+          for (int64_t k = n[c][it - policies_.begin()]; k > 0; --k)
+            q.acts[classes_[c][at++]] = *it;
+    }
+    return q;
+  }
+
+  // One placement of the parameters, priced: the keep-all plan's figures
+  // and each class's policies against it.
+  struct Model {
+    StringRef params;
+    Figures ref{};
+    SmallVector<SmallVector<Price>> prices;
+  };
+
+  Counts countsOf(const Plan &q) const {
+    Counts n;
+    for (auto &members : classes_) {
+      n.emplace_back(policies_.size(), 0);
+      for (int64_t s : members)
+        ++n.back()[llvm::find(policies_, q.acts[s]) - policies_.begin()];
+    }
+    return n;
+  }
+
+  // How `n` ranks on the prices, corrected by `offset` (what a plan carried
+  // out measured beyond its prices).
+  std::pair<double, double> rankOf(const Model &m, const Counts &n, const Figures &offset) const {
+    Figures f = predict(m.ref, m.prices, n);
+    for (size_t i = 0; i < kFigures; ++i)
+      f[i] += offset[i];
+    return rank(f);
+  }
+  // Nearer the budgets first; within them, faster by more than a rounding error.
+  static bool ahead(std::pair<double, double> a, std::pair<double, double> b) {
+    return a.first < b.first || (a.first == 0 && b.first == 0 && a.second < b.second * (1 - 1e-9));
+  }
+
+  // Every count one move away from `n`: `k` segments of a class from one
+  // policy to another (k = 0: 1, 2, 4, ... as many as there are).
+  SmallVector<Counts> moves(const Model &m, const Counts &n, int64_t k) const {
+    SmallVector<Counts> out;
+    for (size_t c = 0; c < n.size(); ++c)
+      for (size_t from = 0; from < policies_.size(); ++from)
+        for (size_t to = 0; to < policies_.size(); ++to) {
+          if (to == from || (to && !m.prices[c][to].ok))
+            continue;
+          for (int64_t j = 1; j <= n[c][from] && (!k || j <= k); j *= 2) {
+            out.push_back(n);
+            out.back()[c][from] -= j, out.back()[c][to] += j;
+          }
         }
-        double freed = curExcess - excess(o);
-        if (!o.ok || freed <= 0)
-          continue;
-        double score = freed / std::max(o.pred.stepS - curTime, 1e-9);
-        if (score > freeScore)
-          freePick = q, freeScore = score;
+    return out;
+  }
+
+  // The descent on the prices from `n`: the best move while one ranks ahead.
+  Counts descend(const Model &m, Counts n, const Figures &offset) const {
+    for (auto cur = rankOf(m, n, offset);;) {
+      std::optional<Counts> next;
+      auto nextRank = cur;
+      for (Counts &q : moves(m, n, 0))
+        if (auto r = rankOf(m, q, offset); ahead(r, nextRank))
+          next = std::move(q), nextRank = r;
+      if (!next)
+        return n;
+      n = std::move(*next), cur = nextRank;
+    }
+  }
+
+  // Every way to split `total` segments among `parts` policies.
+  static SmallVector<SmallVector<int64_t>> splits(int64_t total, size_t parts) {
+    if (parts == 1)
+      return {SmallVector<int64_t>{total}};
+    SmallVector<SmallVector<int64_t>> out;
+    for (int64_t k = total; k >= 0; --k)
+      for (SmallVector<int64_t> &rest : splits(total - k, parts - 1)) {
+        out.emplace_back(1, k);
+        out.back().append(rest.begin(), rest.end());
       }
-      std::optional<Plan> pick = fitPick ? fitPick : freePick;
-      if (!pick)
-        return noFit(module);
-      cur = *pick;
+    return out;
+  }
+
+  // search=classes: see the pass's description.
+  std::optional<Plan> classSearch(ModuleOp module) {
+    std::optional<Plan> best;
+    SmallVector<Plan> tried;  // in the order carried out
+    auto consider = [&](const Plan &q) -> const Outcome & {
+      const Outcome &o = evaluate(module, q);
+      tried.push_back(q);
+      if (fits(o) && (!best || o.pred.stepS < evaluate(module, *best).pred.stepS * (1 - 1e-9)))
+        best = q;
+      return o;
+    };
+    for (StringRef params : paramChoices_)
+      for (StringRef pol : policies_)
+        consider(uniform(pol, params));
+    // Nothing is faster than keeping every activation, where that fits:
+    // the other placements of the parameters are searched.
+    SmallVector<StringRef> open;
+    for (StringRef params : paramChoices_)
+      if (const Outcome &keep = evaluate(module, uniform("keep", params)); keep.ok && !fits(keep))
+        open.push_back(params);
+    // Where the counts are few, every one is carried out.
+    double space = double(open.size());
+    for (auto &members : classes_)
+      space *= std::tgamma(double(members.size() + policies_.size())) /
+               (std::tgamma(double(members.size() + 1)) * std::tgamma(double(policies_.size())));
+    if (space <= kAllCounts) {
+      SmallVector<Counts> all(1);
+      for (auto &members : classes_) {
+        SmallVector<Counts> grown;
+        for (const Counts &n : all)
+          for (SmallVector<int64_t> &split : splits(int64_t(members.size()), policies_.size())) {
+            grown.push_back(n);
+            grown.back().push_back(split);
+          }
+        all = std::move(grown);
+      }
+      for (StringRef params : open)
+        for (const Counts &n : all)
+          consider(realize(n, params));
+      return best ? best : noFit(module);
     }
-    // Then faster while it still fits: one change at a time, or a segment
-    // and the parameters together when no single change helps.
-    for (bool better = true; better;) {
-      better = false;
-      double bestTime = evaluate(module, cur).pred.stepS;
-      Plan next = cur;
-      auto consider = [&](const SmallVector<Plan> &plans) {
-        for (const Plan &q : plans) {
-          const Outcome &o = evaluate(module, q);
-          if (fits(o) && o.pred.stepS < bestTime * (1 - 1e-9))
-            next = q, bestTime = o.pred.stepS, better = true;
+    SmallVector<Model> models;
+    for (StringRef params : open) {
+      Model &m = models.emplace_back();
+      m.params = params;
+      m.ref = figures(evaluate(module, uniform("keep", params)));
+      m.prices.assign(classes_.size(), SmallVector<Price>(policies_.size()));
+      for (size_t c = 0; c < classes_.size(); ++c)
+        for (size_t p = 1; p < policies_.size(); ++p) {
+          ArrayRef<int64_t> members = classes_[c];
+          Plan one = uniform("keep", params);
+          one.acts[members.front()] = policies_[p];  // where realize() puts the first
+          const Outcome &o1 = consider(one);
+          if (!o1.ok)
+            continue;
+          Price &pr = m.prices[c][p];
+          Figures f1 = figures(o1);
+          for (size_t i = 0; i < kFigures; ++i)
+            pr.one[i] = f1[i] - m.ref[i];
+          if (members.size() > 1) {
+            Plan all = uniform("keep", params);
+            for (int64_t s : members)
+              all.acts[s] = policies_[p];
+            const Outcome &oAll = consider(all);
+            if (!oAll.ok)
+              continue;
+            Figures fAll = figures(oAll);
+            for (size_t i = 0; i < kFigures; ++i)
+              pr.slope[i] = (fAll[i] - m.ref[i] - pr.one[i]) / double(members.size() - 1);
+          }
+          pr.ok = true;
         }
-      };
-      consider(neighbours(cur));
-      if (!better)
-        consider(pairs(cur));
-      cur = next;
+      // The descent from each uniform plan the prices can express.
+      for (size_t start = 0; start < policies_.size(); ++start) {
+        if (start && llvm::any_of(m.prices, [&](auto &row) { return !row[start].ok; }))
+          continue;
+        Plan u = uniform(policies_[start], params);
+        consider(realize(descend(m, countsOf(u), Figures{}), params));
+      }
     }
-    return cur;
+    // Then, for each placement of the parameters, from its best plan
+    // carried out, with the prices corrected by what that plan measured
+    // beyond them: the descent's end again, and the moves of one or two
+    // segments priced faster, nearest the budgets first, while one is.
+    for (const Model &m : models) {
+      std::optional<Plan> from;
+      for (const Plan &q : tried)
+        if (const Outcome &o = evaluate(module, q);
+            q.params == m.params && fits(o) && (!from || o.pred.stepS < evaluate(module, *from).pred.stepS))
+          from = q;
+      for (int64_t round = 0; from && round < kRefineRounds; ++round) {
+        Counts n = countsOf(*from);
+        Figures offset = figures(evaluate(module, *from)), priced = predict(m.ref, m.prices, n);
+        for (size_t i = 0; i < kFigures; ++i)
+          offset[i] -= priced[i];
+        SmallVector<Counts> next = moves(m, n, 1);
+        for (size_t i = 0, singles = next.size(); i < singles; ++i)
+          for (Counts &q : moves(m, next[i], 1))
+            if (q != n)
+              next.push_back(std::move(q));
+        // Only plans not carried out yet and priced faster, nearest the
+        // budgets first.
+        const double was = evaluate(module, *from).pred.stepS;
+        SmallVector<std::pair<std::pair<double, double>, Plan>> ranked;
+        llvm::StringSet<> seen;
+        for (const Counts &q : next) {
+          Plan p = realize(q, m.params);
+          if (cache_.contains(p.key()) || !seen.insert(p.key()).second)
+            continue;
+          if (auto r = rankOf(m, q, offset); r.second < was * (1 - 1e-9))
+            ranked.push_back({r, std::move(p)});
+        }
+        llvm::stable_sort(ranked, [](auto &a, auto &b) { return a.first < b.first; });
+        std::optional<Plan> faster;
+        auto tryPlan = [&](const Plan &q) {
+          const Outcome &o = consider(q);
+          if (fits(o) && o.pred.stepS < (faster ? evaluate(module, *faster).pred.stepS : was) * (1 - 1e-9))
+            faster = q;
+        };
+        tryPlan(realize(descend(m, n, offset), m.params));
+        for (size_t i = 0; i < std::min<size_t>(ranked.size(), kRefineMoves); ++i)
+          tryPlan(ranked[i].second);
+        from = faster;
+      }
+    }
+    return best ? best : noFit(module);
   }
 
   std::optional<Plan> exhaustive(ModuleOp module) {
@@ -394,7 +599,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     // segments, 4^7 x 2 plans in 140 s on two cores): 50,000 is minutes.
     if (total > 50000) {
       fail("search=exhaustive over " + std::to_string(segments_) + " segments is " + std::to_string(int64_t(total)) +
-           " plans: too many (use greedy)");
+           " plans: too many (use classes)");
       return std::nullopt;
     }
     std::optional<Plan> best;
@@ -460,6 +665,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
   int64_t landing_ = 1;      // fresh()'s fy-grad-landed distance under grad-landing=0
   bool quietNoFit_ = false;  // a search that finds no plan is no error
   int64_t segments_ = 1;
+  SmallVector<SmallVector<int64_t>> classes_;  // segments of the same shape, in forward order
   SmallVector<StringRef> policies_, paramChoices_;
   llvm::StringMap<Outcome> cache_;  // plan key -> its outcome
 };

@@ -231,13 +231,27 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     rows) at most `cpu-mem` (0: no bound). With `kernel-times` (a
     trace a program of this target wrote with --trace), each launch of a
     kernel and operand bytes found there costs its measured median time.
-    search=greedy starts from keeping everything and, while the plan does not
-    fit, takes the single change (one segment's policy, or streaming the
-    parameters) that fits at the least predicted time, else the one that
-    frees the most memory per second it adds; then it moves one segment at a
-    time (or, when no such move helps, one segment together with the
-    parameters' placement) while that lowers the predicted time and still fits.
-    search=exhaustive tries every combination (for checking the greedy one).
+    search=classes (the default) prices each kind of segment once, so that
+    its cost hardly grows with the number of layers. Segments whose launches
+    are the same kernels on the same shapes (a model's repeated blocks) form
+    a class. For each placement of the parameters: every uniform plan (one
+    policy for all segments) is carried out; each class's policies are
+    priced against keeping everything, by a plan with the class's middle
+    segment changed and, for a class of several, one with all of them
+    changed (the change per segment, and what it costs once: a recomputed
+    segment's working memory); a descent on those prices, from each uniform
+    plan, moves 1, 2, 4, ... segments of a class from one policy to another
+    while that brings the priced memory within the budgets or, within them,
+    shortens the priced step, taken as the larger of the changes' sum and
+    the busiest stream (so a shared link fills up); the plans it ends at
+    are carried out, data sent away from a class's first segments, kept in
+    its last. The fastest plan carried out that fits is chosen, so it is
+    never slower than a uniform plan. Segments of a class are interchangeable
+    to the prices, so the descent works on counts, not on plans: a handful
+    of plans carried out per class and policy, whatever the depth. (Dynamic
+    programming over segments would need the step to be a sum; the overlap
+    of streams makes it a maximum.)
+    search=exhaustive tries every combination (for checking the classes one).
     The choice is recorded on the module as `fy.plan.activations` and
     `fy.plan.params`, which fy-place-activations and fy-stream-params read
     under policy=auto, with `fy.plan.predicted_step_s` and
@@ -258,7 +272,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
            "fy-place-activations' ahead for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
            "a program's --trace: its kernels' measured times replace the profile's rates for the same kernels and bytes">,
-    Option<"search", "search", "std::string", /*default=*/"\"greedy\"", "greedy or exhaustive">,
+    Option<"search", "search", "std::string", /*default=*/"\"classes\"", "classes or exhaustive">,
     Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">,
     Option<"activations", "activations", "std::string", /*default=*/"\"auto\"",
            "auto (the planner chooses each segment's policy), or fy-place-activations' policy as given (fy.plan.given): then only the parameters' placement (params=auto), the SSD writes in flight (write-behind=0, with SSD rates in the profile) and a tied table's early rows (early-rows=auto) are chosen; a plan that fits no budget is left for the memory check to refuse, one the passes cannot carry out is an error with their reason">,

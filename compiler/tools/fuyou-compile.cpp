@@ -48,7 +48,7 @@ struct Options {
   std::string profile;               // the planner's machine profile (empty: built-in)
   std::string kernelTimes;           // a program's --trace whose kernel times the planner uses
   std::string planTrace;             // where the predicted step's timeline goes (Chrome trace JSON)
-  std::string planSearch = "greedy";
+  std::string planSearch = "classes";
   std::string earlyRows = "auto";    // a tied table's rows handed over early: yes, no, auto (the planner's)
   std::string earlyChunks = "auto";  // ... and on a GPU sent down paced, all at once, or auto (the planner's)
   int64_t gradLanding = 0;           // fy-grad-landed's distance; 0: auto (the planner's, else 1)
@@ -90,7 +90,7 @@ const char *kUsage =
     "                     [--profile FILE]     the planner's machine profile (default: built-in figures)\n"
     "                     [--kernel-times TRACE]  kernel times measured by a program's --trace on this\n"
     "                                          machine, used where they cover a launch (else the profile)\n"
-    "                     [--plan-search greedy|exhaustive]  how the planner searches (default greedy)\n"
+    "                     [--plan-search classes|exhaustive]  how the planner searches (default classes)\n"
     "                     [--early-rows yes|no|auto]  hand a tied embedding's rows that the batch does not\n"
     "                                          read to the optimizer during backward (auto: where the\n"
     "                                          planner predicts a faster step; yes when no planner runs)\n"
@@ -261,8 +261,8 @@ Options parse(int argc, char **argv) {
     if (namesSsd(o.activations))
       die("--activations ssd needs a program run with --ssd, which a --sync-optimizer program cannot take");
   }
-  if (o.planSearch != "greedy" && o.planSearch != "exhaustive")
-    die("--plan-search must be greedy or exhaustive, got '" + o.planSearch + "'");
+  if (o.planSearch != "classes" && o.planSearch != "exhaustive")
+    die("--plan-search must be classes or exhaustive, got '" + o.planSearch + "'");
   if (o.earlyRows != "yes" && o.earlyRows != "no" && o.earlyRows != "auto")
     die("--early-rows must be yes, no or auto, got '" + o.earlyRows + "'");
   if (o.earlyChunks != "paced" && o.earlyChunks != "all" && o.earlyChunks != "auto")

@@ -104,8 +104,14 @@ ForwardSegments findForwardSegments(ModuleOp module, Block &body, const StepPhas
         out.checkpoints.insert(it->first);
     for (Value o : launch.getOuts())
       out.segmentOf.try_emplace(rootBuffer(o), current);
+    out.shape.resize(current + 1, llvm::hash_value(0));
+    llvm::hash_code h = llvm::hash_combine(out.shape[current], launch.getKernel(), launch->getAttr("args"));
+    for (Value v : launch->getOperands())
+      h = llvm::hash_combine(h, v.getType());
+    out.shape[current] = h;
   }
   out.count = current + 1;
+  out.shape.resize(out.count, llvm::hash_value(0));
   return out;
 }
 

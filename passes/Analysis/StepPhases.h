@@ -11,9 +11,11 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace fuyou {
 
@@ -60,6 +62,9 @@ struct ForwardSegments {
   int64_t count = 1;
   llvm::DenseMap<mlir::Value, int64_t> segmentOf;  // forward buffer -> its segment
   llvm::DenseSet<mlir::Value> checkpoints;
+  // Per segment, its launches' kernels, arguments and operand types hashed
+  // in order: equal for a model's repeated blocks.
+  std::vector<llvm::hash_code> shape;
 };
 ForwardSegments findForwardSegments(mlir::ModuleOp module, mlir::Block &body, const StepPhases &phases);
 
