@@ -192,6 +192,32 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       module->setAttr("fy.plan.given", b.getUnitAttr());
     else
       module->removeAttr("fy.plan.given");
+    // Against what the search cannot beat and what a user could name: the
+    // bound, the busiest stream of keeping every activation (no plan with
+    // the same parameters' placement does less on any stream), and the
+    // fastest uniform plan that fits. (The uniform plans were carried out.)
+    module->removeAttr("fy.plan.lower_bound_s");
+    module->removeAttr("fy.plan.uniform");
+    module->removeAttr("fy.plan.uniform_step_s");
+    if (activations == "auto") {
+      double bound = INFINITY;
+      std::optional<Plan> uni;
+      for (StringRef par : paramChoices_) {
+        const Outcome &keep = evaluate(module, uniform("keep", par));
+        if (keep.ok)
+          bound = std::min(bound, busiest(keep.pred));
+        for (StringRef pol : policies_)
+          if (const Outcome &u = evaluate(module, uniform(pol, par));
+              fits(u) && (!uni || u.pred.stepS < cache_[uni->key()].pred.stepS))
+            uni = uniform(pol, par);
+      }
+      if (std::isfinite(bound))
+        module->setAttr("fy.plan.lower_bound_s", b.getF64FloatAttr(bound));
+      if (uni) {
+        module->setAttr("fy.plan.uniform", b.getStringAttr(uni->acts.front() + "/" + uni->params));
+        module->setAttr("fy.plan.uniform_step_s", b.getF64FloatAttr(cache_[uni->key()].pred.stepS));
+      }
+    }
     module->setAttr("fy.plan.profile", b.getStringAttr(prof_.source));
     module->setAttr("fy.plan.state", b.getStringAttr(stateOnSsd_ ? "ssd" : "memory"));
   }
@@ -309,6 +335,13 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
   }
   bool fits(const Outcome &o) const { return excess(o) == 0; }
 
+  // No step is shorter than its busiest stream; on the CPU target the
+  // kernels and the optimizer share the cores, so than the two together.
+  double busiest(const fuyou::Prediction &p) const {
+    double most = *llvm::max_element(p.busyS);
+    return prof_.target == "cuda" ? most : std::max(most, p.busyS[fuyou::Compute] + p.busyS[fuyou::Optimizer]);
+  }
+
   // A plan before its activations and parameters: the table's rows as the
   // options give them.
   Plan fresh() const {
@@ -367,10 +400,10 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       e += std::max(0.0, f[kDevice] - double(gpuMem)) / double(gpuMem);
     if (cpuMem > 0)
       e += std::max(0.0, f[kHost] - double(cpuMem)) / double(cpuMem);
-    double step = f[0];
+    fuyou::Prediction busy;
     for (size_t s = 0; s < fuyou::NumStreams; ++s)
-      step = std::max(step, f[1 + s]);
-    return {e, step};
+      busy.busyS[s] = f[1 + s];
+    return {e, std::max(f[0], busiest(busy))};
   }
 
   // The plan of counts `n`: within a class the policies that send data

@@ -1045,6 +1045,17 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
     os << "\npredicted step: " << ms(p.stepS) << "\n";
   else  // SSD copies at no rate
     os << "\npredicted step: not priced: the profile has no SSD rates (fuyou-compile --calibrate --ssd DIR)\n";
+  // What the planner held it against (fy-choose-placement).
+  if (auto uni = module->getAttrOfType<FloatAttr>("fy.plan.uniform_step_s")) {
+    auto [acts, params] = str("fy.plan.uniform").split('/');
+    os << "  the fastest uniform plan that fits (--activations " << acts << " --params " << params
+       << "): " << ms(uni.getValueAsDouble()) << llvm::format(", this plan x%.3f", p.stepS / uni.getValueAsDouble())
+       << "\n";
+  }
+  if (auto bound = module->getAttrOfType<FloatAttr>("fy.plan.lower_bound_s"))
+    os << "  lower bound (the busiest stream when every activation is kept: no plan is faster): "
+       << ms(bound.getValueAsDouble()) << llvm::format(", this plan x%.3f", p.stepS / bound.getValueAsDouble())
+       << "\n";
   for (int s = 0; s < NumStreams; ++s) {
     os << "  " << streamName(Stream(s)) << ": busy " << ms(p.busyS[s]);
     if (s == Compute)

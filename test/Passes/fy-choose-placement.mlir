@@ -58,8 +58,10 @@
 // and under keep-all a 1,088-byte device total with the arena.
 // No budget: nothing moves (keeping is never slower in the model). 10 plans
 // tried, the uniform ones (5 policies, weights kept or streamed): keeping
-// everything fits, so no class is priced.
-// FREE: fy.plan.activations = "keep,keep", fy.plan.evaluated = 10 : i64, fy.plan.params = "keep"
+// everything fits, so no class is priced. That plan is its own lower bound
+// (no stream busier than keeping everything) and the fastest uniform plan.
+// FREE: fy.plan.activations = "keep,keep", fy.plan.evaluated = 10 : i64, fy.plan.lower_bound_s = [[B:[0-9.E-]+]] : f64, fy.plan.params = "keep", fy.plan.predicted_step_s = [[B]] : f64
+// FREE-SAME: fy.plan.uniform = "keep/keep", fy.plan.uniform_step_s = [[B]] : f64
 
 // 1,000 bytes: streaming the weights fits; it is the cheapest single change.
 // STREAM: fy.plan.activations = "keep,keep", {{.*}}fy.plan.params = "stream"
@@ -70,7 +72,7 @@
 // still).
 // HOST: fy.plan.activations = "host,keep", {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
 // Every combination (5 x 5 x 2) agrees, to the same predicted time.
-// EXH: fy.plan.activations = "host,keep", fy.plan.evaluated = 50 : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
+// EXH: fy.plan.activations = "host,keep", fy.plan.evaluated = 50 : i64, {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
 // With the moments in memory the program runs without --ssd, so no
 // activation can go to SSD: 4 x 4 x 2 plans.
 // NOSSD: fy.plan.activations = "host,keep", fy.plan.evaluated = 32 : i64
@@ -173,7 +175,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // while the worker waits for the early rows' scatter up (43.5-44.5) and its
 // update goes before the table's piece (their figures from the placement
 // passes run forced, --test-print-step-prediction timeline=1).
-// TIEDAUTO: fy.plan.activations = "keep,keep", fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes", fy.plan.evaluated = {{[0-9]+}} : i64, fy.plan.params = "keep", fy.plan.predicted_step_s = 4.875{{[0-9]*}}E-5
+// TIEDAUTO: fy.plan.activations = "keep,keep", fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes", fy.plan.evaluated = {{[0-9]+}} : i64, {{.*}}fy.plan.params = "keep", fy.plan.predicted_step_s = 4.875{{[0-9]*}}E-5
 // A table of three 16 MiB chunks (Inputs/early-chunks.mlir), each launch
 // 1 ms, a chunk across the link in 1 ms, a piece of 4 Mi parameters updated
 // in 2 ms. Paced, the table's last chunk goes down behind its own rows at
@@ -196,7 +198,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // LANDFAR: fy.plan.grad_landing = 2 : i64, {{.*}}fy.plan.predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
 // With the parameters free to stream, the search runs again with 2: the
 // weights streamed (free at this profile's link) make the room, 25 us.
-// LANDSTREAM: fy.plan.grad_landing = 2 : i64, fy.plan.params = "stream", fy.plan.predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
+// LANDSTREAM: fy.plan.grad_landing = 2 : i64, {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
 // LANDNEAR-NOT: fy.plan.grad_landing
 // LANDNEAR: fy.plan.predicted_step_s = 3.{{[0-9]*}}E-5 : f64
 // BADLAND: fy-choose-placement: grad-landing must be at least 0 (0: chosen), got -2
