@@ -12,6 +12,10 @@ config.test_exec_root = os.path.join(config.fuyou_obj_root, "test")
 # Exports and oracles need Debian's python (torch 1.13, onnx 1.12).
 config.substitutions.insert(0, ("%python", "/usr/bin/python3"))
 config.substitutions.append(("%fuyou_src", config.fuyou_src_root))
+# Exports from the meta device need torch 2.x (make deps makes its environment).
+if os.path.exists(getattr(config, "fuyou_torch2_python", "")):
+    config.available_features.add("torch2")
+    config.substitutions.append(("%torch2_python", config.fuyou_torch2_python))
 config.substitutions.append(("%fuyou_obj", config.fuyou_obj_root))
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
