@@ -6,19 +6,19 @@
       For each config: export the model, find the feasible --gpu-mem range
       (least = the planner's "least device memory found", keep = the keep-all
       plan's device bytes), set the budget inside it, plan with --plan-search
-      greedy and exhaustive (both --target cuda --state memory --profile
-      PROFILE), and write the greedy plan's C++ (train.cpp) and the keep-all
+      classes and exhaustive (both --target cuda --state memory --profile
+      PROFILE), and write the chosen plan's C++ (train.cpp) and the keep-all
       program's (keep.cpp) with config.json (budget, plans, predictions).
       With TRACES (an earlier run's $OUT), each config is planned with
       --kernel-times from its traced program there: profile-guided planning.
   run DIR                  (GPU machine, after bench/gpu.sh built the programs)
-      For each config: the greedy program under its --gpu-mem and the keep-all
+      For each config: the chosen program under its --gpu-mem and the keep-all
       one, 12 steps each (median after 3), losses compared (placement must not
-      change them), then a traced run of the greedy program whose per-track
+      change them), then a traced run of the chosen program whose per-track
       busy times give the overlap ratio (step / busiest stream).
 
   kernel-times RESULTS PROFILE   (development machine, after run)
-      RESULTS is the run's $OUT (planner.json and each greedy program's
+      RESULTS is the run's $OUT (planner.json and each chosen program's
       trace): each measured plan, and the keep-all one, predicted again with
       --kernel-times from that trace (kernels priced at their measured times,
       the rest of the model unchanged), against the measured steps.
@@ -26,7 +26,7 @@
       The same from PROFILE alone (no trace): e.g. the profile bench/gpu.sh
       calibrated on the GPU machine, against the one the plans were made with.
 
-Goals (issue 4): greedy/exhaustive predicted <= 1.05; measured/predicted within
+Goals (issue 4): classes/exhaustive predicted <= 1.05; measured/predicted within
 +-20%; step <= 1.15 x the busiest stream.
 """
 import importlib.util
@@ -93,11 +93,11 @@ def prepare(profile, out, traces=None):
         cfg = {"config": name, "model": model, "shape": shape, "profile": os.path.basename(profile),
                "kernel_times": bool(traces),
                "least_device_bytes": least, "keep": keep, "budget_frac": frac, "gpu_mem": budget}
-        for search in ("greedy", "exhaustive"):
+        for search in ("classes", "exhaustive"):
             cfg[search] = bench.parse_plan(
                 run(base + ["--emit=plan", "--gpu-mem", str(budget), "--plan-search", search]).stdout)
             cfg[search]["short"] = bench.short(cfg[search])
-        cfg["greedy_over_exhaustive"] = round(cfg["greedy"]["predicted_ms"] / cfg["exhaustive"]["predicted_ms"], 4)
+        cfg["classes_over_exhaustive"] = round(cfg["classes"]["predicted_ms"] / cfg["exhaustive"]["predicted_ms"], 4)
         with open(os.path.join(d, "train.cpp"), "w") as f:
             f.write(run(base + ["--emit=cpp", "--gpu-mem", str(budget)]).stdout)
         with open(os.path.join(d, "keep.cpp"), "w") as f:
@@ -124,10 +124,10 @@ def prepare(profile, out, traces=None):
             print(f"{name}: --device-optimizer {cfg['devopt']['groups']}: {cfg['devopt']['short']} "
                   f"{cfg['devopt']['predicted_ms']:.2f} ms predicted")
         print(f"{name}: --gpu-mem {budget / 2**20:.0f} MiB ({budget / keep['device_bytes']:.2f} of keep-all); "
-              f"greedy {cfg['greedy']['short']} {cfg['greedy']['predicted_ms']:.2f} ms "
-              f"({cfg['greedy']['plans_evaluated']} plans), exhaustive {cfg['exhaustive']['short']} "
+              f"classes {cfg['classes']['short']} {cfg['classes']['predicted_ms']:.2f} ms "
+              f"({cfg['classes']['plans_evaluated']} plans), exhaustive {cfg['exhaustive']['short']} "
               f"{cfg['exhaustive']['predicted_ms']:.2f} ms ({cfg['exhaustive']['plans_evaluated']} plans): "
-              f"{cfg['greedy_over_exhaustive']:.3f}")
+              f"{cfg['classes_over_exhaustive']:.3f}")
 
 
 def measure(exe, tokens, steps, extra, log):
@@ -260,9 +260,9 @@ def run_all(top):
                          if sdl else ""))
             else:
                 print(f"planner {name}: --device-optimizer {dv['groups']}: FAIL: {derr}")
-        g = cfg["greedy"]
+        g = cfg["classes"]
         row = {"config": name, "plan": g["short"], "gpu_mem_mib": cfg["gpu_mem"] / 2**20,
-               "greedy_over_exhaustive": cfg["greedy_over_exhaustive"], "predicted_ms": g["predicted_ms"],
+               "classes_over_exhaustive": cfg["classes_over_exhaustive"], "predicted_ms": g["predicted_ms"],
                "measured_ms": ms, "measured_over_predicted": ms / g["predicted_ms"],
                "keep_predicted_ms": cfg["keep"]["predicted_ms"], "keep_measured_ms": kms,
                "keep_measured_over_predicted": kms / cfg["keep"]["predicted_ms"],
@@ -291,8 +291,8 @@ def run_all(top):
         if sl:
             ov += (f" (--grad-landing next: {lms:.1f} ms/step, traced step {sl['step_ms']:.1f} ms -> {sl['ratio']:.3f}, "
                    f"losses {'identical' if row['grad_landing_next_losses_identical'] else 'DIFFER'})")
-        print(f"planner {name}: {g['short']} under {row['gpu_mem_mib']:.0f} MiB, greedy/exh "
-              f"{row['greedy_over_exhaustive']:.3f}; predicted {g['predicted_ms']:.1f} ms, measured {ms:.1f} "
+        print(f"planner {name}: {g['short']} under {row['gpu_mem_mib']:.0f} MiB, classes/exh "
+              f"{row['classes_over_exhaustive']:.3f}; predicted {g['predicted_ms']:.1f} ms, measured {ms:.1f} "
               f"-> {row['measured_over_predicted']:.3f}; keep-all {cfg['keep']['predicted_ms']:.1f} / {kms:.1f} "
               f"-> {row['keep_measured_over_predicted']:.3f}; losses {'bit-identical' if row['losses_bit_identical_to_keep'] else 'DIFFER'}; {ov}")
         if s:
@@ -308,7 +308,7 @@ def run_all(top):
               f"{sum(abs(x['measured_ms'] / x['predicted_ms'] - 1) <= 0.2 for x in dv)}/{len(dv)}, losses "
               f"bit-identical to keep-all in {sum(x['losses_bit_identical_to_keep'] for x in dv)}/{len(dv)}")
     print(f"planner: measured/predicted within +-20% in {sum(abs(x - 1) <= 0.2 for x in mp)}/{len(mp)}; "
-          f"greedy within 5% of exhaustive in {sum(r['greedy_over_exhaustive'] <= 1.05 for r in results)}/"
+          f"classes within 5% of exhaustive in {sum(r['classes_over_exhaustive'] <= 1.05 for r in results)}/"
           f"{len(results)}; step <= 1.15 x busiest stream in {sum(x <= 1.15 for x in ov)}/{len(ov)}")
     return len(results) == len(os.listdir(top))
 

@@ -13,7 +13,7 @@
 #                         launches ahead: ha8), or as the planner chooses under --gpu-mem 8G
 #   .gpu/gpt124{s,s4,s16}/ the same with its weights streamed, copied 0, 4 or 16 launches ahead
 #   .gpu/gpt124f/         the same at --precision fp16 (dynamic loss scaling)
-#   .gpu/planner/         bench/gpu/planner.py's configs: greedy and keep-all programs, plans
+#   .gpu/planner/         bench/gpu/planner.py's configs: chosen and keep-all programs, plans
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
 #   .gpu/gpt350s/         the same with its parameters streamed (--params stream)
 # Usage: bench/gpu/prepare.sh [BUILD_DIR]   (default build/)

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """How good the placement planner is on the CPU target, config by config:
 
-  1. search: the greedy planner's predicted step against the best prediction
+  1. search: the class search's predicted step against the best prediction
      of an exhaustive search over every per-segment activation policy
      (keep/host/recompute/selective, plus ssd when the profile has SSD rates) times
-     parameters keep/stream (--plan-search greedy|exhaustive); goal
-     greedy/exhaustive <= 1.05;
-  2. model: the greedy plan compiled and run (same --gpu-mem at run time),
+     parameters keep/stream (--plan-search classes|exhaustive); goal
+     classes/exhaustive <= 1.05;
+  2. model: the chosen plan compiled and run (same --gpu-mem at run time),
      its measured ms/step (the program's --log-json "ms", median of the steps
      after the warm-up ones, the fastest of --repeats runs) against the
      predicted step; goal within +-20%.
@@ -29,7 +29,7 @@ Configs marked "profile x..." plan with a copy of the calibrated profile with
 some rates scaled (e.g. host copies x0.1), to show that the choice moves with
 the machine; they are not run (a run on this machine would measure this
 machine, not the modified one), so they report search quality only, with the
-calibrated profile's greedy choice at the same budget beside it.
+calibrated profile's choice at the same budget beside it.
 
 Unless --no-kernel-times, each measured config is then planned again at the
 same budget with --kernel-times from a trace of its keep-all program (kernel
@@ -249,22 +249,22 @@ def main():
                "least_device_bytes": least, "keep_all_device_bytes": keep, "budget_frac": frac,
                "gpu_mem": budget, "gpu_mem_of_keep_all": round(budget / keep, 3),
                "keep_all_predicted_ms": keep_plan["predicted_ms"], "no_search_wall_s": round(base_wall, 2)}
-        for search in ("greedy", "exhaustive"):
+        for search in ("classes", "exhaustive"):
             r, wall = run(base + ["--gpu-mem", str(budget), "--plan-search", search], check=False)
             if r.returncode != 0:
                 row[search] = {"error": r.stderr.strip()[-400:], "wall_s": round(wall, 2)}
                 continue
             row[search] = parse_plan(r.stdout)
             row[search]["wall_s"] = round(wall, 2)
-        g, e = row["greedy"], row["exhaustive"]
+        g, e = row["classes"], row["exhaustive"]
         if "predicted_ms" in g and "predicted_ms" in e:
-            row["greedy_over_exhaustive"] = round(g["predicted_ms"] / e["predicted_ms"], 4)
+            row["classes_over_exhaustive"] = round(g["predicted_ms"] / e["predicted_ms"], 4)
 
         if scale:
             r, _ = run([compiler, onnx, "--emit=plan", "--profile", w("profile.json"), "--state", "ssd",
                         "--gpu-mem", str(budget)])
             cal = parse_plan(r.stdout)
-            row["calibrated_greedy"] = short(cal)
+            row["calibrated_classes"] = short(cal)
             row["note"] = (f"modified profile: search only, not run; calibrated profile chooses {short(cal)}"
                            + (" (same)" if short(cal) == short(g) else " (moved)") if "activations" in g else "")
         elif "predicted_ms" in g:
@@ -293,7 +293,7 @@ def main():
     print(f"planner bench: profile {w('profile.json')} ({profile.get('device', '?')}), state on SSD, "
           f"{a.steps} steps, median after {a.warmup}; plans as activation policy per segment "
           f"(K keep, H host, S ssd, R recompute, C selective: the cheap ones recomputed) + parameters")
-    hdr = (f"{'config':<16} {'profile':<11} {'mem/keep':>8} {'greedy':<13} {'pred':>6} {'n':>4} {'s':>5} "
+    hdr = (f"{'config':<16} {'profile':<11} {'mem/keep':>8} {'classes':<13} {'pred':>6} {'n':>4} {'s':>5} "
            f"{'exhaustive':<13} {'pred':>6} {'n':>5} {'s':>5} {'g/e':>5} {'meas':>6} {'m/p':>5} "
            f"{'keep m/p':>8}")
     print(hdr)
@@ -302,13 +302,13 @@ def main():
         return format(v, fmt) if v is not None else "-"
 
     for r in rows:
-        g, e = r["greedy"], r["exhaustive"]
+        g, e = r["classes"], r["exhaustive"]
         prof = "calibrated" if r["profile"] == "calibrated" else "modified"
         print(f"{r['config']:<16} {prof:<11} {r['gpu_mem_of_keep_all']:>8.2f} "
               f"{short(g) if 'activations' in g else 'ERROR':<13} {f(g.get('predicted_ms'), '6.2f')} "
               f"{f(g.get('plans_evaluated'), '4d')} {g['wall_s']:>5.2f} "
               f"{short(e) if 'activations' in e else 'ERROR':<13} {f(e.get('predicted_ms'), '6.2f')} "
-              f"{f(e.get('plans_evaluated'), '5d')} {e['wall_s']:>5.2f} {f(r.get('greedy_over_exhaustive'), '5.3f')} "
+              f"{f(e.get('plans_evaluated'), '5d')} {e['wall_s']:>5.2f} {f(r.get('classes_over_exhaustive'), '5.3f')} "
               f"{f(r.get('run', {}).get('measured_ms'), '6.2f')} {f(r.get('measured_over_predicted'), '5.2f')} "
               f"{f(r.get('keep_all_measured_over_predicted'), '8.2f')}"
               + (f"  {r['note']}" if r.get("note") else ""))
@@ -316,11 +316,11 @@ def main():
           "the whole fuyou-compile --emit=plan call, of which import and lowering without a search take "
           f"{min(r['no_search_wall_s'] for r in rows):.2f}-{max(r['no_search_wall_s'] for r in rows):.2f} s)")
 
-    ratios = [r["greedy_over_exhaustive"] for r in rows if "greedy_over_exhaustive" in r]
+    ratios = [r["classes_over_exhaustive"] for r in rows if "classes_over_exhaustive" in r]
     mp = [(r["config"], r["measured_over_predicted"]) for r in rows if "measured_over_predicted" in r]
-    print(f"search: greedy/exhaustive <= 1.05 in {sum(x <= 1.05 for x in ratios)}/{len(ratios)} configs "
+    print(f"search: classes/exhaustive <= 1.05 in {sum(x <= 1.05 for x in ratios)}/{len(ratios)} configs "
           f"(worst {max(ratios):.3f}, same plan in "
-          f"{sum(short(r['greedy']) == short(r['exhaustive']) for r in rows if 'greedy_over_exhaustive' in r)})")
+          f"{sum(short(r['classes']) == short(r['exhaustive']) for r in rows if 'classes_over_exhaustive' in r)})")
     if mp:
         ok = [c for c, x in mp if abs(x - 1) <= 0.2]
         print(f"model: measured/predicted within +-20% in {len(ok)}/{len(mp)} measured configs "
@@ -328,7 +328,7 @@ def main():
               f"geomean {statistics.geometric_mean([x for _, x in mp]):.2f})")
         for r in rows:
             if "measured_over_predicted" in r and abs(r["measured_over_predicted"] - 1) > 0.2:
-                g, run_ = r["greedy"], r["run"]
+                g, run_ = r["classes"], r["run"]
                 busy = ", ".join(f"{k} {v:g}" for k, v in g["busy_ms"].items())
                 prog = run_.get("program", {})
                 print(f"  {r['config']}: predicted {g['predicted_ms']:.2f} ms (busy ms: {busy}); measured "
