@@ -49,7 +49,7 @@ constexpr int64_t kWriteBehinds[] = {1, 2, 4, 8, 16};
 
 // The class search's refinement: at most this many rounds, each carrying
 // out the corrected descent's end and this many single moves.
-constexpr int64_t kRefineRounds = 8, kRefineMoves = 8;
+constexpr int64_t kRefineRounds = 3, kRefineMoves = 8;
 // A class search over at most this many counts carries them all out.
 constexpr double kAllCounts = 64;
 

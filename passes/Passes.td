@@ -245,8 +245,13 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     shortens the priced step, taken as the larger of the changes' sum and
     the busiest stream (so a shared link fills up); the plans it ends at
     are carried out, data sent away from a class's first segments, kept in
-    its last. The fastest plan carried out that fits is chosen, so it is
-    never slower than a uniform plan. Segments of a class are interchangeable
+    its last. Then, for each placement of the parameters, up to three
+    rounds from its best plan carried out: with the prices corrected by
+    that plan's own figures, the descent again and the eight moves of one
+    or two segments priced faster, nearest the budgets first, carried out
+    while one of them is faster. Where all the counts are at most 64 plans
+    they are all carried out instead. The fastest plan carried out that fits
+    is chosen, so it is never slower than a uniform plan. Segments of a class are interchangeable
     to the prices, so the descent works on counts, not on plans: a handful
     of plans carried out per class and policy, whatever the depth. (Dynamic
     programming over segments would need the step to be a sum; the overlap
