@@ -519,11 +519,12 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       if (const Outcome &keep = evaluate(module, uniform("keep", params)); keep.ok && !fits(keep))
         open.push_back(params);
     // Where the counts are few, every one is carried out.
-    double space = double(open.size());
+    // (In logs: a class of n segments splits C(n + p - 1, p - 1) ways.)
+    double space = std::log(double(open.size()));
     for (auto &members : classes_)
-      space *= std::tgamma(double(members.size() + policies_.size())) /
-               (std::tgamma(double(members.size() + 1)) * std::tgamma(double(policies_.size())));
-    if (space <= kAllCounts) {
+      space += std::lgamma(double(members.size() + policies_.size())) - std::lgamma(double(members.size() + 1)) -
+               std::lgamma(double(policies_.size()));
+    if (!open.empty() && space <= std::log(kAllCounts)) {
       SmallVector<Counts> all(1);
       for (auto &members : classes_) {
         SmallVector<Counts> grown;
