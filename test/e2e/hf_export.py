@@ -12,7 +12,6 @@ same batches.
 (make deps puts a pinned transformers in build/pydeps.)
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -52,6 +51,7 @@ def main():
     import torch
     import torch.nn.functional as F
     import oracle
+    import runs
 
     os.makedirs(a.work, exist_ok=True)
     w = lambda name: os.path.join(a.work, name)
@@ -81,23 +81,13 @@ def main():
         r = subprocess.run([a.compiler, onnx_path, "-o", w("train_" + kind)], capture_output=True, text=True)
         if r.returncode != 0:
             fail(f"{kind}: fuyou-compile: {r.stderr.strip()}")
-        log = w(kind + ".jsonl")
-        r = subprocess.run([w("train_" + kind), "--data", data, "--steps", str(STEPS), "--lr", str(LR),
-                            "--log-json", log], capture_output=True, text=True)
-        if r.returncode != 0:
-            fail(f"{kind}: the program: {r.stderr.strip()}")
-        ours = [json.loads(line)["loss"] for line in open(log)]
-
+        try:
+            ours, _ = runs.program_losses(w("train_" + kind), data, STEPS, LR, w(kind + ".jsonl"))
+        except RuntimeError as e:
+            fail(f"{kind}: the program: {e}")
         # torch from the weights it exported, on the same batches.
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01, foreach=False)
-        ref = []
-        for s in range(STEPS):
-            opt.zero_grad(set_to_none=True)
-            loss = model(*batches.get(s))
-            loss.backward()
-            opt.step()
-            ref.append(float(loss))
-        worst = max(abs(o - t) / abs(t) for o, t in zip(ours, ref))
+        ref = runs.torch_losses(model, batches, STEPS, LR)
+        worst = runs.worst_rel(ours, ref)
         if len(ours) != STEPS or not worst <= 1e-4 or not ours[-1] < ours[0]:
             fail(f"{kind}: losses {ours} against torch's {ref} (worst rel {worst:.2e})")
         print(f"hf_export: transformers {kind}: {STEPS} losses within {worst:.1e} of torch's, "
