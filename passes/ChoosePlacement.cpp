@@ -48,7 +48,7 @@ struct Outcome {
 constexpr int64_t kWriteBehinds[] = {1, 2, 4, 8, 16};
 
 // The class search's refinement: at most this many rounds, each carrying
-// out the corrected descent's end and this many single moves.
+// out the corrected descent's end and this many moves of one or two segments.
 constexpr int64_t kRefineRounds = 3, kRefineMoves = 8;
 // A class search over at most this many counts carries them all out.
 constexpr double kAllCounts = 64;
@@ -205,7 +205,7 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       for (StringRef par : paramChoices_) {
         const Outcome &keep = evaluate(module, uniform("keep", par));
         if (keep.ok)
-          bound = std::min(bound, busiest(keep.pred));
+          bound = std::min(bound, busiest(keep.pred.busyS));
         for (StringRef pol : policies_)
           if (const Outcome &u = evaluate(module, uniform(pol, par));
               fits(u) && (!uni || u.pred.stepS < cache_[uni->key()].pred.stepS))
@@ -337,9 +337,9 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
 
   // No step is shorter than its busiest stream; on the CPU target the
   // kernels and the optimizer share the cores, so than the two together.
-  double busiest(const fuyou::Prediction &p) const {
-    double most = *llvm::max_element(p.busyS);
-    return prof_.target == "cuda" ? most : std::max(most, p.busyS[fuyou::Compute] + p.busyS[fuyou::Optimizer]);
+  double busiest(const std::array<double, fuyou::NumStreams> &busy) const {
+    double most = *llvm::max_element(busy);
+    return prof_.target == "cuda" ? most : std::max(most, busy[fuyou::Compute] + busy[fuyou::Optimizer]);
   }
 
   // A plan before its activations and parameters: the table's rows as the
@@ -400,9 +400,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       e += std::max(0.0, f[kDevice] - double(gpuMem)) / double(gpuMem);
     if (cpuMem > 0)
       e += std::max(0.0, f[kHost] - double(cpuMem)) / double(cpuMem);
-    fuyou::Prediction busy;
-    for (size_t s = 0; s < fuyou::NumStreams; ++s)
-      busy.busyS[s] = f[1 + s];
+    std::array<double, fuyou::NumStreams> busy;
+    std::copy_n(f.begin() + 1, fuyou::NumStreams, busy.begin());
     return {e, std::max(f[0], busiest(busy))};
   }
 

@@ -33,10 +33,12 @@ struct ParamWaits : fuyou::impl::ParamWaitsBase<ParamWaits> {
     if (!step)
       return;
     Block &body = step.getBody().front();
-    llvm::StringMap<fs::GroupOp> groupOfParam;
-    for (auto group : module.getOps<fs::GroupOp>())
+    llvm::StringMap<fs::GroupOp> groups, groupOfParam;
+    for (auto group : module.getOps<fs::GroupOp>()) {
+      groups[group.getSymName()] = group;
       for (Attribute a : group.getParams())
         groupOfParam[cast<FlatSymbolRefAttr>(a).getValue()] = group;
+    }
     // One walk: what names each parameter's storage (its get_param results,
     // views of them) and, per wait, the first reads that follow it.
     DenseMap<Value, FlatSymbolRefAttr> paramOf;
@@ -80,7 +82,7 @@ struct ParamWaits : fuyou::impl::ParamWaitsBase<ParamWaits> {
       for (auto [param, op] : s.firstReads)
         OpBuilder(op).create<fs::GroupWaitOp>(s.wait.getLoc(), s.wait.getGroupAttr(), param);
       StringRef name = s.wait.getGroup();
-      auto group = module.lookupSymbol<fs::GroupOp>(s.wait.getGroupAttr());
+      fs::GroupOp group = groups.lookup(name);
       s.wait.erase();
       // The update goes in the order of the reads: the group's first wait decides.
       if (!group || reorders.contains(name))
