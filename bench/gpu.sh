@@ -5,8 +5,8 @@
 # OpenBLAS, liburing and GoogleTest come unpacked from .gpu/debs), runs the
 # tests, the e2e oracle, the speed comparison and the out-of-core run, and
 # prints a table. Run from the repository root: bench/gpu.sh [STAGES]
-# where STAGES is any of "test e2e speed ooc planner optrate" (default: all
-# but optrate, which needs the planner stage's programs), run in
+# where STAGES is any of "test e2e speed ooc planner optrate xl" (default: all
+# but optrate, which needs the planner stage's programs, and xl), run in
 # the order given: a lease can end before the last.
 set -uo pipefail
 ROOT=$(pwd)
@@ -37,8 +37,9 @@ echo "built the runtime and GPU tests in $(( $(date +%s) - t0 )) s"
 cache() { sed -n "s/^$1:[A-Z]*=//p" $BUILD/CMakeCache.txt; }
 CUDART=$(cache CUDA_cudart_static_LIBRARY)
 CUBLASLT=$(cache CUDA_cublasLt_LIBRARY)
-program() {  # CPP EXE: a generated program against the CUDA runtime
-  g++ -std=c++17 -O2 -w -I "$ROOT/runtime" "$1" $BUILD/lib/libfuyou_rt_cuda.a "$CUBLASLT" "$CUDART" \
+program() {  # CPP EXE: a generated program against the CUDA runtime, built as fuyou-compile
+  # builds it (-O0: straight-line calls into the runtime; -O2 takes minutes at 48 layers)
+  g++ -std=c++17 -O0 -w -I "$ROOT/runtime" "$1" $BUILD/lib/libfuyou_rt_cuda.a "$CUBLASLT" "$CUDART" \
     -Wl,-rpath,"$(dirname "$CUBLASLT")" -ldl -lrt -L$LIB/openblas-pthread -L$LIB -lopenblas -luring -fopenmp \
     -lpthread -o "$2"
 }
@@ -111,6 +112,17 @@ stage_planner() {
   while read -r l; do row "$l"; done < <(grep '^planner' "$OUT/planner.txt" | grep -v ': busy ')
 }
 
+stage_xl() {
+  # The planner's choice at GPT-2 XL's shape under --gpu-mem 24G against the uniform
+  # recompute program (bench/gpu/planner_xl.py prepare; weights drawn here).
+  d=$G/xl
+  [ -f "$d/plan.cpp" ] || { row "xl: no .gpu/xl/ (prepare.sh needs make deps' torch 2.x)"; return; }
+  program "$d/plan.cpp" "$d/plan" & program "$d/recompute.cpp" "$d/recompute" &
+  wait
+  python3 "$ROOT/bench/gpu/planner_xl.py" run "$d" 2>&1 | tee "$OUT/xl.txt"
+  while read -r l; do row "$l"; done < <(grep '^xl' "$OUT/xl.txt")
+}
+
 stage_optrate() {
   # The CPU AdamW's rate in the planner's programs (built by the planner
   # stage) at several optimizer thread counts: the programs ran it slower
@@ -122,7 +134,7 @@ stage_optrate() {
 }
 
 for st in $STAGES; do
-  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test e2e speed ooc planner optrate)"; exit 1; }
+  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test e2e speed ooc planner optrate xl)"; exit 1; }
   s0=$(date +%s)
   "stage_$st"
   echo "gpu.sh: stage $st took $(( $(date +%s) - s0 )) s"

@@ -16,6 +16,8 @@
 #   .gpu/planner/         bench/gpu/planner.py's configs: chosen and keep-all programs, plans
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
 #   .gpu/gpt350s/         the same with its parameters streamed (--params stream)
+#   .gpu/xl/              bench/gpu/planner_xl.py's GPT-2 XL programs (the planner's, uniform
+#                         recompute) under --gpu-mem 24G, and the parameters' names and shapes
 # Usage: bench/gpu/prepare.sh [BUILD_DIR]   (default build/)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -85,4 +87,12 @@ big gpt350s 1 128 24 16 1024 --params stream  # no resident weights: copied in p
 # The planner's configs, planned with the H100 profile (bench/gpu/planner.py).
 $PY "$ROOT/bench/gpu/planner.py" prepare "${PLANNER_PROFILE:-$ROOT/bench/gpu/results/profile_h100_2026-11-27.json}" \
   "$OUT/planner"
+# GPT-2 XL's shape, exported from the meta device by torch 2.x (make deps' environment).
+TORCH2=${FUYOU_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/fuyou-compile/torch2-venv}/bin/python
+if [ -x "$TORCH2" ]; then
+  "$TORCH2" "$ROOT/bench/gpu/planner_xl.py" prepare \
+    "${PLANNER_PROFILE:-$ROOT/bench/gpu/results/profile_h100_2026-11-27.json}" "$OUT/xl"
+else
+  echo "prepare.sh: no torch 2.x at $TORCH2 (make deps): .gpu/xl/ left out"
+fi
 du -sh "$OUT"
