@@ -1,5 +1,6 @@
 #include "exec/checkpoint.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "exec/runtime.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 
 namespace fy {
@@ -25,35 +27,6 @@ uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
-}
-
-// Writes `text` to `path` durably and atomically.
-void write_file_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail("checkpoint: cannot write '" + tmp + "': " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail("checkpoint: writing '" + tmp + "' failed: " + std::strerror(e));
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail("checkpoint: fsync of '" + tmp + "' failed: " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    fail("checkpoint: rename to '" + path + "' failed: " + std::strerror(errno));
-  int dfd = ::open(std::filesystem::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
 }
 
 // The value of `"key": ...` in our own manifest (a flat JSON object).
@@ -155,6 +128,57 @@ bool is_state_file_name(std::string f) {
   return true;
 }
 
+// Hugging Face's name of shard k of n: model-0000k-of-0000n.safetensors.
+std::string shard_name(size_t k, size_t n) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", k, n);
+  return buf;
+}
+
+bool is_shard_file_name(const std::string& f) {
+  size_t k = 0, n = 0;
+  return std::sscanf(f.c_str(), "model-%5zu-of-%5zu.", &k, &n) == 2 && f == shard_name(k, n);
+}
+
+// The users' copy of the parameters: model.safetensors, or past `shard_bytes`
+// Hugging Face's shards and their index (tensors in order, a shard closed
+// when the next would take it past the limit). Each file is written
+// atomically, the index last; then the other layout's files of ours go, so
+// the directory holds one copy. A kill part way leaves every file of the
+// previous save or of this one, never one ahead of the manifest.
+void write_users_copy(const std::string& dir, const std::vector<SafetensorsEntry>& params, uint64_t shard_bytes) {
+  std::vector<std::vector<SafetensorsEntry>> shards(1);
+  uint64_t total = 0, in_shard = 0;
+  for (const SafetensorsEntry& e : params) {
+    uint64_t bytes = dtype_size(e.dtype);
+    for (int64_t d : e.shape) bytes *= uint64_t(d);
+    if (in_shard && in_shard + bytes > shard_bytes) shards.emplace_back(), in_shard = 0;
+    shards.back().push_back(e);
+    in_shard += bytes;
+    total += bytes;
+  }
+  std::vector<std::string> kept;
+  if (shards.size() == 1) {
+    write_safetensors(dir + "/model.safetensors", params);
+    kept.push_back("model.safetensors");
+  } else {
+    std::map<std::string, std::string> weight_map;
+    for (size_t k = 0; k < shards.size(); ++k) {
+      kept.push_back(shard_name(k + 1, shards.size()));
+      write_safetensors(dir + "/" + kept.back(), shards[k]);
+      for (const SafetensorsEntry& e : shards[k]) weight_map[e.name] = kept.back();
+    }
+    write_file_atomic(dir + "/model.safetensors.index.json", safetensors_index_json(weight_map, total));
+    kept.push_back("model.safetensors.index.json");
+  }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    const bool ours = f == "model.safetensors" || f == "model.safetensors.index.json" || is_shard_file_name(f);
+    if (ours && std::find(kept.begin(), kept.end(), f) == kept.end()) std::filesystem::remove(e.path(), ec);
+  }
+}
+
 std::string state_name(int64_t step) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "state-%08lld.safetensors", (long long)step);
@@ -166,7 +190,8 @@ std::string state_name(int64_t step) {
 bool is_checkpoint_file_name(std::string f) {
   if (is_state_file_name(f)) return true;
   if (f.size() > 4 && f.compare(f.size() - 4, 4, ".tmp") == 0) f.resize(f.size() - 4);
-  return f == "manifest.json" || f == "model.safetensors";
+  return f == "manifest.json" || f == "model.safetensors" || f == "model.safetensors.index.json" ||
+         is_shard_file_name(f);
 }
 
 std::string model_fingerprint(const Runtime& rt) {
@@ -247,7 +272,7 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
     const std::string f = e.path().filename().string();
     if (f != name && is_state_file_name(f) && e.is_regular_file(ec)) std::filesystem::remove(e.path(), ec);
   }
-  write_safetensors(dir + "/model.safetensors", params);
+  write_users_copy(dir, params, uint64_t(rt.options().save_shard_bytes));
 }
 
 void check_save_dir(const std::string& dir) {

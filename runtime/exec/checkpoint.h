@@ -5,8 +5,10 @@
 // is replaced atomically (write, fsync, rename, fsync of DIR) only after that
 // state file is durable, so a kill -9 at any moment leaves the previous
 // checkpoint usable. DIR/model.safetensors holds the parameters alone under
-// their ONNX names, for users; it is written after the manifest (a kill
-// between the two leaves it one checkpoint behind, never ahead).
+// the names they were loaded under, for users (past --save-shard-size, as
+// Hugging Face's shards with model.safetensors.index.json); it is written
+// after the manifest (a kill between the two leaves it one checkpoint
+// behind, never ahead).
 #pragma once
 
 #include <cstdint>

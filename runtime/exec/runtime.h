@@ -41,6 +41,7 @@ struct TrainOptions {
   double clip_norm = 0;    // 0: no clipping
   std::string resume_dir;  // continue from this checkpoint
   int64_t save_every = 0;  // also checkpoint every K steps
+  int64_t save_shard_bytes = int64_t(5) << 30;  // --save's model.safetensors is sharded past this
   std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
   int64_t ssd_queue_depth = 32;       // I/O operations each store keeps in flight
   bool ssd_read_priority = true;      // activation reads pass the optimizer state's I/O

@@ -79,6 +79,9 @@ const char kUsage[] =
     "                       (default 65536); halved on a step with inf/NaN gradients, which is skipped\n"
     "  --loss-scale-growth-interval N  doubled after N finite steps in a row (default 2000)\n"
     "  --save-every K       also checkpoint to --save DIR every K steps\n"
+    "  --save-shard-size SIZE  past SIZE bytes of parameters, --save writes them as Hugging Face's\n"
+    "                       shards (model-00001-of-0000N.safetensors, model.safetensors.index.json),\n"
+    "                       each at most SIZE unless one tensor is larger (default 5G)\n"
     "  --resume DIR         continue from DIR's last checkpoint (weights, AdamW state, step)\n"
     "                       (SIGINT, SIGTERM or SIGHUP: the run finishes its step, checkpoints to --save, then ends)\n"
     "  --ssd DIR[,DIR...]   keep AdamW's state on SSD (io_uring, striped over the directories)\n"
@@ -184,6 +187,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     static const char* const kKnown[] = {"--data", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                                          "--weight-decay", "--seed", "--log-json", "--log-every", "--save",
                                          "--weights", "--onnx", "--dump-grads", "--clip-norm", "--resume", "--save-every",
+                                         "--save-shard-size",
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
@@ -219,6 +223,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
     else if (flag == "--dump-grads") o->dump_grads = value;
     else if (flag == "--resume") o->resume_dir = value;
     else if (flag == "--cpu-mem") o->cpu_mem = parse_size(flag, value);
+    else if (flag == "--save-shard-size") o->save_shard_bytes = parse_size(flag, value);
     else if (flag == "--trace") o->trace = value;
     else if (flag == "--optimizer-threads") {
       o->optimizer_threads = parse_int(flag, value);

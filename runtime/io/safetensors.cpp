@@ -476,6 +476,16 @@ std::map<std::string, std::string> read_safetensors_index(const std::string& pat
   return out;
 }
 
+std::string safetensors_index_json(const std::map<std::string, std::string>& weight_map, uint64_t total_size) {
+  std::string s = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total_size) + "},\n  \"weight_map\": {";
+  const char* sep = "\n";
+  for (const auto& [name, file] : weight_map) {
+    s += sep + std::string("    \"") + json_escape(name) + "\": \"" + json_escape(file) + "\"";
+    sep = ",\n";
+  }
+  return s + "\n  }\n}\n";
+}
+
 std::map<std::string, LoadedTensor> read_safetensors(const std::string& path) {
   std::map<std::string, LoadedTensor> out;
   read_tensors(path, [&](const std::string& name, DType dt, const std::vector<int64_t>& shape, size_t bytes) {

@@ -70,4 +70,7 @@ void check_crc(const std::string& path, const StoredTensor& t, const void* bytes
 // tensor name -> shard file name (beside the index).
 std::map<std::string, std::string> read_safetensors_index(const std::string& path);
 
+// The text of such an index: {"metadata": {"total_size": BYTES}, "weight_map": {...}}.
+std::string safetensors_index_json(const std::map<std::string, std::string>& weight_map, uint64_t total_size);
+
 }  // namespace fy

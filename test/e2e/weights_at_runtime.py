@@ -147,12 +147,18 @@ def main():
               "bit-identical")
 
         # A run from the sharded checkpoint saves under the checkpoint's names:
-        # transformers loads them, and a resumed run is bit-identical.
+        # transformers loads them, and a resumed run is bit-identical. The
+        # interrupted run saves its weights sharded (--save-shard-size), as
+        # Hugging Face's shards with their index.
         for ck in ("ck_full", "ck_half"):
             shutil.rmtree(p(ck), ignore_errors=True)
         full, _ = train(p("train"), config + "_full", "--weights", p("sharded"), "--save", p("ck_full"))
-        train(p("train"), config + "_half", "--weights", p("sharded"), "--save", p("ck_half"), steps=5)
-        half, _ = train(p("train"), config + "_resumed", "--resume", p("ck_half"), "--save", p("ck_half"))
+        shard = ("--save-shard-size", "40K")
+        train(p("train"), config + "_half", "--weights", p("sharded"), "--save", p("ck_half"), *shard, steps=5)
+        half, _ = train(p("train"), config + "_resumed", "--resume", p("ck_half"), "--save", p("ck_half"), *shard)
+        shards = sorted(f for f in os.listdir(p("ck_half")) if f.startswith("model"))
+        if len(shards) < 3 or shards[-1] != "model.safetensors.index.json" or "model.safetensors" in shards:
+            fail(f"{config}: --save-shard-size 40K wrote {shards}: not Hugging Face's shards and index")
         if full != inside or half != full[5:]:
             fail(f"{config}: resumed from a run started from the sharded checkpoint: {half} against {full[5:]}")
         import transformers
@@ -162,7 +168,7 @@ def main():
             if info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"]:
                 fail(f"{config}: transformers loading {ck}: {info}")
         saved = load_file_st(os.path.join(p("ck_full"), "model.safetensors"))
-        resumed = load_file_st(os.path.join(p("ck_half"), "model.safetensors"))
+        resumed = {k: v for f in shards[:-1] for k, v in load_file_st(os.path.join(p("ck_half"), f)).items()}
         if sorted(saved) != sorted(resumed) or any(not torch.equal(saved[k], resumed[k]) for k in saved):
             fail(f"{config}: the resumed run's saved weights differ from the uninterrupted run's")
         # Its weights are the run's: its loss on the next batch is the program's step 11.
@@ -172,8 +178,9 @@ def main():
             after = wrapped(*batches.get(STEPS)).item()
         if abs(after - nxt[-1]) / abs(nxt[-1]) > 1e-4:
             fail(f"{config}: transformers' loss under the saved weights {after} against the program's {nxt[-1]}")
-        print(f"weights_at_runtime: {config}: --save under the checkpoint's names: transformers loads it "
-              f"(loss {after:.6f} on the next batch, ours {nxt[-1]:.6f}); resumed run bit-identical")
+        print(f"weights_at_runtime: {config}: --save under the checkpoint's names, whole and in {len(shards) - 1} "
+              f"shards: transformers loads both (loss {after:.6f} on the next batch, ours {nxt[-1]:.6f}); "
+              "resumed run bit-identical")
 
         # bf16, as checkpoints ship: widened to the fp32 masters.
         bf16 = export_hf.load_exported(p("ext.onnx"))

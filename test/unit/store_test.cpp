@@ -213,6 +213,56 @@ INSTANTIATE_TEST_SUITE_P(Store, StoreRoundTrip,
                                   (i.param.reg ? "Registered" : "Unregistered");
                          });
 
+// A tensor of more than 2^31 bytes (a 175B model's token embedding is 2.5 GB
+// and its Adam moments as much) behind a 2 GiB region never written, so that
+// its bytes lie at file offsets past 4 GiB: written in 1 GiB pieces (the
+// largest block), read back whole through a buffer the store registered, and
+// its last two pages alone after the store is reopened. The file is sparse
+// where nothing was written.
+TEST_F(Store, RegionPast2GiBAtFileOffsetsPast4GiB) {
+  TempDir d("big");
+  StoreOptions opt;
+  opt.dirs = {d.path};
+  opt.block_bytes = size_t(1) << 30;
+  const uint64_t gap = uint64_t(2) << 30, n = (uint64_t(3) << 30) + 5;
+  // Word k holds k * an odd constant: a piece out of place or lost shows.
+  auto word = [](uint64_t k) { return k * 0x9E3779B97F4A7C15ull + 1; };
+  const uint64_t words = n / 8;
+  {
+    TensorStore st(opt);
+    st.allocate("gap", gap);
+    Region r = st.allocate("big", n);
+    ASSERT_EQ(r.offset, gap);
+    AlignedBuffer b = st.buffer(n);
+    auto* w = static_cast<uint64_t*>(b.data());
+    for (uint64_t k = 0; k < words; ++k) w[k] = word(k);
+    std::memcpy(static_cast<char*>(b.data()) + words * 8, "tail!", 5);
+    st.write_sync(r, b.data());
+    std::memset(b.data(), 0, b.size());
+    st.read_sync(r, b.data());
+    uint64_t bad = 0;
+    for (uint64_t k = 0; k < words; ++k) bad += w[k] != word(k);
+    EXPECT_EQ(bad, 0u) << "8-byte words of the region read back wrong";
+    EXPECT_EQ(std::memcmp(static_cast<char*>(b.data()) + words * 8, "tail!", 5), 0);
+    st.sync();
+  }
+  struct stat s {};
+  ASSERT_EQ(::stat((d.path + "/" + opt.file_name).c_str(), &s), 0);
+  EXPECT_GE(uint64_t(s.st_size), gap + n);
+  EXPECT_LT(uint64_t(s.st_blocks) * 512, gap + n - (uint64_t(1) << 30)) << "the gap is not sparse";
+  TensorStore st(opt);
+  st.allocate("gap", gap);
+  Region r = st.allocate("big", n);
+  // The last two pages: a whole one and the partial one (the 5 bytes).
+  const uint64_t from = ((n - 1) & ~uint64_t(fy::store::kPageBytes - 1)) - fy::store::kPageBytes;
+  AlignedBuffer last(2 * fy::store::kPageBytes);
+  st.wait(st.read(r, last.data(), from, n - from));
+  EXPECT_EQ(std::memcmp(static_cast<char*>(last.data()) + (words * 8 - from), "tail!", 5), 0);
+  uint64_t w0;
+  std::memcpy(&w0, last.data(), 8);
+  EXPECT_EQ(w0, word(from / 8));
+}
+
 // The busy hook (traces): periods follow one another without overlapping,
 // their bytes add up to the counters, and their lengths to busy_seconds.
 TEST_F(Store, BusyPeriodsAccountForEveryByteAndSecond) {
