@@ -1404,5 +1404,81 @@ TEST_F(CudaKernels, AdamWMatchesTheCpuBitForBit) {
   }
 }
 
+// ---- past 2^31 elements -------------------------------------------------------------
+
+// Tensors of more than 2^31 elements (a long sequence's logits over a 128K
+// vocabulary; a 175B-class token table), 8.6 GB each: an elementwise kernel
+// (its float4 path and tail), the loss over rows whose offsets pass 2^31, and
+// a gather of the table's last row. Each checks elements past the boundary
+// against values worked out here. About 35 GB of device memory, one part at
+// a time; skipped where the device has less free.
+TEST_F(CudaKernels, PastTwoToThe31Elements) {
+  size_t free_bytes = 0, total = 0;
+  FYT_CUDA(cudaMemGetInfo(&free_bytes, &total));
+  if (free_bytes < (size_t(20) << 30)) GTEST_SKIP() << "needs 20 GiB of free device memory, has " << (free_bytes >> 20) << " MiB";
+  const int64_t big = (int64_t(1) << 31) + 1029;  // not a multiple of 4: the tail too
+  auto put = [](View v, int64_t at, float x) {
+    FYT_CUDA(cudaMemcpy(static_cast<float*>(v.data) + at, &x, sizeof x, cudaMemcpyHostToDevice));
+  };
+  auto get = [](View v, int64_t at) {
+    float x = 0;
+    FYT_CUDA(cudaMemcpy(&x, static_cast<const float*>(v.data) + at, sizeof x, cudaMemcpyDeviceToHost));
+    return x;
+  };
+  {
+    DevPtr xp = dev_alloc(size_t(big) * 4), yp = dev_alloc(size_t(big) * 4);
+    View x{xp.get(), Shape{big}, F32}, y{yp.get(), Shape{big}, F32};
+    gpu::fill(x, 1.0);
+    put(x, (int64_t(1) << 31) + 7, -3.f);
+    put(x, big - 1, 2.f);
+    gpu::unary(UnOp::Neg, x, y);
+    gpu::synchronize();
+    EXPECT_EQ(get(y, (int64_t(1) << 31) - 1), -1.f);
+    EXPECT_EQ(get(y, (int64_t(1) << 31) + 7), 3.f);
+    EXPECT_EQ(get(y, big - 2), -1.f);
+    EXPECT_EQ(get(y, big - 1), -2.f);
+  }
+  {
+    // Rows of zeros (loss log C each, label 0) but the last, whose label's logit is 10.
+    const int64_t C = 50304, N = (int64_t(1) << 31) / C + 2, label = 5;
+    ASSERT_GT(N * C, int64_t(1) << 31);
+    DevPtr lp = dev_alloc(size_t(N * C) * 4), pp = dev_alloc(size_t(N * C) * 4), ip = dev_alloc(size_t(N) * 8),
+           sp = dev_alloc(4);
+    View logits{lp.get(), Shape{N, C}, F32}, logp{pp.get(), Shape{N, C}, F32}, labels{ip.get(), Shape{N}, I64},
+        loss{sp.get(), Shape(), F32};
+    gpu::fill(logits, 0.0);
+    gpu::fill(labels, 0.0);
+    put(logits, (N - 1) * C + label, 10.f);
+    const int64_t last_label = label;
+    FYT_CUDA(cudaMemcpy(static_cast<int64_t*>(labels.data) + N - 1, &last_label, 8, cudaMemcpyHostToDevice));
+    gpu::softmax_cross_entropy(logits, labels, loss, logp, -100, /*mean=*/false);
+    gpu::synchronize();
+    const double lse_last = std::log(std::exp(10.0) + double(C - 1));
+    const double want = double(N - 1) * std::log(double(C)) + (lse_last - 10.0);
+    EXPECT_NEAR(get(loss, 0), want, want * 1e-5);
+    EXPECT_NEAR(get(logp, (N - 1) * C + label), 10.0 - lse_last, 1e-5);
+    EXPECT_NEAR(get(logp, (N - 1) * C + label + 1), -lse_last, 1e-5);
+    EXPECT_NEAR(get(logp, (N - 2) * C + 3), -std::log(double(C)), 1e-5);
+  }
+  {
+    const int64_t D = 12288, R = (int64_t(1) << 31) / D + 2;  // 175B's width
+    ASSERT_GT(R * D, int64_t(1) << 31);
+    DevPtr tp = dev_alloc(size_t(R * D) * 4), ip = dev_alloc(16), op = dev_alloc(size_t(2 * D) * 4);
+    View table{tp.get(), Shape{R, D}, F32}, idx{ip.get(), Shape{2}, I64}, out{op.get(), Shape{2, D}, F32};
+    gpu::fill(table, 0.5);
+    std::vector<float> row(static_cast<size_t>(D));
+    for (int64_t k = 0; k < D; ++k) row[size_t(k)] = float(k) * 0.25f;
+    FYT_CUDA(cudaMemcpy(static_cast<float*>(table.data) + (R - 1) * D, row.data(), size_t(D) * 4, cudaMemcpyHostToDevice));
+    const int64_t rows[2] = {R - 1, 0};
+    FYT_CUDA(cudaMemcpy(idx.data, rows, 16, cudaMemcpyHostToDevice));
+    gpu::gather(table, idx, out);
+    gpu::synchronize();
+    std::vector<float> back(size_t(2 * D));
+    FYT_CUDA(cudaMemcpy(back.data(), out.data, back.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(back.data(), row.data(), size_t(D) * 4), 0) << "the table's last row";
+    EXPECT_EQ(back[size_t(D)], 0.5f);
+  }
+}
+
 }  // namespace
 }  // namespace fyt

@@ -2,8 +2,10 @@
 // the runtime (multi-index arithmetic, no shared helpers with the kernels).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
@@ -481,6 +483,27 @@ TEST(Gather, RowsAndErrors) {
   }
   HostTensor neg = make_tensor({1}, DType::I64, {-1}), out3({1, 3}, DType::F32);
   EXPECT_THROW(k::gather(table, neg, out3), fy::Error);
+}
+
+// A table of more than 2^31 elements at a 175B model's width, 8.6 GB that
+// the kernel reads only two rows of: calloc's untouched pages cost no memory.
+// Its last row gathered, and sliced, past element 2^31.
+TEST(Gather, RowsPastTwoToThe31Elements) {
+  const int64_t D = 12288, R = (int64_t(1) << 31) / D + 2;
+  ASSERT_GT(R * D, int64_t(1) << 31);
+  std::unique_ptr<float, decltype(&std::free)> table(static_cast<float*>(std::calloc(size_t(R * D), 4)), &std::free);
+  if (!table) GTEST_SKIP() << "cannot reserve 8.6 GB of address space here";
+  for (int64_t k = 0; k < D; ++k) table.get()[(R - 1) * D + k] = float(k) * 0.25f;
+  HostTensor idx = make_tensor({2}, DType::I64, {double(R - 1), 0});
+  HostTensor out({2, D}, DType::F32), last({1, D}, DType::F32);
+  const fy::View t{table.get(), fy::Shape{R, D}, DType::F32};
+  k::gather(t, idx, out);
+  k::slice(t, last, {R - 1, 0}, {1, 1});
+  for (int64_t k = 0; k < D; ++k) {
+    ASSERT_EQ(get(out, k), float(k) * 0.25f) << "gathered, column " << k;
+    ASSERT_EQ(get(last, k), float(k) * 0.25f) << "sliced, column " << k;
+    ASSERT_EQ(get(out, D + k), 0.f) << "row 0, column " << k;
+  }
 }
 
 TEST(Gather, GradScatterAddsRepeats) {
