@@ -4,6 +4,10 @@
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <google/protobuf/unknown_field_set.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +18,7 @@
 #include <set>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 namespace fuyou::onnx_in {
 
@@ -417,12 +422,33 @@ static void torchExportKinds(const onnx::GraphProto &g, Model &out) {
   }
 }
 
-// Where each initializer's raw_data lies in the serialized ModelProto `d`
-// (name -> offset, length), found by walking protobuf's wire format:
-// ModelProto.graph (7) -> GraphProto.initializer (5) -> TensorProto.name (8)
-// and raw_data (9). The program reads its parameters from there.
-static std::map<std::string, std::pair<uint64_t, uint64_t>> rawDataOffsets(const std::string &d) {
-  std::map<std::string, std::pair<uint64_t, uint64_t>> out;
+// A binary ONNX file, mapped: its parameters' pages are never touched.
+struct MappedFile {
+  const char *data = nullptr;
+  size_t size = 0;
+  MappedFile() = default;
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  ~MappedFile() {
+    if (data)
+      ::munmap(const_cast<char *>(data), size);
+  }
+};
+
+// An initializer's raw_data left in the file: where it lies.
+struct InFile {
+  uint64_t offset = 0, length = 0;
+};
+
+// The serialized ModelProto `d` with each initializer's raw_data cut out
+// (ModelProto.graph (7) -> GraphProto.initializer (5) -> TensorProto.raw_data
+// (9)), recorded in `cut` by tensor name (8), and the tensor marked as ONNX
+// external data in `location` at that offset, so the ONNX checker, given the
+// model's directory, finds it. Everything else is copied as it is, by walking
+// protobuf's wire format; the enclosing messages' lengths are written again.
+// False where the bytes are not well-formed protobuf.
+static bool cutRawData(const char *d, size_t n, const std::string &location, std::string &out,
+                       std::map<std::string, InFile> &cut) {
   auto varint = [&](size_t &i, size_t e, uint64_t &v) {
     v = 0;
     for (int shift = 0; i < e && shift < 64; shift += 7) {
@@ -433,63 +459,98 @@ static std::map<std::string, std::pair<uint64_t, uint64_t>> rawDataOffsets(const
     }
     return false;
   };
-  // Calls onField(number, begin, end) for each length-delimited field of
-  // the message in [b, e).
+  auto putVarint = [](std::string &o, uint64_t v) {
+    for (; v >= 0x80; v >>= 7)
+      o += char(uint8_t(v) | 0x80);
+    o += char(v);
+  };
+  auto putField = [&](std::string &o, uint32_t field, const std::string &bytes) {
+    putVarint(o, uint64_t(field) << 3 | 2);
+    putVarint(o, bytes.size());
+    o += bytes;
+  };
+  // Calls onField(number, tagBegin, valueBegin, end) for each field of the
+  // message in [b, e); valueBegin..end is a length-delimited field's payload.
   auto fields = [&](size_t b, size_t e, auto &&onField) {
     for (size_t i = b; i < e;) {
+      const size_t at = i;
       uint64_t tag, v;
       if (!varint(i, e, tag))
-        return;
+        return false;
       switch (tag & 7) {
-      case 0: if (!varint(i, e, v)) return; break;
-      case 1: if (e - i < 8) return; i += 8; break;
-      case 5: if (e - i < 4) return; i += 4; break;
+      case 0: if (!varint(i, e, v)) return false; onField(uint32_t(tag >> 3), at, i, i); break;
+      case 1: if (e - i < 8) return false; i += 8; onField(uint32_t(tag >> 3), at, i, i); break;
+      case 5: if (e - i < 4) return false; i += 4; onField(uint32_t(tag >> 3), at, i, i); break;
       case 2:
-        if (!varint(i, e, v) || v > e - i) return;
-        onField(uint32_t(tag >> 3), i, i + size_t(v));
+        if (!varint(i, e, v) || v > e - i) return false;
         i += size_t(v);
+        onField(uint32_t(tag >> 3), at, i - size_t(v), i);
         break;
-      default: return;
+      default: return false;
       }
     }
+    return true;
   };
-  fields(0, d.size(), [&](uint32_t f, size_t gb, size_t ge) {
-    if (f != 7)
-      return;
-    fields(gb, ge, [&](uint32_t g, size_t tb, size_t te) {
-      if (g != 5)
-        return;
-      std::string name;
-      std::pair<uint64_t, uint64_t> raw{0, 0};
-      bool hasRaw = false;
-      fields(tb, te, [&](uint32_t t, size_t vb, size_t ve) {
-        if (t == 8) name.assign(d, vb, ve - vb);
-        else if (t == 9) { raw = {vb, ve - vb}; hasRaw = true; }
-      });
-      if (hasRaw)
-        out[name] = raw;
+  auto tensor = [&](size_t b, size_t e, std::string &o) {
+    std::string name;
+    InFile raw;
+    bool hasRaw = false;
+    const bool ok = fields(b, e, [&](uint32_t f, size_t at, size_t vb, size_t ve) {
+      if (f == 9 && ve > vb) { raw = {vb, ve - vb}; hasRaw = true; return; }
+      if (f == 8) name.assign(d + vb, ve - vb);
+      o.append(d + at, ve - at);
     });
+    if (hasRaw) {
+      cut[name] = raw;
+      for (const auto &[key, value] : {std::pair<const char *, std::string>{"location", location},
+                                       {"offset", std::to_string(raw.offset)},
+                                       {"length", std::to_string(raw.length)}}) {
+        std::string entry;
+        putField(entry, 1, key);
+        putField(entry, 2, value);
+        putField(o, 13, entry);
+      }
+      putVarint(o, 14 << 3);  // data_location: EXTERNAL
+      putVarint(o, onnx::TensorProto::EXTERNAL);
+    }
+    return ok;
+  };
+  auto graph = [&](size_t b, size_t e, std::string &o) {
+    bool ok = true;
+    ok &= fields(b, e, [&](uint32_t f, size_t at, size_t vb, size_t ve) {
+      if (f != 5 || vb == ve) { o.append(d + at, ve - at); return; }
+      std::string t;
+      ok &= tensor(vb, ve, t);
+      putField(o, 5, t);
+    });
+    return ok;
+  };
+  bool ok = true;
+  ok &= fields(0, n, [&](uint32_t f, size_t at, size_t vb, size_t ve) {
+    if (f != 7 || vb == ve) { out.append(d + at, ve - at); return; }
+    std::string g;
+    ok &= graph(vb, ve, g);
+    putField(out, 7, g);
   });
-  return out;
+  return ok;
 }
 
 static std::string loadImpl(const std::string &path, const LoadOptions &opts, Model &out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return "cannot open '" + path + "': " + std::strerror(errno);
-  std::string data;
-  {
-    std::stringstream ss;  // (freed before the model is parsed)
-    ss << f.rdbuf();
-    data = std::move(ss).str();
-  }
-  if (data.empty())
-    return "'" + path + "' is empty";
-
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::string absPath = std::filesystem::absolute(path).lexically_normal().string();
   onnx::ModelProto m;
-  bool text = path.size() > 9 && path.compare(path.size() - 9, 9, ".onnxtext") == 0;
+  MappedFile file;
+  std::map<std::string, InFile> inFile;  // initializers whose raw_data stays in the file
+  const bool text = path.size() > 9 && path.compare(path.size() - 9, 9, ".onnxtext") == 0;
   if (text) {
-    auto status = onnx::OnnxParser::Parse(m, data.c_str());
+    std::ifstream f(path, std::ios::binary);
+    if (!f)
+      return "cannot open '" + path + "': " + std::strerror(errno);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    if (ss.str().empty())
+      return "'" + path + "' is empty";
+    auto status = onnx::OnnxParser::Parse(m, ss.str().c_str());
     if (!status.IsOK()) {
       std::string msg = status.ErrorMessage();
       for (char &c : msg)
@@ -497,19 +558,35 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
           c = ' ';
       return "'" + path + "' is not valid ONNX text: " + msg;
     }
-  } else if (!m.ParseFromString(data) || !m.has_graph()) {
-    return "'" + path + "' is not an ONNX model (cannot parse a ModelProto)";
+  } else {
+    // Mapped, and parsed without the initializers' raw_data: a single-file
+    // model's parameters are neither read nor held (the program reads them).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return "cannot open '" + path + "': " + std::strerror(errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return "cannot read '" + path + "': not a regular file";
+    }
+    file.size = size_t(st.st_size);
+    void *p = file.size ? ::mmap(nullptr, file.size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+    const int mapErr = errno;
+    ::close(fd);
+    if (!file.size)
+      return "'" + path + "' is empty";
+    if (p == MAP_FAILED)
+      return "cannot read '" + path + "': " + std::strerror(mapErr);
+    file.data = static_cast<const char *>(p);
+    std::string slim;
+    if (!cutRawData(file.data, file.size, std::filesystem::path(path).filename().string(), slim, inFile) ||
+        !m.ParseFromString(slim) || !m.has_graph())
+      return "'" + path + "' is not an ONNX model (cannot parse a ModelProto)";
   }
 
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const std::string absPath = std::filesystem::absolute(path).lexically_normal().string();
-  // Where each raw_data lies in the file, then the file's bytes are freed.
-  const auto raws = text ? std::map<std::string, std::pair<uint64_t, uint64_t>>() : rawDataOffsets(data);
-  std::string().swap(data);
-  bool external = false, externalMissing = false;  // tensors outside the file, and files not there
+  bool externalMissing = false;  // files of external data not there
   for (const auto &t : m.graph().initializer()) {
-    if (!isExternal(t)) continue;
-    external = true;
+    if (!isExternal(t) || inFile.count(t.name())) continue;
     if (dtypeOf(t.data_type()) == DType::Unsupported)
       continue;  // never read
     Source src;
@@ -521,10 +598,6 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
     externalMissing |= !std::filesystem::is_regular_file(src.path, ec);
   }
 
-  // And Constant nodes' values (read with the nodes below).
-  for (const auto &n : m.graph().node())
-    for (const auto &a : n.attribute())
-      external |= a.has_t() && isExternal(a.t());
   for (const auto &op : m.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx")
       out.opset = op.version();
@@ -548,12 +621,20 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
       return "'" + path + "': " + err;
   } else {
     try {
-      // The checker finds external data relative to the model's directory
-      // only when it reads the model from its path.
-      if (external)
-        onnx::checker::check_model(path);
-      else
-        onnx::checker::check_model(m);
+      // check_model's checks, with the model's directory: where the checker
+      // finds external data (the raw_data left in the file among them).
+      if (!m.ir_version())
+        return "'" + path + "' fails the ONNX checker: the model has no ir_version";
+      onnx::checker::CheckerContext ctx;
+      ctx.set_ir_version(int(m.ir_version()));
+      std::unordered_map<std::string, int> opsets;
+      for (const auto &op : m.opset_import())
+        opsets[op.domain()] = int(op.version());
+      ctx.set_opset_imports(opsets);
+      ctx.set_model_dir(dir.empty() ? "." : dir);
+      onnx::checker::LexicalScopeContext scope;
+      onnx::checker::check_graph(m.graph(), ctx, scope);
+      onnx::checker::check_model_local_functions(m, ctx, scope);
     } catch (const std::exception &e) {
       std::string msg = e.what();
       for (char &c : msg) if (c == '\n') c = ' ';
@@ -598,17 +679,23 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
     const uint64_t stored = uint64_t(n) * storedSize(t.data_type());
     const bool fold = tensor.dtype == DType::F32 ? n <= kMaxReadScalars || (buffers.count(t.name()) && n <= kMaxReadElements)
                                                  : n <= kMaxReadElements;
-    auto raw = raws.find(t.name());
-    if (!fold && isExternal(t)) {
+    const auto kept = inFile.find(t.name());
+    if (kept != inFile.end() && kept->second.length != stored)
+      return "'" + path + "': tensor '" + t.name() + "' holds " + std::to_string(kept->second.length) +
+             " bytes, expected " + std::to_string(stored);
+    if (!fold && kept != inFile.end()) {
+      tensor.source = {absPath, kept->second.offset, stored};
+    } else if (!fold && isExternal(t)) {
       if (std::string err = externalSource(t, dir, stored, tensor.source); !err.empty())
         return "'" + path + "': " + err;
-    } else if (!fold && t.has_raw_data() && raw != raws.end() && raw->second.second == stored &&
-               t.raw_data().size() == stored) {
-      tensor.source = {absPath, raw->second.first, stored};
-      t.clear_raw_data();  // (the bytes the program will read, gone from memory)
     } else {
       // Folded, or in typed fields or ONNX text: read here (such tensors are
       // small), and the program gets them in its own weights file.
+      if (kept != inFile.end()) {  // its raw_data back from the mapped file
+        t.clear_external_data();
+        t.clear_data_location();
+        t.set_raw_data(file.data + kept->second.offset, kept->second.length);
+      }
       if (std::string err = readTensor(t, dir, tensor); !err.empty())
         return "'" + path + "': " + err;
       tensor.loaded = true;
