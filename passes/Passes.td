@@ -17,6 +17,36 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }
 
+def ProgramAttrs : Pass<"fy-program-attrs", "mlir::ModuleOp"> {
+  let summary = "Records on the module what the compile's flags decide for the program";
+  let description = [{
+    The arithmetic (`fy.precision`), the optimizer (`fy.optimizer`), dynamic
+    loss scaling (`fy.loss_scale`) and the device budget the program defaults
+    to (`fy.budget.gpu_mem`), which later passes and the EmitC conversion
+    read; on the CUDA target the device memory its runtime keeps outside the
+    plan's arena (`fysched.reserved_device_bytes`: the matrix products'
+    workspace, their 16-bit operand copies at bf16 and fp16, and the step's
+    token ids, targets and loss, for the token count of @forward's first
+    argument). With `activations` other than auto the placement is given,
+    not planned, and is recorded as the plan (`fy.plan.*`) for `--emit=plan`
+    and the placement passes. Run first, on the imported module.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "bf16, fp16, tf32 or fp32: the matrix products' operands">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "adamw or adamw8bit">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false", "dynamic loss scaling">,
+    Option<"gpuMem", "gpu-mem", "int64_t", /*default=*/"0", "the program's default device budget (0: none)">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda">,
+    Option<"activations", "activations", "std::string", /*default=*/"\"auto\"",
+           "the given placement (keep, host, ssd, recompute, selective, or one per segment), or auto">,
+    Option<"params", "params", "std::string", /*default=*/"\"keep\"", "keep or stream, with a given placement">,
+    Option<"earlyRows", "early-rows", "std::string", /*default=*/"\"auto\"", "yes, no or auto">,
+    Option<"earlyChunks", "early-chunks", "std::string", /*default=*/"\"auto\"", "paced, all or auto">,
+    Option<"gradLanding", "grad-landing", "int64_t", /*default=*/"0", "fy-grad-landed's distance (0: auto)">,
+  ];
+}
+
 def Autodiff : Pass<"fy-autodiff", "mlir::ModuleOp"> {
   let summary = "Appends the backward pass: @forward becomes @train_step returning gradients";
   let description = [{

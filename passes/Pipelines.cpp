@@ -1,8 +1,11 @@
-// The placement passes as one pipeline, so that fuyou-compile and the
-// planner's trial runs carry out a plan the same way.
+// The compile as named pipelines: fuyou-compile runs them, fuyou-opt replays
+// them (--fy-train-pipeline), and the planner's trial runs carry out a plan
+// with the same placement passes.
 #include "passes/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 
 namespace fuyou {
 
@@ -30,6 +33,102 @@ void addPlacementPasses(mlir::OpPassManager &pm, const PlacementOptions &o) {
   copies.writeBehind = o.writeBehind;
   pm.addPass(createAsyncCopies(copies));
   pm.addPass(createPlanMemory());
+}
+
+bool namesSsd(llvm::StringRef activations) {
+  return ("," + activations + ",").str().find(",ssd,") != std::string::npos;
+}
+
+void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
+  ProgramAttrsOptions attrs;
+  attrs.precision = o.precision;
+  attrs.optimizer = o.optimizer;
+  attrs.lossScale = o.lossScale;
+  attrs.gpuMem = o.gpuMem;
+  attrs.target = o.target;
+  if (o.until != "fygraph") {  // (the graph alone has no placement yet)
+    attrs.activations = o.activations;
+    attrs.params = o.params;
+    attrs.earlyRows = o.earlyRows;
+    attrs.earlyChunks = o.earlyChunks;
+    attrs.gradLanding = o.gradLanding;
+  }
+  pm.addPass(createProgramAttrs(attrs));
+  pm.addPass(createRecompose());
+  pm.addPass(mlir::createCanonicalizerPass());
+  if (o.until == "fygraph")
+    return;
+  AutodiffOptions autodiff;
+  autodiff.lossScale = o.lossScale;
+  pm.addPass(createAutodiff(autodiff));
+  pm.addPass(createInsertAdamW());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(createLowerToFySched());
+  PartitionGroupsOptions groups;
+  groups.maxBytes = o.maxGroupBytes;
+  pm.addPass(createPartitionGroups(groups));
+}
+
+void addBackPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o, int64_t deviceGroups) {
+  if (o.until == "fygraph")
+    return;
+  DeviceOptimizerOptions device;
+  device.last = deviceGroups;
+  pm.addPass(createDeviceOptimizer(device));
+  if (!o.syncOptimizer) {
+    pm.addPass(createAsyncOptimizer());
+    PrefetchStateOptions prefetch;
+    prefetch.distance = o.prefetchState;
+    pm.addPass(createPrefetchState(prefetch));
+  }
+  // The planner also runs for a placement given with activations on SSD,
+  // to choose how many of their writes are in flight.
+  if (o.activations == "auto" || (namesSsd(o.activations) && o.ssdWriteBehind == 0)) {
+    ChoosePlacementOptions choose;
+    choose.activations = o.activations;
+    choose.gpuMem = o.gpuMem;
+    choose.cpuMem = o.cpuMem;
+    choose.profile = o.profile;
+    choose.kernelTimes = o.kernelTimes;
+    choose.readAhead = o.ssdReadAhead;
+    choose.paramPrefetch = o.paramPrefetch;
+    choose.copyWindow = o.copyWindow;
+    choose.writeBehind = o.ssdWriteBehind;
+    choose.activationPrefetch = o.activationPrefetch;
+    choose.target = o.target;
+    choose.search = o.planSearch;
+    choose.earlyRows = o.earlyRows;
+    choose.earlyChunks = o.earlyChunks;
+    choose.gradLanding = o.gradLanding;
+    choose.params = o.params;
+    choose.state = o.state;
+    pm.addPass(createChoosePlacement(choose));
+  }
+  PlacementOptions place;
+  place.activations = o.activations;
+  place.params = o.params;
+  place.readAhead = o.ssdReadAhead;
+  place.paramPrefetch = o.paramPrefetch;
+  place.copyWindow = o.copyWindow;
+  place.writeBehind = o.ssdWriteBehind;
+  place.activationPrefetch = o.activationPrefetch;
+  place.gradLanding = o.gradLanding;
+  addPlacementPasses(pm, place);
+  pm.addPass(createOutlineEval());  // the program's --val-data
+  if (o.until == "emitc")
+    pm.addPass(createConvertFySchedToEmitC());
+}
+
+void registerTrainPipeline() {
+  mlir::PassPipelineRegistration<TrainPipelineOptions>(
+      "fy-train-pipeline",
+      "fuyou-compile's passes, from the imported graph to the program's EmitC (or to fygraph or the planned "
+      "fysched with until=); the device optimizer's groups given (device-optimizer=N)",
+      [](mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
+        addFrontPasses(pm, o);
+        addBackPasses(pm, o, o.deviceOptimizer);
+      });
 }
 
 } // namespace fuyou

@@ -22,7 +22,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", os.path.join(config.fuyou_obj_root, "bin"), append_path=True)
 llvm_config.use_default_substitutions()
 from lit.llvm.subst import ToolSubst
-tools = [ToolSubst(t, unresolved="ignore") for t in ["fuyou-opt", "fuyou-compile", "fuyou-calibrate", "fuyou-calibrate-cuda",
+tools = [ToolSubst(t, unresolved="ignore") for t in ["fuyou-opt", "fuyou-compile", "fuyou-calibrate", "fuyou-calibrate-cuda", "mlir-translate",
                                                      "FileCheck", "not"]]
 llvm_config.add_tool_substitutions(tools, [os.path.join(config.fuyou_obj_root, "bin"), config.llvm_tools_dir])
 

@@ -2,7 +2,6 @@
 
 #include "compiler/target/Config.h"
 #include "io/safetensors.h"
-#include "kernels/cuda/scratch.h"
 
 #include <cerrno>
 #include <csignal>
@@ -139,14 +138,6 @@ static std::string selfDir() {
 
 bool haveTarget(const std::string &target) {
   return target == "cpu" || (target == "cuda" && std::strlen(FUYOU_RT_CUDA_LIBRARY) > 0);
-}
-
-int64_t reservedDeviceBytes(const std::string &target, const std::string &precision, int64_t tokens) {
-  if (target != "cuda")
-    return 0;
-  bool sixteenBit = precision == "bf16" || precision == "fp16";
-  return int64_t(fy::cuda::kMatmulWorkspaceBytes + (sixteenBit ? fy::cuda::kMatmulConvertBytes : 0) +
-                 fy::cuda::step_io_bytes(size_t(tokens)));
 }
 
 // The build's process group (its shell's pid) while it runs, and the

@@ -32,11 +32,6 @@ std::string weightSourcesCpp(const onnx_in::Model &model, const std::vector<std:
 // CUDA runtime exists only where nvcc was found at build time).
 bool haveTarget(const std::string &target);
 
-// Device bytes the target's runtime takes outside the plan's arena at this
-// --precision for `tokens` token ids a step (CUDA: the matrix products'
-// scratch, the step's ids, targets and loss); counted against --gpu-mem.
-int64_t reservedDeviceBytes(const std::string &target, const std::string &precision, int64_t tokens);
-
 // Compiles `cppPath` and links it with the target's runtime library
 // (libfuyou_rt, libfuyou_rt_cuda) into `out`; the runtime is found beside the
 // running compiler (installed) or in its build tree. Returns "" or what went

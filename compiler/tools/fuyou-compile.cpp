@@ -153,11 +153,6 @@ int64_t parseSize(const std::string &flag, const std::string &v) {
   return int64_t(bytes);
 }
 
-// Whether an --activations value sends any segment to SSD.
-bool namesSsd(const std::string &activations) {
-  return ("," + activations + ",").find(",ssd,") != std::string::npos;
-}
-
 Options parse(int argc, char **argv) {
   Options o;
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -250,7 +245,7 @@ Options parse(int argc, char **argv) {
     o.state = "memory";
   if (o.deviceOptimizer != 0 && o.state == "ssd")
     die("--device-optimizer keeps those groups' moments in device memory and the others' in host memory: not with --state ssd");
-  if (o.deviceOptimizer != 0 && namesSsd(o.activations))
+  if (o.deviceOptimizer != 0 && fuyou::namesSsd(o.activations))
     die("--activations ssd needs a program run with --ssd, which a --device-optimizer program cannot take");
   if (o.syncOptimizer) {
     // Such a program cannot take --ssd, which activations on SSD and the
@@ -258,7 +253,7 @@ Options parse(int argc, char **argv) {
     if (o.state == "ssd")
       die("--state ssd needs the layer-group optimizer: a --sync-optimizer program keeps AdamW's state in memory");
     o.state = "memory";
-    if (namesSsd(o.activations))
+    if (fuyou::namesSsd(o.activations))
       die("--activations ssd needs a program run with --ssd, which a --sync-optimizer program cannot take");
   }
   if (o.planSearch != "classes" && o.planSearch != "exhaustive")
@@ -500,103 +495,40 @@ int main(int argc, char **argv) {
   for (auto p : module->getOps<fuyou::fygraph::ParamOp>())
     paramNames.push_back(p.getSymName().str());
 
-  // The arithmetic the program declares (fy::rt::declare_precision).
-  (*module)->setAttr("fy.precision", mlir::StringAttr::get(&ctx, opts.precision));
-  int64_t tokens = 1;  // a step's token ids (the importer checked both inputs are [B, T])
-  for (int64_t d : model.inputs[0].shape)
-    tokens *= d;
-  if (int64_t reserved = fuyou::target::reservedDeviceBytes(opts.target, opts.precision, tokens))
-    (*module)->setAttr("fysched.reserved_device_bytes", mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), reserved));
-  (*module)->setAttr("fy.optimizer", mlir::StringAttr::get(&ctx, opts.optimizer));
-  if (opts.lossScale == "dynamic")
-    (*module)->setAttr("fy.loss_scale", mlir::StringAttr::get(&ctx, opts.lossScale));
-  // The device budget the plan is made for is the program's default.
-  if (opts.gpuMem > 0)
-    (*module)->setAttr("fy.budget.gpu_mem", mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), opts.gpuMem));
-
-  // To the layer groups, then (back) the optimizer's and the placement's
-  // passes, which --device-optimizer auto runs once per trial.
+  // The pipeline's options are the compile's flags.
+  fuyou::TrainPipelineOptions po;
+  po.until = opts.emit == "fygraph" ? "fygraph" : "fysched";  // (the EmitC once the plan is checked)
+  po.target = opts.target;
+  po.precision = opts.precision;
+  po.optimizer = opts.optimizer;
+  po.lossScale = opts.lossScale == "dynamic";
+  po.maxGroupBytes = opts.maxGroupBytes;
+  po.syncOptimizer = opts.syncOptimizer;
+  po.prefetchState = opts.prefetchState;
+  po.activations = opts.activations;
+  po.params = opts.params;
+  po.gpuMem = opts.gpuMem;
+  po.cpuMem = opts.cpuMem;
+  po.profile = opts.profile;
+  po.kernelTimes = opts.kernelTimes;
+  po.planSearch = opts.planSearch;
+  po.state = opts.state;
+  po.ssdReadAhead = opts.ssdReadAhead;
+  po.ssdWriteBehind = opts.ssdWriteBehind;
+  po.paramPrefetch = opts.paramPrefetch;
+  po.copyWindow = opts.copyWindow;
+  po.activationPrefetch = opts.activationPrefetch;
+  po.gradLanding = opts.gradLanding;
+  po.earlyRows = opts.earlyRows;
+  po.earlyChunks = opts.earlyChunks;
   mlir::PassManager pm(&ctx);
-  pm.addPass(fuyou::createRecompose());
-  pm.addPass(mlir::createCanonicalizerPass());
-  if (opts.emit != "fygraph") {
-    fuyou::AutodiffOptions autodiff;
-    autodiff.lossScale = opts.lossScale == "dynamic";
-    pm.addPass(fuyou::createAutodiff(autodiff));
-    pm.addPass(fuyou::createInsertAdamW());
-    pm.addPass(mlir::createCanonicalizerPass());
-    pm.addPass(mlir::createCSEPass());
-    pm.addPass(fuyou::createLowerToFySched());
-    fuyou::PartitionGroupsOptions groups;
-    groups.maxBytes = opts.maxGroupBytes;
-    pm.addPass(fuyou::createPartitionGroups(groups));
-  }
+  fuyou::addFrontPasses(pm, po);
   if (failed(pm.run(*module)))
     die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
-  // The rest up to the plan (placement: and the passes that carry it out).
-  auto addBack = [&](mlir::PassManager &back, int64_t deviceGroups, bool placement) {
-    fuyou::DeviceOptimizerOptions device;
-    device.last = deviceGroups;
-    back.addPass(fuyou::createDeviceOptimizer(device));
-    if (!opts.syncOptimizer) {
-      back.addPass(fuyou::createAsyncOptimizer());
-      fuyou::PrefetchStateOptions prefetch;
-      prefetch.distance = opts.prefetchState;
-      back.addPass(fuyou::createPrefetchState(prefetch));
-    }
-    // The planner also runs for a placement given with activations on SSD,
-    // to choose how many of their writes are in flight.
-    bool ssdActs = namesSsd(opts.activations) && opts.ssdWriteBehind == 0;
-    if (opts.activations == "auto" || ssdActs) {
-      fuyou::ChoosePlacementOptions choose;
-      choose.activations = opts.activations;
-      choose.gpuMem = opts.gpuMem;
-      choose.cpuMem = opts.cpuMem;
-      choose.profile = opts.profile;
-      choose.kernelTimes = opts.kernelTimes;
-      choose.readAhead = opts.ssdReadAhead;
-      choose.paramPrefetch = opts.paramPrefetch;
-      choose.copyWindow = opts.copyWindow;
-      choose.writeBehind = opts.ssdWriteBehind;
-      choose.activationPrefetch = opts.activationPrefetch;
-      choose.target = opts.target;
-      choose.search = opts.planSearch;
-      choose.earlyRows = opts.earlyRows;
-      choose.earlyChunks = opts.earlyChunks;
-      choose.gradLanding = opts.gradLanding;
-      choose.params = opts.params;
-      choose.state = opts.state;
-      back.addPass(fuyou::createChoosePlacement(choose));
-    }
-    if (!placement)
-      return;
-    fuyou::PlacementOptions place;
-    place.activations = opts.activations;
-    place.params = opts.params;
-    place.readAhead = opts.ssdReadAhead;
-    place.paramPrefetch = opts.paramPrefetch;
-    place.copyWindow = opts.copyWindow;
-    place.writeBehind = opts.ssdWriteBehind;
-    place.activationPrefetch = opts.activationPrefetch;
-    place.gradLanding = opts.gradLanding;
-    fuyou::addPlacementPasses(back, place);
-    back.addPass(fuyou::createOutlineEval());  // the program's --val-data
-  };
   if (opts.emit != "fygraph") {
-    if (opts.activations != "auto") {  // as given: --emit=plan names it
-      (*module)->setAttr("fy.plan.activations", mlir::StringAttr::get(&ctx, opts.activations));
-      (*module)->setAttr("fy.plan.params", mlir::StringAttr::get(&ctx, opts.params));
-      if (opts.earlyRows == "no")
-        (*module)->setAttr("fy.plan.early_rows", mlir::StringAttr::get(&ctx, "no"));
-      if (opts.earlyChunks == "all")
-        (*module)->setAttr("fy.plan.early_chunks", mlir::StringAttr::get(&ctx, "all"));
-      if (opts.gradLanding > 1)
-        (*module)->setAttr("fy.plan.grad_landing",
-                           mlir::IntegerAttr::get(mlir::IntegerType::get(&ctx, 64), opts.gradLanding));
-    }
-    // auto: the plan (the planner's, under a budget) with the last 0..4
-    // groups' AdamW on the device; the fastest predicted that fits is the
-    // program (else the run below with none says why none fits).
+    // --device-optimizer auto: the plan with the last 0..4 groups' AdamW on
+    // the device; the fastest predicted that fits is the program (else the
+    // run below with none says why none fits).
     mlir::OwningOpRef<mlir::ModuleOp> chosen;
     if (opts.deviceOptimizer < 0) {
       fuyou::Profile profile;
@@ -607,7 +539,7 @@ int main(int argc, char **argv) {
       for (int64_t n = 0; n <= std::min<int64_t>(4, groupCount); ++n) {
         mlir::OwningOpRef<mlir::ModuleOp> trial = (*module).clone();
         mlir::PassManager back(&ctx);
-        addBack(back, n, /*placement=*/true);
+        fuyou::addBackPasses(back, po, n);
         bool ok = succeeded(back.run(*trial));
         diag.clear();  // a trial that fits no budget is not the compilation's error
         if (!ok)
@@ -632,7 +564,7 @@ int main(int argc, char **argv) {
       module = std::move(chosen);
     } else {
       mlir::PassManager back(&ctx);
-      addBack(back, std::max<int64_t>(opts.deviceOptimizer, 0), /*placement=*/true);
+      fuyou::addBackPasses(back, po, std::max<int64_t>(opts.deviceOptimizer, 0));
       if (failed(back.run(*module)))
         die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
     }

@@ -12,6 +12,7 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   fuyou::registerFuyouPasses();
+  fuyou::registerTrainPipeline();
   mlir::DialectRegistry registry;
   registry.insert<fuyou::fygraph::FyGraphDialect, fuyou::fysched::FySchedDialect,
                   mlir::emitc::EmitCDialect, mlir::func::FuncDialect>();
