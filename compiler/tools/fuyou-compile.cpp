@@ -427,50 +427,32 @@ int calibrate(const Options &o, const char *argv0) {
   return rc;
 }
 
-int main(int argc, char **argv) {
-  Options opts = parse(argc, argv);
-  if (opts.calibrate)
-    return calibrate(opts, argv[0]);
-
-  // A --plan-trace that could never be written fails before the compile
-  // (a FILE.tmp already there is left alone: the directory must take one).
-  if (!opts.planTrace.empty()) {
-    const std::string tmp = opts.planTrace + ".tmp";
-    if (int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-    } else if (errno != EEXIST) {
-      die("--plan-trace: cannot write '" + tmp + "': " + std::strerror(errno));
-    } else if (std::string dir = llvm::sys::path::parent_path(opts.planTrace).str();
-               ::access(dir.empty() ? "." : dir.c_str(), W_OK | X_OK) != 0) {
-      die("--plan-trace: cannot write in '" + dir + "': " + std::strerror(errno));
-    }
+// A --plan-trace that could never be written fails before the compile
+// (a FILE.tmp already there is left alone: the directory must take one).
+static void checkPlanTrace(const Options &opts) {
+  if (opts.planTrace.empty())
+    return;
+  const std::string tmp = opts.planTrace + ".tmp";
+  if (int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+  } else if (errno != EEXIST) {
+    die("--plan-trace: cannot write '" + tmp + "': " + std::strerror(errno));
+  } else if (std::string dir = llvm::sys::path::parent_path(opts.planTrace).str();
+             ::access(dir.empty() ? "." : dir.c_str(), W_OK | X_OK) != 0) {
+    die("--plan-trace: cannot write in '" + dir + "': " + std::strerror(errno));
   }
+}
 
+// The model as fygraph, verified, its parameters' names in `paramNames`.
+static mlir::OwningOpRef<mlir::ModuleOp> importOrDie(mlir::MLIRContext &ctx, const Options &opts,
+                                                     const fuyou::onnx_in::Model &model, std::string &diag,
+                                                     std::vector<std::string> &paramNames) {
   fuyou::onnx_in::NameFilter freeze;
   for (const auto &f : opts.freeze)
     if (std::string err = freeze.add(f); !err.empty())
       die(err);
 
-  fuyou::onnx_in::Model model;
-  fuyou::onnx_in::LoadOptions lo;
-  lo.batch = opts.batch;
-  lo.seq = opts.seq;
-  if (std::string err = fuyou::onnx_in::loadModel(opts.model, lo, model); !err.empty())
-    die(err);
-
-  // One thread: the stop signals it blocks (around the build's start and
-  // the renames) then reach no other, and no pass here runs in parallel.
-  mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
-  // Diagnostics from the verifier and the passes become one error line each.
-  std::string diag;
-  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error && diag.empty()) {
-      llvm::raw_string_ostream os(diag);
-      os << d.getLocation() << ": " << d;
-    }
-    return mlir::success();
-  });
   fuyou::ImportStats stats;
   std::string err;
   auto module = fuyou::importModel(ctx, model, freeze, stats, err);
@@ -491,12 +473,13 @@ int main(int argc, char **argv) {
                << " frozen tensors\n";
 
   // Names of the initializers the program keeps, before lowering erases them.
-  std::vector<std::string> paramNames;
   for (auto p : module->getOps<fuyou::fygraph::ParamOp>())
     paramNames.push_back(p.getSymName().str());
+  return module;
+}
 
-  // The pipeline's options are the compile's flags.
-  fuyou::TrainPipelineOptions po;
+// The pipeline's options are the compile's flags.
+static void pipelineOptions(const Options &opts, fuyou::TrainPipelineOptions &po) {
   po.until = opts.emit == "fygraph" ? "fygraph" : "fysched";  // (the EmitC once the plan is checked)
   po.target = opts.target;
   po.precision = opts.precision;
@@ -521,11 +504,19 @@ int main(int argc, char **argv) {
   po.gradLanding = opts.gradLanding;
   po.earlyRows = opts.earlyRows;
   po.earlyChunks = opts.earlyChunks;
+}
+
+// The front passes, then the back ones: with --device-optimizer auto, once
+// per number of groups updated on the device.
+static void runPipelines(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::ModuleOp> &module, const Options &opts,
+                         const fuyou::TrainPipelineOptions &po, std::string &diag) {
   mlir::PassManager pm(&ctx);
   fuyou::addFrontPasses(pm, po);
   if (failed(pm.run(*module)))
     die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
-  if (opts.emit != "fygraph") {
+  if (opts.emit == "fygraph")
+    return;
+  {
     // --device-optimizer auto: the plan with the last 0..4 groups' AdamW on
     // the device; the fastest predicted that fits is the program (else the
     // run below with none says why none fits).
@@ -569,59 +560,44 @@ int main(int argc, char **argv) {
         die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
     }
   }
+}
 
-  if (opts.emit != "fygraph") {
-    // The plan against the budgets, before any file is written.
-    fuyou::Profile profile;
-    if (std::string e = fuyou::loadPlanProfile(opts.profile, opts.target, opts.kernelTimes, profile); !e.empty())
-      die(e);
-    if (opts.state == "ssd" && !profile.hasSsd())
-      die("--state ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");
-    bool stateOnSsd = opts.state == "ssd" || (opts.state == "auto" && profile.hasSsd());
-    if (!opts.planTrace.empty())
-      writeThroughTmp(opts.planTrace, "--plan-trace: ", [&](llvm::raw_ostream &os) {
-        fuyou::writeTimeline(fuyou::predictStep(*module, profile, stateOnSsd, /*timeline=*/true), os);
-      });
-    if (opts.emit == "plan") {
-      emitText(opts, [&](llvm::raw_ostream &os) {
-        fuyou::printPlan(*module, profile, stateOnSsd, opts.gpuMem, opts.cpuMem, os);
-      });
-      return 0;
-    }
-    fuyou::Prediction p = fuyou::predictStep(*module, profile, stateOnSsd);
-    if (opts.gpuMem > 0 && p.deviceBytes > opts.gpuMem)
-      die("--gpu-mem " + std::to_string(opts.gpuMem) + " bytes is too small for this placement: it needs " +
-          std::to_string(p.deviceBytes) + " (parameters, the device arena and the runtime's scratch; see --emit=plan)");
-    if (opts.cpuMem > 0 && p.hostBytes > opts.cpuMem)
-      die("--cpu-mem " + std::to_string(opts.cpuMem) + " bytes is too small for this placement: its host arena and staging take " +
-          std::to_string(p.hostBytes) + " bytes (see --emit=plan)");
+// The plan against the budgets, before any file is written; --plan-trace and
+// --emit=plan (true: the plan was the output).
+static bool checkPlan(const mlir::OwningOpRef<mlir::ModuleOp> &module, const Options &opts) {
+  fuyou::Profile profile;
+  if (std::string e = fuyou::loadPlanProfile(opts.profile, opts.target, opts.kernelTimes, profile); !e.empty())
+    die(e);
+  if (opts.state == "ssd" && !profile.hasSsd())
+    die("--state ssd needs a profile with SSD rates (fuyou-compile --calibrate --ssd DIR)");
+  bool stateOnSsd = opts.state == "ssd" || (opts.state == "auto" && profile.hasSsd());
+  if (!opts.planTrace.empty())
+    writeThroughTmp(opts.planTrace, "--plan-trace: ", [&](llvm::raw_ostream &os) {
+      fuyou::writeTimeline(fuyou::predictStep(*module, profile, stateOnSsd, /*timeline=*/true), os);
+    });
+  if (opts.emit == "plan") {
+    emitText(opts, [&](llvm::raw_ostream &os) {
+      fuyou::printPlan(*module, profile, stateOnSsd, opts.gpuMem, opts.cpuMem, os);
+    });
+    return true;
   }
-  if (opts.emit != "fygraph" && opts.emit != "fysched") {
-    mlir::PassManager lower(&ctx);
-    lower.addPass(fuyou::createConvertFySchedToEmitC());
-    if (failed(lower.run(*module)))
-      die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
-  }
+  fuyou::Prediction p = fuyou::predictStep(*module, profile, stateOnSsd);
+  if (opts.gpuMem > 0 && p.deviceBytes > opts.gpuMem)
+    die("--gpu-mem " + std::to_string(opts.gpuMem) + " bytes is too small for this placement: it needs " +
+        std::to_string(p.deviceBytes) + " (parameters, the device arena and the runtime's scratch; see --emit=plan)");
+  if (opts.cpuMem > 0 && p.hostBytes > opts.cpuMem)
+    die("--cpu-mem " + std::to_string(opts.cpuMem) + " bytes is too small for this placement: its host arena and staging take " +
+        std::to_string(p.hostBytes) + " bytes (see --emit=plan)");
+  return false;
+}
 
-  if (opts.emit == "fygraph" || opts.emit == "fysched") {
-    emitText(opts, [&](llvm::raw_ostream &os) { module->print(os); });
-    return 0;
-  }
-  std::string cpp;
-  llvm::raw_string_ostream cppOs(cpp);
-  cppOs << "// Generated by fuyou-compile from " << opts.model << ". Do not edit.\n";
-  if (failed(mlir::emitc::translateToCpp(*module, cppOs)))
-    die(opts.model + ": emitting C++ failed: " + diag);
-  if (opts.emit == "cpp") {
-    emitText(opts, [&](llvm::raw_ostream &os) { os << cpp; });
-    return 0;
-  }
-
-  // OUT, OUT.cpp and OUT.weights.safetensors (the parameters no ONNX file
-  // addresses, when there are any) appear together or not at all,
-  // and a failed or interrupted compile leaves the ones an earlier compile
-  // wrote as they were: each is written under a .tmp name, and the three
-  // are renamed over them only once the executable is built.
+// OUT, OUT.cpp and OUT.weights.safetensors (the parameters no ONNX file
+// addresses, when there are any) appear together or not at all,
+// and a failed or interrupted compile leaves the ones an earlier compile
+// wrote as they were: each is written under a .tmp name, and the three
+// are renamed over them only once the executable is built.
+static void writeProgram(const Options &opts, const fuyou::onnx_in::Model &model,
+                         const std::vector<std::string> &paramNames, const std::string &cpp) {
   const std::string cppPath = opts.out + ".cpp", weights = opts.out + ".weights.safetensors";
   // (The C++ compiler goes by the extension.)
   const std::string tmpOut = opts.out + tmpSuffix(), tmpCpp = tmpOut + ".cpp",
@@ -694,5 +670,56 @@ int main(int argc, char **argv) {
     ::close(dirFd);  // (and the lock with it)
   signalPaths().clear();  // (a signal now ends the run as the compile it completed)
   ::sigprocmask(SIG_SETMASK, &before, nullptr);
+}
+
+int main(int argc, char **argv) {
+  Options opts = parse(argc, argv);
+  if (opts.calibrate)
+    return calibrate(opts, argv[0]);
+  checkPlanTrace(opts);
+  fuyou::onnx_in::Model model;
+  fuyou::onnx_in::LoadOptions lo;
+  lo.batch = opts.batch;
+  lo.seq = opts.seq;
+  if (std::string err = fuyou::onnx_in::loadModel(opts.model, lo, model); !err.empty())
+    die(err);
+
+  // One thread: the stop signals it blocks (around the build's start and
+  // the renames) then reach no other, and no pass here runs in parallel.
+  mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
+  // Diagnostics from the verifier and the passes become one error line each.
+  std::string diag;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error && diag.empty()) {
+      llvm::raw_string_ostream os(diag);
+      os << d.getLocation() << ": " << d;
+    }
+    return mlir::success();
+  });
+  std::vector<std::string> paramNames;
+  mlir::OwningOpRef<mlir::ModuleOp> module = importOrDie(ctx, opts, model, diag, paramNames);
+  fuyou::TrainPipelineOptions po;
+  pipelineOptions(opts, po);
+  runPipelines(ctx, module, opts, po, diag);
+  if (opts.emit != "fygraph" && checkPlan(module, opts))
+    return 0;
+  if (opts.emit == "fygraph" || opts.emit == "fysched") {
+    emitText(opts, [&](llvm::raw_ostream &os) { module->print(os); });
+    return 0;
+  }
+  mlir::PassManager lower(&ctx);
+  lower.addPass(fuyou::createConvertFySchedToEmitC());
+  if (failed(lower.run(*module)))
+    die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
+  std::string cpp;
+  llvm::raw_string_ostream cppOs(cpp);
+  cppOs << "// Generated by fuyou-compile from " << opts.model << ". Do not edit.\n";
+  if (failed(mlir::emitc::translateToCpp(*module, cppOs)))
+    die(opts.model + ": emitting C++ failed: " + diag);
+  if (opts.emit == "cpp") {
+    emitText(opts, [&](llvm::raw_ostream &os) { os << cpp; });
+    return 0;
+  }
+  writeProgram(opts, model, paramNames, cpp);
   return 0;
 }
