@@ -2,7 +2,7 @@
 // recorded on the module (see Passes.td).
 #include "passes/Passes.h"
 
-#include "runtime/kernels/cuda/scratch.h"
+#include "runtime/abi/sizes.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace fuyou {

@@ -2,8 +2,7 @@
 #include "passes/Analysis/StepPhases.h"
 #include "dialects/FyGraph/FyGraphOps.h"
 #include "dialects/FySched/FySchedOps.h"
-#include "runtime/kernels/cuda/scratch.h"
-#include "runtime/optim/update_piece.h"
+#include "runtime/abi/sizes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"

@@ -19,7 +19,7 @@
 
 #include "core/tensor.h"
 #include "optim/adamw.h"
-#include "optim/update_piece.h"
+#include "abi/sizes.h"
 #include "optim/loss_scaler.h"
 #include "store/store.h"
 

@@ -9,7 +9,7 @@
 #include "optim/adamw_kernels.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/kernels.h"
-#include "kernels/cuda/scratch.h"
+#include "abi/sizes.h"
 #include "trace/trace.h"
 
 namespace fy {

@@ -15,7 +15,7 @@
 // scratch runs as blocks that do (split16); a batched product that does not
 // fit keeps fp32 operands with cuBLAS's COMPUTE_32F_FAST_16BF (_16F),
 // slower: TF32-like rates.
-#include "kernels/cuda/scratch.h"
+#include "abi/sizes.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>

@@ -1,0 +1,30 @@
+// Figures the compiler and the runtime must agree on, in plain C++ (no CUDA,
+// no MLIR): the compiler counts and prices by them what the runtime does.
+// Part of the declared compiler-runtime interface (runtime/abi/).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fy::cuda {
+
+// Device memory the CUDA runtime keeps outside the plan's arena, counted
+// against --gpu-mem: the matrix products' cuBLASLt workspace and, at bf16
+// and fp16, 16-bit copies of both operands.
+constexpr size_t kMatmulWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kMatmulConvertBytes = size_t(128) << 20;
+
+// ... and the step's token ids and targets (int64, `tokens` each) and its
+// fp32 loss, in the device's 64-byte granules.
+constexpr size_t step_io_bytes(size_t tokens) { return 2 * ((tokens * 8 + 63) / 64 * 64) + 64; }
+
+}  // namespace fy::cuda
+
+namespace fy {
+
+// Elements of an fp32 update the layer-group optimizer hands its pool at a
+// time and reports when done (16 MiB of each array): a GPU copies each piece
+// up as it is reported, and the cost model prices that upload so.
+constexpr int64_t kUpdatePieceElems = int64_t(4) << 20;
+
+}  // namespace fy
