@@ -281,198 +281,143 @@ void check_cpu_budget(Runtime& rt, const Device* device, const TrainOptions& o) 
   }
 }
 
-int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn eval) {
-  TrainOptions o;
-  if (!parse_args(argc, argv, &o)) return 0;
-  if (const char* e = std::getenv("FY_DEFER_COPIES")) o.defer_copies = std::string(e) == "1";
-  check_outputs_are_not_inputs(o);
-  // Open the log first: a bad path fails before minutes of loading.
-  JsonLog log(o.log_json);
-  // Likewise a --save that could never be written.
-  if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
-  if (!o.save_dir.empty()) check_save_dir(o.save_dir);
-  // And a --trace or --dump-grads.
-  if (!o.trace.empty()) check_output_path("--trace", o.trace);
-  if (!o.dump_grads.empty()) check_output_path("--dump-grads", o.dump_grads);
+// One run of the program: the runtime and device it declares, its data,
+// the steps from the first (0, or the checkpoint's) to --steps, and what
+// the run reports and saves at the end.
+class TrainRun {
+ public:
+  TrainRun(TrainOptions& o, JsonLog& log, TrainStepFn step, TrainStepFn eval) : o(o), log(log), step(step), eval(eval) {}
 
-  catch_stop_signals();
-  Runtime rt;
-  rt.set_options(o);
-  if (!o.trace.empty()) rt.set_trace(std::make_unique<Trace>(o.trace));
-  std::unique_ptr<Device> device = make_device(rt);
-  rt.set_device(device.get());
-  declare(&rt);
-  if (!rt.inputs_declared()) fail("the program did not declare its inputs (declare_inputs)");
-  // Only the layer-group optimizer keeps AdamW's state in the store,
-  // accumulates, clips and scales the loss: refuse those for any other
-  // program now, before weights load or a step runs.
-  if (!rt.has_async_optimizer() || rt.inline_updates()) {
-    const char* needs = !o.ssd_dirs.empty()  ? "--ssd"
-                        : o.grad_accum > 1   ? "--grad-accum"
-                        : o.clip_norm > 0    ? "--clip-norm"
-                        : rt.loss_scaling() ? "loss scaling"
-                        : rt.inline_updates() && (o.optimizer.empty() ? rt.optimizer_name() : o.optimizer) == "adamw8bit"
-                            ? "8-bit AdamW"
-                                             : nullptr;
-    if (needs)
-      fail(std::string(needs) + (rt.inline_updates() ? " needs the layer-group optimizer for every parameter; this "
-                                                       "program was compiled with --device-optimizer"
-                                                     : " needs the layer-group optimizer; this program was compiled "
-                                                       "with --sync-optimizer"));
-  }
-  // The device budget the program was planned for is the run's, unless it
-  // names another (or none).
-  o.gpu_mem_planned = o.gpu_mem == 0 && rt.planned_gpu_mem() > 0;
-  if (o.gpu_mem_planned) {
-    o.gpu_mem = rt.planned_gpu_mem();
-    std::fprintf(stderr, "train: --gpu-mem %s, the budget the program was compiled for (--gpu-mem SIZE|none to change)\n",
-                 mib(o.gpu_mem).c_str());
-  }
-  if (o.gpu_mem < 0) o.gpu_mem = 0;
-  rt.set_options(o);
-  rt.settle_state();
-  if (!o.early_hold && !(rt.has_async_optimizer() && rt.async_optimizer().any_early_held()))
-    fail("--early-hold no: this program hands no tied table over held, so it would change nothing");
-  if (o.grad_landing_next && !rt.device())
-    fail("--grad-landing next: on the CPU target grad_offload copies the gradients before it returns, so it would "
-         "change nothing");
-  if (!o.adamw8bit_flag.empty() && rt.optimizer_name() != "adamw8bit")
-    fail(o.adamw8bit_flag + " applies to 8-bit AdamW (--optimizer adamw8bit); this run's optimizer is " +
-         rt.optimizer_name());
-  choose_decay(rt, o);
-  if (rt.optimizer_name() == "adamw8bit") {
-    int64_t n8 = 0, t8 = 0, t = 0;
-    for (int64_t i = 0; i < rt.num_params(); ++i) {
-      const Runtime::Param& p = rt.param(i);
-      if (!p.trainable) continue;
-      ++t;
-      if (p.q8_block) ++t8, n8 += p.value.numel();
+  // The runtime and device the program declares, checked against the flags.
+  void declare(DeclareFn declare_program) {
+    rt.set_options(o);
+    if (!o.trace.empty()) rt.set_trace(std::make_unique<Trace>(o.trace));
+    device = make_device(rt);
+    rt.set_device(device.get());
+    declare_program(&rt);
+    if (!rt.inputs_declared()) fail("the program did not declare its inputs (declare_inputs)");
+    // Only the layer-group optimizer keeps AdamW's state in the store,
+    // accumulates, clips and scales the loss: refuse those for any other
+    // program now, before weights load or a step runs.
+    if (!rt.has_async_optimizer() || rt.inline_updates()) {
+      const char* needs = !o.ssd_dirs.empty()  ? "--ssd"
+                          : o.grad_accum > 1   ? "--grad-accum"
+                          : o.clip_norm > 0    ? "--clip-norm"
+                          : rt.loss_scaling() ? "loss scaling"
+                          : rt.inline_updates() && (o.optimizer.empty() ? rt.optimizer_name() : o.optimizer) == "adamw8bit"
+                              ? "8-bit AdamW"
+                                               : nullptr;
+      if (needs)
+        fail(std::string(needs) + (rt.inline_updates() ? " needs the layer-group optimizer for every parameter; this "
+                                                         "program was compiled with --device-optimizer"
+                                                       : " needs the layer-group optimizer; this program was compiled "
+                                                         "with --sync-optimizer"));
     }
-    std::fprintf(stderr, "train: adamw8bit: %lld of %lld tensors (%.1f%% of the parameters) keep 8-bit moments, %s\n",
-                 (long long)t8, (long long)t, 100.0 * double(n8) / double(std::max<int64_t>(1, rt.trainable_elements())),
-                 mib(rt.state_bytes_total()).c_str());
-  }
-  if (!o.resume_dir.empty()) {
-    // A run killed after its final checkpoint has nothing left to do.
-    const int64_t at = check_checkpoint(rt, o.resume_dir);
-    if (at > o.steps)
-      fail("--resume: the checkpoint in '" + o.resume_dir + "' is at step " + std::to_string(at) + ", past --steps " +
-           std::to_string(o.steps));
-  }
-  // The held-out file, before minutes of loading.
-  const int64_t B = rt.input_shape()[0], T = rt.input_shape()[1];
-  std::unique_ptr<const TokenFile> val;
-  int64_t val_batches = 0;
-  if (!o.val_data.empty()) {
-    if (!eval)
-      fail("--val-data: this program has no evaluation step (compiled by an older fuyou-compile): compile it again");
-    val = std::make_unique<const TokenFile>(o.val_data, rt.vocab());
-    val->require_window(T);
-    // A file of fewer windows than a batch still makes one (its rows wrap).
-    const int64_t whole = std::max<int64_t>(1, val->windows(T) / B);
-    if (o.val_batches > whole)
-      fail("--val-batches " + std::to_string(o.val_batches) + ": '" + o.val_data + "' holds " +
-           std::to_string(val->windows(T)) + " windows of " + std::to_string(T + 1) + " tokens, " +
-           std::to_string(whole) + " batch(es) of " + std::to_string(B));
-    val_batches = o.val_batches > 0 ? o.val_batches : std::min<int64_t>(20, whole);
-  }
-  load_weights(rt, o.weights, o.onnx, o.own_weights);
-
-  // Shared with the optimizer (next_ids), which may outlive this scope on an error.
-  auto data = std::make_shared<const TokenFile>(o.data, rt.vocab());
-  data->require_window(T);
-
-  View idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
-  View tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
-  if (o.grad_accum > 1) rt.async_optimizer().set_accumulation(o.grad_accum);
-  if (rt.has_async_optimizer() && o.rows_first) {
-    // The batches are a function of the step, so the optimizer may read the
-    // next one while this one runs (the token embedding's rows first; at the
-    // table's grad_offload: a batch's worth of ids, microseconds). The next
-    // forward after an update is the next step's first micro-batch.
-    rt.async_optimizer().set_next_ids(
-        [data, B, T, K = o.grad_accum, steps = o.steps, targets = std::vector<int64_t>()](
-            int64_t step, std::vector<int64_t>& ids) mutable {
-          if (step >= steps) return false;
-          ids.resize(size_t(B * T));
-          targets.resize(size_t(B * T));
-          data->batch(step * K, B, T, ids.data(), targets.data());
-          return true;
-        });
-  }
-  View loss = rt.alloc_pinned(Shape{}, DType::F32);
-  rt.set_record_grads(!o.dump_grads.empty());
-  if (o.clip_norm > 0) rt.async_optimizer().set_clip_norm(o.clip_norm);
-  if (rt.loss_scaling()) rt.async_optimizer().set_loss_scaling(o.loss_scale);
-
-  check_gpu_budget(rt, device.get(), o);
-  check_cpu_budget(rt, device.get(), o);
-
-  int64_t first = 0;
-  if (!o.resume_dir.empty()) first = load_checkpoint(rt, o.resume_dir);
-  if (device) {
-    device->prepare();
-    check_cpu_budget(rt, device.get(), o);
-  }
-  // The run starts: a rerun never leaves the previous run's records looking
-  // like this one's.
-  log.keep_through(first);
-  const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
-  // After each run of the program: its temporaries within the plan, and all freed.
-  auto check_program = [&](const std::string& what) {
-    if (rt.planned_temp_bytes() >= 0 && pool.peak_bytes > rt.planned_temp_bytes())
-      fail(what + " held " + std::to_string(pool.peak_bytes) + " bytes of temporaries at once, more than the compiler's plan of " +
-           std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
-    if (pool.live_buffers != 0 || rt.host_arena_live_buffers() != 0)
-      fail(what + " left " + std::to_string(pool.live_buffers + rt.host_arena_live_buffers()) +
-           " buffers allocated (alloc/dealloc unbalanced in the program)");
-  };
-  // The validation loss under the weights after step `at`: the updates
-  // land first (that wait for the background optimizer is the training's
-  // time, in *wait_ms), then fy_eval_step runs on each batch; the mean of
-  // theirs, or NaN when a stop signal came first.
-  // The evaluation's own group_waits are not the steps' (eval_wait_s).
-  double eval_wait_s = 0;
-  auto validate = [&](int64_t at, double* ms, double* wait_ms) {
-    TraceSpan span(rt.trace(), "steps", "validation after step ", at);
-    auto v0 = std::chrono::steady_clock::now();
-    if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
-    auto v1 = std::chrono::steady_clock::now();
-    const double waited0 = rt.has_async_optimizer() ? rt.async_optimizer().wait_seconds() : 0;
-    struct CountEvalWaits {
-      Runtime& rt;
-      double waited0;
-      double& into;
-      ~CountEvalWaits() {
-        if (rt.has_async_optimizer()) into += rt.async_optimizer().wait_seconds() - waited0;
+    // The device budget the program was planned for is the run's, unless it
+    // names another (or none).
+    o.gpu_mem_planned = o.gpu_mem == 0 && rt.planned_gpu_mem() > 0;
+    if (o.gpu_mem_planned) {
+      o.gpu_mem = rt.planned_gpu_mem();
+      std::fprintf(stderr, "train: --gpu-mem %s, the budget the program was compiled for (--gpu-mem SIZE|none to change)\n",
+                   mib(o.gpu_mem).c_str());
+    }
+    if (o.gpu_mem < 0) o.gpu_mem = 0;
+    rt.set_options(o);
+    rt.settle_state();
+    if (!o.early_hold && !(rt.has_async_optimizer() && rt.async_optimizer().any_early_held()))
+      fail("--early-hold no: this program hands no tied table over held, so it would change nothing");
+    if (o.grad_landing_next && !rt.device())
+      fail("--grad-landing next: on the CPU target grad_offload copies the gradients before it returns, so it would "
+           "change nothing");
+    if (!o.adamw8bit_flag.empty() && rt.optimizer_name() != "adamw8bit")
+      fail(o.adamw8bit_flag + " applies to 8-bit AdamW (--optimizer adamw8bit); this run's optimizer is " +
+           rt.optimizer_name());
+    choose_decay(rt, o);
+    if (rt.optimizer_name() == "adamw8bit") {
+      int64_t n8 = 0, t8 = 0, t = 0;
+      for (int64_t i = 0; i < rt.num_params(); ++i) {
+        const Runtime::Param& p = rt.param(i);
+        if (!p.trainable) continue;
+        ++t;
+        if (p.q8_block) ++t8, n8 += p.value.numel();
       }
-    } count{rt, waited0, eval_wait_s};
-    double sum = 0;
-    for (int64_t k = 0; k < val_batches; ++k) {
-      if (g_stop_signal.load() != 0) return std::numeric_limits<double>::quiet_NaN();
-      val->batch(k, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
-      loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
-      if (device)
-        device->run_step(eval, idx, tgt, loss, /*training=*/false);
-      else
-        eval(&rt, idx, tgt, loss);
-      check_program("the validation after step " + std::to_string(at));
-      sum += loss.as<float>()[0];
+      std::fprintf(stderr, "train: adamw8bit: %lld of %lld tensors (%.1f%% of the parameters) keep 8-bit moments, %s\n",
+                   (long long)t8, (long long)t, 100.0 * double(n8) / double(std::max<int64_t>(1, rt.trainable_elements())),
+                   mib(rt.state_bytes_total()).c_str());
     }
-    *wait_ms = std::chrono::duration<double, std::milli>(v1 - v0).count();
-    *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - v1).count();
-    return sum / double(val_batches);
-  };
+    if (!o.resume_dir.empty()) {
+      // A run killed after its final checkpoint has nothing left to do.
+      const int64_t at = check_checkpoint(rt, o.resume_dir);
+      if (at > o.steps)
+        fail("--resume: the checkpoint in '" + o.resume_dir + "' is at step " + std::to_string(at) + ", past --steps " +
+             std::to_string(o.steps));
+    }
+  }
 
-  // A checkpoint mid-run: the updates in flight land, the device's masters come back.
-  auto checkpoint = [&](int64_t at) {
-    if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
-    if (device) device->settle_masters();
-    save_checkpoint(rt, o.save_dir, at);
-  };
-  double total_ms = 0, val_wait_ms = 0;  // val_wait_ms: the optimizer's, before validations
-  const int64_t K = o.grad_accum;
-  for (int64_t s = first; s < o.steps; ++s) {
+  // The held-out file, the weights, the data and the buffers; the budgets;
+  // the checkpoint's state on --resume.
+  void load() {
+    // The held-out file, before minutes of loading.
+    B = rt.input_shape()[0], T = rt.input_shape()[1];
+    if (!o.val_data.empty()) {
+      if (!eval)
+        fail("--val-data: this program has no evaluation step (compiled by an older fuyou-compile): compile it again");
+      val = std::make_unique<const TokenFile>(o.val_data, rt.vocab());
+      val->require_window(T);
+      // A file of fewer windows than a batch still makes one (its rows wrap).
+      const int64_t whole = std::max<int64_t>(1, val->windows(T) / B);
+      if (o.val_batches > whole)
+        fail("--val-batches " + std::to_string(o.val_batches) + ": '" + o.val_data + "' holds " +
+             std::to_string(val->windows(T)) + " windows of " + std::to_string(T + 1) + " tokens, " +
+             std::to_string(whole) + " batch(es) of " + std::to_string(B));
+      val_batches = o.val_batches > 0 ? o.val_batches : std::min<int64_t>(20, whole);
+    }
+    load_weights(rt, o.weights, o.onnx, o.own_weights);
+
+    // Shared with the optimizer (next_ids), which may outlive this scope on an error.
+    data = std::make_shared<const TokenFile>(o.data, rt.vocab());
+    data->require_window(T);
+
+    idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
+    tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
+    if (o.grad_accum > 1) rt.async_optimizer().set_accumulation(o.grad_accum);
+    if (rt.has_async_optimizer() && o.rows_first) {
+      // The batches are a function of the step, so the optimizer may read the
+      // next one while this one runs (the token embedding's rows first; at the
+      // table's grad_offload: a batch's worth of ids, microseconds). The next
+      // forward after an update is the next step's first micro-batch.
+      rt.async_optimizer().set_next_ids(
+          [data = data, B = B, T = T, K = o.grad_accum, steps = o.steps, targets = std::vector<int64_t>()](
+              int64_t step, std::vector<int64_t>& ids) mutable {
+            if (step >= steps) return false;
+            ids.resize(size_t(B * T));
+            targets.resize(size_t(B * T));
+            data->batch(step * K, B, T, ids.data(), targets.data());
+            return true;
+          });
+    }
+    loss = rt.alloc_pinned(Shape{}, DType::F32);
+    rt.set_record_grads(!o.dump_grads.empty());
+    if (o.clip_norm > 0) rt.async_optimizer().set_clip_norm(o.clip_norm);
+    if (rt.loss_scaling()) rt.async_optimizer().set_loss_scaling(o.loss_scale);
+
+    check_gpu_budget(rt, device.get(), o);
+    check_cpu_budget(rt, device.get(), o);
+
+    if (!o.resume_dir.empty()) first = load_checkpoint(rt, o.resume_dir);
+    if (device) {
+      device->prepare();
+      check_cpu_budget(rt, device.get(), o);
+    }
+    // The run starts: a rerun never leaves the previous run's records looking
+    // like this one's.
+    log.keep_through(first);
+  }
+
+  // Step s + 1: its micro-batches, log line, checkpoint; -1 to go on, else
+  // the run's exit code (a stop signal).
+  int train_step(int64_t s) {
+    const int64_t K = o.grad_accum;
     rt.set_step(s + 1);
     auto t0 = std::chrono::steady_clock::now();
     // K micro-batches: the program runs K times, the optimizer updates after the last.
@@ -573,63 +518,159 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
                                       : ("checkpoint in '" + o.save_dir + "'; --resume " + o.save_dir + " goes on").c_str());
       return 128 + sig;
     }
+    return -1;
   }
 
-  if (val && first == o.steps) {
-    // Nothing to train: the run evaluates the weights it loaded.
-    double val_ms = 0, wait_ms = 0;
-    const double V = validate(first, &val_ms, &wait_ms);
-    if (const int sig = g_stop_signal.load(); sig != 0) {
-      std::fprintf(stderr, "train: %s during the evaluation: no val_loss\n",
-                   stop_signal_name(sig));
-      return 128 + sig;
+  int train() {
+    for (int64_t s = first; s < o.steps; ++s)
+      if (const int rc = train_step(s); rc >= 0) return rc;
+    if (val && first == o.steps) {
+      // Nothing to train: the run evaluates the weights it loaded.
+      double val_ms = 0, wait_ms = 0;
+      const double V = validate(first, &val_ms, &wait_ms);
+      if (const int sig = g_stop_signal.load(); sig != 0) {
+        std::fprintf(stderr, "train: %s during the evaluation: no val_loss\n",
+                     stop_signal_name(sig));
+        return 128 + sig;
+      }
+      std::fprintf(stderr, "train: val_loss %.9g after step %lld (%lld batches of %lldx%lld tokens, %.1f ms)\n", V,
+                   (long long)first, (long long)val_batches, (long long)B, (long long)T, val_ms);
     }
-    std::fprintf(stderr, "train: val_loss %.9g after step %lld (%lld batches of %lldx%lld tokens, %.1f ms)\n", V,
-                 (long long)first, (long long)val_batches, (long long)B, (long long)T, val_ms);
-  }
-  if (rt.has_async_optimizer() && first < o.steps) {
-    // The last updates finish after the last step; the wait is not compute.
-    AsyncOptimizer& opt = rt.async_optimizer();
-    // (wait_all is not counted in wait_seconds: timed here.)
-    const auto tail0 = std::chrono::steady_clock::now();
-    opt.wait_all();
-    double tail_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tail0).count();
-    double steps = double(o.steps - first);
-    double step_ms = (total_ms + tail_ms) / steps;
-    double opt_ms = opt.busy_seconds() * 1000.0 / steps;
-    double compute_ms = step_ms - ((opt.wait_seconds() - eval_wait_s) * 1000.0 + val_wait_ms + tail_ms) / steps;
-    // Whether a tied table's rows went early (fy-early-offload), when the program has them.
-    char early[96] = "";
-    if (opt.early_updates() > 0)
-      std::snprintf(early, sizeof early, "; the embedding's rows early in %lld of %lld steps",
-                    (long long)opt.early_updates(), (long long)(o.steps - first));
-    std::fprintf(stderr,
-                 "train: per step: %.2f ms, compute %.2f ms, optimizer %.2f ms (in the background, "
-                 "%d groups%s)\n",
-                 step_ms, compute_ms, opt_ms, int(opt.num_groups()), early);
-    if (const store::TensorStore* st = opt.store()) {
-      store::StoreCounters c = st->counters();
-      double per = steps * double(rt.trainable_elements());
+    if (rt.has_async_optimizer() && first < o.steps) {
+      // The last updates finish after the last step; the wait is not compute.
+      AsyncOptimizer& opt = rt.async_optimizer();
+      // (wait_all is not counted in wait_seconds: timed here.)
+      const auto tail0 = std::chrono::steady_clock::now();
+      opt.wait_all();
+      double tail_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tail0).count();
+      double steps = double(o.steps - first);
+      double step_ms = (total_ms + tail_ms) / steps;
+      double opt_ms = opt.busy_seconds() * 1000.0 / steps;
+      double compute_ms = step_ms - ((opt.wait_seconds() - eval_wait_s) * 1000.0 + val_wait_ms + tail_ms) / steps;
+      // Whether a tied table's rows went early (fy-early-offload), when the program has them.
+      char early[96] = "";
+      if (opt.early_updates() > 0)
+        std::snprintf(early, sizeof early, "; the embedding's rows early in %lld of %lld steps",
+                      (long long)opt.early_updates(), (long long)(o.steps - first));
       std::fprintf(stderr,
-                   "train: store: %.1f MiB read, %.1f MiB written (%.2f B/param/step), busy %.2f ms/step, "
-                   "staging %.1f MiB\n",
-                   c.bytes_read / 1048576.0, c.bytes_written / 1048576.0, (c.bytes_read + c.bytes_written) / per,
-                   c.busy_seconds * 1000.0 / steps, double(opt.fixed_host_bytes()) / 1048576.0);
+                   "train: per step: %.2f ms, compute %.2f ms, optimizer %.2f ms (in the background, "
+                   "%d groups%s)\n",
+                   step_ms, compute_ms, opt_ms, int(opt.num_groups()), early);
+      if (const store::TensorStore* st = opt.store()) {
+        store::StoreCounters c = st->counters();
+        double per = steps * double(rt.trainable_elements());
+        std::fprintf(stderr,
+                     "train: store: %.1f MiB read, %.1f MiB written (%.2f B/param/step), busy %.2f ms/step, "
+                     "staging %.1f MiB\n",
+                     c.bytes_read / 1048576.0, c.bytes_written / 1048576.0, (c.bytes_read + c.bytes_written) / per,
+                     c.busy_seconds * 1000.0 / steps, double(opt.fixed_host_bytes()) / 1048576.0);
+      }
     }
+
+    if (rt.ssd() && first < o.steps) {
+      store::StoreCounters c = rt.ssd()->counters();
+      double steps = double(o.steps - first);
+      std::fprintf(stderr, "train: activations on SSD: %.2f MiB written, %.2f MiB read per step, busy %.2f ms/step\n",
+                   c.bytes_written / 1048576.0 / steps, c.bytes_read / 1048576.0 / steps, c.busy_seconds * 1000.0 / steps);
+    }
+    if (device && first < o.steps)
+      if (std::string line = device->summary(); !line.empty()) std::fprintf(stderr, "train: %s\n", line.c_str());
+    if (device) device->settle_masters();
+    if (!o.save_dir.empty()) save_checkpoint(rt, o.save_dir, o.steps);
+    if (rt.trace()) rt.trace()->write();
+    return 0;
   }
 
-  if (rt.ssd() && first < o.steps) {
-    store::StoreCounters c = rt.ssd()->counters();
-    double steps = double(o.steps - first);
-    std::fprintf(stderr, "train: activations on SSD: %.2f MiB written, %.2f MiB read per step, busy %.2f ms/step\n",
-                 c.bytes_written / 1048576.0 / steps, c.bytes_read / 1048576.0 / steps, c.busy_seconds * 1000.0 / steps);
-  }
-  if (device && first < o.steps)
-    if (std::string line = device->summary(); !line.empty()) std::fprintf(stderr, "train: %s\n", line.c_str());
-  if (device) device->settle_masters();
-  if (!o.save_dir.empty()) save_checkpoint(rt, o.save_dir, o.steps);
-  if (rt.trace()) rt.trace()->write();
-  return 0;
+ private:
+  // After each run of the program: its temporaries within the plan, and all freed.
+    void check_program(const std::string& what) {
+      const Runtime::PoolStats& pool = device ? device->pool_stats() : rt.pool_stats();
+      if (rt.planned_temp_bytes() >= 0 && pool.peak_bytes > rt.planned_temp_bytes())
+        fail(what + " held " + std::to_string(pool.peak_bytes) + " bytes of temporaries at once, more than the compiler's plan of " +
+             std::to_string(rt.planned_temp_bytes()) + " (a compiler bug)");
+      if (pool.live_buffers != 0 || rt.host_arena_live_buffers() != 0)
+        fail(what + " left " + std::to_string(pool.live_buffers + rt.host_arena_live_buffers()) +
+             " buffers allocated (alloc/dealloc unbalanced in the program)");
+    }
+
+    // The validation loss under the weights after step `at`: the updates
+    // land first (that wait for the background optimizer is the training's
+    // time, in *wait_ms), then fy_eval_step runs on each batch; the mean of
+    // theirs, or NaN when a stop signal came first.
+    // The evaluation's own group_waits are not the steps' (eval_wait_s).
+    double validate(int64_t at, double* ms, double* wait_ms) {
+      TraceSpan span(rt.trace(), "steps", "validation after step ", at);
+      auto v0 = std::chrono::steady_clock::now();
+      if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
+      auto v1 = std::chrono::steady_clock::now();
+      const double waited0 = rt.has_async_optimizer() ? rt.async_optimizer().wait_seconds() : 0;
+      struct CountEvalWaits {
+        Runtime& rt;
+        double waited0;
+        double& into;
+        ~CountEvalWaits() {
+          if (rt.has_async_optimizer()) into += rt.async_optimizer().wait_seconds() - waited0;
+        }
+      } count{rt, waited0, eval_wait_s};
+      double sum = 0;
+      for (int64_t k = 0; k < val_batches; ++k) {
+        if (g_stop_signal.load() != 0) return std::numeric_limits<double>::quiet_NaN();
+        val->batch(k, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
+        loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+        if (device)
+          device->run_step(eval, idx, tgt, loss, /*training=*/false);
+        else
+          eval(&rt, idx, tgt, loss);
+        check_program("the validation after step " + std::to_string(at));
+        sum += loss.as<float>()[0];
+      }
+      *wait_ms = std::chrono::duration<double, std::milli>(v1 - v0).count();
+      *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - v1).count();
+      return sum / double(val_batches);
+    }
+
+    // A checkpoint mid-run: the updates in flight land, the device's masters come back.
+    void checkpoint(int64_t at) {
+      if (rt.has_async_optimizer()) rt.async_optimizer().wait_all();
+      if (device) device->settle_masters();
+      save_checkpoint(rt, o.save_dir, at);
+    }
+
+  TrainOptions& o;
+  JsonLog& log;
+  TrainStepFn step, eval;
+  Runtime rt;
+  std::unique_ptr<Device> device;
+  int64_t B = 0, T = 0;
+  std::unique_ptr<const TokenFile> val;  // --val-data
+  int64_t val_batches = 0;
+  // Shared with the optimizer (next_ids), which may outlive this run on an error.
+  std::shared_ptr<const TokenFile> data;
+  View idx, tgt, loss;
+  int64_t first = 0;                     // steps done before this run (--resume)
+  double eval_wait_s = 0;                // the validations' own waits for updates
+  double total_ms = 0, val_wait_ms = 0;  // val_wait_ms: the optimizer's, before validations
+};
+
+int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn eval) {
+  TrainOptions o;
+  if (!parse_args(argc, argv, &o)) return 0;
+  if (const char* e = std::getenv("FY_DEFER_COPIES")) o.defer_copies = std::string(e) == "1";
+  check_outputs_are_not_inputs(o);
+  // Open the log first: a bad path fails before minutes of loading.
+  JsonLog log(o.log_json);
+  // Likewise a --save that could never be written.
+  if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
+  if (!o.save_dir.empty()) check_save_dir(o.save_dir);
+  // And a --trace or --dump-grads.
+  if (!o.trace.empty()) check_output_path("--trace", o.trace);
+  if (!o.dump_grads.empty()) check_output_path("--dump-grads", o.dump_grads);
+
+  catch_stop_signals();
+  TrainRun r(o, log, step, eval);
+  r.declare(declare);
+  r.load();
+  return r.train();
 }
 
 void report(const char* what) {
