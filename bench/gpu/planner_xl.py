@@ -25,7 +25,6 @@ under 8 minutes (bench/gpu/lease.sh 470 xl).
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 
@@ -134,15 +133,11 @@ def draw_weights(params_json, path):
 
 
 def measure(exe, tokens, steps, extra, log):
-    """(median ms after the first 3 steps, losses, error)."""
-    if os.path.exists(log):
-        os.remove(log)
-    r = sh([exe, "--data", tokens, "--steps", str(steps), "--log-every", "1000", "--log-json", log] + extra,
-           check=False)
-    if r.returncode != 0:
-        return None, None, r.stderr.strip()[-600:]
-    rows = [json.loads(line) for line in open(log) if line.strip()]
-    return statistics.median(x["ms"] for x in rows[3:]), [x["loss"] for x in rows], None
+    """(median ms after the first 3 steps, losses, error or None): bench/gpu/planner.py's run."""
+    sys.path.insert(0, HERE)
+    import planner
+    ms, losses, err = planner.measure(exe, tokens, steps, extra, log)
+    return ms, losses, err if ms is None else None
 
 
 def run(d):
