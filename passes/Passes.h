@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
 #include <memory>
@@ -42,7 +43,7 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Opt<int64_t> maxGroupBytes{*this, "max-group-bytes", llvm::cl::desc("bound on a layer group's bytes (0: none)"),
                              llvm::cl::init(0)};
   Opt<int64_t> deviceOptimizer{*this, "device-optimizer",
-                               llvm::cl::desc("layer groups at the step's boundary updated on the GPU"),
+                               llvm::cl::desc("layer groups at the step's boundary updated on the GPU (-1: auto)"),
                                llvm::cl::init(0)};
   Opt<bool> syncOptimizer{*this, "sync-optimizer", llvm::cl::desc("AdamW inline, not overlapped"),
                           llvm::cl::init(false)};
@@ -73,8 +74,9 @@ bool namesSsd(llvm::StringRef activations);
 // The imported graph to the layer groups (with until=fygraph: the fused graph).
 void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o);
 // The layer groups to the planned step (and its EmitC unless until=fysched),
-// with the AdamW of `deviceGroups` groups on the device.
-void addBackPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o, int64_t deviceGroups);
+// with the AdamW of device-optimizer groups on the device (-1: the fastest,
+// fy-choose-device-optimizer).
+void addBackPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o);
 // fuyou-opt's --fy-train-pipeline: the two in turn.
 void registerTrainPipeline();
 

@@ -124,6 +124,33 @@ def DeviceOptimizer : Pass<"fy-device-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def ChooseDeviceOptimizer : Pass<"fy-choose-device-optimizer", "mlir::ModuleOp"> {
+  let summary = "How many layer groups' AdamW runs on the GPU: the fastest of 0 to 4 that fits";
+  let description = [{
+    `fuyou-compile --device-optimizer auto`. For each number N of the layer
+    groups at the step's boundary (0 up to `most`, no more than there are),
+    a copy of the module goes through fy-device-optimizer with `last` N and
+    then the `rest` of the pipeline (the optimizer's and the placement's
+    passes, the planner among them), and is priced by the cost model with
+    the profile. The fastest that fits the budgets replaces the module, with
+    `fy.plan.device_groups` (its N), `fy.plan.device_step_s` (its predicted
+    step) and `fy.plan.device_none_step_s` (N = 0's, when that fits). When
+    none fits, the module goes through N = 0 and the rest, whose error says
+    why. A trial that fails is no error of the compilation.
+  }];
+  let options = [
+    ListOption<"rest", "rest", "mlir::OpPassManager",
+               "the passes after fy-device-optimizer, run on each trial (one pipeline)">,
+    Option<"most", "most", "int64_t", /*default=*/"4", "the most groups tried">,
+    Option<"gpuMem", "gpu-mem", "int64_t", /*default=*/"0", "device budget in bytes (0: none)">,
+    Option<"cpuMem", "cpu-mem", "int64_t", /*default=*/"0", "host budget in bytes (0: none)">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
+    Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"", "a program's trace for kernel times">,
+    Option<"target", "target", "std::string", /*default=*/"\"cuda\"", "which built-in figures">,
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def AsyncOptimizer : Pass<"fy-async-optimizer", "mlir::ModuleOp"> {
   let summary = "Runs each layer group's AdamW in the background, overlapped with backward";
   let description = [{

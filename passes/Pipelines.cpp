@@ -70,12 +70,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   pm.addPass(createPartitionGroups(groups));
 }
 
-void addBackPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o, int64_t deviceGroups) {
-  if (o.until == "fygraph")
-    return;
-  DeviceOptimizerOptions device;
-  device.last = deviceGroups;
-  pm.addPass(createDeviceOptimizer(device));
+// The passes after fy-device-optimizer, up to the planned step.
+static void addPlannedPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   if (!o.syncOptimizer) {
     pm.addPass(createAsyncOptimizer());
     PrefetchStateOptions prefetch;
@@ -116,6 +112,29 @@ void addBackPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o, int64
   place.gradLanding = o.gradLanding;
   addPlacementPasses(pm, place);
   pm.addPass(createOutlineEval());  // the program's --val-data
+}
+
+void addBackPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
+  if (o.until == "fygraph")
+    return;
+  if (o.deviceOptimizer < 0) {  // auto: the planned step for each number of groups, priced
+    ChooseDeviceOptimizerOptions choose;
+    llvm::SmallVector<mlir::OpPassManager, 1> rest;
+    rest.emplace_back("builtin.module");
+    addPlannedPasses(rest.front(), o);
+    choose.rest = rest;  // (copied into the pass, below)
+    choose.gpuMem = o.gpuMem;
+    choose.cpuMem = o.cpuMem;
+    choose.profile = o.profile;
+    choose.kernelTimes = o.kernelTimes;
+    choose.target = o.target;
+    pm.addPass(createChooseDeviceOptimizer(choose));
+  } else {
+    DeviceOptimizerOptions device;
+    device.last = o.deviceOptimizer;
+    pm.addPass(createDeviceOptimizer(device));
+    addPlannedPasses(pm, o);
+  }
   if (o.until == "emitc")
     pm.addPass(createConvertFySchedToEmitC());
 }
@@ -124,10 +143,10 @@ void registerTrainPipeline() {
   mlir::PassPipelineRegistration<TrainPipelineOptions>(
       "fy-train-pipeline",
       "fuyou-compile's passes, from the imported graph to the program's EmitC (or to fygraph or the planned "
-      "fysched with until=); the device optimizer's groups given (device-optimizer=N)",
+      "fysched with until=)",
       [](mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
         addFrontPasses(pm, o);
-        addBackPasses(pm, o, o.deviceOptimizer);
+        addBackPasses(pm, o);
       });
 }
 

@@ -487,6 +487,7 @@ static void pipelineOptions(const Options &opts, fuyou::TrainPipelineOptions &po
   po.lossScale = opts.lossScale == "dynamic";
   po.maxGroupBytes = opts.maxGroupBytes;
   po.syncOptimizer = opts.syncOptimizer;
+  po.deviceOptimizer = opts.deviceOptimizer;
   po.prefetchState = opts.prefetchState;
   po.activations = opts.activations;
   po.params = opts.params;
@@ -506,59 +507,25 @@ static void pipelineOptions(const Options &opts, fuyou::TrainPipelineOptions &po
   po.earlyChunks = opts.earlyChunks;
 }
 
-// The front passes, then the back ones: with --device-optimizer auto, once
-// per number of groups updated on the device.
+// The front passes, then the back ones; what --device-optimizer auto chose.
 static void runPipelines(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::ModuleOp> &module, const Options &opts,
                          const fuyou::TrainPipelineOptions &po, std::string &diag) {
   mlir::PassManager pm(&ctx);
   fuyou::addFrontPasses(pm, po);
+  fuyou::addBackPasses(pm, po);
   if (failed(pm.run(*module)))
     die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
-  if (opts.emit == "fygraph")
-    return;
-  {
-    // --device-optimizer auto: the plan with the last 0..4 groups' AdamW on
-    // the device; the fastest predicted that fits is the program (else the
-    // run below with none says why none fits).
-    mlir::OwningOpRef<mlir::ModuleOp> chosen;
-    if (opts.deviceOptimizer < 0) {
-      fuyou::Profile profile;
-      if (std::string e = fuyou::loadPlanProfile(opts.profile, opts.target, opts.kernelTimes, profile); !e.empty())
-        die(e);
-      int64_t groupCount = llvm::range_size((*module).getOps<fuyou::fysched::GroupOp>()), groups = 0;
-      double best = -1, none = -1;
-      for (int64_t n = 0; n <= std::min<int64_t>(4, groupCount); ++n) {
-        mlir::OwningOpRef<mlir::ModuleOp> trial = (*module).clone();
-        mlir::PassManager back(&ctx);
-        fuyou::addBackPasses(back, po, n);
-        bool ok = succeeded(back.run(*trial));
-        diag.clear();  // a trial that fits no budget is not the compilation's error
-        if (!ok)
-          continue;
-        fuyou::Prediction p = fuyou::predictStep(*trial, profile, /*stateOnSsd=*/false);
-        if ((opts.gpuMem > 0 && p.deviceBytes > opts.gpuMem) || (opts.cpuMem > 0 && p.hostBytes > opts.cpuMem))
-          continue;
-        if (n == 0)
-          none = p.stepS;
-        if (best < 0 || p.stepS < best)
-          best = p.stepS, groups = n, chosen = std::move(trial);
-      }
-      if (chosen) {
-        llvm::errs() << "fuyou-compile: --device-optimizer auto: " << groups << " group(s), predicted "
-                     << llvm::format("%.3f", best * 1e3) << " ms a step";
-        if (none >= 0)
-          llvm::errs() << " (" << llvm::format("%.3f", none * 1e3) << " ms with none)";
-        llvm::errs() << "\n";
-      }
-    }
-    if (chosen) {
-      module = std::move(chosen);
-    } else {
-      mlir::PassManager back(&ctx);
-      fuyou::addBackPasses(back, po, std::max<int64_t>(opts.deviceOptimizer, 0));
-      if (failed(back.run(*module)))
-        die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
-    }
+  auto number = [&](llvm::StringRef name) -> double {
+    if (auto f = (*module)->getAttrOfType<mlir::FloatAttr>(name))
+      return f.getValueAsDouble();
+    return -1;
+  };
+  if (auto groups = (*module)->getAttrOfType<mlir::IntegerAttr>("fy.plan.device_groups")) {
+    llvm::errs() << "fuyou-compile: --device-optimizer auto: " << groups.getInt() << " group(s), predicted "
+                 << llvm::format("%.3f", number("fy.plan.device_step_s") * 1e3) << " ms a step";
+    if (double none = number("fy.plan.device_none_step_s"); none >= 0)
+      llvm::errs() << " (" << llvm::format("%.3f", none * 1e3) << " ms with none)";
+    llvm::errs() << "\n";
   }
 }
 

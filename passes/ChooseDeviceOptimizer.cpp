@@ -1,0 +1,88 @@
+// fy-choose-device-optimizer: how many layer groups' AdamW runs on the GPU,
+// chosen by carrying out and pricing each (see Passes.td).
+#include "passes/Passes.h"
+
+#include "passes/Analysis/CostModel.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace fuyou {
+#define GEN_PASS_DEF_CHOOSEDEVICEOPTIMIZER
+#include "passes/Passes.h.inc"
+} // namespace fuyou
+
+using namespace mlir;
+
+namespace {
+
+struct ChooseDeviceOptimizer : fuyou::impl::ChooseDeviceOptimizerBase<ChooseDeviceOptimizer> {
+  using ChooseDeviceOptimizerBase::ChooseDeviceOptimizerBase;
+
+  // fy-device-optimizer with `last` n, then the rest, on `module`.
+  LogicalResult carryOut(ModuleOp module, int64_t n) {
+    PassManager pm(module.getContext());
+    fuyou::DeviceOptimizerOptions device;
+    device.last = n;
+    pm.addPass(fuyou::createDeviceOptimizer(device));
+    if (failed(pm.run(module)))
+      return failure();
+    for (const OpPassManager &part : rest) {
+      PassManager after(module.getContext());
+      static_cast<OpPassManager &>(after) = part;
+      if (failed(after.run(module)))
+        return failure();
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    fuyou::Profile prof;
+    if (std::string err = fuyou::loadPlanProfile(profile, target, kernelTimes, prof); !err.empty()) {
+      module.emitError("fy-choose-device-optimizer: ") << err;
+      return signalPassFailure();
+    }
+    const int64_t groups = llvm::range_size(module.getOps<fuyou::fysched::GroupOp>());
+    OwningOpRef<ModuleOp> chosen;
+    int64_t chosenN = 0;
+    double best = -1, none = -1;
+    for (int64_t n = 0; n <= std::min(most.getValue(), groups); ++n) {
+      OwningOpRef<ModuleOp> trial = module.clone();
+      bool ok;
+      {
+        // A trial that fits no budget is not the compilation's error.
+        ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+        ok = succeeded(carryOut(*trial, n));
+      }
+      if (!ok)
+        continue;
+      fuyou::Prediction p = fuyou::predictStep(*trial, prof, /*stateOnSsd=*/false);
+      if ((gpuMem > 0 && p.deviceBytes > gpuMem) || (cpuMem > 0 && p.hostBytes > cpuMem))
+        continue;
+      if (n == 0)
+        none = p.stepS;
+      if (best < 0 || p.stepS < best)
+        best = p.stepS, chosenN = n, chosen = std::move(trial);
+    }
+    if (!chosen) {  // none fits: none at all, whose error says why
+      OwningOpRef<ModuleOp> trial = module.clone();
+      if (failed(carryOut(*trial, 0)))
+        return signalPassFailure();
+      chosen = std::move(trial);
+    }
+    module.getBodyRegion().takeBody(chosen->getBodyRegion());
+    module->setAttrs((*chosen)->getAttrDictionary());
+    Builder b(ctx);
+    if (best < 0)
+      return;  // (N = 0 carried out without a budget that fits: the later check says so)
+    module->setAttr("fy.plan.device_groups", b.getI64IntegerAttr(chosenN));
+    module->setAttr("fy.plan.device_step_s", b.getF64FloatAttr(best));
+    if (none >= 0)
+      module->setAttr("fy.plan.device_none_step_s", b.getF64FloatAttr(none));
+  }
+};
+
+} // namespace
