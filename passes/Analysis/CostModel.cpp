@@ -2,6 +2,7 @@
 #include "passes/Analysis/StepPhases.h"
 #include "dialects/FyGraph/FyGraphOps.h"
 #include "dialects/FySched/FySchedOps.h"
+#include "runtime/abi/queue_rules.h"
 #include "runtime/abi/sizes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -325,14 +326,11 @@ private:
       return groupIndex_.lookup(a.group) > groupIndex_.lookup(b.group);
     });
     while (!pending_.empty()) {
-      size_t pick = 0;
-      for (size_t i = 0; i < pending_.size(); ++i)
-        if (landedAt(pending_[i]) <= free_[Optimizer]) {
-          pick = i;
-          break;
-        } else if (landedAt(pending_[i]) < landedAt(pending_[pick])) {
-          pick = i;
-        }
+      // The runtime's rule (runtime/abi/queue_rules.h): the first landed, else the one landing first.
+      size_t pick = fy::queue::next_update(
+                        pending_.size(), [&](size_t i) { return landedAt(pending_[i]) <= free_[Optimizer]; },
+                        [&](size_t a, size_t b) { return landedAt(pending_[a]) < landedAt(pending_[b]); })
+                        .index;
       fill(landedAt(pending_[pick]), out);
       runPending(pick, out);
     }

@@ -4,6 +4,8 @@
 // rows policy and the step-wide checks are in async_optimizer_{state,rows,checks}.cpp.
 #include "exec/async_optimizer.h"
 
+#include "abi/queue_rules.h"
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -533,22 +535,24 @@ int AsyncOptimizer::runnable() const {
     return filler;
   }
   if (queue_[size_t(first)].op != Op::Update || landed(queue_[size_t(first)])) return first;
-  // After backward the updates are queued in the next forward's order, which
-  // is the reverse of the order their gradients land in: rather than wait on
-  // the first, update the first that has landed, or else wait on the one
-  // that lands first.
-  int earliest = first;
+  // The updates that could run (and a released table's early part, which
+  // runs when landed but never counts as landing first), in queue order:
+  // the first landed, else the one landing first (abi/queue_rules.h).
+  std::vector<size_t> can{size_t(first)};
   for (size_t i = size_t(first) + 1; i < queue_.size(); ++i) {
     const Item& it = queue_[i];
-    if (it.op == Op::Early && groups_[size_t(it.group)].early_released && !early_filler(it) && landed(it)) return int(i);
-    if (it.op != Op::Update || groups_[size_t(it.group)].reads_done < it.after_read) continue;
-    if (landed(it)) return int(i);
-    if (groups_[size_t(it.group)].offloaded < groups_[size_t(queue_[size_t(earliest)].group)].offloaded)
-      earliest = int(i);
+    const bool early = it.op == Op::Early && groups_[size_t(it.group)].early_released && !early_filler(it);
+    if (early || (it.op == Op::Update && groups_[size_t(it.group)].reads_done >= it.after_read)) can.push_back(i);
   }
+  const queue::Pick pick = queue::next_update(
+      can.size(), [&](size_t k) { return landed(queue_[can[k]]); },
+      [&](size_t a, size_t b) {
+        const Item &x = queue_[can[a]], &y = queue_[can[b]];
+        return x.op == Op::Update && groups_[size_t(x.group)].offloaded < groups_[size_t(y.group)].offloaded;
+      });
   // Nothing has landed: a table's early piece rather than a wait.
-  if (filler >= 0 && landed(queue_[size_t(filler)])) return filler;
-  return earliest;
+  if (!pick.landed && filler >= 0 && landed(queue_[size_t(filler)])) return filler;
+  return int(can[pick.index]);
 }
 
 bool AsyncOptimizer::landed(const Item& it) const {
