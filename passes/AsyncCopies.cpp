@@ -8,6 +8,7 @@
 // `write-behind` more SSD writes have started, so that one write queued
 // behind other I/O does not stop the next activation's way out.
 #include "passes/Analysis/StepPhases.h"
+#include "passes/AttrNames.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -61,7 +62,7 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
     }
     writeBehind_ = writeBehind;
     if (writeBehind_ == 0) {  // the planner's choice, else the default
-      auto plan = module->getAttrOfType<IntegerAttr>("fy.plan.write_behind");
+      auto plan = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanWriteBehind);
       writeBehind_ = plan && plan.getInt() > 0 ? plan.getInt() : 4;
     }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");

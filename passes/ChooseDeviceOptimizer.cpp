@@ -1,6 +1,7 @@
 // fy-choose-device-optimizer: how many layer groups' AdamW runs on the GPU,
 // chosen by carrying out and pricing each (see Passes.td).
 #include "passes/Passes.h"
+#include "passes/AttrNames.h"
 
 #include "passes/Analysis/CostModel.h"
 
@@ -78,10 +79,10 @@ struct ChooseDeviceOptimizer : fuyou::impl::ChooseDeviceOptimizerBase<ChooseDevi
     Builder b(ctx);
     if (best < 0)
       return;  // (N = 0 carried out without a budget that fits: the later check says so)
-    module->setAttr("fy.plan.device_groups", b.getI64IntegerAttr(chosenN));
-    module->setAttr("fy.plan.device_step_s", b.getF64FloatAttr(best));
+    module->setAttr(fuyou::attr::kPlanDeviceGroups, b.getI64IntegerAttr(chosenN));
+    module->setAttr(fuyou::attr::kPlanDeviceStepS, b.getF64FloatAttr(best));
     if (none >= 0)
-      module->setAttr("fy.plan.device_none_step_s", b.getF64FloatAttr(none));
+      module->setAttr(fuyou::attr::kPlanDeviceNoneStepS, b.getF64FloatAttr(none));
   }
 };
 

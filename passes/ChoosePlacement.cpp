@@ -3,6 +3,7 @@
 // memory is the memory plan's own figure and its time the cost model's
 // replay of exactly the ops it would run.
 #include "passes/Analysis/CostModel.h"
+#include "passes/AttrNames.h"
 #include "passes/Analysis/StepPhases.h"
 #include "passes/Passes.h"
 
@@ -170,35 +171,35 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
     }
     const Outcome &o = cache_[best->key()];
     Builder b(&getContext());
-    module->setAttr("fy.plan.activations", b.getStringAttr(llvm::join(best->acts, ",")));
-    module->setAttr("fy.plan.params", b.getStringAttr(best->params));
+    module->setAttr(fuyou::attr::kPlanActivations, b.getStringAttr(llvm::join(best->acts, ",")));
+    module->setAttr(fuyou::attr::kPlanParams, b.getStringAttr(best->params));
     if (tied)
-      module->setAttr("fy.plan.early_rows", b.getStringAttr(best->earlyRows ? "yes" : "no"));
+      module->setAttr(fuyou::attr::kPlanEarlyRows, b.getStringAttr(best->earlyRows ? "yes" : "no"));
     if (tied && best->earlyRows)
-      module->setAttr("fy.plan.early_chunks", b.getStringAttr(best->allChunks ? "all" : "paced"));
+      module->setAttr(fuyou::attr::kPlanEarlyChunks, b.getStringAttr(best->allChunks ? "all" : "paced"));
     else
-      module->removeAttr("fy.plan.early_chunks");
+      module->removeAttr(fuyou::attr::kPlanEarlyChunks);
     if (best->landing != 1)
-      module->setAttr("fy.plan.grad_landing", b.getI64IntegerAttr(best->landing));
+      module->setAttr(fuyou::attr::kPlanGradLanding, b.getI64IntegerAttr(best->landing));
     else
-      module->removeAttr("fy.plan.grad_landing");
+      module->removeAttr(fuyou::attr::kPlanGradLanding);
     if (o.writeBehind)
-      module->setAttr("fy.plan.write_behind", b.getI64IntegerAttr(o.writeBehind));
+      module->setAttr(fuyou::attr::kPlanWriteBehind, b.getI64IntegerAttr(o.writeBehind));
     else
-      module->removeAttr("fy.plan.write_behind");
-    module->setAttr("fy.plan.predicted_step_s", b.getF64FloatAttr(o.pred.stepS));
-    module->setAttr("fy.plan.evaluated", b.getI64IntegerAttr(int64_t(cache_.size())));
+      module->removeAttr(fuyou::attr::kPlanWriteBehind);
+    module->setAttr(fuyou::attr::kPlanPredictedStepS, b.getF64FloatAttr(o.pred.stepS));
+    module->setAttr(fuyou::attr::kPlanEvaluated, b.getI64IntegerAttr(int64_t(cache_.size())));
     if (activations != "auto")
-      module->setAttr("fy.plan.given", b.getUnitAttr());
+      module->setAttr(fuyou::attr::kPlanGiven, b.getUnitAttr());
     else
-      module->removeAttr("fy.plan.given");
+      module->removeAttr(fuyou::attr::kPlanGiven);
     // Against what the search cannot beat and what a user could name: the
     // bound, the busiest stream of keeping every activation (no plan with
     // the same parameters' placement does less on any stream), and the
     // fastest uniform plan that fits. (The uniform plans were carried out.)
-    module->removeAttr("fy.plan.lower_bound_s");
-    module->removeAttr("fy.plan.uniform");
-    module->removeAttr("fy.plan.uniform_step_s");
+    module->removeAttr(fuyou::attr::kPlanLowerBoundS);
+    module->removeAttr(fuyou::attr::kPlanUniform);
+    module->removeAttr(fuyou::attr::kPlanUniformStepS);
     if (activations == "auto") {
       double bound = INFINITY;
       std::optional<Plan> uni;
@@ -212,14 +213,14 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
             uni = uniform(pol, par);
       }
       if (std::isfinite(bound))
-        module->setAttr("fy.plan.lower_bound_s", b.getF64FloatAttr(bound));
+        module->setAttr(fuyou::attr::kPlanLowerBoundS, b.getF64FloatAttr(bound));
       if (uni) {
-        module->setAttr("fy.plan.uniform", b.getStringAttr(uni->acts.front() + "/" + uni->params));
-        module->setAttr("fy.plan.uniform_step_s", b.getF64FloatAttr(cache_[uni->key()].pred.stepS));
+        module->setAttr(fuyou::attr::kPlanUniform, b.getStringAttr(uni->acts.front() + "/" + uni->params));
+        module->setAttr(fuyou::attr::kPlanUniformStepS, b.getF64FloatAttr(cache_[uni->key()].pred.stepS));
       }
     }
-    module->setAttr("fy.plan.profile", b.getStringAttr(prof_.source));
-    module->setAttr("fy.plan.state", b.getStringAttr(stateOnSsd_ ? "ssd" : "memory"));
+    module->setAttr(fuyou::attr::kPlanProfile, b.getStringAttr(prof_.source));
+    module->setAttr(fuyou::attr::kPlanState, b.getStringAttr(stateOnSsd_ ? "ssd" : "memory"));
   }
 
   void fail(const std::string &msg) {
@@ -257,8 +258,8 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
   Outcome carryOut(ModuleOp module, const Plan &plan, int64_t ssdWriteBehind) {
     OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
     if (!plan.earlyRows)
-      (*copy)->setAttr("fy.plan.early_rows", StringAttr::get(&getContext(), "no"));
-    (*copy)->setAttr("fy.plan.early_chunks", StringAttr::get(&getContext(), plan.allChunks ? "all" : "paced"));
+      (*copy)->setAttr(fuyou::attr::kPlanEarlyRows, StringAttr::get(&getContext(), "no"));
+    (*copy)->setAttr(fuyou::attr::kPlanEarlyChunks, StringAttr::get(&getContext(), plan.allChunks ? "all" : "paced"));
     PassManager pm(&getContext());
     // The plan chosen is carried out again, verified, by the pipeline itself.
     pm.enableVerifier(false);

@@ -1,6 +1,7 @@
 // fy-device-optimizer: the groups at the step's boundary keep their AdamW
 // inline and run it on the device (see Passes.td).
 #include "passes/Passes.h"
+#include "passes/AttrNames.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringSet.h"
@@ -28,11 +29,11 @@ struct DeviceOptimizer : fuyou::impl::DeviceOptimizerBase<DeviceOptimizer> {
       return;
     // The device's update is the plain step: a skipped step (loss scaling)
     // or 8-bit moments would need their own kernels.
-    if (module->hasAttr("fy.loss_scale")) {
+    if (module->hasAttr(fuyou::attr::kLossScale)) {
       module.emitError("fy-device-optimizer: not with dynamic loss scaling");
       return signalPassFailure();
     }
-    if (auto opt = module->getAttrOfType<StringAttr>("fy.optimizer"); opt && opt.getValue() != "adamw") {
+    if (auto opt = module->getAttrOfType<StringAttr>(fuyou::attr::kOptimizer); opt && opt.getValue() != "adamw") {
       module.emitError("fy-device-optimizer: only with the adamw optimizer, not ") << opt.getValue();
       return signalPassFailure();
     }

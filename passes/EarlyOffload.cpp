@@ -9,6 +9,7 @@
 // table read rows first (fy-rows-first), which the runtime's part for the
 // step's rows builds on.
 #include "passes/Analysis/StepPhases.h"
+#include "passes/AttrNames.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -85,8 +86,8 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     // With loss scaling every update waits for the step's verdict anyway;
     // the planner may have found the step faster without (fy.plan.early_rows).
-    auto plan = module->getAttrOfType<StringAttr>("fy.plan.early_rows");
-    if (!step || step.getNumArguments() == 0 || module->hasAttr("fy.loss_scale") || (plan && plan.getValue() == "no"))
+    auto plan = module->getAttrOfType<StringAttr>(fuyou::attr::kPlanEarlyRows);
+    if (!step || step.getNumArguments() == 0 || module->hasAttr(fuyou::attr::kLossScale) || (plan && plan.getValue() == "no"))
       return;
     // The runtime hands the rows over on top of rows first (fy-rows-first):
     // the step's rows are its first part. So each table read rows first.
@@ -143,7 +144,7 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
     const bool held = readAfter && hold;
     OpBuilder b(written->getContext());
     b.setInsertionPointAfter(readAfter && !hold ? lastRead : written);
-    auto chunks = body.getParentOp()->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>("fy.plan.early_chunks");
+    auto chunks = body.getParentOp()->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(fuyou::attr::kPlanEarlyChunks);
     b.create<fs::GradOffloadEarlyOp>(off.getLoc(), off.getGroupAttr(), param, base, tokens,
                                      chunks && chunks.getValue() == "all" ? b.getUnitAttr() : UnitAttr(),
                                      held ? b.getUnitAttr() : UnitAttr());

@@ -4,6 +4,7 @@
 // the fysched.grad_landed placed here. The later it goes, the less the
 // kernels wait and the longer the gradients hold their memory.
 #include "passes/Passes.h"
+#include "passes/AttrNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -24,7 +25,7 @@ struct GradLanded : fuyou::impl::GradLandedBase<GradLanded> {
     ModuleOp module = getOperation();
     int64_t n = distance;
     if (n == 0) {
-      auto plan = module->getAttrOfType<IntegerAttr>("fy.plan.grad_landing");
+      auto plan = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanGradLanding);
       n = plan ? plan.getInt() : 1;
     }
     if (n < 1) {

@@ -11,6 +11,7 @@
 // whether they are made twice by the same kernels on the same inputs,
 // changes.
 #include "passes/Analysis/StepPhases.h"
+#include "passes/AttrNames.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -105,7 +106,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     SmallVector<Place> &policies = policies_;
     StringRef chosen = policy;
     if (chosen == "auto") {
-      auto plan = module->getAttrOfType<StringAttr>("fy.plan.activations");
+      auto plan = module->getAttrOfType<StringAttr>(fuyou::attr::kPlanActivations);
       if (!plan) {
         module.emitError("fy-place-activations: policy=auto needs fy-choose-placement first (no fy.plan.activations)");
         return signalPassFailure();
@@ -250,7 +251,7 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       }
     }
     if (llvm::any_of(remadeBytes, [](int64_t n) { return n > 0; }))
-      getOperation()->setAttr("fysched.recomputed_bytes", DenseI64ArrayAttr::get(&getContext(), remadeBytes));
+      getOperation()->setAttr(fuyou::attr::kRecomputedBytes, DenseI64ArrayAttr::get(&getContext(), remadeBytes));
   }
 
   // The saved buffers of selective segments that are made again without a

@@ -4,6 +4,7 @@
 // executable checks --gpu-mem against at start-up, and the runtime asserts
 // every placement as it runs.
 #include "passes/Passes.h"
+#include "passes/AttrNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -115,13 +116,13 @@ struct PlanMemory : fuyou::impl::PlanMemoryBase<PlanMemory> {
     for (Space *sp : {&device, &host, &ssd})
       for (Temp &t : sp->temps)
         t.def->setAttr("offset", b.getI64IntegerAttr(t.offset));
-    step->setAttr("fysched.param_bytes", b.getI64IntegerAttr(params));
-    step->setAttr("fysched.peak_temp_bytes", b.getI64IntegerAttr(device.peak));
-    step->setAttr("fysched.arena_bytes", b.getI64IntegerAttr(arena));
+    step->setAttr(fuyou::attr::kParamBytes, b.getI64IntegerAttr(params));
+    step->setAttr(fuyou::attr::kPeakTempBytes, b.getI64IntegerAttr(device.peak));
+    step->setAttr(fuyou::attr::kArenaBytes, b.getI64IntegerAttr(arena));
     if (!host.temps.empty())
-      step->setAttr("fysched.host_arena_bytes", b.getI64IntegerAttr(hostArena));
+      step->setAttr(fuyou::attr::kHostArenaBytes, b.getI64IntegerAttr(hostArena));
     if (!ssd.temps.empty())
-      step->setAttr("fysched.ssd_arena_bytes", b.getI64IntegerAttr(ssdArena));
+      step->setAttr(fuyou::attr::kSsdArenaBytes, b.getI64IntegerAttr(ssdArena));
   }
 };
 

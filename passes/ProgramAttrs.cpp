@@ -1,6 +1,7 @@
 // fy-program-attrs: what the compile's flags decide for the program,
 // recorded on the module (see Passes.td).
 #include "passes/Passes.h"
+#include "passes/AttrNames.h"
 
 #include "runtime/abi/sizes.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -20,7 +21,7 @@ struct ProgramAttrs : fuyou::impl::ProgramAttrsBase<ProgramAttrs> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Builder b(module.getContext());
-    module->setAttr("fy.precision", b.getStringAttr(precision));
+    module->setAttr(fuyou::attr::kPrecision, b.getStringAttr(precision));
     if (target == "cuda") {
       auto forward = module.lookupSymbol<func::FuncOp>("forward");
       auto ids = forward && forward.getNumArguments() ? dyn_cast<RankedTensorType>(forward.getArgumentTypes()[0])
@@ -32,23 +33,23 @@ struct ProgramAttrs : fuyou::impl::ProgramAttrsBase<ProgramAttrs> {
       const bool sixteenBit = precision == "bf16" || precision == "fp16";
       const size_t reserved = fy::cuda::kMatmulWorkspaceBytes + (sixteenBit ? fy::cuda::kMatmulConvertBytes : 0) +
                               fy::cuda::step_io_bytes(size_t(ids.getNumElements()));
-      module->setAttr("fysched.reserved_device_bytes", b.getI64IntegerAttr(int64_t(reserved)));
+      module->setAttr(fuyou::attr::kReservedDeviceBytes, b.getI64IntegerAttr(int64_t(reserved)));
     }
-    module->setAttr("fy.optimizer", b.getStringAttr(optimizer));
+    module->setAttr(fuyou::attr::kOptimizer, b.getStringAttr(optimizer));
     if (lossScale)
-      module->setAttr("fy.loss_scale", b.getStringAttr("dynamic"));
+      module->setAttr(fuyou::attr::kLossScale, b.getStringAttr("dynamic"));
     if (gpuMem > 0)
-      module->setAttr("fy.budget.gpu_mem", b.getI64IntegerAttr(gpuMem));
+      module->setAttr(fuyou::attr::kBudgetGpuMem, b.getI64IntegerAttr(gpuMem));
     if (activations == "auto")
       return;
-    module->setAttr("fy.plan.activations", b.getStringAttr(activations));
-    module->setAttr("fy.plan.params", b.getStringAttr(params));
+    module->setAttr(fuyou::attr::kPlanActivations, b.getStringAttr(activations));
+    module->setAttr(fuyou::attr::kPlanParams, b.getStringAttr(params));
     if (earlyRows == "no")
-      module->setAttr("fy.plan.early_rows", b.getStringAttr("no"));
+      module->setAttr(fuyou::attr::kPlanEarlyRows, b.getStringAttr("no"));
     if (earlyChunks == "all")
-      module->setAttr("fy.plan.early_chunks", b.getStringAttr("all"));
+      module->setAttr(fuyou::attr::kPlanEarlyChunks, b.getStringAttr("all"));
     if (gradLanding > 1)
-      module->setAttr("fy.plan.grad_landing", b.getI64IntegerAttr(gradLanding));
+      module->setAttr(fuyou::attr::kPlanGradLanding, b.getI64IntegerAttr(gradLanding));
   }
 };
 

@@ -6,6 +6,7 @@
 // (fy-insert-dealloc), so the device holds only the weights of the ops at
 // hand. The copies are the masters' bits: results do not change.
 #include "passes/Analysis/StepPhases.h"
+#include "passes/AttrNames.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,7 +30,7 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
     ModuleOp module = getOperation();
     std::string chosen = policy;
     if (chosen == "auto") {
-      auto plan = module->getAttrOfType<StringAttr>("fy.plan.params");
+      auto plan = module->getAttrOfType<StringAttr>(fuyou::attr::kPlanParams);
       if (!plan) {
         module.emitError("fy-stream-params: policy=auto needs fy-choose-placement first (no fy.plan.params)");
         return signalPassFailure();
@@ -47,7 +48,7 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step || chosen == "keep")
       return;
-    module->setAttr("fysched.streamed_params", UnitAttr::get(&getContext()));
+    module->setAttr(fuyou::attr::kStreamedParams, UnitAttr::get(&getContext()));
     Block &body = step.getBody().front();
     fuyou::StepPhases phases(body);  // no loss written: all is forward
 

@@ -8,6 +8,7 @@
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/Analysis/CostModel.h"
+#include "passes/AttrNames.h"
 #include "passes/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -520,10 +521,10 @@ static void runPipelines(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::ModuleO
       return f.getValueAsDouble();
     return -1;
   };
-  if (auto groups = (*module)->getAttrOfType<mlir::IntegerAttr>("fy.plan.device_groups")) {
+  if (auto groups = (*module)->getAttrOfType<mlir::IntegerAttr>(fuyou::attr::kPlanDeviceGroups)) {
     llvm::errs() << "fuyou-compile: --device-optimizer auto: " << groups.getInt() << " group(s), predicted "
-                 << llvm::format("%.3f", number("fy.plan.device_step_s") * 1e3) << " ms a step";
-    if (double none = number("fy.plan.device_none_step_s"); none >= 0)
+                 << llvm::format("%.3f", number(fuyou::attr::kPlanDeviceStepS) * 1e3) << " ms a step";
+    if (double none = number(fuyou::attr::kPlanDeviceNoneStepS); none >= 0)
       llvm::errs() << " (" << llvm::format("%.3f", none * 1e3) << " ms with none)";
     llvm::errs() << "\n";
   }

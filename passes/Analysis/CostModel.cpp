@@ -1,4 +1,5 @@
 #include "passes/Analysis/CostModel.h"
+#include "passes/AttrNames.h"
 #include "passes/Analysis/StepPhases.h"
 #include "dialects/FyGraph/FyGraphOps.h"
 #include "dialects/FySched/FySchedOps.h"
@@ -33,9 +34,9 @@ public:
   Replay(ModuleOp module, const Profile &p, bool stateOnSsd, bool timeline)
       : module_(module), p_(p), stateOnSsd_(stateOnSsd), timeline_(timeline) {
     cuda_ = p.target == "cuda";
-    if (auto prec = module->getAttrOfType<StringAttr>("fy.precision"))
+    if (auto prec = module->getAttrOfType<StringAttr>(fuyou::attr::kPrecision))
       operands16_ = cuda_ && (prec.getValue() == "bf16" || prec.getValue() == "fp16");
-    if (auto opt = module->getAttrOfType<StringAttr>("fy.optimizer"))
+    if (auto opt = module->getAttrOfType<StringAttr>(fuyou::attr::kOptimizer))
       eightBit_ = opt.getValue() == "adamw8bit";
     // At most one row per token: the bound, as the batch's ids are not known here.
     SmallVector<fs::GroupWaitRowsOp> rowWaits;
@@ -56,11 +57,11 @@ public:
           // first when they are at most half the table, unless the updates
           // wait for every gradient: loss scaling's verdict (clipping, a
           // run flag, is not known here).
-          if (cuda_ && !module->hasAttr("fy.loss_scale") && 2 * rows <= table.getDimSize(0))
+          if (cuda_ && !module->hasAttr(fuyou::attr::kLossScale) && 2 * rows <= table.getDimSize(0))
             rowsGradFirst_.insert(w.getGroup());
         }
     }
-    holds_ = module->hasAttr("fy.loss_scale");
+    holds_ = module->hasAttr(fuyou::attr::kLossScale);
     for (auto p : module.getOps<fg::ParamOp>())
       paramElems_[p.getSymName()] = double(cast<RankedTensorType>(p.getType()).getNumElements());
     for (auto w : rowWaits)
@@ -112,15 +113,15 @@ public:
       return a ? a.getInt() : int64_t(0);
     };
     // The runtime's own scratch (fysched.reserved_device_bytes) counts too.
-    auto reserved = module_->getAttrOfType<IntegerAttr>("fysched.reserved_device_bytes");
-    out.deviceBytes = (module_->hasAttr("fysched.streamed_params") ? 0 : attr("fysched.param_bytes")) +
-                      attr("fysched.arena_bytes") + (reserved ? reserved.getInt() : 0);
+    auto reserved = module_->getAttrOfType<IntegerAttr>(fuyou::attr::kReservedDeviceBytes);
+    out.deviceBytes = (module_->hasAttr(fuyou::attr::kStreamedParams) ? 0 : attr(fuyou::attr::kParamBytes)) +
+                      attr(fuyou::attr::kArenaBytes) + (reserved ? reserved.getInt() : 0);
     // On a GPU the moments of the groups updated there (fy-device-optimizer).
     if (cuda_)
       for (auto g : module_.getOps<fs::GroupOp>())
         if (g.getOnDevice())
           out.deviceBytes += 2 * g.getBytes();
-    out.hostBytes = attr("fysched.host_arena_bytes");
+    out.hostBytes = attr(fuyou::attr::kHostArenaBytes);
     // On a GPU, gather_up's rows wait in one page-locked buffer on their way up.
     if (cuda_)
       out.hostBytes += gatherUpBytes(module_);
@@ -273,7 +274,7 @@ private:
       double piece = f.elems / double(f.pieces - f.done);
       double end = onStream(Optimizer, start, piece / p_.adamwParams, out, [&] { return "adamw " + f.group.str() + " early piece " + std::to_string(f.done); });
       // Up goes the piece's whole range of the table, as the runtime sends it.
-      if (cuda_ && !module_->hasAttr("fysched.streamed_params"))
+      if (cuda_ && !module_->hasAttr(fuyou::attr::kStreamedParams))
         end = onStream(ToDevice, std::max(end, releasedAt_.lookup(f.group)), f.chunkElems(f.done) * 4.0 / p_.h2dBytes, out, [&] { return "up " + f.group.str() + " early piece " + std::to_string(f.done); });
       f.elems -= piece;
       if (++f.done == f.pieces) {
@@ -345,7 +346,7 @@ private:
     double table = paramElems_.lookup(earlyTable_.lookup(p.group)), rows = rowsFirst_.lookup(p.group);
     double first = std::min(rows, table - rows);
     double end = onStream(Optimizer, p.ready, first / p_.adamwParams, out, [&] { return "adamw " + p.group.str() + " early rows"; });
-    earlyRows_[p.group] = cuda_ && !module_->hasAttr("fysched.streamed_params")
+    earlyRows_[p.group] = cuda_ && !module_->hasAttr(fuyou::attr::kStreamedParams)
                               ? onStream(ToDevice, std::max(end, releasedAt_.lookup(p.group)), first * 4.0 / p_.h2dBytes + p_.launchS, out,
                                          [&] { return "up " + p.group.str() + " early rows"; })
                               : end;
@@ -382,7 +383,7 @@ private:
     double params = groupParams_.lookup(g), dur = params / p_.adamwParams;
     if (early)
       dur -= (paramElems_.lookup(earlyTable_.lookup(g)) - rowsFirst_.lookup(g)) / p_.adamwParams;
-    bool upload = cuda_ && !module_->hasAttr("fysched.streamed_params");
+    bool upload = cuda_ && !module_->hasAttr(fuyou::attr::kStreamedParams);
     auto rows = rowsFirst_.find(g);
     double rowsDur = rows != rowsFirst_.end() ? rows->second / p_.adamwParams : 0;
     // The next batch's rows: the step's (here) and, after an early part, its

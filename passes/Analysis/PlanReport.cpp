@@ -1,5 +1,6 @@
 // What --emit=plan and --plan-trace print of a prediction.
 #include "passes/Analysis/CostModel.h"
+#include "passes/AttrNames.h"
 #include "passes/Analysis/StepPhases.h"
 #include "dialects/FySched/FySchedOps.h"
 
@@ -61,16 +62,16 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   if (profile.adamwFromTrace)
     os << "AdamW: " << llvm::formatv("{0:e3}", profile.adamwParams) << " params/s from " << profile.kernelTimesSource
        << "\n";
-  auto landing = module->getAttrOfType<IntegerAttr>("fy.plan.grad_landing");
-  if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.evaluated"))
+  auto landing = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanGradLanding);
+  if (auto n = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanEvaluated))
     os << "planner: " << n.getInt() << " plans evaluated, "
-       << (module->hasAttr("fy.plan.given") ? "activations as given " : "chose activations ") << str("fy.plan.activations")
-       << ", parameters " << str("fy.plan.params")
-       << (str("fy.plan.early_rows").empty() ? "" : ", a tied table's rows early: " + str("fy.plan.early_rows").str())
-       << (str("fy.plan.early_chunks") == "all" ? ", down all at once" : "")
+       << (module->hasAttr(fuyou::attr::kPlanGiven) ? "activations as given " : "chose activations ") << str(fuyou::attr::kPlanActivations)
+       << ", parameters " << str(fuyou::attr::kPlanParams)
+       << (str(fuyou::attr::kPlanEarlyRows).empty() ? "" : ", a tied table's rows early: " + str(fuyou::attr::kPlanEarlyRows).str())
+       << (str(fuyou::attr::kPlanEarlyChunks) == "all" ? ", down all at once" : "")
        << (landing ? ", gradients freed " + std::to_string(landing.getInt()) + " groups later" : "")
        << "\n";
-  if (auto n = module->getAttrOfType<IntegerAttr>("fy.plan.write_behind"))
+  if (auto n = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanWriteBehind))
     os << "planner: activations' SSD writes up to " << n.getInt()
        << " in flight, each from its own host buffer (--ssd-write-behind)\n";
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -96,8 +97,8 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
         toSsd[it->second] += bufferBytes(copy.getSource().getType());
   }
   SmallVector<StringRef> policies;
-  str("fy.plan.activations").split(policies, ',');
-  auto remade = module->getAttrOfType<DenseI64ArrayAttr>("fysched.recomputed_bytes");
+  str(fuyou::attr::kPlanActivations).split(policies, ',');
+  auto remade = module->getAttrOfType<DenseI64ArrayAttr>(fuyou::attr::kRecomputedBytes);
   for (int64_t i = 0; i < seg.count; ++i) {
     os << "segment " << i << ": " << (int64_t(policies.size()) == seg.count ? policies[i] : policies.front());
     if (toHost[i])
@@ -108,9 +109,9 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
       os << ", " << remade[i] << " B made again in backward";
     os << "\n";
   }
-  os << "parameters: " << (module->hasAttr("fysched.streamed_params") ? "streamed per phase" : "resident") << "\n";
+  os << "parameters: " << (module->hasAttr(fuyou::attr::kStreamedParams) ? "streamed per phase" : "resident") << "\n";
   os << "device: " << p.deviceBytes << " B";
-  if (auto reserved = module->getAttrOfType<IntegerAttr>("fysched.reserved_device_bytes"))
+  if (auto reserved = module->getAttrOfType<IntegerAttr>(fuyou::attr::kReservedDeviceBytes))
     os << " (" << reserved.getInt() << " B of it the runtime's scratch)";
   if (gpuMem > 0)
     os << " of --gpu-mem " << gpuMem << (p.deviceBytes <= gpuMem ? " (fits)" : " (OVER)");
@@ -122,13 +123,13 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   else  // SSD copies at no rate
     os << "\npredicted step: not priced: the profile has no SSD rates (fuyou-compile --calibrate --ssd DIR)\n";
   // What the planner held it against (fy-choose-placement).
-  if (auto uni = module->getAttrOfType<FloatAttr>("fy.plan.uniform_step_s")) {
-    auto [acts, params] = str("fy.plan.uniform").split('/');
+  if (auto uni = module->getAttrOfType<FloatAttr>(fuyou::attr::kPlanUniformStepS)) {
+    auto [acts, params] = str(fuyou::attr::kPlanUniform).split('/');
     os << "  the fastest uniform plan that fits (--activations " << acts << " --params " << params
        << "): " << ms(uni.getValueAsDouble()) << llvm::format(", this plan x%.3f", p.stepS / uni.getValueAsDouble())
        << "\n";
   }
-  if (auto bound = module->getAttrOfType<FloatAttr>("fy.plan.lower_bound_s"))
+  if (auto bound = module->getAttrOfType<FloatAttr>(fuyou::attr::kPlanLowerBoundS))
     os << "  lower bound (the busiest stream when every activation is kept: no plan is faster): "
        << ms(bound.getValueAsDouble()) << llvm::format(", this plan x%.3f", p.stepS / bound.getValueAsDouble())
        << "\n";

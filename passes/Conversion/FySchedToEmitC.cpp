@@ -5,6 +5,7 @@
 // a launch calls the runtime kernel of the same name with its static
 // arguments spelled as C++ literals.
 #include "passes/Passes.h"
+#include "passes/AttrNames.h"
 #include "passes/Analysis/StepPhases.h"
 
 #include "mlir/Transforms/DialectConversion.h"
@@ -427,21 +428,21 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
         ArrayAttr());
     // The memory plan, checked against --gpu-mem and every step's allocations:
     // the peak of the temporaries and the size of the arena they are placed in.
-    if (auto peak = step->getAttrOfType<IntegerAttr>("fysched.peak_temp_bytes")) {
+    if (auto peak = step->getAttrOfType<IntegerAttr>(fuyou::attr::kPeakTempBytes)) {
       SmallVector<Attribute> args{b.getIndexAttr(0), opaque(ctx, std::to_string(peak.getInt()) + "LL")};
-      for (StringRef name : {"fysched.arena_bytes", "fysched.host_arena_bytes"})
+      for (StringRef name : {fuyou::attr::kArenaBytes, fuyou::attr::kHostArenaBytes})
         if (auto arena = step->getAttrOfType<IntegerAttr>(name))
           args.push_back(opaque(ctx, std::to_string(arena.getInt()) + "LL"));
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_memory_plan", ValueRange{rt},
                                     b.getArrayAttr(args), ArrayAttr());
     }
     // Activations that wait on SSD: the size of their region of the store.
-    if (auto ssd = step->getAttrOfType<IntegerAttr>("fysched.ssd_arena_bytes"))
+    if (auto ssd = step->getAttrOfType<IntegerAttr>(fuyou::attr::kSsdArenaBytes))
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_ssd_arena", ValueRange{rt},
                                     b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(ssd.getInt()) + "LL")}),
                                     ArrayAttr());
     // No resident working copies: each phase copies the weights it uses.
-    if (module->hasAttr("fysched.streamed_params"))
+    if (module->hasAttr(fuyou::attr::kStreamedParams))
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_streamed_params", ValueRange{rt},
                                     ArrayAttr(), ArrayAttr());
     // The rows gather_up brings up at once: a device stages them in host
@@ -452,19 +453,19 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
                                     ArrayAttr());
     // The precision of the program's arithmetic and its optimizer, when the
     // driver chose them.
-    for (auto [attr, fn] : {std::pair{"fy.precision", "fy::rt::declare_precision"},
-                            std::pair{"fy.optimizer", "fy::rt::declare_optimizer"}})
+    for (auto [attr, fn] : {std::pair{fuyou::attr::kPrecision, "fy::rt::declare_precision"},
+                            std::pair{fuyou::attr::kOptimizer, "fy::rt::declare_optimizer"}})
       if (auto v = module->getAttrOfType<StringAttr>(attr))
         b.create<emitc::CallOpaqueOp>(
             module.getLoc(), TypeRange{}, fn, ValueRange{rt},
             b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, "\"" + v.getValue().str() + "\"")}), ArrayAttr());
     // The device budget the compiler planned for: the run's default.
-    if (auto gpu = module->getAttrOfType<IntegerAttr>("fy.budget.gpu_mem"))
+    if (auto gpu = module->getAttrOfType<IntegerAttr>(fuyou::attr::kBudgetGpuMem))
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_gpu_budget", ValueRange{rt},
                                     b.getArrayAttr({b.getIndexAttr(0), opaque(ctx, std::to_string(gpu.getInt()) + "LL")}),
                                     ArrayAttr());
     // Backward starts from the run's loss scale.
-    if (module->hasAttr("fy.loss_scale"))
+    if (module->hasAttr(fuyou::attr::kLossScale))
       b.create<emitc::CallOpaqueOp>(module.getLoc(), TypeRange{}, "fy::rt::declare_loss_scaling", ValueRange{rt},
                                     ArrayAttr(), ArrayAttr());
     // Parameters updated inline on the device (fy-device-optimizer).
