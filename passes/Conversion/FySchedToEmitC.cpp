@@ -7,9 +7,11 @@
 #include "passes/Passes.h"
 #include "passes/AttrNames.h"
 #include "passes/Analysis/StepPhases.h"
+#include "runtime/abi/entry_points.h"
 
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace fuyou {
@@ -545,6 +547,24 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     patterns.add<GroupPipelineLowering<fs::GroupAdamWOp>>(tc, ctx, groupIds, "group_adamw");
     patterns.add<GroupPipelineLowering<fs::StateWriteOp>>(tc, ctx, groupIds, "state_write");
     if (failed(applyFullConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+    // Every call into the runtime names one of its entry points
+    // (runtime/abi/entry_points.h): a kernel or call the runtime lacks fails
+    // here, naming it, rather than in the C++ compiler's build of the program.
+    static const llvm::StringSet<> entryPoints = {
+#define FY_ENTRY_NAME(name) #name,
+        FY_RT_ENTRY_POINTS(FY_ENTRY_NAME)
+#undef FY_ENTRY_NAME
+    };
+    WalkResult unknown = module.walk([&](emitc::CallOpaqueOp call) {
+      StringRef callee = call.getCallee();
+      if (!callee.consume_front("fy::rt::") || entryPoints.contains(callee))
+        return WalkResult::advance();
+      call.emitError("fy-convert-fysched-to-emitc: the runtime has no entry point '")
+          << callee << "' (runtime/abi/entry_points.h)";
+      return WalkResult::interrupt();
+    });
+    if (unknown.wasInterrupted())
       return signalPassFailure();
 
     b.setInsertionPointToEnd(module.getBody());

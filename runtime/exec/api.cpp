@@ -1,5 +1,7 @@
 #include "exec/api.h"
 
+#include "abi/entry_points.h"
+
 #include <cstring>
 #include <unordered_map>
 
@@ -183,3 +185,11 @@ void early_release(Runtime* rt, int64_t group, int64_t param) {
 }
 
 }  // namespace fy::rt
+
+// Every entry point the compiler may call (abi/entry_points.h) is declared
+// in exec/api.h: a name missing here fails this build.
+namespace fy::rt::entry_points_declared {
+#define FY_DECLARED(name) using fy::rt::name;
+FY_RT_ENTRY_POINTS(FY_DECLARED)
+#undef FY_DECLARED
+}  // namespace fy::rt::entry_points_declared

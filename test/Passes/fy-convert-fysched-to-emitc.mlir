@@ -213,3 +213,18 @@ module attributes {fy.budget.gpu_mem = 1048576 : i64} {
     return %m : !fysched.buffer<device, tensor<f32>>
   }
 }
+
+// -----
+
+// A launch of a kernel the runtime does not have (runtime/abi/entry_points.h)
+// fails here, naming it, not in the C++ build of the program.
+module {
+  fygraph.param @w trainable : tensor<4xf32>
+  func.func @train_step(%idx: !fysched.buffer<device, tensor<2x4xi64>>, %tgt: !fysched.buffer<device, tensor<2x4xi64>>) -> !fysched.buffer<device, tensor<4xf32>> {
+    %w = fysched.get_param @w : !fysched.buffer<device, tensor<4xf32>>
+    %y = fysched.alloc : !fysched.buffer<device, tensor<4xf32>>
+    // expected-error @+1 {{fy-convert-fysched-to-emitc: the runtime has no entry point 'frobnicate' (runtime/abi/entry_points.h)}}
+    fysched.launch "frobnicate" ins(%w : !fysched.buffer<device, tensor<4xf32>>) outs(%y : !fysched.buffer<device, tensor<4xf32>>)
+    return %y : !fysched.buffer<device, tensor<4xf32>>
+  }
+}

@@ -131,7 +131,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4xf32>>) -> !fysched.bu
   %l = fysched.alloc {offset = 0 : i64} : <device, tensor<1xf32>>
   fysched.launch "reduce_mean" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%l : !fysched.buffer<device, tensor<1xf32>>) {args = [array<i64: 0>, true]}
   %g = fysched.alloc {offset = 64 : i64} : <device, tensor<4xf32>>
-  fysched.launch "fill" outs(%g : !fysched.buffer<device, tensor<4xf32>>) {args = [2.500000e-01]}
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4xf32>>) outs(%g : !fysched.buffer<device, tensor<4xf32>>)
   fysched.dealloc %g : <device, tensor<4xf32>>
   %v = fysched.view %l : <device, tensor<1xf32>> -> <device, tensor<f32>>
   return %v : !fysched.buffer<device, tensor<f32>>
