@@ -9,19 +9,47 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <unistd.h>
 #include <vector>
 
 #include "exec/runtime.h"
 #include "io/atomic_file.h"
+#include "io/crc32c.h"
 #include "io/safetensors.h"
 
 namespace fy {
 
 namespace {
 
-const char* kFormat = "fuyou-checkpoint-1";
+// Format 2: the manifest carries its own checksum and the run's id, and the
+// state file its step and run id; format 1 (before) is still read.
+const char* kFormat = "fuyou-checkpoint-2";
+const char* kFormat1 = "fuyou-checkpoint-1";
+const char* kChecksumField = ", \"checksum\": \"";
+
+// The manifest's text with its checksum field: CRC-32C of all before it.
+std::string with_checksum(const std::string& body) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", crc32c(0, body.data(), body.size()));
+  return body + kChecksumField + hex + "\"}\n";
+}
+
+// Whether `text` ends in a checksum field that matches what comes before it.
+bool checksum_holds(const std::string& text) {
+  const size_t at = text.rfind(kChecksumField);
+  if (at == std::string::npos) return false;
+  return with_checksum(text.substr(0, at)) == text;
+}
+
+// A fresh run's id: 16 hex digits from the system's entropy.
+std::string new_run_id() {
+  std::random_device rd;
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%08x%08x", unsigned(rd()), unsigned(rd()));
+  return hex;
+}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -234,7 +262,8 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
   // State first (durable), then the manifest that points at it, then the
   // users' copy of the parameters.
   std::string name = state_name(step);
-  write_safetensors(dir + "/" + name, state);
+  if (rt.run_id().empty()) const_cast<Runtime&>(rt).set_run_id(new_run_id());
+  write_safetensors(dir + "/" + name, state, {{"fuyou.step", std::to_string(step)}, {"fuyou.run", rt.run_id()}});
   std::ostringstream m;
   m << "{\"format\": \"" << kFormat << "\", \"step\": " << step << ", \"model\": \"" << model_fingerprint(rt)
     << "\", \"state\": \"" << name << "\"";
@@ -257,9 +286,9 @@ void save_checkpoint(const Runtime& rt, const std::string& dir, int64_t step) {
                     double(ls->scale()), (long long)ls->growth_tracker(), (long long)ls->skipped());
       m << buf;
     }
-  m << "}\n";
+  m << ", \"run\": \"" << rt.run_id() << "\"";
   try {
-    write_file_atomic(dir + "/manifest.json", m.str());
+    write_file_atomic(dir + "/manifest.json", with_checksum(m.str()));
   } catch (...) {
     // The previous manifest still points at its own state: this one is an orphan (on a full disk, too big to leave).
     std::filesystem::remove(dir + "/" + name, ec);
@@ -293,6 +322,8 @@ namespace {
 struct Manifest {
   std::string path, text, state;
   int64_t step = 0;
+  bool checked = false;  // format 2: checksummed, with the run's id
+  std::string run;
 };
 
 // DIR's manifest, once it is known to be whole, of this model and of this
@@ -306,7 +337,14 @@ Manifest read_manifest(const Runtime& rt, const std::string& dir) {
   ss << f.rdbuf();
   m.text = ss.str();
   std::string format, step_text, model;
-  if (!json_field(m.text, "format", &format) || format != kFormat || !json_field(m.text, "step", &step_text) ||
+  // Format 2 checks itself first: a flipped bit or an edit is no manifest.
+  if (json_field(m.text, "format", &format) && format == kFormat && !checksum_holds(m.text))
+    fail("--resume: checkpoint manifest '" + m.path + "' fails its checksum: damaged or edited, not resumed");
+  m.checked = format == kFormat;
+  if (m.checked && !json_field(m.text, "run", &m.run))
+    fail("--resume: checkpoint manifest '" + m.path + "' names no run");
+  if (!json_field(m.text, "format", &format) || (format != kFormat && format != kFormat1) ||
+      !json_field(m.text, "step", &step_text) ||
       !json_field(m.text, "model", &model) || !json_field(m.text, "state", &m.state) ||
       m.text.find('}') == std::string::npos)
     fail("--resume: checkpoint manifest '" + m.path + "' is corrupt or truncated");
@@ -356,6 +394,20 @@ int64_t load_checkpoint(Runtime& rt, const std::string& dir) {
   }
 
   std::string state_path = dir + "/" + state;
+  // The state file is the manifest's: its step and its run.
+  if (man.checked) {
+    std::map<std::string, std::string> meta;
+    list_safetensors(state_path, &meta);
+    const std::string their_step = meta.count("fuyou.step") ? meta["fuyou.step"] : "none";
+    if (their_step != std::to_string(step))
+      fail("--resume: '" + state_path + "' holds step " + their_step + ", the manifest '" + path + "' step " +
+           std::to_string(step) + ": not resumed");
+    const std::string their_run = meta.count("fuyou.run") ? meta["fuyou.run"] : "none";
+    if (their_run != man.run)
+      fail("--resume: '" + state_path + "' is of run " + their_run + ", the manifest '" + path + "' of run " +
+           man.run + ": not resumed");
+    rt.set_run_id(man.run);
+  }
   // Streamed into place, one tensor at a time: moments on SSD go through one
   // tensor's worth of host memory.
   std::map<std::string, std::pair<int64_t, char>> where;  // name -> (param, 'p'/'m'/'v')

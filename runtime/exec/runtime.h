@@ -183,6 +183,10 @@ class Runtime {
   const Param& param(int64_t index) const;
   void set_decay(int64_t index, bool decay) { params_[size_t(index)].decay = decay; }
   void set_checkpoint_name(int64_t index, const std::string& name) { params_[size_t(index)].checkpoint_name = name; }
+  // Which run the checkpoints are of: drawn at a fresh run's first save,
+  // carried on by --resume (exec/checkpoint.cpp).
+  const std::string& run_id() const { return run_id_; }
+  void set_run_id(const std::string& id) { run_id_ = id; }
   bool inputs_declared() const { return vocab_ > 0; }
   const Shape& input_shape() const { return input_shape_; }
   int64_t vocab() const { return vocab_; }
@@ -293,6 +297,7 @@ class Runtime {
   void* pool_get(size_t bytes, uint64_t state);
 
   std::vector<Param> params_;
+  std::string run_id_;
   Shape input_shape_;
   int64_t vocab_ = 0;
   int64_t planned_temp_bytes_ = -1;

@@ -219,7 +219,8 @@ int64_t LoadedTensor::numel() const {
   return n;
 }
 
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries) {
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                       const std::map<std::string, std::string>& metadata) {
   std::vector<const SafetensorsEntry*> sorted;
   for (const auto& e : entries) sorted.push_back(&e);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
@@ -236,6 +237,10 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
     hdr += std::string(i ? "," : "") + "\"" + kCrcKey + json_escape(sorted[i]->name) + "\":\"";
     crc_at.push_back(hdr.size());
     hdr += "00000000\"";
+  }
+  for (const auto& [key, value] : metadata) {
+    if (key.rfind(kCrcKey, 0) == 0) st_fail(path, "metadata key '" + key + "' is reserved for checksums");
+    hdr += std::string(hdr.back() == '{' ? "" : ",") + "\"" + json_escape(key) + "\":\"" + json_escape(value) + "\"";
   }
   hdr += "}";
   uint64_t off = 0;
@@ -362,7 +367,9 @@ void check_crc(const std::string& path, const StoredTensor& t, const void* bytes
   }
 }
 
-std::vector<StoredTensor> list_safetensors(const std::string& path) {
+std::vector<StoredTensor> list_safetensors(const std::string& path) { return list_safetensors(path, nullptr); }
+
+std::vector<StoredTensor> list_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   std::ifstream f(path, std::ios::binary);
   if (!f) st_fail(path, std::string("cannot open: ") + std::strerror(errno));
   f.seekg(0, std::ios::end);
@@ -393,7 +400,10 @@ std::vector<StoredTensor> list_safetensors(const std::string& path) {
   std::map<std::string, uint32_t> crcs;
   if (const Json* meta = root.get("__metadata__"); meta && meta->kind == Json::Obj)
     for (const auto& kv : meta->obj) {
-      if (kv.first.rfind(kCrcKey, 0) != 0) continue;
+      if (kv.first.rfind(kCrcKey, 0) != 0) {
+        if (metadata && kv.second.kind == Json::Str) (*metadata)[kv.first] = kv.second.str;
+        continue;
+      }
       const std::string name = kv.first.substr(std::strlen(kCrcKey));
       const std::string& hex = kv.second.str;
       if (kv.second.kind != Json::Str || hex.size() != 8 ||

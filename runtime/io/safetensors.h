@@ -37,7 +37,9 @@ struct LoadedTensor {
 // Writes all entries (names sorted, unique) atomically: a temporary file in
 // the same directory is written, fsync'ed and renamed over `path`, so a crash
 // never leaves a partly written checkpoint under the final name.
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries);
+// `metadata`: more string entries for __metadata__ (not "crc32c/...").
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                       const std::map<std::string, std::string>& metadata = {});
 
 // Reads every tensor. Fails naming the file on a missing, truncated or
 // corrupt file. Supported dtypes: F32, F64, I64, U8 (BOOL reads as U8).
@@ -59,8 +61,10 @@ struct StoredTensor {
   uint32_t crc = 0;
 };
 
-// The header's tensors, after every check read_safetensors makes.
+// The header's tensors, after every check read_safetensors makes; with
+// `metadata`, its __metadata__ string entries other than the checksums too.
 std::vector<StoredTensor> list_safetensors(const std::string& path);
+std::vector<StoredTensor> list_safetensors(const std::string& path, std::map<std::string, std::string>* metadata);
 
 // Fails naming the tensor when its bytes (read from the file) do not match
 // its checksum; files without checksums pass.
