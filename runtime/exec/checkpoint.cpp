@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -315,6 +316,48 @@ void check_save_dir(const std::string& dir) {
     fail("--save: cannot make directory '" + dir + "': '" + p.string() + "' is not a directory");
   if (::access(p.c_str(), W_OK | X_OK) != 0)
     fail("--save: cannot write in '" + p.string() + "': " + std::strerror(errno));
+}
+
+SaveDirLock::SaveDirLock(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  created_ = !std::filesystem::exists(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    fail("--save: cannot create directory '" + dir + "'" + (ec ? ": " + ec.message() : std::string()));
+  const std::string path = dir + "/.fuyou.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("--save: cannot open '" + path + "': " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    char pid[32] = {0};
+    const ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (e != EWOULDBLOCK) fail("--save: cannot lock '" + path + "': " + std::strerror(e));
+    std::string holder = n > 0 ? std::string(pid, size_t(n)) : std::string("unknown");
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    fail("--save: '" + dir + "' is held by another run (pid " + holder + "): one run saves to a directory at a time");
+  }
+  const std::string mine = std::to_string(::getpid()) + "\n";
+  // (Unwritten, the lock holds all the same; only a refused run's message lacks the pid.)
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, mine.data(), mine.size(), 0);
+}
+
+SaveDirLock::~SaveDirLock() {
+  if (fd_ < 0) return;
+  // A run that made the directory and saved nothing in it (refused, or
+  // failed before its first save) leaves nothing behind.
+  std::error_code ec;
+  const std::string lock = dir_ + "/.fuyou.lock";
+  if (created_) {
+    bool only_lock = true;
+    for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) only_lock &= e.path().filename() == ".fuyou.lock";
+    if (only_lock && !ec) {
+      ::unlink(lock.c_str());
+      ::rmdir(dir_.c_str());
+    }
+  }
+  ::close(fd_);  // (and the lock with it)
 }
 
 namespace {

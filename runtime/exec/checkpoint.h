@@ -30,6 +30,24 @@ bool is_checkpoint_file_name(std::string name);
 // step, not after hours of it. Creates nothing.
 void check_save_dir(const std::string& dir);
 
+// Holds DIR for this run's life: makes it, and takes an advisory lock on
+// DIR/.fuyou.lock that the system drops when the process ends however it
+// ends, so that a second run saving there is refused at once, naming the
+// holder's pid, and a dead run's lock holds nothing up. A directory it made
+// that holds no checkpoint when the run ends goes again.
+class SaveDirLock {
+ public:
+  explicit SaveDirLock(const std::string& dir);
+  ~SaveDirLock();
+  SaveDirLock(const SaveDirLock&) = delete;
+  SaveDirLock& operator=(const SaveDirLock&) = delete;
+
+ private:
+  std::string dir_;
+  bool created_ = false;
+  int fd_ = -1;
+};
+
 // Fails as load_checkpoint would on DIR's manifest (none, corrupt, another
 // model, other flags) without reading any state; returns its step. Before
 // the weights load, so a resume that cannot work fails in a moment.

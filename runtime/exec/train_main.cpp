@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -662,6 +663,9 @@ int run(int argc, char** argv, DeclareFn declare, TrainStepFn step, TrainStepFn 
   // Likewise a --save that could never be written.
   if (o.save_every > 0 && o.save_dir.empty()) fail("--save-every needs --save DIR");
   if (!o.save_dir.empty()) check_save_dir(o.save_dir);
+  // One run saves to a directory at a time: held for this run's life.
+  std::optional<SaveDirLock> save_lock;
+  if (!o.save_dir.empty()) save_lock.emplace(o.save_dir);
   // And a --trace or --dump-grads.
   if (!o.trace.empty()) check_output_path("--trace", o.trace);
   if (!o.dump_grads.empty()) check_output_path("--dump-grads", o.dump_grads);
