@@ -338,6 +338,18 @@ SaveDirLock::SaveDirLock(const std::string& dir) : dir_(dir) {
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     fail("--save: '" + dir + "' is held by another run (pid " + holder + "): one run saves to a directory at a time");
   }
+  // Held: any temporary of a checkpoint file here is a dead writer's (a save
+  // killed mid-write), which a resumed run would otherwise leave to fill the disk.
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string f = e.path().filename().string();
+    const size_t tmp = f.rfind(".tmp");
+    if (tmp == std::string::npos || tmp == 0) continue;
+    const std::string after = f.substr(tmp + 4);  // "" or ".PID"
+    if (!after.empty() && (after[0] != '.' || after.size() == 1 ||
+                           after.find_first_not_of("0123456789", 1) != std::string::npos))
+      continue;
+    if (is_checkpoint_file_name(f.substr(0, tmp)) && e.is_regular_file(ec)) std::filesystem::remove(e.path(), ec);
+  }
   const std::string mine = std::to_string(::getpid()) + "\n";
   // (Unwritten, the lock holds all the same; only a refused run's message lacks the pid.)
   if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, mine.data(), mine.size(), 0);

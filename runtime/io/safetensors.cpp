@@ -349,8 +349,10 @@ void read_tensors(const std::string& path, const Sink& sink) {
     const StoredTensor& t = stored[i];
     if (void* to = sink(t.name, dtypes[i], t.shape, size_t(t.nbytes))) {
       f.seekg(std::streamoff(t.offset));
+      errno = 0;
       f.read(static_cast<char*>(to), std::streamsize(t.nbytes));
-      if (!f) st_fail(path, "read error in tensor '" + t.name + "'");
+      if (!f)
+        st_fail(path, "read error in tensor '" + t.name + "'" + (errno ? std::string(": ") + std::strerror(errno) : ""));
       check_crc(path, t, to);
     }
   }
@@ -390,8 +392,9 @@ std::vector<StoredTensor> list_safetensors(const std::string& path, std::map<std
   if (hlen > kMaxHeader)
     st_fail(path, "corrupt header: length " + std::to_string(hlen) + " bytes, more than the 100 MiB any header needs");
   std::string hdr(size_t(hlen), '\0');
+  errno = 0;
   f.read(&hdr[0], std::streamsize(hlen));
-  if (!f) st_fail(path, "read error in header");
+  if (!f) st_fail(path, std::string("read error in the header") + (errno ? std::string(": ") + std::strerror(errno) : ""));
   const int64_t data_bytes = size - 8 - int64_t(hlen);
 
   Json root = Parser(hdr, path).parse_document();
