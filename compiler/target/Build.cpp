@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <set>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -194,24 +195,42 @@ static std::string runInOwnGroup(const std::string &cmd, const std::string &log,
   ::posix_spawnattr_setsigmask(&attr, &before);
   // (A compile started with SIGCHLD ignored would find no child to wait for.)
   ::signal(SIGCHLD, SIG_DFL);
-  const char *argv[] = {"sh", "-c", cmd.c_str(), nullptr};
+  // The build dies with the compile, however the compile ends: a watcher in
+  // the build's group reads a pipe whose only writer is this process, and at
+  // its end (this process gone, or done waiting) kills the group.
+  int lifeline[2] = {-1, -1};
+  if (::pipe2(lifeline, O_CLOEXEC) != 0) {
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
+    ::posix_spawnattr_destroy(&attr);
+    return std::string("cannot start the C++ compiler: pipe: ") + std::strerror(errno);
+  }
+  posix_spawn_file_actions_t files;
+  ::posix_spawn_file_actions_init(&files);
+  ::posix_spawn_file_actions_adddup2(&files, lifeline[0], 9);  // (dup2 clears close-on-exec)
+  const std::string guarded = "{ read _ <&9; kill -s KILL 0; } & exec 9<&-; " + cmd;
+  const char *argv[] = {"sh", "-c", guarded.c_str(), nullptr};
   pid_t pid = 0;
-  int err = ::posix_spawn(&pid, "/bin/sh", nullptr, &attr, const_cast<char *const *>(argv), environ);
+  int err = ::posix_spawn(&pid, "/bin/sh", &files, &attr, const_cast<char *const *>(argv), environ);
+  ::posix_spawn_file_actions_destroy(&files);
   ::posix_spawnattr_destroy(&attr);
+  ::close(lifeline[0]);
   // No signal between the spawn and here: the handler then finds the group.
   if (err == 0) {
     std::snprintf(buildLog, sizeof buildLog, "%s", log.c_str());
     buildGroup = pid;
   }
   ::sigprocmask(SIG_SETMASK, &before, nullptr);
-  if (err != 0)
+  if (err != 0) {
+    ::close(lifeline[1]);
     return std::string("cannot start the C++ compiler: ") + std::strerror(err);
+  }
   std::string lost;
   while (::waitpid(pid, status, 0) < 0)
     if (errno != EINTR) {
       lost = std::string("lost the C++ compiler's process: ") + std::strerror(errno);
       break;
     }
+  ::close(lifeline[1]);  // the watcher ends, and whatever the build left in its group
   buildGroup = 0;
   return lost;
 }

@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,30 @@ struct Options {
 // The temporaries' suffix: this process's own, so that two compiles to one
 // -o never write each other's (or a user's OUT.tmp).
 std::string tmpSuffix() { return ".tmp" + std::to_string(::getpid()); }
+
+// Removes what compiles to `out` that are no longer running left behind
+// (killed mid-build): OUT.tmpPID, OUT.tmpPID.cpp, OUT.tmpPID.weights.safetensors
+// whose PID is no live process.
+void removeDeadTemporaries(const std::string &out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path o(out);
+  const fs::path dir = o.has_parent_path() ? o.parent_path() : fs::path(".");
+  const std::string stem = o.filename().string() + ".tmp";
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.compare(0, stem.size(), stem) != 0)
+      continue;
+    const std::string rest = f.substr(stem.size());
+    const size_t digits = rest.find_first_not_of("0123456789");
+    const std::string pid = rest.substr(0, digits), suffix = digits == std::string::npos ? "" : rest.substr(digits);
+    if (pid.empty() || pid.size() > 9 || (suffix != "" && suffix != ".cpp" && suffix != ".weights.safetensors"))
+      continue;
+    if (::kill(::pid_t(std::stol(pid)), 0) == 0 || errno != ESRCH)
+      continue;  // a live compile's (or one we may not signal: not ours to judge)
+    fs::remove(e.path(), ec);
+  }
+}
 
 const char *kUsage =
     "usage: fuyou-compile MODEL.onnx -o OUT [--target cpu|cuda] [--batch B] [--seq T]\n"
@@ -566,6 +591,7 @@ static bool checkPlan(const mlir::OwningOpRef<mlir::ModuleOp> &module, const Opt
 // are renamed over them only once the executable is built.
 static void writeProgram(const Options &opts, const fuyou::onnx_in::Model &model,
                          const std::vector<std::string> &paramNames, const std::string &cpp) {
+  removeDeadTemporaries(opts.out);
   const std::string cppPath = opts.out + ".cpp", weights = opts.out + ".weights.safetensors";
   // (The C++ compiler goes by the extension.)
   const std::string tmpOut = opts.out + tmpSuffix(), tmpCpp = tmpOut + ".cpp",
