@@ -5,8 +5,9 @@
 // Shapes meet with numpy broadcasting (right-aligned). Numeric kernels run
 // on F32 (programs) and F64 (finite-difference tests). Results are
 // deterministic: every output element is reduced by one thread in a fixed
-// order, so they do not depend on the thread count (matmul's threads split
-// C and each runs single-threaded OpenBLAS over all of K).
+// order, so they do not depend on the thread count (matmul cuts C into
+// pieces by its shape alone, each one single-threaded OpenBLAS call over all
+// of K, which the threads share).
 #pragma once
 
 #include <cstdint>

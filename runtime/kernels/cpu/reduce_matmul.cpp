@@ -144,30 +144,39 @@ void blas_on_one_thread() {
   (void)once;
 }
 
-// C = op(A) op(B), C row-major M x N. The team splits C's longer side: each
-// thread's BLAS call packs all of the operand the split leaves whole (B for
-// rows, A for columns), so that is the smaller one (the logits' 256 x 50304
-// product: 254 GFLOP/s split by rows, 291 by columns; OpenBLAS's own threads
-// 296-306). Each element is still one BLAS dot product over all of K, so the
-// bits do not depend on the thread count (as long as OpenBLAS takes the same
-// kernel for every block, which Determinism.ThreadCountInvariant checks).
+// C's longer side is cut into at most kGemmChunks pieces of at least
+// kGemmChunkMin, a count that depends on the shape alone: each element is
+// computed by a BLAS call of the same shape however many threads there are,
+// so its bits are too, whichever kernel OpenBLAS picks for a shape on this
+// CPU (on a Zen 5, OpenBLAS's Haswell kernels took another for the halves of
+// a product than for the whole, when the halves were the threads').
+constexpr int64_t kGemmChunks = 8, kGemmChunkMin = 64;
+
+// C = op(A) op(B), C row-major M x N, in those pieces, which the team shares.
+// Each piece's BLAS call packs all of the operand the cut leaves whole (B for
+// rows, A for columns), so the cut is along the longer side (the logits'
+// 256 x 50304 product: 254 GFLOP/s cut by rows, 291 by columns; OpenBLAS's
+// own threads 296-306). Each element is one BLAS dot product over all of K.
 template <class T> void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C) {
   blas_on_one_thread();
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-  const int threads = omp_in_parallel() || M * N * K < kGemmParallelMin ? 1 : omp_get_max_threads();
-  if (threads <= 1) return blas(ta, tb, M, N, K, A, lda, B, ldb, C, N);
+  if (M * N * K < kGemmParallelMin) return blas(ta, tb, M, N, K, A, lda, B, ldb, C, N);
   const bool rows = M >= N;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads(), len = rows ? M : N;
-    const int64_t b0 = len * t / nt, b1 = len * (t + 1) / nt;
-    if (b1 > b0) {
-      if (rows)
-        blas(ta, tb, b1 - b0, N, K, ta ? A + b0 : A + b0 * K, lda, B, ldb, C + b0 * N, N);
-      else
-        blas(ta, tb, M, b1 - b0, K, A, lda, tb ? B + b0 * K : B + b0, ldb, C + b0, N);
-    }
+  const int64_t len = rows ? M : N;
+  const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(kGemmChunks, len / kGemmChunkMin));
+  auto piece = [&](int64_t p) {
+    const int64_t b0 = len * p / pieces, b1 = len * (p + 1) / pieces;
+    if (rows)
+      blas(ta, tb, b1 - b0, N, K, ta ? A + b0 : A + b0 * K, lda, B, ldb, C + b0 * N, N);
+    else
+      blas(ta, tb, M, b1 - b0, K, A, lda, tb ? B + b0 * K : B + b0, ldb, C + b0, N);
+  };
+  if (omp_in_parallel() || pieces == 1 || omp_get_max_threads() == 1) {
+    for (int64_t p = 0; p < pieces; ++p) piece(p);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < pieces; ++p) piece(p);
 }
 }  // namespace
 
