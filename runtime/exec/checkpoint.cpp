@@ -392,14 +392,14 @@ Manifest read_manifest(const Runtime& rt, const std::string& dir) {
   ss << f.rdbuf();
   m.text = ss.str();
   std::string format, step_text, model;
+  const bool has_format = json_field(m.text, "format", &format);
   // Format 2 checks itself first: a flipped bit or an edit is no manifest.
-  if (json_field(m.text, "format", &format) && format == kFormat && !checksum_holds(m.text))
+  m.checked = has_format && format == kFormat;
+  if (m.checked && !checksum_holds(m.text))
     fail("--resume: checkpoint manifest '" + m.path + "' fails its checksum: damaged or edited, not resumed");
-  m.checked = format == kFormat;
   if (m.checked && !json_field(m.text, "run", &m.run))
     fail("--resume: checkpoint manifest '" + m.path + "' names no run");
-  if (!json_field(m.text, "format", &format) || (format != kFormat && format != kFormat1) ||
-      !json_field(m.text, "step", &step_text) ||
+  if (!has_format || (format != kFormat && format != kFormat1) || !json_field(m.text, "step", &step_text) ||
       !json_field(m.text, "model", &model) || !json_field(m.text, "state", &m.state) ||
       m.text.find('}') == std::string::npos)
     fail("--resume: checkpoint manifest '" + m.path + "' is corrupt or truncated");
