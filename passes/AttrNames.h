@@ -5,6 +5,8 @@
 #ifndef FUYOU_PASSES_ATTRNAMES_H
 #define FUYOU_PASSES_ATTRNAMES_H
 
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace fuyou::attr {
@@ -15,6 +17,15 @@ inline constexpr llvm::StringLiteral kOptimizer = "fy.optimizer";      // string
 inline constexpr llvm::StringLiteral kLossScale = "fy.loss_scale";     // string "dynamic", when set
 inline constexpr llvm::StringLiteral kBudgetGpuMem = "fy.budget.gpu_mem";  // i64: the program's default --gpu-mem
 inline constexpr llvm::StringLiteral kReservedDeviceBytes = "fysched.reserved_device_bytes";  // i64: CUDA runtime's own
+// The step's schedule rules, each on unless the compile turns it off (bool false).
+inline constexpr llvm::StringLiteral kScheduleRowsFirst = "fy.schedule.rows_first";    // fy-rows-first
+inline constexpr llvm::StringLiteral kScheduleParamWaits = "fy.schedule.param_waits";  // fy-param-waits
+inline constexpr llvm::StringLiteral kScheduleEarlyHold = "fy.schedule.early_hold";    // fy-early-offload's held hand-over
+// Whether a schedule rule is on (not turned off) for `module`.
+inline bool scheduleRule(mlir::Operation *module, llvm::StringRef rule) {
+  auto on = module->getAttrOfType<mlir::BoolAttr>(rule);
+  return !on || on.getValue();
+}
 
 // On the module, the plan: given (fy-program-attrs) or chosen (fy-choose-placement,
 // fy-choose-device-optimizer); read by the placement passes and --emit=plan.

@@ -138,6 +138,7 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
     // rows updated early: leave the update whole.
     if ((lastRead && !lastRead->isBeforeInBlock(sum)) || !written->isBeforeInBlock(sum))
       return;
+    const bool hold = this->hold && fuyou::attr::scheduleRule(getOperation(), fuyou::attr::kScheduleEarlyHold);
     if (hold)
       hoistAboveReads(made, fuyou::StepPhases(body), readsTable);
     const bool readAfter = lastRead && written->isBeforeInBlock(lastRead);

@@ -4,6 +4,7 @@
 // stood between the two; now the forward starts once the group's first
 // parameter is updated, and the update of the rest runs beside it.
 #include "passes/Passes.h"
+#include "passes/AttrNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
@@ -30,7 +31,7 @@ struct ParamWaits : fuyou::impl::ParamWaitsBase<ParamWaits> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step)
+    if (!step || !fuyou::attr::scheduleRule(module, fuyou::attr::kScheduleParamWaits))
       return;
     Block &body = step.getBody().front();
     llvm::StringMap<fs::GroupOp> groups, groupOfParam;

@@ -67,6 +67,9 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Opt<int64_t> gradLanding{*this, "grad-landing", llvm::cl::init(0)};
   Opt<std::string> earlyRows{*this, "early-rows", llvm::cl::init("auto")};
   Opt<std::string> earlyChunks{*this, "early-chunks", llvm::cl::init("auto")};
+  Opt<bool> rowsFirst{*this, "rows-first", llvm::cl::desc("fy-rows-first"), llvm::cl::init(true)};
+  Opt<bool> paramWaits{*this, "param-waits", llvm::cl::desc("fy-param-waits"), llvm::cl::init(true)};
+  Opt<bool> earlyHold{*this, "early-hold", llvm::cl::desc("fy-early-offload's held hand-over"), llvm::cl::init(true)};
 };
 
 // Whether an --activations value sends any segment to SSD.

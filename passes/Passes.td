@@ -29,7 +29,10 @@ def ProgramAttrs : Pass<"fy-program-attrs", "mlir::ModuleOp"> {
     token ids, targets and loss, for the token count of @forward's first
     argument). With `activations` other than auto the placement is given,
     not planned, and is recorded as the plan (`fy.plan.*`) for `--emit=plan`
-    and the placement passes. Run first, on the imported module.
+    and the placement passes. The step's schedule rules a compile turns off
+    are recorded too (`fy.schedule.*` = false), for fy-rows-first,
+    fy-param-waits and fy-early-offload, the planner's trial runs included.
+    Run first, on the imported module.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
@@ -44,6 +47,10 @@ def ProgramAttrs : Pass<"fy-program-attrs", "mlir::ModuleOp"> {
     Option<"earlyRows", "early-rows", "std::string", /*default=*/"\"auto\"", "yes, no or auto">,
     Option<"earlyChunks", "early-chunks", "std::string", /*default=*/"\"auto\"", "paced, all or auto">,
     Option<"gradLanding", "grad-landing", "int64_t", /*default=*/"0", "fy-grad-landed's distance (0: auto)">,
+    Option<"rowsFirst", "rows-first", "bool", /*default=*/"true", "false: no fy-rows-first (a table's update whole)">,
+    Option<"paramWaits", "param-waits", "bool", /*default=*/"true", "false: no fy-param-waits (each group waited for whole)">,
+    Option<"earlyHold", "early-hold", "bool", /*default=*/"true",
+           "false: fy-early-offload hands a tied table's rows over after its last read">,
   ];
 }
 
@@ -180,7 +187,8 @@ def RowsFirst : Pass<"fy-rows-first", "mlir::ModuleOp"> {
     master; the table's copy up goes, or (a tied table, whose copy the logits
     product reads too) moves down with the group_wait to `ahead` launches
     before that product (the group_wait no lower than the group's next read
-    of another parameter).
+    of another parameter). Not where the compile turned it off
+    (fy.schedule.rows_first = false).
   }];
   let options = [
     Option<"ahead", "ahead", "int64_t", /*default=*/"0",
@@ -200,7 +208,8 @@ def ParamWaits : Pass<"fy-param-waits", "mlir::ModuleOp"> {
     on a group's first parameter while the rest is updated. Without it a
     group's gradient lands last at the end of backward and its whole update
     stands between backward and the next forward. Parameters not read after
-    the wait keep their order, last. Run after fy-rows-first.
+    the wait keep their order, last. Not where the compile turned it off
+    (fy.schedule.param_waits = false). Run after fy-rows-first.
   }];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
@@ -223,8 +232,9 @@ def EarlyOffload : Pass<"fy-early-offload", "mlir::ModuleOp"> {
     says so (`all_chunks`). Where the step reads the table after base is
     written (the input gradient's product), the op is `held` and a
     fysched.early_release follows that last read: the rows go down at once,
-    their update writes the table only after the read. Run after
-    fy-param-waits.
+    their update writes the table only after the read; where the compile
+    turned that off (fy.schedule.early_hold = false, or `hold` false) the op
+    goes after the read instead. Run after fy-param-waits.
   }];
   let options = [
     Option<"hold", "hold", "bool", /*default=*/"true",

@@ -46,6 +46,9 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   attrs.lossScale = o.lossScale;
   attrs.gpuMem = o.gpuMem;
   attrs.target = o.target;
+  attrs.rowsFirst = o.rowsFirst;
+  attrs.paramWaits = o.paramWaits;
+  attrs.earlyHold = o.earlyHold;
   if (o.until != "fygraph") {  // (the graph alone has no placement yet)
     attrs.activations = o.activations;
     attrs.params = o.params;

@@ -40,6 +40,11 @@ struct ProgramAttrs : fuyou::impl::ProgramAttrsBase<ProgramAttrs> {
       module->setAttr(fuyou::attr::kLossScale, b.getStringAttr("dynamic"));
     if (gpuMem > 0)
       module->setAttr(fuyou::attr::kBudgetGpuMem, b.getI64IntegerAttr(gpuMem));
+    for (auto [on, rule] : {std::pair{bool(rowsFirst), fuyou::attr::kScheduleRowsFirst},
+                            {bool(paramWaits), fuyou::attr::kScheduleParamWaits},
+                            {bool(earlyHold), fuyou::attr::kScheduleEarlyHold}})
+      if (!on)
+        module->setAttr(rule, b.getBoolAttr(false));
     if (activations == "auto")
       return;
     module->setAttr(fuyou::attr::kPlanActivations, b.getStringAttr(activations));

@@ -10,6 +10,7 @@
 // moves only their bytes; a tied table's copy and group_wait move down to
 // the logits product.
 #include "passes/Passes.h"
+#include "passes/AttrNames.h"
 #include "passes/Analysis/StepPhases.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,7 +33,7 @@ struct RowsFirst : fuyou::impl::RowsFirstBase<RowsFirst> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
-    if (!step || step.getNumArguments() == 0)
+    if (!step || step.getNumArguments() == 0 || !fuyou::attr::scheduleRule(module, fuyou::attr::kScheduleRowsFirst))
       return;
     SmallVector<fs::GroupWaitOp> waits(step.getBody().front().getOps<fs::GroupWaitOp>());
     for (fs::GroupWaitOp wait : waits)

@@ -54,6 +54,9 @@ struct Options {
   std::string earlyRows = "auto";    // a tied table's rows handed over early: yes, no, auto (the planner's)
   std::string earlyChunks = "auto";  // ... and on a GPU sent down paced, all at once, or auto (the planner's)
   int64_t gradLanding = 0;           // fy-grad-landed's distance; 0: auto (the planner's, else 1)
+  std::string rowsFirst = "yes";     // the next batch's rows of the token embedding updated first
+  std::string paramWaits = "yes";    // the forward waits per parameter, not per group
+  std::string earlyHold = "yes";     // a tied table's early rows handed over before its last read
   std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
   std::string ssd;                   // --calibrate: where to measure the SSD
@@ -126,6 +129,14 @@ const char *kUsage =
     "                     [--grad-landing N|auto]  free a group's gradients at the grad_offload N groups\n"
     "                                          later, where a GPU waits for their copy (auto: 1, or 2\n"
     "                                          where the planner predicts a faster step that fits)\n"
+    "                     [--rows-first yes|no]  update the rows of the token embedding that the next\n"
+    "                                          batch reads before the rest, which overlaps the next\n"
+    "                                          forward (default yes; no: the table's update whole)\n"
+    "                     [--param-waits yes|no]  the next forward waits for each parameter's update, not\n"
+    "                                          for its whole group's (default yes)\n"
+    "                     [--early-hold yes|no]  hand a tied table's early rows over as soon as their\n"
+    "                                          gradient is written, their update held for the table's\n"
+    "                                          last read (default yes; no: after that read)\n"
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
@@ -235,6 +246,9 @@ Options parse(int argc, char **argv) {
       std::string v = next();
       o.gradLanding = v == "auto" ? 0 : parseCount("grad-landing", v);
     }
+    else if (a == "--rows-first") o.rowsFirst = next();
+    else if (a == "--param-waits") o.paramWaits = next();
+    else if (a == "--early-hold") o.earlyHold = next();
     else if (a == "--state") o.state = next();
     else if (a == "--calibrate") o.calibrate = true;
     else if (a == "--ssd") o.ssd = next();
@@ -286,6 +300,15 @@ Options parse(int argc, char **argv) {
     die("--plan-search must be classes or exhaustive, got '" + o.planSearch + "'");
   if (o.earlyRows != "yes" && o.earlyRows != "no" && o.earlyRows != "auto")
     die("--early-rows must be yes, no or auto, got '" + o.earlyRows + "'");
+  for (auto [flag, value] : {std::pair<const char *, std::string *>{"rows-first", &o.rowsFirst},
+                              {"param-waits", &o.paramWaits}, {"early-hold", &o.earlyHold}})
+    if (*value != "yes" && *value != "no")
+      die(std::string("--") + flag + " must be yes or no, got '" + *value + "'");
+  // Early rows ride on rows first: the step's rows are the update's first part.
+  if (o.rowsFirst == "no" && o.earlyRows == "yes")
+    die("--early-rows yes needs --rows-first yes: the early rows are the rest of a table updated rows first");
+  if (o.rowsFirst == "no")
+    o.earlyRows = "no";
   if (o.earlyChunks != "paced" && o.earlyChunks != "all" && o.earlyChunks != "auto")
     die("--early-chunks must be paced, all or auto, got '" + o.earlyChunks + "'");
   if (o.earlyChunks != "auto" && o.target != "cuda")
@@ -531,6 +554,9 @@ static void pipelineOptions(const Options &opts, fuyou::TrainPipelineOptions &po
   po.gradLanding = opts.gradLanding;
   po.earlyRows = opts.earlyRows;
   po.earlyChunks = opts.earlyChunks;
+  po.rowsFirst = opts.rowsFirst == "yes";
+  po.paramWaits = opts.paramWaits == "yes";
+  po.earlyHold = opts.earlyHold == "yes";
 }
 
 // The front passes, then the back ones; what --device-optimizer auto chose.

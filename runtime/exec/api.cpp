@@ -171,16 +171,12 @@ void hand_over_early(Runtime* rt, int64_t group, int64_t param, View grad, View 
 }
 }  // namespace
 void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
-  if (rt->defer_early(group, param, grad, ids)) return;  // train --early-hold no: at its release
   hand_over_early(rt, group, param, grad, ids);
 }
 void early_release(Runtime* rt, int64_t group, int64_t param) {
-  if (auto d = rt->take_deferred_early(group, param))
-    hand_over_early(rt, group, param, d->grad, d->ids);
   // The kernels are done (they run on this thread); copies started from
   // the table since the hand-over still read it.
-  else if (!started().empty())
-    run_uploads_reading(rt, param);
+  if (!started().empty()) run_uploads_reading(rt, param);
   rt->async_optimizer().release_early(group, param);
 }
 

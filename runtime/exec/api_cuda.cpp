@@ -113,16 +113,11 @@ void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
   TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
   device_of(rt).group_wait_rows(group, param, ids);
 }
-static void hand_over_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
+void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
   TraceSpan span(rt->trace(), "compute", "early rows out, group ", group);
   device_of(rt).grad_offload_early(group, param, grad, ids);
 }
-void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
-  if (rt->defer_early(group, param, grad, ids)) return;  // train --early-hold no: at its release
-  hand_over_early(rt, group, param, grad, ids);
-}
 void early_release(Runtime* rt, int64_t group, int64_t param) {
-  if (auto d = rt->take_deferred_early(group, param)) hand_over_early(rt, group, param, d->grad, d->ids);
   device_of(rt).early_release(group, param);
 }
 

@@ -28,8 +28,6 @@ size_t page_round(size_t n) { return (n + store::kPageBytes - 1) / store::kPageB
 AsyncOptimizer::AsyncOptimizer(Runtime& rt) : rt_(rt) {
   const TrainOptions& o = rt.options();
   pool_ = std::make_unique<AdamWPool>(int(o.optimizer_threads));
-  param_waits_ = o.param_waits;
-  early_on_ = o.early_rows;
   if (!o.ssd_dirs.empty()) {
     // A fresh run; --resume writes the checkpoint's moments in.
     store_ = std::make_unique<store::TensorStore>(rt.store_options("fuyou.store", true));
@@ -97,7 +95,7 @@ size_t AsyncOptimizer::rows_host_bytes() const {
       n += size_t(g.rows_capacity) * 8 + size_t(t[0]) + (on_rows_updated_ ? row_bytes : 0) +
            (copies_row_grads(g) ? row_bytes : 0);
       // A table handed over early: the next batch's rows among its early ones, and their mask.
-      if (g.early_declared && early_on_)
+      if (g.early_declared)
         n += size_t(g.rows_capacity) * 8 + size_t(t[0]) + (on_rows_updated_ ? row_bytes : 0) +
              (copy_chunk_out_ && copy_rows_out_ ? row_bytes : 0);
     }
@@ -421,7 +419,6 @@ void AsyncOptimizer::wait_param(int64_t group, int64_t param) {
   const auto at = std::find(g.params.begin(), g.params.end(), param);
   if (at == g.params.end())
     fail("group_wait_param: parameter " + std::to_string(param) + " is not in group " + std::to_string(group));
-  if (!param_waits_) return wait_group(group, /*slot=*/false);
   const size_t i = size_t(at - g.params.begin());
   auto t0 = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);

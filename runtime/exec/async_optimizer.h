@@ -129,8 +129,8 @@ class AsyncOptimizer {
   // elementwise: the bits are those of one whole update. Declines (false;
   // the grad_offload brings it all) for a table declare_early did not name,
   // before wait_rows has made rows first's buffers, with the state on SSD,
-  // clipping, loss scaling, accumulation, an 8-bit table, recorded
-  // gradients, or set_early(false) (train --early-rows no).
+  // clipping, loss scaling, accumulation, an 8-bit table or recorded
+  // gradients.
   bool offload_early(int64_t group, int64_t param, const View& grad, const int64_t* ids, int64_t n);
   // Names table `param` of `group` (read rows first) as handed over early
   // by the program, before its first step, so that host memory counts the
@@ -139,19 +139,10 @@ class AsyncOptimizer {
   // program reads the table after offload_early, and calls release_early
   // after that read; the part's copies down start at offload_early, its
   // updates (which write the table and call the hooks) only after release.
-  // (train --early-hold no calls offload_early at the release: Runtime::defer_early.)
   void declare_early(int64_t group, int64_t param, bool all_chunks = false, bool held = false);
   // The table handed over held may be written now (nothing if offload_early
   // declined it). The group's grad_offload fails if it never came.
   void release_early(int64_t group, int64_t param);
-  void set_early(bool on) { early_on_ = on; }
-  // Whether declare_early named `group`'s table held (any group's).
-  bool early_held(int64_t group) const {
-    return group >= 0 && group < num_groups() && groups_[size_t(group)].early_held;
-  }
-  bool any_early_held() const {
-    return std::any_of(groups_.begin(), groups_.end(), [](const Group& g) { return g.early_held; });
-  }
   // How a device takes elements [lo, lo + n) of a table's gradient to dst,
   // one chunk of an early part (a piece's worth), and that copy's own
   // landing. With it (and set_gradient_rows_copy) a device's early part
@@ -202,10 +193,8 @@ class AsyncOptimizer {
   // update does its parameters in the group's order (a table read rows
   // first before the rest), so the next forward can read the first while
   // the others are updated (fy-param-waits). The device's copy of it is
-  // then under way (on_piece_updated has had its last piece). With
-  // set_param_waits(false) (train --param-waits no), the same as wait(group).
+  // then under way (on_piece_updated has had its last piece).
   void wait_param(int64_t group, int64_t param);
-  void set_param_waits(bool on) { param_waits_ = on; }
   // Returns once every queued op (updates and write-backs) is done.
   void wait_all();
   // For an owner going away, also after a failure: drops the updates still
@@ -528,8 +517,6 @@ class AsyncOptimizer {
   std::exception_ptr error_;
   bool stop_ = false;
   bool quiescing_ = false;  // quiesce: the worker takes no item
-  bool param_waits_ = true;
-  bool early_on_ = true;
   int64_t early_updates_ = 0;
   double clip_norm_ = 0;
   double last_norm_ = 0;

@@ -28,7 +28,7 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
          grad_view.shape.str() + ", parameter is F32 " + p.value.shape.str() + " (a 2-D table)");
   // The named rows' gradient must come down on its own at grad_offload: on
   // a device, through the rows' copy.
-  if (!early_on_ || !g.early_declared || store_ || holds() || accum_ > 1 || p.q8_block || rt_.recording_grads() ||
+  if (!g.early_declared || store_ || holds() || accum_ > 1 || p.q8_block || rt_.recording_grads() ||
       g.rows_param != param || !g.rows || !g.early_rows || n > g.rows_capacity ||
       (copy_out_ && !copies_row_grads(g)) || (on_rows_updated_ && !g.early_values) ||
       (copy_chunk_out_ && !g.early_grads))
@@ -179,7 +179,7 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
       g.rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
       if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
       if (copies_row_grads(g)) g.row_grads = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
-      if (g.early_declared && early_on_) {  // the next batch's rows among the early ones
+      if (g.early_declared) {  // the next batch's rows among the early ones
         g.early_rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
         if (on_rows_updated_) g.early_values = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
         if (copy_chunk_out_ && copy_rows_out_) g.early_grads = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();

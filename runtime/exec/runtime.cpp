@@ -319,21 +319,6 @@ AsyncOptimizer& Runtime::async_optimizer() {
   return *async_;
 }
 
-bool Runtime::defer_early(int64_t group, int64_t param, const View& grad, const View& ids) {
-  if (opts_.early_hold || !async_ || !async_->early_held(group)) return false;
-  deferred_early_.push_back(DeferredEarly{group, param, grad, ids});
-  return true;
-}
-
-std::optional<Runtime::DeferredEarly> Runtime::take_deferred_early(int64_t group, int64_t param) {
-  for (auto it = deferred_early_.begin(); it != deferred_early_.end(); ++it)
-    if (it->group == group && it->param == param) {
-      DeferredEarly d = *it;
-      deferred_early_.erase(it);
-      return d;
-    }
-  return std::nullopt;
-}
 
 uint64_t Runtime::op_seed(int64_t program_seed) const {
   uint64_t h = splitmix64(opts_.seed);

@@ -45,11 +45,6 @@ struct TrainOptions {
   std::vector<std::string> ssd_dirs;  // AdamW state in a TensorStore striped over these
   int64_t ssd_queue_depth = 32;       // I/O operations each store keeps in flight
   bool ssd_read_priority = true;      // activation reads pass the optimizer state's I/O
-  bool rows_first = true;  // the embedding's update does the next batch's rows first (AsyncOptimizer::wait_rows)
-  bool param_waits = true;  // the forward waits per parameter, not per group (AsyncOptimizer::wait_param)
-  bool early_rows = true;  // a tied table's rows the batch does not read go early (AsyncOptimizer::offload_early)
-  bool early_hold = true;  // ... as soon as written, held for the table's last read (no: handed over, copies and all, at its early_release)
-  bool grad_landing_next = false;  // a GPU's kernels also wait for each group's gradient copy at the next grad_offload
   int64_t cpu_mem = 0;     // budget for host buffers (0: none)
   int64_t optimizer_threads = 0;  // threads of the CPU optimizer (0: every CPU)
   std::string trace;       // Chrome trace JSON of the run
@@ -263,16 +258,6 @@ class Runtime {
   AsyncOptimizer& async_optimizer();
   bool has_async_optimizer() const { return async_ != nullptr; }
 
-  // train --early-hold no: a held grad_offload_early (one whose table the
-  // step reads after it) is carried out at its early_release instead, after
-  // that read, as programs did before the hold: the same kernels, the same
-  // bits, for comparison. defer_early keeps it (true) where that applies.
-  struct DeferredEarly {
-    int64_t group = -1, param = -1;
-    View grad, ids;
-  };
-  bool defer_early(int64_t group, int64_t param, const View& grad, const View& ids);
-  std::optional<DeferredEarly> take_deferred_early(int64_t group, int64_t param);
 
   // Step number, from 1 during the first step.
   int64_t step() const { return step_; }
@@ -317,7 +302,6 @@ class Runtime {
 
   std::unique_ptr<Trace> trace_;
   std::unique_ptr<AsyncOptimizer> async_;
-  std::vector<DeferredEarly> deferred_early_;  // one per table handed over held, until its release
   std::unordered_map<size_t, std::vector<void*>> free_;  // capacity -> headers
   std::vector<void*> blocks_;                            // every malloc, for the destructor
   HostAlloc host_alloc_ = nullptr;  // null: aligned_alloc / free

@@ -77,21 +77,6 @@ const char kUsage[] =
     "                       fewer: an activation's read waits behind less of the state's I/O)\n"
     "  --ssd-read-priority yes|no  the optimizer state's I/O keeps 2 operations in flight while an\n"
     "                       activation's read is unfinished (default yes)\n"
-    "  --rows-first yes|no  update the rows of the token embedding that the next batch reads before\n"
-    "                       the rest, which overlaps the next forward (default yes)\n"
-    "  --param-waits yes|no  the next forward waits for each parameter's update, not for its whole\n"
-    "                       group's (default yes)\n"
-    "  --early-rows yes|no  a tied embedding's rows that the step's batch does not read are updated\n"
-    "                       as soon as the logits' backward has made their gradient, while backward\n"
-    "                       goes on (default yes; with --rows-first yes, the state in memory, no\n"
-    "                       clipping, loss scaling or --grad-accum)\n"
-    "  --early-hold yes|no  hand those rows over as soon as their gradient is written, their update\n"
-    "                       held for the table's last read (yes, the default), or only after that\n"
-    "                       read (no: the hand-over of before, for comparison; the same bits)\n"
-    "  --grad-landing plan|next  on a GPU, where the kernels wait for a group's gradient copy: at\n"
-    "                       its fysched.grad_landed (plan, the default), or at the next group's\n"
-    "                       grad_offload as well (next: the rule before fy-grad-landed, for\n"
-    "                       comparison; the same program and bits)\n"
     "  --cpu-mem SIZE       bound the host memory the optimizer holds (e.g. 512M, 2G)\n"
     "  --gpu-mem SIZE|none  bound the device arena: parameters and the planned temporaries (default:\n"
     "                       the program's fuyou-compile --gpu-mem, if any)\n"
@@ -173,12 +158,19 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
                                          "--ssd", "--cpu-mem", "--gpu-mem", "--optimizer-threads", "--trace",
                                          "--optimizer", "--adamw8bit-block", "--adamw8bit-min-size",
                                          "--adamw8bit-embedding", "--ssd-queue-depth",
-                                         "--ssd-read-priority", "--rows-first", "--param-waits", "--early-rows", "--early-hold", "--grad-landing",
+                                         "--ssd-read-priority",
                                          "--loss-scale-init",
                                          "--loss-scale-growth-interval", "--lr-schedule",
                                          "--warmup-steps", "--lr-decay-steps", "--min-lr",
                                          "--grad-accum", "--no-decay", "--decay-1d", "--val-data",
                                          "--val-every", "--val-batches"};
+    // Decisions of the compile, which the program carries out as compiled.
+    static const char* const kCompiled[] = {"--rows-first", "--param-waits", "--early-rows", "--early-hold",
+                                            "--grad-landing"};
+    for (const char* k : kCompiled)
+      if (flag == k)
+        fail("'" + flag + "' is decided when the program is compiled: fuyou-compile " + flag +
+             (flag == "--grad-landing" ? " N" : " yes|no") + ", then run that program");
     bool known = false;
     for (const char* k : kKnown) known |= flag == k;
     if (!known) fail("unknown flag '" + flag + "' (see --help)");
@@ -225,16 +217,7 @@ bool parse_args(int argc, char** argv, TrainOptions* o) {
         start = comma + 1;
       }
     }
-    else if (flag == "--rows-first" || flag == "--param-waits" || flag == "--early-rows" || flag == "--early-hold") {
-      if (value != "yes" && value != "no") fail("flag '" + flag + "' must be yes or no, got '" + value + "'");
-      (flag == "--rows-first"    ? o->rows_first
-       : flag == "--param-waits" ? o->param_waits
-       : flag == "--early-rows"  ? o->early_rows
-                                 : o->early_hold) = value == "yes";
-    } else if (flag == "--grad-landing") {
-      if (value != "plan" && value != "next") fail("flag '--grad-landing' must be plan or next, got '" + value + "'");
-      o->grad_landing_next = value == "next";
-    } else if (flag == "--ssd-read-priority") {
+    else if (flag == "--ssd-read-priority") {
       if (value != "yes" && value != "no") fail("flag '--ssd-read-priority' must be yes or no, got '" + value + "'");
       o->ssd_read_priority = value == "yes";
     }

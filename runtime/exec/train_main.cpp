@@ -325,11 +325,6 @@ class TrainRun {
     if (o.gpu_mem < 0) o.gpu_mem = 0;
     rt.set_options(o);
     rt.settle_state();
-    if (!o.early_hold && !(rt.has_async_optimizer() && rt.async_optimizer().any_early_held()))
-      fail("--early-hold no: this program hands no tied table over held, so it would change nothing");
-    if (o.grad_landing_next && !rt.device())
-      fail("--grad-landing next: on the CPU target grad_offload copies the gradients before it returns, so it would "
-           "change nothing");
     if (!o.adamw8bit_flag.empty() && rt.optimizer_name() != "adamw8bit")
       fail(o.adamw8bit_flag + " applies to 8-bit AdamW (--optimizer adamw8bit); this run's optimizer is " +
            rt.optimizer_name());
@@ -382,7 +377,7 @@ class TrainRun {
     idx = rt.alloc_pinned(Shape{B, T}, DType::I64);
     tgt = rt.alloc_pinned(Shape{B, T}, DType::I64);
     if (o.grad_accum > 1) rt.async_optimizer().set_accumulation(o.grad_accum);
-    if (rt.has_async_optimizer() && o.rows_first) {
+    if (rt.has_async_optimizer()) {
       // The batches are a function of the step, so the optimizer may read the
       // next one while this one runs (the token embedding's rows first; at the
       // table's grad_offload: a batch's worth of ids, microseconds). The next

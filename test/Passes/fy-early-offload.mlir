@@ -1,6 +1,8 @@
 // RUN: fuyou-opt %s -split-input-file --fy-early-offload | FileCheck %s
 // RUN: fuyou-opt %s -split-input-file --fy-early-offload --fy-convert-fysched-to-emitc | FileCheck %s --check-prefix=EMITC
 // RUN: fuyou-opt %s -split-input-file --fy-early-offload=hold=false | FileCheck %s --check-prefix=AFTER
+// The same where the compile turned the held hand-over off (fy-program-attrs):
+// RUN: fuyou-opt %s -split-input-file --fy-program-attrs=early-hold=false --fy-early-offload | FileCheck %s --check-prefix=AFTER
 
 // A tied embedding: its gradient is the logits part %dw plus the gather's
 // rows. The logits part goes to the optimizer right after %dw is written,

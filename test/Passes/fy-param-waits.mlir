@@ -1,5 +1,12 @@
 // RUN: fuyou-opt %s -split-input-file -verify-diagnostics --fy-param-waits | FileCheck %s
 // RUN: fuyou-opt %s -split-input-file --fy-param-waits --fy-convert-fysched-to-emitc | FileCheck %s --check-prefix=EMITC
+// Where the compile turned param waits off (fy-program-attrs), nothing changes.
+// RUN: fuyou-opt %s -split-input-file --fy-program-attrs=param-waits=false --fy-param-waits | FileCheck %s --check-prefix=OFF
+// OFF: fy.schedule.param_waits = false
+// OFF-NOT: group_wait @{{[^,]*}}, @
+// OFF: fysched.group_wait @g0{{$}}
+// OFF-NOT: group_wait @{{[^,]*}}, @
+// OFF: fy.schedule.param_waits = false
 
 // A block's group in backward's order (its gradients land b2, w2, w1): each
 // parameter is waited for right before its first read, a view's read

@@ -1,6 +1,7 @@
 // RUN: fuyou-opt %s -split-input-file -verify-diagnostics --fy-program-attrs | FileCheck %s --check-prefix=CPU
 // RUN: fuyou-opt %s -split-input-file -verify-diagnostics --fy-program-attrs="target=cuda precision=bf16 gpu-mem=1073741824 loss-scale=true" | FileCheck %s --check-prefix=CUDA
 // RUN: fuyou-opt %s -split-input-file -verify-diagnostics --fy-program-attrs="activations=recompute,keep params=stream early-rows=no early-chunks=all grad-landing=2" | FileCheck %s --check-prefix=GIVEN
+// RUN: fuyou-opt %s -split-input-file -verify-diagnostics --fy-program-attrs="rows-first=false param-waits=false early-hold=false" | FileCheck %s --check-prefix=RULES
 // RUN: echo 'func.func @forward(%%ids: tensor<?x256xi64>, %%loss: tensor<f32>) -> tensor<f32> { return %%loss : tensor<f32> }' | not fuyou-opt --fy-program-attrs=target=cuda 2>&1 | FileCheck %s --check-prefix=ERR
 // ERR: error: fy-program-attrs: @forward's first argument is not a token tensor of a known shape
 
@@ -11,6 +12,8 @@
 // operand copies (128 MiB), and the ids, targets (8 KiB each) and loss (64 B):
 // 33554432 + 134217728 + 2 * 8192 + 64 = 167788608.
 // CUDA: module attributes {fy.budget.gpu_mem = 1073741824 : i64, fy.loss_scale = "dynamic", fy.optimizer = "adamw", fy.precision = "bf16", fysched.reserved_device_bytes = 167788608 : i64}
+// The schedule's rules a compile turns off.
+// RULES: module attributes {fy.optimizer = "adamw", fy.precision = "fp32", fy.schedule.early_hold = false, fy.schedule.param_waits = false, fy.schedule.rows_first = false}
 // A placement given is the plan.
 // GIVEN: module attributes {fy.optimizer = "adamw", fy.plan.activations = "recompute,keep", fy.plan.early_chunks = "all", fy.plan.early_rows = "no", fy.plan.grad_landing = 2 : i64, fy.plan.params = "stream", fy.precision = "fp32"}
 module {

@@ -1,6 +1,10 @@
 // RUN: fuyou-opt %s -split-input-file --fy-rows-first | FileCheck %s
 // RUN: fuyou-opt %s -split-input-file --fy-rows-first --fy-convert-fysched-to-emitc | FileCheck %s --check-prefix=EMITC
 // RUN: fuyou-opt %s -split-input-file --fy-rows-first=ahead=1 | FileCheck %s --check-prefix=AHEAD
+// Where the compile turned rows first off (fy-program-attrs), nothing changes.
+// RUN: fuyou-opt %s -split-input-file --fy-program-attrs=rows-first=false --fy-rows-first | FileCheck %s --check-prefix=OFF
+// OFF: fy.schedule.rows_first = false
+// OFF-NOT: group_wait_rows
 
 // A tied embedding: the gather of the step's tokens waits for their rows
 // only; the group_wait moves to the table's next read, the logits product.

@@ -399,62 +399,49 @@ TEST(AsyncOptimizer, UpdatePiecesCoverEachParameterInOrder) {
 // fy-param-waits: a group's update does its parameters in the group's order
 // (here "ln" before the table) and wait_param returns once its parameter is
 // done, bit for bit the inline update's, while the table's pieces are held
-// back; with param waits off it waits for the whole group. A parameter of
-// another group is the program's mistake.
+// back. A parameter of another group is the program's mistake.
 TEST(AsyncOptimizer, WaitParamReturnsOnceItsParameterIsUpdated) {
-  for (bool per_param : {true, false}) {
-    SCOPED_TRACE(per_param ? "param waits" : "param waits off");
-    fy::Runtime inline_rt, async_rt;
-    declare_table_and_ln(inline_rt, async_rt);
-    fy::AsyncOptimizer& opt = async_rt.async_optimizer();
-    opt.set_param_waits(per_param);
-    const int64_t group = opt.declare_group({1, 0});
-    std::mutex mu;
-    std::condition_variable cv;
-    bool released = false, held_in_time = true;
-    opt.set_on_piece_updated([&](int64_t param, int64_t, int64_t) {
-      if (param != 0) return;
-      std::unique_lock<std::mutex> lock(mu);
-      held_in_time &= cv.wait_for(lock, std::chrono::seconds(20), [&] { return released; });
-    });
-    auto release = [&] {
-      std::lock_guard<std::mutex> lock(mu);
-      released = true;
-      cv.notify_all();
-    };
-    std::mt19937 gen(29);
-    inline_rt.set_step(1);
-    async_rt.set_step(1);
-    std::vector<std::vector<float>> grads;
-    std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
-    std::swap(views[0], views[1]);  // the group's order: ln, wte
-    opt.start(group, views.data(), views.size());
-    std::thread later;
-    if (!per_param)
-      later = std::thread([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        release();
-      });
-    opt.wait_param(group, 1);
-    bool was_released;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      was_released = released;
-    }
-    EXPECT_EQ(was_released, !per_param) << "wait_param(ln) returned " << (per_param ? "after" : "before")
-                                        << " the table's pieces were let go";
-    const fy::View a = inline_rt.param(1).value, b = async_rt.param(1).value;
-    EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "ln when wait_param returned";
-    if (per_param) release();
-    opt.wait_param(group, 0);
-    const fy::View c = inline_rt.param(0).value, d = async_rt.param(0).value;
-    EXPECT_EQ(0, std::memcmp(c.data, d.data, size_t(c.nbytes()))) << "wte when wait_param returned";
-    if (later.joinable()) later.join();
-    EXPECT_TRUE(held_in_time);
-    const int64_t other = opt.declare_group({0});
-    EXPECT_EQ(fyt::error_of([&] { opt.wait_param(other, 1); }),
-              "group_wait_param: parameter 1 is not in group " + std::to_string(other));
+  fy::Runtime inline_rt, async_rt;
+  declare_table_and_ln(inline_rt, async_rt);
+  fy::AsyncOptimizer& opt = async_rt.async_optimizer();
+  const int64_t group = opt.declare_group({1, 0});
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false, held_in_time = true;
+  opt.set_on_piece_updated([&](int64_t param, int64_t, int64_t) {
+    if (param != 0) return;
+    std::unique_lock<std::mutex> lock(mu);
+    held_in_time &= cv.wait_for(lock, std::chrono::seconds(20), [&] { return released; });
+  });
+  auto release = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    released = true;
+    cv.notify_all();
+  };
+  std::mt19937 gen(29);
+  inline_rt.set_step(1);
+  async_rt.set_step(1);
+  std::vector<std::vector<float>> grads;
+  std::vector<fy::View> views = inline_step(inline_rt, grads, gen);
+  std::swap(views[0], views[1]);  // the group's order: ln, wte
+  opt.start(group, views.data(), views.size());
+  opt.wait_param(group, 1);
+  bool was_released;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    was_released = released;
   }
+  EXPECT_FALSE(was_released) << "wait_param(ln) returned after the table's pieces were let go";
+  const fy::View a = inline_rt.param(1).value, b = async_rt.param(1).value;
+  EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "ln when wait_param returned";
+  release();
+  opt.wait_param(group, 0);
+  const fy::View c = inline_rt.param(0).value, d = async_rt.param(0).value;
+  EXPECT_EQ(0, std::memcmp(c.data, d.data, size_t(c.nbytes()))) << "wte when wait_param returned";
+  EXPECT_TRUE(held_in_time);
+  const int64_t other = opt.declare_group({0});
+  EXPECT_EQ(fyt::error_of([&] { opt.wait_param(other, 1); }),
+            "group_wait_param: parameter 1 is not in group " + std::to_string(other));
 }
 
 // Rows first: once the program has named its table (wait_rows), an update
@@ -627,10 +614,7 @@ TEST(AsyncOptimizer, EarlyRowsAreUpdatedBeforeTheGroupsOffload) {
     EXPECT_EQ(0, std::memcmp(a.data, b.data, size_t(a.nbytes()))) << "parameter " << i << " at the end";
   }
   EXPECT_EQ(opt.early_updates(), 4);
-  // Declined: without the feature, with clipping; a parameter of another group is the program's mistake.
-  opt.set_early(false);
-  EXPECT_FALSE(opt.offload_early(group, 0, async_rt.param(0).value, batch.data(), int64_t(batch.size())));
-  opt.set_early(true);
+  // Declined with clipping; a parameter of another group is the program's mistake.
   opt.set_clip_norm(1.0);
   EXPECT_FALSE(opt.offload_early(group, 0, async_rt.param(0).value, batch.data(), int64_t(batch.size())));
   EXPECT_THROW(opt.offload_early(group, 5, async_rt.param(0).value, batch.data(), int64_t(batch.size())), fy::Error);

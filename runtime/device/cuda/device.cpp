@@ -649,11 +649,6 @@ int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count)
   // started before must have read them (no compiled program waits that late).
   for (int64_t p : rt_.async_optimizer().group_params(group)) settle_master(p);
   const int64_t token = rt_.async_optimizer().offload(group, grads, count);
-  // train --grad-landing next: the kernels from here wait for the group
-  // before's copy (its grad_landed comes after this op), as before
-  // fysched.grad_landed: only more waiting.
-  if (rt_.options().grad_landing_next && !unlanded_.empty())
-    FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(unlanded_.back())], 0));
   unlanded_.push_back(group);
   // An early table's gradient is kept up to its own group's grad_offload,
   // which has sent its last chunks: behind them.
@@ -708,9 +703,7 @@ void CudaDevice::group_wait_param(int64_t group, int64_t param) {
   rt_.async_optimizer().wait_param(group, param);
   // Streamed parameters are copied up by the program itself.
   if (rt_.streamed_params()) return;
-  // Without param waits the whole group's update was waited for.
-  FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, rt_.options().param_waits ? param_events_[size_t(param)]
-                                                                         : group_events_[size_t(group)], 0));
+  FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, param_events_[size_t(param)], 0));
 }
 
 void CudaDevice::group_wait_rows(int64_t group, int64_t param, View ids) {
