@@ -4,7 +4,8 @@
 // 16-bit copies, or on fp32 operands at FAST_16BF. Side by side in one
 // process; the forward product, which fits, is the reference rate. (The
 // input gradient's, whose table copy leaves no room for row blocks, runs on
-// fp32 operands both ways since blocks of K lost to them at stop 32.)
+// fp32 operands both ways since blocks of K lost to them on the H100 run of
+// 2026-11-27, commit ca5437b.)
 //
 // usage: fuyou-bench-matmul-cuda [--reps N]   (on a GPU machine)
 #include <cuda_runtime.h>

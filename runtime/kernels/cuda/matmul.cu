@@ -280,7 +280,7 @@ constexpr size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 // no algorithm for a block (c perhaps partly written). Blocks of K added into
 // c instead were slower than fp32 operands on an H100 for the one such
 // product in our models, the logits' input gradient (2.68 against 2.00 ms at
-// d 1024, bench/RESULTS.md, stop 32).
+// d 1024, bench/RESULTS.md, the H100 run of 2026-11-27, commit ca5437b).
 template <class H, class H2>
 bool split16(const float* pa, const float* pb, float* pc, int64_t Mt, int64_t N, int64_t K, bool ta, bool tb,
              Mode mode, char* scratch, cudaStream_t s) {
