@@ -16,7 +16,7 @@ import sys
 
 PARTS = {
     "Tools": ["compiler/tools/"],
-    "Target": ["compiler/target/"],
+    "Toolchain": ["compiler/toolchain/"],
     "Importer": ["compiler/importer/"],
     "Passes": ["passes/"],
     "Dialects": ["dialects/"],
@@ -31,8 +31,8 @@ PARTS = {
     "RuntimeTools": ["runtime/tools/"],
 }
 ARROWS = {
-    "Tools": ["Importer", "Passes", "Target"],
-    "Target": ["Importer", "Support"],  # writes the weights no ONNX file addresses (safetensors)
+    "Tools": ["Importer", "Passes", "Toolchain"],
+    "Toolchain": ["Importer", "Support"],  # writes the weights no ONNX file addresses (safetensors)
     "Importer": ["Dialects"],
     "Passes": ["Dialects"],
     "Exec": ["Device", "Optim", "Store", "Support"],

@@ -1,7 +1,7 @@
 // fuyou-compile MODEL.onnx -o OUT: ONNX training graph → native training program.
 #include "compiler/importer/Importer.h"
 #include "compiler/importer/OnnxModel.h"
-#include "compiler/target/Build.h"
+#include "compiler/toolchain/Build.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -341,7 +341,7 @@ Options parse(int argc, char **argv) {
     die("--optimizer must be adamw or adamw8bit, got '" + o.optimizer + "'");
   if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp16" && o.precision != "tf32")
     die("--precision must be bf16, fp16, tf32 or fp32, got '" + o.precision + "'");
-  if (o.emit.empty() && !fuyou::target::haveTarget(o.target))
+  if (o.emit.empty() && !fuyou::toolchain::haveTarget(o.target))
     die("--target cuda: this fuyou-compile was built without CUDA (no nvcc found when it was built)");
   if (!o.emit.empty() && o.emit != "fygraph" && o.emit != "fysched" && o.emit != "cpp" && o.emit != "plan")
     die("--emit must be fygraph, fysched, cpp or plan, got '" + o.emit + "'");
@@ -381,7 +381,7 @@ std::vector<std::string> &signalPaths() {
 }
 
 extern "C" void removeAndExit(int sig) {
-  fuyou::target::stopBuild(sig);  // first: it may still be writing a temporary
+  fuyou::toolchain::stopBuild(sig);  // first: it may still be writing a temporary
   if (!signalPaths().empty()) {  // (else the compile was complete)
     for (const std::string &p : signalPaths())
       ::unlink(p.c_str());
@@ -396,7 +396,7 @@ extern "C" void removeAndExit(int sig) {
 // Signals ignored when the compile started (nohup, a background job) stay so.
 void removeOnSignal(std::vector<std::string> paths) {
   signalPaths() = std::move(paths);
-  for (int sig : fuyou::target::kStopSignals) {
+  for (int sig : fuyou::toolchain::kStopSignals) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN)
       continue;
@@ -628,7 +628,7 @@ static void writeProgram(const Options &opts, const fuyou::onnx_in::Model &model
       ::unlink(p->c_str());
   };
   std::string sourcesError;
-  const std::string sources = fuyou::target::weightSourcesCpp(model, paramNames, opts.out, sourcesError);
+  const std::string sources = fuyou::toolchain::weightSourcesCpp(model, paramNames, opts.out, sourcesError);
   if (!sourcesError.empty())
     die(opts.model + ": " + sourcesError);
   {
@@ -645,14 +645,14 @@ static void writeProgram(const Options &opts, const fuyou::onnx_in::Model &model
     }
   }
   bool ownWeights = false;  // (a program whose parameters are all in the ONNX file has none)
-  if (std::string e = fuyou::target::writeWeights(model, paramNames, tmpWeights, ownWeights); !e.empty()) {
+  if (std::string e = fuyou::toolchain::writeWeights(model, paramNames, tmpWeights, ownWeights); !e.empty()) {
     cleanup();
     die(e);
   }
   int buildSignal = 0;
-  if (std::string e = fuyou::target::buildExecutable(tmpCpp, tmpOut, opts.target, &buildSignal); !e.empty()) {
+  if (std::string e = fuyou::toolchain::buildExecutable(tmpCpp, tmpOut, opts.target, &buildSignal); !e.empty()) {
     cleanup();
-    if (llvm::is_contained(fuyou::target::kStopSignals, buildSignal)) {
+    if (llvm::is_contained(fuyou::toolchain::kStopSignals, buildSignal)) {
       // Ended by the signal, as the compile it interrupted: a shell loop stops.
       llvm::errs() << "fuyou-compile: error: " << e << "\n";
       llvm::errs().flush();
@@ -663,7 +663,7 @@ static void writeProgram(const Options &opts, const fuyou::onnx_in::Model &model
   }
   // The executable last: it is what a user runs, and it reads the others.
   // No signal between the three (one that comes waits until they are done).
-  const sigset_t stop = fuyou::target::stopSignalSet();
+  const sigset_t stop = fuyou::toolchain::stopSignalSet();
   sigset_t before;
   ::sigprocmask(SIG_BLOCK, &stop, &before);
   // And no other compile's renames into the same directory between them

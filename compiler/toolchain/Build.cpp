@@ -1,6 +1,6 @@
-#include "compiler/target/Build.h"
+#include "compiler/toolchain/Build.h"
 
-#include "compiler/target/Config.h"
+#include "compiler/toolchain/Config.h"
 #include "io/safetensors.h"
 
 #include <cerrno>
@@ -19,7 +19,7 @@
 
 namespace fs = std::filesystem;
 
-namespace fuyou::target {
+namespace fuyou::toolchain {
 
 std::string writeWeights(const onnx_in::Model &model, const std::vector<std::string> &names,
                          const std::string &path, bool &written) {
@@ -310,4 +310,4 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
   return "";
 }
 
-} // namespace fuyou::target
+} // namespace fuyou::toolchain

@@ -1,8 +1,8 @@
 // Writing a program's files: the weights and the executable built from the
 // generated C++ with the system compiler. Plain C++ (the runtime's
 // safetensors writer throws), no MLIR.
-#ifndef FUYOU_COMPILER_TARGET_BUILD_H
-#define FUYOU_COMPILER_TARGET_BUILD_H
+#ifndef FUYOU_COMPILER_TOOLCHAIN_BUILD_H
+#define FUYOU_COMPILER_TOOLCHAIN_BUILD_H
 
 #include "compiler/importer/OnnxModel.h"
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace fuyou::target {
+namespace fuyou::toolchain {
 
 // Writes the named initializers of `model` that the compile read (small
 // ones, and those of ONNX text or typed fields, which no file offset
@@ -52,6 +52,6 @@ sigset_t stopSignalSet();
 // by SIGKILL), so that it writes nothing more.
 void stopBuild(int sig) noexcept;
 
-} // namespace fuyou::target
+} // namespace fuyou::toolchain
 
 #endif
