@@ -32,7 +32,7 @@ PARTS = {
 }
 ARROWS = {
     "Tools": ["Importer", "Passes", "Toolchain"],
-    "Toolchain": ["Importer", "Support"],  # writes the weights no ONNX file addresses (safetensors)
+    "Toolchain": ["Importer"],
     "Importer": ["Dialects"],
     "Passes": ["Dialects"],
     "Exec": ["Device", "Optim", "Store", "Support"],

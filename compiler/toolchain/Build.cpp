@@ -1,8 +1,9 @@
 #include "compiler/toolchain/Build.h"
 
 #include "compiler/toolchain/Config.h"
-#include "io/safetensors.h"
+#include "runtime/abi/safetensors_layout.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -24,7 +25,7 @@ namespace fuyou::toolchain {
 std::string writeWeights(const onnx_in::Model &model, const std::vector<std::string> &names,
                          const std::string &path, bool &written) {
   written = false;
-  std::vector<fy::SafetensorsEntry> entries;
+  std::vector<std::pair<std::string, const onnx_in::Tensor *>> sorted;
   for (const auto &name : names) {
     const onnx_in::Tensor *t = nullptr;
     for (const auto &init : model.initializers)
@@ -32,24 +33,49 @@ std::string writeWeights(const onnx_in::Model &model, const std::vector<std::str
         t = &init;
     if (!t)
       return "no initializer named '" + name + "'";
-    if (!t->loaded)
-      continue;  // the program reads it where the ONNX file keeps it
-    fy::SafetensorsEntry e;
-    e.name = name;
-    e.dtype = t->dtype == onnx_in::DType::F32   ? fy::DType::F32
-              : t->dtype == onnx_in::DType::I64 ? fy::DType::I64
-                                                : fy::DType::U8;
-    e.shape = t->shape;
-    e.data = t->bytes.data();
-    entries.push_back(e);
+    if (t->loaded)  // else the program reads it where the ONNX file keeps it
+      sorted.emplace_back(name, t);
   }
-  if (entries.empty())
+  if (sorted.empty())
     return "";
-  try {
-    fy::write_safetensors(path, entries);
-  } catch (const std::exception &e) {
-    return e.what();
+  std::sort(sorted.begin(), sorted.end(), [](auto &a, auto &b) { return a.first < b.first; });
+  std::vector<fy::abi::StTensor> layout;
+  for (const auto &[name, t] : sorted) {
+    const bool f32 = t->dtype == onnx_in::DType::F32, i64 = t->dtype == onnx_in::DType::I64;
+    layout.push_back(fy::abi::StTensor{name, f32 ? "F32" : i64 ? "I64" : "U8", t->shape, f32 ? 4u : i64 ? 8u : 1u});
+    if (t->bytes.size() != layout.back().nbytes())
+      return "initializer '" + name + "' holds " + std::to_string(t->bytes.size()) + " bytes, not its shape's " +
+             std::to_string(layout.back().nbytes());
   }
+  // The caller writes to a temporary and renames it once the program is built.
+  std::vector<std::pair<std::string, std::string>> crcs;  // the runtime checks them when it reads the file
+  for (const auto &[name, t] : sorted)
+    crcs.emplace_back(fy::abi::kStCrcKey + name,
+                      fy::abi::st_crc_text(fy::abi::crc32c_portable(0, t->bytes.data(), t->bytes.size())));
+  const fy::abi::StHeader header = fy::abi::safetensors_header(crcs, layout);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return "cannot create '" + path + "': " + std::strerror(errno);
+  auto put = [&](const void *data, size_t n) {
+    for (const char *p = static_cast<const char *>(data); n;) {
+      const ssize_t w = ::write(fd, p, n);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        return false;
+      p += w;
+      n -= size_t(w);
+    }
+    return true;
+  };
+  bool ok = put(header.bytes.data(), header.bytes.size());
+  for (const auto &[name, t] : sorted)
+    ok = ok && put(t->bytes.data(), t->bytes.size());
+  ok = ok && ::fsync(fd) == 0;
+  const std::string why = ok ? "" : std::strerror(errno);
+  ok = ::close(fd) == 0 && ok;
+  if (!ok)
+    return "writing '" + path + "' failed: " + (why.empty() ? std::strerror(errno) : why);
   written = true;
   return "";
 }

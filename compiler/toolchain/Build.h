@@ -1,6 +1,6 @@
 // Writing a program's files: the weights and the executable built from the
-// generated C++ with the system compiler. Plain C++ (the runtime's
-// safetensors writer throws), no MLIR.
+// generated C++ with the system compiler. Plain C++, no MLIR; of the
+// runtime only its declared interface (runtime/abi/).
 #ifndef FUYOU_COMPILER_TOOLCHAIN_BUILD_H
 #define FUYOU_COMPILER_TOOLCHAIN_BUILD_H
 

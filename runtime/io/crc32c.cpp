@@ -1,5 +1,7 @@
 #include "io/crc32c.h"
 
+#include "abi/safetensors_layout.h"
+
 #include <array>
 #include <cstring>
 
@@ -10,19 +12,6 @@
 namespace fy {
 
 namespace {
-
-// The reflected Castagnoli polynomial.
-constexpr uint32_t kPoly = 0x82f63b78u;
-
-std::array<uint32_t, 256> make_table() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (c & 1 ? kPoly : 0);
-    t[i] = c;
-  }
-  return t;
-}
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const void* data, size_t n) {
@@ -40,13 +29,7 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const void
 
 }  // namespace
 
-uint32_t crc32c_portable(uint32_t crc, const void* data, size_t n) {
-  static const std::array<uint32_t, 256> table = make_table();
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint32_t c = ~crc;
-  for (; n; --n) c = (c >> 8) ^ table[(c ^ *p++) & 0xff];
-  return ~c;
-}
+uint32_t crc32c_portable(uint32_t crc, const void* data, size_t n) { return abi::crc32c_portable(crc, data, n); }
 
 uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
 #if defined(__x86_64__)

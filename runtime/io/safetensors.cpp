@@ -1,5 +1,6 @@
 #include "io/safetensors.h"
 
+#include "abi/safetensors_layout.h"
 #include "io/crc32c.h"
 
 #include <fcntl.h>
@@ -44,21 +45,9 @@ bool parse_dtype(const std::string& s, DType* out) {
   return true;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += c; }
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else o += c;
-  }
-  return o;
-}
 
 // __metadata__ key of a tensor's checksum, before its name.
-constexpr const char* kCrcKey = "crc32c/";
+constexpr const char* kCrcKey = abi::kStCrcKey;
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
@@ -231,55 +220,30 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   // format allows) so a reader can tell a damaged tensor from a good one.
   // The values are fixed-width: the header is written with zeros first and
   // rewritten in place once the data has gone out.
-  std::string hdr = "{\"__metadata__\":{";
-  std::vector<size_t> crc_at;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    hdr += std::string(i ? "," : "") + "\"" + kCrcKey + json_escape(sorted[i]->name) + "\":\"";
-    crc_at.push_back(hdr.size());
-    hdr += "00000000\"";
-  }
+  std::vector<std::pair<std::string, std::string>> meta;
+  for (const auto* e : sorted) meta.emplace_back(kCrcKey + e->name, "00000000");
   for (const auto& [key, value] : metadata) {
     if (key.rfind(kCrcKey, 0) == 0) st_fail(path, "metadata key '" + key + "' is reserved for checksums");
-    hdr += std::string(hdr.back() == '{' ? "" : ",") + "\"" + json_escape(key) + "\":\"" + json_escape(value) + "\"";
+    meta.emplace_back(key, value);
   }
-  hdr += "}";
-  uint64_t off = 0;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    const auto& e = *sorted[i];
-    if (e.name.empty() || e.name == "__metadata__") st_fail(path, "invalid tensor name '" + e.name + "'");
-    int64_t n = 1;
-    std::string shape = "[";
-    for (size_t k = 0; k < e.shape.size(); ++k) {
-      if (e.shape[k] < 0) st_fail(path, "negative dim in tensor '" + e.name + "'");
-      n *= e.shape[k];
-      shape += (k ? "," : "") + std::to_string(e.shape[k]);
-    }
-    shape += "]";
-    const uint64_t bytes = uint64_t(n) * dtype_size(e.dtype);
-    hdr += ",\"" + json_escape(e.name) + "\":{\"dtype\":\"" + st_dtype(e.dtype) + "\",\"shape\":" + shape +
-           ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + bytes) + "]}";
-    off += bytes;
+  std::vector<abi::StTensor> layout;
+  for (const auto* e : sorted) {
+    if (e->name.empty() || e->name == "__metadata__") st_fail(path, "invalid tensor name '" + e->name + "'");
+    for (int64_t d : e->shape)
+      if (d < 0) st_fail(path, "negative dim in tensor '" + e->name + "'");
+    layout.push_back(abi::StTensor{e->name, st_dtype(e->dtype), e->shape, uint64_t(dtype_size(e->dtype))});
   }
-  hdr += "}";
-  // Pad with spaces so the data starts 8-byte aligned (as the reference
-  // implementation does), which lets readers map tensors in place.
-  while ((8 + hdr.size()) % 8) hdr += ' ';
+  abi::StHeader hdr = abi::safetensors_header(meta, layout);
 
   // Temporary in the same directory so rename() is atomic.
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) st_fail(path, "cannot create '" + tmp + "': " + std::strerror(errno));
   try {
-    uint64_t hlen = hdr.size();
-    unsigned char le[8];
-    for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(hlen >> (8 * k));
-    write_all(fd, le, 8, path);
-    write_all(fd, hdr.data(), hdr.size(), path);
+    write_all(fd, hdr.bytes.data(), hdr.bytes.size(), path);
     for (size_t i = 0; i < sorted.size(); ++i) {
       const auto* e = sorted[i];
-      int64_t n = 1;
-      for (int64_t d : e->shape) n *= d;
-      const size_t bytes = size_t(n) * dtype_size(e->dtype);
+      const size_t bytes = size_t(layout[i].nbytes());
       if (bytes && !e->data && !e->fill) st_fail(path, "tensor '" + e->name + "' has no data");
       std::vector<unsigned char> buf;
       const void* from = e->data;
@@ -288,13 +252,11 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
         e->fill(buf.data());
         from = buf.data();
       }
-      char hex[9];
-      std::snprintf(hex, sizeof hex, "%08x", crc32c(0, from, bytes));
-      hdr.replace(crc_at[i], 8, hex);
+      hdr.bytes.replace(hdr.value_at[i], 8, abi::st_crc_text(crc32c(0, from, bytes)));
       write_all(fd, from, bytes, path);
     }
-    for (size_t done = 0; done < hdr.size();) {
-      const ssize_t w = ::pwrite(fd, hdr.data() + done, hdr.size() - done, off_t(8 + done));
+    for (size_t done = 0; done < hdr.bytes.size();) {
+      const ssize_t w = ::pwrite(fd, hdr.bytes.data() + done, hdr.bytes.size() - done, off_t(done));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) st_fail(path, std::string("rewriting the header failed: ") + (w < 0 ? std::strerror(errno) : "no progress"));
       done += size_t(w);
@@ -493,7 +455,7 @@ std::string safetensors_index_json(const std::map<std::string, std::string>& wei
   std::string s = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total_size) + "},\n  \"weight_map\": {";
   const char* sep = "\n";
   for (const auto& [name, file] : weight_map) {
-    s += sep + std::string("    \"") + json_escape(name) + "\": \"" + json_escape(file) + "\"";
+    s += sep + std::string("    \"") + abi::st_json_escape(name) + "\": \"" + abi::st_json_escape(file) + "\"";
     sep = ",\n";
   }
   return s + "\n  }\n}\n";
