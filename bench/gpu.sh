@@ -63,7 +63,8 @@ stage_test() {
 
 stage_e2e() {
   for m in ${E2E_MODELS:-gpt2 llama}; do
-    progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute bf16_selective bf16_devopt bf16_chunks"
+    progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute bf16_selective bf16_devopt bf16_chunks
+           bf16_early_no"
     for p in $progs; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" & done
     wait  # side by side; a row from a background job would not reach TABLE
     for p in $progs; do [ -x "$G/$m/train_$p" ] || row "e2e $m: build of train_$p failed"; done
@@ -77,7 +78,10 @@ stage_speed() {
   row "matmul blocks, fp32-operand ms / blocks ms (logits, dx, dW; d 768 then 1024): $(awk 'NR > 1 {printf "%s ", $(NF-1)}' "$OUT/matmul_blocks.txt")"
   cat "$OUT/matmul_blocks.txt"
   d=$G/gpt124
-  program "$d/train.cpp" "$d/train" && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
+  # And for rows, the same model compiled with one schedule rule otherwise
+  # (bench/gpu/prepare.sh), built beside it; all built before anything is timed.
+  for x in train_early_no train_whole train_group_waits; do program "$d/$x.cpp" "$d/$x" & done
+  program "$d/train.cpp" "$d/train" && wait && python3 "$ROOT/bench/gpu/run.py" weights "$d/model.json" "$d/train.weights.safetensors" \
     && row "$(python3 "$ROOT/bench/gpu/run.py" speed "$d" "$d/train" 2>&1 | tail -3)" \
     && row "$(python3 "$ROOT/bench/gpu/run.py" rows "$d" "$d/train" 2>&1 | tail -2)"
   # The same model placed otherwise: activations recomputed, in host memory,
@@ -102,10 +106,11 @@ stage_ooc() {
 
 stage_planner() {
   # The planner's choices under --gpu-mem, planned on the development machine
-  # (bench/gpu/planner.py prepare), against the keep-all programs.
+  # (bench/gpu/planner.py prepare), against the keep-all programs; each
+  # .cpp there (train, keep, devopt, and the chosen plan compiled with a
+  # schedule rule otherwise: train_whole, ...) built beside it.
   for d in "$G"/planner/*/; do
-    program "$d/train.cpp" "$d/train" & program "$d/keep.cpp" "$d/keep" &
-    [ -f "$d/devopt.cpp" ] && program "$d/devopt.cpp" "$d/devopt" &
+    for c in "$d"*.cpp; do program "$c" "${c%.cpp}" & done
   done
   wait
   python3 "$ROOT/bench/gpu/planner.py" run "$G/planner" 2>&1 | tee "$OUT/planner.txt"

@@ -8,14 +8,23 @@
       plan's device bytes), set the budget inside it, plan with --plan-search
       classes and exhaustive (both --target cuda --state memory --profile
       PROFILE), and write the chosen plan's C++ (train.cpp) and the keep-all
-      program's (keep.cpp) with config.json (budget, plans, predictions).
+      program's (keep.cpp) with config.json (budget, plans, predictions), and
+      the schedule rules run compares, each compiled into a program of its own
+      with the chosen plan given explicitly (pins): train_whole.cpp (--rows-first
+      no), train_group_waits.cpp (--param-waits no), train_early_no.cpp
+      (--early-rows no, where a tied table's rows are early), train_hold_no.cpp
+      (--early-hold no, where a table is held) and, where gradients land more
+      than one group later, train_landing1.cpp and devopt_landing1.cpp
+      (--grad-landing 1).
       With TRACES (an earlier run's $OUT), each config is planned with
       --kernel-times from its traced program there: profile-guided planning.
   run DIR                  (GPU machine, after bench/gpu.sh built the programs)
       For each config: the chosen program under its --gpu-mem and the keep-all
       one, 12 steps each (median after 3), losses compared (placement must not
       change them), then a traced run of the chosen program whose per-track
-      busy times give the overlap ratio (step / busiest stream).
+      busy times give the overlap ratio (step / busiest stream), and one of
+      each variant prepare compiled with a schedule rule otherwise
+      (train_whole, ...; the same losses), side by side.
 
   kernel-times RESULTS PROFILE   (development machine, after run)
       RESULTS is the run's $OUT (planner.json and each chosen program's
@@ -68,6 +77,74 @@ def run(cmd, check=True):
     return r
 
 
+def pins(plan_text):
+    """The flags that give a --emit=plan answer's chosen plan without a search:
+    each segment's activations, the parameters' placement, a tied table's early
+    rows (and how their chunks go down) and the gradients' landing distance.
+    A schedule rule compiled otherwise (--rows-first no, ...) moves the
+    planner's predictions, so under --gpu-mem alone it may choose another plan."""
+    m = re.search(r"^planner: \d+ plans evaluated, chose activations (\S+), parameters (\w+)(.*)$", plan_text, re.M)
+    if not m:
+        sys.exit(f"planner: no chosen plan in: {plan_text[:500]}")
+    acts, params, rest = m.groups()
+    flags = ["--activations", acts, "--params", params]
+    if e := re.search(r"a tied table's rows early: (\w+)", rest):
+        flags += ["--early-rows", e.group(1)]
+        if e.group(1) == "yes":
+            flags += ["--early-chunks", "all" if "down all at once" in rest else "paced"]
+    g = re.search(r"gradients freed (\d+) groups later", rest)
+    return flags + ["--grad-landing", g.group(1) if g else "1"]
+
+
+def with_rule(flags, name, value):
+    """flags with --NAME VALUE in place of a --NAME in them; a table's update
+    whole (--rows-first no) or at the step's end (--early-rows no) has no early
+    rows, so those go too."""
+    drop = {"--" + name}
+    if value == "no" and name in ("rows-first", "early-rows"):
+        drop |= {"--early-rows", "--early-chunks"}
+    out = []
+    for i in range(0, len(flags), 2):
+        if flags[i] not in drop:
+            out += flags[i:i + 2]
+    return out + ["--" + name, value]
+
+
+def placement(plan_text):
+    """Each segment's activations and the parameters' placement as --emit=plan
+    prints them, whether the planner chose them or they were given."""
+    return (re.findall(r"^segment \d+: (\w+)", plan_text, re.M),
+            "streamed" if "parameters: streamed" in plan_text else "resident")
+
+
+def emit_variants(name, d, flags, prog, variants):
+    """prog.cpp's plan given explicitly (pins), compiled once more with each
+    variant's rule: d/VARIANT.cpp. Checks that the pinned flags alone give
+    prog.cpp's C++ byte for byte, and that each variant's plan places what
+    prog.cpp's does (and its landing, but for --grad-landing); warns where not.
+    Returns {variant: {"rule": ..., "same_plan": ...}}."""
+    plan = run(flags + ["--emit=plan"]).stdout
+    pin = pins(plan)
+    with open(os.path.join(d, prog + ".cpp")) as f:
+        ref = f.read()
+    notes = {}
+    if run(flags + pin + ["--emit=cpp"]).stdout != ref:
+        print(f"planner: {name}: WARNING: {prog}.cpp's plan given explicitly ({' '.join(pin)}) compiles to other "
+              f"C++: its variants may differ from it in more than their rule")
+    for variant, rule, value in variants:
+        vflags = flags + with_rule(pin, rule, value)
+        cpp = os.path.join(d, variant + ".cpp")
+        with open(cpp, "w") as f:
+            f.write(run(vflags + ["--emit=cpp"]).stdout)
+        same = placement(run(vflags + ["--emit=plan"]).stdout) == placement(plan)
+        if rule != "grad-landing":
+            same &= landing(cpp) == landing(os.path.join(d, prog + ".cpp"))
+        notes[variant] = {"rule": f"--{rule} {value}", "same_plan": same}
+        if not same:
+            print(f"planner: {name}: WARNING: {variant}.cpp (--{rule} {value}) has another plan than {prog}.cpp's")
+    return notes
+
+
 def prepare(profile, out, traces=None):
     bench = load("planner_bench", os.path.join(ROOT, "bench", "planner", "run.py"))
     fc = os.path.join(ROOT, "build", "bin", "fuyou-compile")
@@ -116,6 +193,25 @@ def prepare(profile, out, traces=None):
             with open(os.path.join(d, "devopt.cpp"), "w") as f:
                 f.write(run(base + ["--emit=cpp", "--gpu-mem", str(budget), "--device-optimizer",
                                     str(cfg["devopt"]["groups"])]).stdout)
+        # The schedule rules run compares, each compiled into a program of its
+        # own (a program takes none of them) with train.cpp's plan, or
+        # devopt.cpp's, given explicitly: the comparison is of the rule alone.
+        train_flags = base + ["--gpu-mem", str(budget)]
+        with open(os.path.join(d, "train.cpp")) as f:
+            held = "early_release" in f.read()
+        pin = pins(run(train_flags + ["--emit=plan"]).stdout)
+        early = "--early-rows" in pin and pin[pin.index("--early-rows") + 1] == "yes"
+        rules = ([("train_whole", "rows-first", "no"), ("train_group_waits", "param-waits", "no")]
+                 + ([("train_early_no", "early-rows", "no")] if early else [])
+                 + ([("train_hold_no", "early-hold", "no")] if held else [])
+                 + ([("train_landing1", "grad-landing", "1")] if landing(os.path.join(d, "train.cpp")) > 1 else []))
+        notes = emit_variants(name, d, train_flags, "train", rules)
+        if "devopt" in cfg and landing(os.path.join(d, "devopt.cpp")) > 1:
+            notes |= emit_variants(name, d, train_flags + ["--device-optimizer", str(cfg["devopt"]["groups"])],
+                                   "devopt", [("devopt_landing1", "grad-landing", "1")])
+        cfg["variants"] = notes
+        print(f"{name}: the plan of train.cpp (devopt.cpp) with one rule otherwise: "
+              + ", ".join(f"{v}.cpp ({n['rule']}{'' if n['same_plan'] else ', ANOTHER PLAN'})" for v, n in notes.items()))
         os.replace(onnx + ".json", os.path.join(d, "model.json"))
         os.remove(onnx)
         with open(os.path.join(d, "config.json"), "w") as f:
@@ -165,8 +261,9 @@ def run_all(top):
         cfg = json.load(open(os.path.join(d, "config.json")))
         w = os.path.join(d, "train.weights.safetensors")
         run(["python3", gpurun, "weights", os.path.join(d, "model.json"), w])
-        if not os.path.exists(os.path.join(d, "keep.weights.safetensors")):
-            os.symlink(w, os.path.join(d, "keep.weights.safetensors"))
+        for prog in ("keep", "devopt"):  # the same weights (a program reads PROGRAM.weights.safetensors)
+            if not os.path.lexists(os.path.join(d, prog + ".weights.safetensors")):
+                os.symlink(w, os.path.join(d, prog + ".weights.safetensors"))
         common = []  # --state memory: the moments stay in host memory, no --ssd
         ms, losses, err = measure(os.path.join(d, "train"), tokens, 12, common + ["--gpu-mem", str(cfg["gpu_mem"])],
                                   os.path.join(out, f"planner_{name}.jsonl"))
@@ -180,56 +277,38 @@ def run_all(top):
                             common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", trace],
                             os.path.join(out, f"planner_{name}_traced.jsonl"))
         s = busy.summary(busy.per_step(trace, 2)) if tms is not None else None
-        # The same with the embedding's update whole (the step waits for all of it).
-        wtrace = os.path.join(out, f"planner_{name}_whole.trace.json")
-        wms, _, _ = measure(os.path.join(d, "train"), tokens, 6,
-                            common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", wtrace, "--rows-first", "no"],
-                            os.path.join(out, f"planner_{name}_whole.jsonl"))
-        sw = busy.summary(busy.per_step(wtrace, 2)) if wms is not None else None
-        # And with each group's whole update waited for (no fy-param-waits at
-        # run time): the same program, so the same losses.
-        gtrace = os.path.join(out, f"planner_{name}_group_waits.trace.json")
-        gms, glosses, _ = measure(os.path.join(d, "train"), tokens, 12,
-                                  common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", gtrace, "--param-waits", "no"],
-                                  os.path.join(out, f"planner_{name}_group_waits.jsonl"))
-        sg = busy.summary(busy.per_step(gtrace, 2)) if gms is not None else None
-        # And with the tied table's rows all updated at the step's end (no
-        # early rows at run time): the same losses.
-        etrace = os.path.join(out, f"planner_{name}_early_no.trace.json")
-        ems, elosses, _ = measure(os.path.join(d, "train"), tokens, 12,
-                                  common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", etrace, "--early-rows", "no"],
-                                  os.path.join(out, f"planner_{name}_early_no.jsonl"))
-        se = busy.summary(busy.per_step(etrace, 2)) if ems is not None else None
-        # A held table's rows handed over after its last read instead (train
-        # --early-hold no, the hand-over before stop 38): the same program and
-        # kernels, so the same losses; side by side with the traced run above.
-        sh = hms = hlosses = None
-        with open(os.path.join(d, "train.cpp")) as f:
-            held = "early_release" in f.read()
-        if held:
-            htrace = os.path.join(out, f"planner_{name}_hold_no.trace.json")
-            hms, hlosses, _ = measure(os.path.join(d, "train"), tokens, 6,
-                                      common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", htrace, "--early-hold", "no"],
-                                      os.path.join(out, f"planner_{name}_hold_no.jsonl"))
-            sh = busy.summary(busy.per_step(htrace, 2)) if hms is not None else None
-        # Where the program frees a group's gradients later than the next
-        # group's grad_offload (fy-grad-landed), the same program with the
-        # kernels also waiting there (train --grad-landing next, the rule
-        # before): the same losses; side by side with the traced run above.
-        def landing_next(prog):
-            if landing(os.path.join(d, prog + ".cpp")) <= 1:
+        # The same plan compiled with one schedule rule otherwise (prepare:
+        # train_whole.cpp and the rest), traced side by side with the run
+        # above; skipped where prepare wrote no such program. The same losses.
+        def variant(prog, steps):
+            exe = os.path.join(d, prog)
+            if not os.path.exists(exe):
                 return None, None, None
-            tag = "" if prog == "train" else "_" + prog
-            trace = os.path.join(out, f"planner_{name}{tag}_landing_next.trace.json")
-            ms, losses, err = measure(os.path.join(d, prog), tokens, 6,
-                                      common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", trace, "--grad-landing", "next"],
-                                      os.path.join(out, f"planner_{name}{tag}_landing_next.jsonl"))
+            if not os.path.lexists(exe + ".weights.safetensors"):
+                os.symlink(w, exe + ".weights.safetensors")
+            tag = prog[len("train"):] if prog.startswith("train_") else "_" + prog
+            trace = os.path.join(out, f"planner_{name}{tag}.trace.json")
+            ms, losses, err = measure(exe, tokens, steps, common + ["--gpu-mem", str(cfg["gpu_mem"]), "--trace", trace],
+                                      os.path.join(out, f"planner_{name}{tag}.jsonl"))
             if ms is None:
-                print(f"planner {name}: {prog} --grad-landing next: FAIL: {err}")
+                print(f"planner {name}: {prog}: FAIL: {err}")
                 return None, None, None
             return ms, losses, busy.summary(busy.per_step(trace, 2))
 
-        lms, llosses, sl = landing_next("train")
+        # The embedding's update whole (compiled with --rows-first no: the step waits for all of it).
+        wms, _, sw = variant("train_whole", 6)
+        # Each group's whole update waited for (compiled with --param-waits no).
+        gms, glosses, sg = variant("train_group_waits", 12)
+        # The tied table's rows all updated at the step's end (compiled with --early-rows no).
+        ems, elosses, se = variant("train_early_no", 12)
+        # A held table's rows handed over after its last read instead (compiled
+        # with --early-hold no, the hand-over before commit fef2264): the same
+        # kernels. Only where train.cpp holds a table.
+        hms, hlosses, sh = variant("train_hold_no", 6)
+        # Where the program frees a group's gradients later than the next
+        # group's grad_offload (fy-grad-landed), the kernels also waiting there
+        # (compiled with --grad-landing 1, the rule before).
+        lms, llosses, sl = variant("train_landing1", 6)
         # The boundary groups' AdamW on the GPU (bench/gpu/planner.py prepare):
         # the same losses as keep-all, and its own overlap.
         dv = None
@@ -242,8 +321,9 @@ def run_all(top):
                                  os.path.join(out, f"planner_{name}_devopt_traced.jsonl"))
             sd = busy.summary(busy.per_step(dtrace, 2)) if tdms is not None else None
             # ... and with the kernels waiting at the next grad_offload too
-            # (6 steps traced: its losses against the first 6 of the 12 above).
-            dlms, dllosses, sdl = landing_next("devopt")
+            # (devopt_landing1: compiled with --grad-landing 1; 6 steps traced,
+            # its losses against the first 6 of the 12 above).
+            dlms, dllosses, sdl = variant("devopt_landing1", 6)
             dv = {"groups": cfg["devopt"]["groups"], "plan": cfg["devopt"]["short"],
                   "predicted_ms": cfg["devopt"]["predicted_ms"], "measured_ms": dms, "error": None if dms else derr,
                   "losses_bit_identical_to_keep": dlosses == klosses if dms else False, "overlap": sd,
@@ -255,7 +335,7 @@ def run_all(top):
                       f"{'bit-identical' if dv['losses_bit_identical_to_keep'] else 'DIFFER'} to keep-all; "
                       + (f"traced step {sd['step_ms']:.1f} ms, busiest {sd['largest']} "
                          f"{sd['busy_ms'][sd['largest']]:.1f} ms -> {sd['ratio']:.3f}" if sd else "no trace")
-                      + (f" (--grad-landing next: {dlms:.1f} ms/step, traced step {sdl['step_ms']:.1f} ms -> "
+                      + (f" (--grad-landing 1: {dlms:.1f} ms/step, traced step {sdl['step_ms']:.1f} ms -> "
                          f"{sdl['ratio']:.3f}, losses {'identical' if dv['grad_landing_next_losses_identical'] else 'DIFFER'})"
                          if sdl else ""))
             else:
@@ -267,8 +347,9 @@ def run_all(top):
                "keep_predicted_ms": cfg["keep"]["predicted_ms"], "keep_measured_ms": kms,
                "keep_measured_over_predicted": kms / cfg["keep"]["predicted_ms"],
                "losses_bit_identical_to_keep": losses == klosses, "overlap": s, "overlap_rows_first_no": sw,
-               "overlap_param_waits_no": sg, "param_waits_no_losses_identical": glosses == losses,
-               "early_rows_no_ms": ems, "overlap_early_rows_no": se, "early_rows_no_losses_identical": elosses == losses,
+               "overlap_param_waits_no": sg, "param_waits_no_losses_identical": glosses == losses if glosses else None,
+               "early_rows_no_ms": ems, "overlap_early_rows_no": se,
+               "early_rows_no_losses_identical": elosses == losses if elosses else None,
                "early_hold_no_ms": hms, "overlap_early_hold_no": sh,
                "early_hold_no_losses_identical": hlosses == losses[:len(hlosses)] if hlosses else None,
                "grad_landing_next_ms": lms, "overlap_grad_landing_next": sl,
@@ -289,7 +370,7 @@ def run_all(top):
             ov += (f" (--early-hold no: {hms:.1f} ms/step, traced step {sh['step_ms']:.1f} ms -> {sh['ratio']:.3f}, losses "
                    f"{'identical' if row['early_hold_no_losses_identical'] else 'DIFFER'})")
         if sl:
-            ov += (f" (--grad-landing next: {lms:.1f} ms/step, traced step {sl['step_ms']:.1f} ms -> {sl['ratio']:.3f}, "
+            ov += (f" (--grad-landing 1: {lms:.1f} ms/step, traced step {sl['step_ms']:.1f} ms -> {sl['ratio']:.3f}, "
                    f"losses {'identical' if row['grad_landing_next_losses_identical'] else 'DIFFER'})")
         print(f"planner {name}: {g['short']} under {row['gpu_mem_mib']:.0f} MiB, classes/exh "
               f"{row['classes_over_exhaustive']:.3f}; predicted {g['predicted_ms']:.1f} ms, measured {ms:.1f} "
@@ -368,7 +449,8 @@ def adamw_rate(trace):
 def opt_rate(top, *threads):
     """The CPU AdamW's rate inside the programs at several --optimizer-threads
     (0: every CPU, the default), against the profile's calibrated rate: in
-    stop 32's run the programs' AdamW ran at 3.5-4.0 G params/s against 4.70."""
+    the H100 run of 2026-11-27 (commit ca5437b) the programs' AdamW ran at
+    3.5-4.0 G params/s against 4.70."""
     out = os.environ.get("OUT", "/tmp")
     tokens = os.path.join(ROOT, ".gpu", "tokens_zipf.bin")
     if not os.path.exists(tokens):

@@ -6,14 +6,17 @@
 #   .gpu/tokens_zipf.bin  GPT-2-vocabulary ids with BPE-like frequencies (zipf_tokens.py)
 #   .gpu/{gpt2,llama}/    small oracle models: ONNX + config, and for bf16, fp16 and
 #                         fp32 the generated C++ and weights of the CUDA target
-#   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there)
+#   .gpu/gpt124/          GPT-2 124M-shaped program (C++ only; weights are drawn there), and the
+#                         same compiled with --early-rows no, --rows-first no, --param-waits no
+#                         (train_early_no, train_whole, train_group_waits: bench/gpu/run.py rows)
 #   .gpu/gpt124{r,sel,h,h0,h1,ha8,p}/ the same with activations recomputed (all, or sel: those
 #                         made without a product), in host memory (each
 #                         copy waited for at once: h0, after a launch: h1; copied back 8
 #                         launches ahead: ha8), or as the planner chooses under --gpu-mem 8G
 #   .gpu/gpt124{s,s4,s16}/ the same with its weights streamed, copied 0, 4 or 16 launches ahead
 #   .gpu/gpt124f/         the same at --precision fp16 (dynamic loss scaling)
-#   .gpu/planner/         bench/gpu/planner.py's configs: chosen and keep-all programs, plans
+#   .gpu/planner/         bench/gpu/planner.py's configs: chosen and keep-all programs, plans,
+#                         and the chosen plan compiled with each schedule rule otherwise
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
 #   .gpu/gpt350s/         the same with its parameters streamed (--params stream)
 #   .gpu/xl/              bench/gpu/planner_xl.py's GPT-2 XL programs (the planner's, uniform
@@ -43,7 +46,8 @@ for m in gpt2 llama; do
   done
   # Placement variants that must match train_bf16 bit for bit: activations saved
   # for backward waiting in pinned host memory, or on SSD through it, or computed
-  # again in backward; parameters streamed per phase.
+  # again in backward; parameters streamed per phase; and a tied table's rows
+  # all updated at the step's end (a schedule rule: the program's own).
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_host" --target cuda --precision bf16 --activations host \
     --activation-prefetch 2 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_stream" --target cuda --precision bf16 --params stream \
@@ -53,24 +57,38 @@ for m in gpt2 llama; do
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_selective" --target cuda --precision bf16 --activations selective 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_devopt" --target cuda --precision bf16 --device-optimizer 3 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_chunks" --target cuda --precision bf16 --early-chunks all 2>/dev/null
-  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt,chunks}
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_early_no" --target cuda --precision bf16 --early-rows no 2>/dev/null
+  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt,chunks,early_no}
 done
 
 # Big models: compiled from ONNX exported here, weights drawn on the GPU
-# machine from the same module definition (examples/models.py).
+# machine from the same module definition (examples/models.py). With RULES
+# set, also train_RULE.cpp for each RULE in it: the same flags and one step
+# schedule rule compiled otherwise (a program takes none of them at run time).
+rule() {  # RULE -> its fuyou-compile flag
+  case $1 in
+    early_no) echo --early-rows no ;;        # a tied table's rows all updated at the step's end
+    whole) echo --rows-first no ;;           # the token embedding's update whole
+    group_waits) echo --param-waits no ;;    # the forward waits for each group's whole update
+    *) echo "prepare.sh: no rule $1" >&2; return 1 ;;
+  esac
+}
 big() {  # name batch seq layers heads d [fuyou-compile flags...]
-  local dir=$OUT/$1 tmp
+  local dir=$OUT/$1 tmp r
   tmp=$(mktemp -d)
   mkdir -p "$dir"
   $PY "$ROOT/examples/export.py" --model gpt2 --out "$tmp/model.onnx" --batch $2 --seq $3 --vocab 50304 \
     --n-layer $4 --n-head $5 --d-model $6 --block-size 1024 >/dev/null
   $FC "$tmp/model.onnx" --target cuda --emit=cpp "${@:7}" > "$dir/train.cpp" 2>/dev/null
   $FC "$tmp/model.onnx" --target cuda --emit=plan "${@:7}" > "$dir/plan.txt" 2>/dev/null
+  for r in ${RULES-}; do
+    $FC "$tmp/model.onnx" --target cuda --emit=cpp "${@:7}" $(rule $r) > "$dir/train_$r.cpp" 2>/dev/null
+  done
   cp "$tmp/model.onnx.json" "$dir/model.json"
   echo "$2 $3" > "$dir/shape"
   rm -rf "$tmp"
 }
-big gpt124 8 1024 12 12 768
+RULES="early_no whole group_waits" big gpt124 8 1024 12 12 768  # and those for bench/gpu/run.py rows
 big gpt124f 8 1024 12 12 768 --precision fp16          # fp16 operands, dynamic loss scaling
 big gpt124r 8 1024 12 12 768 --activations recompute  # what recomputing costs on the GPU
 big gpt124sel 8 1024 12 12 768 --activations selective  # ... and recomputing what needs no product

@@ -6,7 +6,8 @@
                                         placement variants, validation and --grad-accum 2
   speed DIR EXE                         tokens/s and TFLOPS, ours vs PyTorch eager + bf16 autocast
   ooc DIR EXE SSD                       out of core: state on SSD, --gpu-mem at the program's minimum
-  rows DIR EXE                          the token embedding's update rows first vs whole (--rows-first)
+  rows DIR EXE                          the token embedding's update rows first vs whole (EXE against
+                                        DIR/train_whole, compiled with --rows-first no, and the rest)
 
 Each prints one summary line starting with the subcommand's name; full logs go to $OUT when set.
 """
@@ -106,9 +107,8 @@ def e2e(name, d):
     # or only those made without a product: selective);
     # parameters streamed (--params stream); the last three groups' AdamW on
     # the GPU (--device-optimizer 3); a tied table's early rows sent down all
-    # at once (--early-chunks all); and the bf16 program itself with a tied
-    # table's rows all updated at the step's end (--early-rows no).
-    # Bit-identical losses.
+    # at once (--early-chunks all); and a tied table's rows all updated at
+    # the step's end (compiled with --early-rows no). Bit-identical losses.
     for variant, what in (("host", "activations on host"), ("ssd", "activations on SSD"),
                           ("recompute", "activations recomputed"),
                           ("selective", "activations made without a product recomputed"),
@@ -121,8 +121,6 @@ def e2e(name, d):
         if variant == "ssd":
             extra = ["--ssd", os.path.join("/tmp", f"fyssd_e2e_{name}")]
             os.makedirs(extra[1], exist_ok=True)
-        if variant == "early_no":
-            extra, exe = ["--early-rows", "no"], os.path.join(d, "train_bf16")
         r = sh([exe, "--data", TOKENS, "--steps", str(steps), "--log-json", log,
                 "--log-every", "100"] + extra, log=f"e2e_{name}.log")
         same = r.returncode == 0 and [x["loss"] for x in read_log(log)] == \
@@ -356,30 +354,38 @@ def step_start_idle(trace):
 def rows(d, exe):
     """How the next forward waits for the updates: the default (the token
     embedding's rows first, its rows the batch does not read updated during
-    backward, then each parameter's update, fy-param-waits) against all of
-    the table's rows updated at the step's end (--early-rows no), the
-    table's whole update (--rows-first no) and each group's whole update
-    (--param-waits no): ms/step, interleaved twice, and
+    backward, then each parameter's update, fy-param-waits) against the
+    same model compiled (bench/gpu/prepare.sh, into DIR beside EXE) with all
+    of the table's rows updated at the step's end (train_early_no: --early-rows
+    no), with the table's whole update (train_whole: --rows-first no) and
+    with each group's whole update (train_group_waits: --param-waits no):
+    ms/step, interleaved twice, and
     from a trace the GPU's idle time at each step's start and step / busiest
     stream; on the byte tokens (at most 256 distinct rows a batch) and on the
     Zipf ones (about 3,100)."""
-    variants = {"default": [], "table at the end": ["--early-rows", "no"], "whole table": ["--rows-first", "no"],
-                "group waits": ["--param-waits", "no"]}
+    variants = {"default": exe, "table at the end": os.path.join(d, "train_early_no"),
+                "whole table": os.path.join(d, "train_whole"), "group waits": os.path.join(d, "train_group_waits")}
+    for v, x in variants.items():
+        if not os.path.exists(x):
+            print(f"rows: FAIL: {v}: no program {x} (bench/gpu/prepare.sh emits its C++, bench/gpu.sh builds it)")
+            return False
+        if not os.path.lexists(x + ".weights.safetensors"):  # the same weights as EXE's
+            os.symlink(os.path.abspath(exe + ".weights.safetensors"), x + ".weights.safetensors")
     for data in (TOKENS, TOKENS_ZIPF):
         if not os.path.exists(data):
             continue
         ms = {v: [] for v in variants}
         for _ in range(2):
-            for v, flags in variants.items():
-                m, err = ours_run(exe, 20, flags, log="rows.log", data=data)
+            for v, x in variants.items():
+                m, err = ours_run(x, 20, log="rows.log", data=data)
                 if m is None:
-                    print(f"rows: FAIL: {v} {' '.join(flags)}: {err.strip()[-400:]}")
+                    print(f"rows: FAIL: {v} {os.path.basename(x)}: {err.strip()[-400:]}")
                     return False
                 ms[v].append(m)
         parts = []
-        for i, (v, flags) in enumerate(variants.items()):
+        for i, (v, x) in enumerate(variants.items()):
             trace = os.path.join(OUT, f"rows_{i}_{os.path.basename(data)}.trace.json")
-            m, _ = ours_run(exe, 6, flags + ["--trace", trace], log="rows.log", data=data)
+            m, _ = ours_run(x, 6, ["--trace", trace], log="rows.log", data=data)
             idle = step_start_idle(trace) if m is not None else float("nan")
             # Issue 4's overlap goal: traced step / the busiest stream's busy time.
             s = trace_busy.summary(trace_busy.per_step(trace, 2)) if m is not None else None
