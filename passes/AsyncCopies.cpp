@@ -62,8 +62,8 @@ struct AsyncCopies : fuyou::impl::AsyncCopiesBase<AsyncCopies> {
     }
     writeBehind_ = writeBehind;
     if (writeBehind_ == 0) {  // the planner's choice, else the default
-      auto plan = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanWriteBehind);
-      writeBehind_ = plan && plan.getInt() > 0 ? plan.getInt() : 4;
+      auto plan = fuyou::fysched::PlanAttr::of(module);
+      writeBehind_ = plan && plan.getWriteBehind() > 0 ? plan.getWriteBehind() : 4;
     }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step)

@@ -76,13 +76,12 @@ struct ChooseDeviceOptimizer : fuyou::impl::ChooseDeviceOptimizerBase<ChooseDevi
     }
     module.getBodyRegion().takeBody(chosen->getBodyRegion());
     module->setAttrs((*chosen)->getAttrDictionary());
-    Builder b(ctx);
     if (best < 0)
       return;  // (N = 0 carried out without a budget that fits: the later check says so)
-    module->setAttr(fuyou::attr::kPlanDeviceGroups, b.getI64IntegerAttr(chosenN));
-    module->setAttr(fuyou::attr::kPlanDeviceStepS, b.getF64FloatAttr(best));
-    if (none >= 0)
-      module->setAttr(fuyou::attr::kPlanDeviceNoneStepS, b.getF64FloatAttr(none));
+    auto plan = fuyou::fysched::PlanAttr::of(module);
+    if (!plan)
+      plan = fuyou::fysched::PlanAttr::decided(ctx, "", "keep", "", "", 0, 0, false);
+    plan.withDevice(chosenN, best, none >= 0 ? none : NAN).setOn(module);
   }
 };
 

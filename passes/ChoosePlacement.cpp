@@ -170,57 +170,38 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
       }
     }
     const Outcome &o = cache_[best->key()];
-    Builder b(&getContext());
-    module->setAttr(fuyou::attr::kPlanActivations, b.getStringAttr(llvm::join(best->acts, ",")));
-    module->setAttr(fuyou::attr::kPlanParams, b.getStringAttr(best->params));
-    if (tied)
-      module->setAttr(fuyou::attr::kPlanEarlyRows, b.getStringAttr(best->earlyRows ? "yes" : "no"));
-    if (tied && best->earlyRows)
-      module->setAttr(fuyou::attr::kPlanEarlyChunks, b.getStringAttr(best->allChunks ? "all" : "paced"));
-    else
-      module->removeAttr(fuyou::attr::kPlanEarlyChunks);
-    if (best->landing != 1)
-      module->setAttr(fuyou::attr::kPlanGradLanding, b.getI64IntegerAttr(best->landing));
-    else
-      module->removeAttr(fuyou::attr::kPlanGradLanding);
-    if (o.writeBehind)
-      module->setAttr(fuyou::attr::kPlanWriteBehind, b.getI64IntegerAttr(o.writeBehind));
-    else
-      module->removeAttr(fuyou::attr::kPlanWriteBehind);
-    module->setAttr(fuyou::attr::kPlanPredictedStepS, b.getF64FloatAttr(o.pred.stepS));
-    module->setAttr(fuyou::attr::kPlanEvaluated, b.getI64IntegerAttr(int64_t(cache_.size())));
-    if (activations != "auto")
-      module->setAttr(fuyou::attr::kPlanGiven, b.getUnitAttr());
-    else
-      module->removeAttr(fuyou::attr::kPlanGiven);
+    auto plan = fuyou::fysched::PlanAttr::decided(
+        &getContext(), llvm::join(best->acts, ","), best->params, tied ? (best->earlyRows ? "yes" : "no") : "",
+        tied && best->earlyRows ? (best->allChunks ? "all" : "paced") : "", best->landing != 1 ? best->landing : 0,
+        o.writeBehind, activations != "auto");
     // Against what the search cannot beat and what a user could name: the
     // bound, the busiest stream of keeping every activation (no plan with
     // the same parameters' placement does less on any stream), and the
     // fastest uniform plan that fits. (The uniform plans were carried out.)
-    module->removeAttr(fuyou::attr::kPlanLowerBoundS);
-    module->removeAttr(fuyou::attr::kPlanUniform);
-    module->removeAttr(fuyou::attr::kPlanUniformStepS);
+    double bound = NAN, uniformS = NAN;
+    std::string uniformName;
     if (activations == "auto") {
-      double bound = INFINITY;
+      double least = INFINITY;
       std::optional<Plan> uni;
       for (StringRef par : paramChoices_) {
         const Outcome &keep = evaluate(module, uniform("keep", par));
         if (keep.ok)
-          bound = std::min(bound, busiest(keep.pred.busyS));
+          least = std::min(least, busiest(keep.pred.busyS));
         for (StringRef pol : policies_)
           if (const Outcome &u = evaluate(module, uniform(pol, par));
               fits(u) && (!uni || u.pred.stepS < cache_[uni->key()].pred.stepS))
             uni = uniform(pol, par);
       }
-      if (std::isfinite(bound))
-        module->setAttr(fuyou::attr::kPlanLowerBoundS, b.getF64FloatAttr(bound));
+      if (std::isfinite(least))
+        bound = least;
       if (uni) {
-        module->setAttr(fuyou::attr::kPlanUniform, b.getStringAttr(uni->acts.front() + "/" + uni->params));
-        module->setAttr(fuyou::attr::kPlanUniformStepS, b.getF64FloatAttr(cache_[uni->key()].pred.stepS));
+        uniformName = (uni->acts.front() + "/" + uni->params).str();
+        uniformS = cache_[uni->key()].pred.stepS;
       }
     }
-    module->setAttr(fuyou::attr::kPlanProfile, b.getStringAttr(prof_.source));
-    module->setAttr(fuyou::attr::kPlanState, b.getStringAttr(stateOnSsd_ ? "ssd" : "memory"));
+    plan.withFigures(int64_t(cache_.size()), o.pred.stepS, uniformName, uniformS, bound, prof_.source,
+                     stateOnSsd_ ? "ssd" : "memory")
+        .setOn(module);
   }
 
   void fail(const std::string &msg) {
@@ -257,9 +238,14 @@ struct ChoosePlacement : fuyou::impl::ChoosePlacementBase<ChoosePlacement> {
 
   Outcome carryOut(ModuleOp module, const Plan &plan, int64_t ssdWriteBehind) {
     OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
-    if (!plan.earlyRows)
-      (*copy)->setAttr(fuyou::attr::kPlanEarlyRows, StringAttr::get(&getContext(), "no"));
-    (*copy)->setAttr(fuyou::attr::kPlanEarlyChunks, StringAttr::get(&getContext(), plan.allChunks ? "all" : "paced"));
+    {  // the early rows as this plan has them (its placement goes to the passes as options)
+      auto given = fuyou::fysched::PlanAttr::of(*copy);
+      StringRef rows = plan.earlyRows ? (given ? given.getEarlyRows() : StringRef()) : "no";
+      StringRef chunks = plan.allChunks ? "all" : "paced";
+      (given ? given.withEarly(rows, chunks)
+             : fuyou::fysched::PlanAttr::decided(&getContext(), "", "keep", rows, chunks, 0, 0, false))
+          .setOn(*copy);
+    }
     PassManager pm(&getContext());
     // The plan chosen is carried out again, verified, by the pipeline itself.
     pm.enableVerifier(false);

@@ -85,9 +85,10 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     // With loss scaling every update waits for the step's verdict anyway;
-    // the planner may have found the step faster without (fy.plan.early_rows).
-    auto plan = module->getAttrOfType<StringAttr>(fuyou::attr::kPlanEarlyRows);
-    if (!step || step.getNumArguments() == 0 || module->hasAttr(fuyou::attr::kLossScale) || (plan && plan.getValue() == "no"))
+    // the planner may have found the step faster without (the plan's early_rows).
+    auto plan = fuyou::fysched::PlanAttr::of(module);
+    if (!step || step.getNumArguments() == 0 || module->hasAttr(fuyou::attr::kLossScale) ||
+        (plan && plan.getEarlyRows() == "no"))
       return;
     // The runtime hands the rows over on top of rows first (fy-rows-first):
     // the step's rows are its first part. So each table read rows first.
@@ -145,9 +146,9 @@ struct EarlyOffload : fuyou::impl::EarlyOffloadBase<EarlyOffload> {
     const bool held = readAfter && hold;
     OpBuilder b(written->getContext());
     b.setInsertionPointAfter(readAfter && !hold ? lastRead : written);
-    auto chunks = body.getParentOp()->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(fuyou::attr::kPlanEarlyChunks);
+    auto plan = fuyou::fysched::PlanAttr::of(getOperation());
     b.create<fs::GradOffloadEarlyOp>(off.getLoc(), off.getGroupAttr(), param, base, tokens,
-                                     chunks && chunks.getValue() == "all" ? b.getUnitAttr() : UnitAttr(),
+                                     plan && plan.getEarlyChunks() == "all" ? b.getUnitAttr() : UnitAttr(),
                                      held ? b.getUnitAttr() : UnitAttr());
     if (held) {
       b.setInsertionPointAfter(lastRead);

@@ -25,8 +25,8 @@ struct GradLanded : fuyou::impl::GradLandedBase<GradLanded> {
     ModuleOp module = getOperation();
     int64_t n = distance;
     if (n == 0) {
-      auto plan = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanGradLanding);
-      n = plan ? plan.getInt() : 1;
+      auto plan = fuyou::fysched::PlanAttr::of(module);
+      n = plan && plan.getGradLanding() > 0 ? plan.getGradLanding() : 1;
     }
     if (n < 1) {
       module.emitError("fy-grad-landed: distance must be at least 1, got ") << n;

@@ -28,7 +28,7 @@ def ProgramAttrs : Pass<"fy-program-attrs", "mlir::ModuleOp"> {
     workspace, their 16-bit operand copies at bf16 and fp16, and the step's
     token ids, targets and loss, for the token count of @forward's first
     argument). With `activations` other than auto the placement is given,
-    not planned, and is recorded as the plan (`fy.plan.*`) for `--emit=plan`
+    not planned, and is recorded as the plan (`fysched.plan`) for `--emit=plan`
     and the placement passes. The step's schedule rules a compile turns off
     are recorded too (`fy.schedule.*` = false), for fy-rows-first,
     fy-param-waits and fy-early-offload, the planner's trial runs included.
@@ -51,7 +51,7 @@ def ProgramAttrs : Pass<"fy-program-attrs", "mlir::ModuleOp"> {
     Option<"paramWaits", "param-waits", "bool", /*default=*/"true", "false: no fy-param-waits (each group waited for whole)">,
     Option<"earlyHold", "early-hold", "bool", /*default=*/"true",
            "false: fy-early-offload hands a tied table's rows over after its last read">,
-  ];
+  ];  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
 def Autodiff : Pass<"fy-autodiff", "mlir::ModuleOp"> {
@@ -140,8 +140,8 @@ def ChooseDeviceOptimizer : Pass<"fy-choose-device-optimizer", "mlir::ModuleOp">
     then the `rest` of the pipeline (the optimizer's and the placement's
     passes, the planner among them), and is priced by the cost model with
     the profile. The fastest that fits the budgets replaces the module, with
-    `fy.plan.device_groups` (its N), `fy.plan.device_step_s` (its predicted
-    step) and `fy.plan.device_none_step_s` (N = 0's, when that fits). When
+    the plan's `device_groups` (its N), `device_step_s` (its predicted
+    step) and `device_none_step_s` (N = 0's, when that fits). When
     none fits, the module goes through N = 0 and the rest, whose error says
     why. A trial that fails is no error of the compilation.
   }];
@@ -227,8 +227,8 @@ def EarlyOffload : Pass<"fy-early-offload", "mlir::ModuleOp"> {
     boundary, where the next forward waited for it. Only for a table read
     rows first (a group_wait_rows of it in the step), and not where
     fy-choose-placement predicted the step faster without
-    (fy.plan.early_rows = "no"). Where it predicted the step faster with
-    the rows sent down all at once (fy.plan.early_chunks = "all"), the op
+    (the plan's early_rows = "no"). Where it predicted the step faster with
+    the rows sent down all at once (the plan's early_chunks = "all"), the op
     says so (`all_chunks`). Where the step reads the table after base is
     written (the input gradient's product), the op is `held` and a
     fysched.early_release follows that last read: the rows go down at once,
@@ -254,12 +254,12 @@ def GradLanded : Pass<"fy-grad-landed", "mlir::ModuleOp"> {
     (an untied head's) is followed closely by a small group's, that wait is
     most of its copy, and 2 lets the next block's backward run meanwhile,
     for the memory of the gradient held that much longer.
-    fy-choose-placement weighs the two (fy.plan.grad_landing). Run before
+    fy-choose-placement weighs the two (the plan's grad_landing). Run before
     fy-insert-dealloc.
   }];
   let options = [
     Option<"distance", "distance", "int64_t", /*default=*/"0",
-           "how many grad_offloads later a group's gradients are freed (0: the plan's fy.plan.grad_landing, else 1)">
+           "how many grad_offloads later a group's gradients are freed (0: the plan's grad_landing, else 1)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
@@ -324,10 +324,10 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     programming over segments would need the step to be a sum; the overlap
     of streams makes it a maximum.)
     search=exhaustive tries every combination (for checking the classes one).
-    The choice is recorded on the module as `fy.plan.activations` and
-    `fy.plan.params`, which fy-place-activations and fy-stream-params read
-    under policy=auto, with `fy.plan.predicted_step_s` and
-    `fy.plan.evaluated` (plans tried). A budget that no plan fits is an
+    The choice is recorded on the module as its plan (`fysched.plan`, a
+    #fysched.plan attribute): the activations and the parameters'
+    placement, which fy-place-activations and fy-stream-params read under
+    policy=auto, with the predicted step and the plans tried. A budget that no plan fits is an
     error naming the least memory found.
   }];
   let options = [
@@ -339,7 +339,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"paramPrefetch", "param-prefetch", "int64_t", /*default=*/"0", "fy-stream-params' ahead for the plans it tries">,
     Option<"copyWindow", "copy-window", "int64_t", /*default=*/"4", "fy-async-copies' window for the plans it tries">,
     Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4",
-           "fy-async-copies' write-behind for the plans it tries (0: a plan with activations on SSD is carried out with 1, 2, 4, 8 and 16 in turn, up to the first that no longer fits or shortens the step, and the fastest that fits stands for it, fy.plan.write_behind; still one plan in fy.plan.evaluated)">,
+           "fy-async-copies' write-behind for the plans it tries (0: a plan with activations on SSD is carried out with 1, 2, 4, 8 and 16 in turn, up to the first that no longer fits or shortens the step, and the fastest that fits stands for it, the plan's write_behind; still one plan in the plan's evaluated count)">,
     Option<"activationPrefetch", "activation-prefetch", "int64_t", /*default=*/"0",
            "fy-place-activations' ahead for the plans it tries">,
     Option<"kernelTimes", "kernel-times", "std::string", /*default=*/"\"\"",
@@ -347,7 +347,7 @@ def ChoosePlacement : Pass<"fy-choose-placement", "mlir::ModuleOp"> {
     Option<"search", "search", "std::string", /*default=*/"\"classes\"", "classes or exhaustive">,
     Option<"params", "params", "std::string", /*default=*/"\"auto\"", "keep, stream, or auto (the planner chooses)">,
     Option<"activations", "activations", "std::string", /*default=*/"\"auto\"",
-           "auto (the planner chooses each segment's policy), or fy-place-activations' policy as given (fy.plan.given): then only the parameters' placement (params=auto), the SSD writes in flight (write-behind=0, with SSD rates in the profile) and a tied table's early rows (early-rows=auto) are chosen; a plan that fits no budget is left for the memory check to refuse, one the passes cannot carry out is an error with their reason">,
+           "auto (the planner chooses each segment's policy), or fy-place-activations' policy as given (the plan's given): then only the parameters' placement (params=auto), the SSD writes in flight (write-behind=0, with SSD rates in the profile) and a tied table's early rows (early-rows=auto) are chosen; a plan that fits no budget is left for the memory check to refuse, one the passes cannot carry out is an error with their reason">,
     Option<"earlyRows", "early-rows", "std::string", /*default=*/"\"auto\"",
            "a tied table's rows handed over early (fy-early-offload): yes, no, or auto (the faster of the two)">,
     Option<"earlyChunks", "early-chunks", "std::string", /*default=*/"\"auto\"",
@@ -403,7 +403,7 @@ def PlaceActivations : Pass<"fy-place-activations", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep, host, ssd, recompute or selective; or one of them per forward segment, comma-separated; or auto (fy.plan.activations)">,
+           "keep, host, ssd, recompute or selective; or one of them per forward segment, comma-separated; or auto (the plan's activations)">,
     Option<"readAhead", "read-ahead", "int64_t", /*default=*/"4",
            "how many values read from SSD ahead of the one needed (at least 1)">,
     Option<"ahead", "ahead", "int64_t", /*default=*/"0",
@@ -435,7 +435,7 @@ def StreamParams : Pass<"fy-stream-params", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"keep\"",
-           "keep (resident on the device), stream (copied in per phase), or auto (fy.plan.params)">,
+           "keep (resident on the device), stream (copied in per phase), or auto (the plan's params)">,
     Option<"ahead", "ahead", "int64_t", /*default=*/"0",
            "launches before a phase's first use that a parameter's copy is issued">
   ];
@@ -462,7 +462,7 @@ def AsyncCopies : Pass<"fy-async-copies", "mlir::ModuleOp"> {
     from its own host buffer (without it every write's host buffer is the
     same one, and the next activation's way out waits for the write
     before); write-behind=0 takes the planner's choice
-    (fy.plan.write_behind), else 4. fy-plan-memory counts both buffers as
+    (the plan's write_behind), else 4. fy-plan-memory counts both buffers as
     used up to the wait, so no other buffer is placed over them while the
     copy runs. Values do not change, only
     when the ops after a copy may start. Run after fy-insert-dealloc,
@@ -472,7 +472,7 @@ def AsyncCopies : Pass<"fy-async-copies", "mlir::ModuleOp"> {
     Option<"window", "window", "int64_t", /*default=*/"4",
            "launches that may run while a copy is in flight before the program waits for it (0: wait right after it)">,
     Option<"writeBehind", "write-behind", "int64_t", /*default=*/"4",
-           "SSD writes started before the program waits for the one this many before (0: the planner's fy.plan.write_behind, else 4)">
+           "SSD writes started before the program waits for the one this many before (0: the plan's write_behind, else 4)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

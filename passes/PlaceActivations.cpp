@@ -106,12 +106,12 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
     SmallVector<Place> &policies = policies_;
     StringRef chosen = policy;
     if (chosen == "auto") {
-      auto plan = module->getAttrOfType<StringAttr>(fuyou::attr::kPlanActivations);
-      if (!plan) {
-        module.emitError("fy-place-activations: policy=auto needs fy-choose-placement first (no fy.plan.activations)");
+      auto plan = fuyou::fysched::PlanAttr::of(module);
+      if (!plan || plan.getActivations().empty()) {
+        module.emitError("fy-place-activations: policy=auto needs fy-choose-placement first (no fysched.plan)");
         return signalPassFailure();
       }
-      chosen = plan.getValue();
+      chosen = plan.getActivations();
     }
     SmallVector<StringRef> names;
     chosen.split(names, ',');

@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 #include "passes/AttrNames.h"
 
+#include "dialects/FySched/FySchedDialect.h"
 #include "runtime/abi/sizes.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -47,14 +48,10 @@ struct ProgramAttrs : fuyou::impl::ProgramAttrsBase<ProgramAttrs> {
         module->setAttr(rule, b.getBoolAttr(false));
     if (activations == "auto")
       return;
-    module->setAttr(fuyou::attr::kPlanActivations, b.getStringAttr(activations));
-    module->setAttr(fuyou::attr::kPlanParams, b.getStringAttr(params));
-    if (earlyRows == "no")
-      module->setAttr(fuyou::attr::kPlanEarlyRows, b.getStringAttr("no"));
-    if (earlyChunks == "all")
-      module->setAttr(fuyou::attr::kPlanEarlyChunks, b.getStringAttr("all"));
-    if (gradLanding > 1)
-      module->setAttr(fuyou::attr::kPlanGradLanding, b.getI64IntegerAttr(gradLanding));
+    fuyou::fysched::PlanAttr::decided(module.getContext(), activations, params, earlyRows == "no" ? "no" : "",
+                                      earlyChunks == "all" ? "all" : "", gradLanding > 1 ? int64_t(gradLanding) : 0,
+                                      /*writeBehind=*/0, /*given=*/false)
+        .setOn(module);
   }
 };
 

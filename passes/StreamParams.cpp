@@ -30,12 +30,12 @@ struct StreamParams : fuyou::impl::StreamParamsBase<StreamParams> {
     ModuleOp module = getOperation();
     std::string chosen = policy;
     if (chosen == "auto") {
-      auto plan = module->getAttrOfType<StringAttr>(fuyou::attr::kPlanParams);
+      auto plan = fuyou::fysched::PlanAttr::of(module);
       if (!plan) {
-        module.emitError("fy-stream-params: policy=auto needs fy-choose-placement first (no fy.plan.params)");
+        module.emitError("fy-stream-params: policy=auto needs fy-choose-placement first (no fysched.plan)");
         return signalPassFailure();
       }
-      chosen = plan.getValue().str();
+      chosen = plan.getParams().str();
     }
     if (chosen != "keep" && chosen != "stream") {
       module.emitError("fy-stream-params: policy must be keep or stream, got '") << chosen << "'";

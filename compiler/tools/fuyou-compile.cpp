@@ -2,13 +2,13 @@
 #include "compiler/importer/Importer.h"
 #include "compiler/importer/OnnxModel.h"
 #include "compiler/toolchain/Build.h"
+#include "dialects/FySched/FySchedDialect.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/Analysis/CostModel.h"
-#include "passes/AttrNames.h"
 #include "passes/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -567,16 +567,11 @@ static void runPipelines(mlir::MLIRContext &ctx, mlir::OwningOpRef<mlir::ModuleO
   fuyou::addBackPasses(pm, po);
   if (failed(pm.run(*module)))
     die(opts.model + ": " + (diag.empty() ? "compilation failed" : diag));
-  auto number = [&](llvm::StringRef name) -> double {
-    if (auto f = (*module)->getAttrOfType<mlir::FloatAttr>(name))
-      return f.getValueAsDouble();
-    return -1;
-  };
-  if (auto groups = (*module)->getAttrOfType<mlir::IntegerAttr>(fuyou::attr::kPlanDeviceGroups)) {
-    llvm::errs() << "fuyou-compile: --device-optimizer auto: " << groups.getInt() << " group(s), predicted "
-                 << llvm::format("%.3f", number(fuyou::attr::kPlanDeviceStepS) * 1e3) << " ms a step";
-    if (double none = number(fuyou::attr::kPlanDeviceNoneStepS); none >= 0)
-      llvm::errs() << " (" << llvm::format("%.3f", none * 1e3) << " ms with none)";
+  if (auto plan = fuyou::fysched::PlanAttr::of(*module); plan && plan.getDeviceGroups() >= 0) {
+    llvm::errs() << "fuyou-compile: --device-optimizer auto: " << plan.getDeviceGroups() << " group(s), predicted "
+                 << llvm::format("%.3f", plan.getDeviceStepS().getValueAsDouble() * 1e3) << " ms a step";
+    if (auto none = plan.getDeviceNoneStepS())
+      llvm::errs() << " (" << llvm::format("%.3f", none.getValueAsDouble() * 1e3) << " ms with none)";
     llvm::errs() << "\n";
   }
 }

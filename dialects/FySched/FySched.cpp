@@ -6,6 +6,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace fuyou::fysched;
 
@@ -14,16 +16,63 @@ using namespace fuyou::fysched;
 #define GET_TYPEDEF_CLASSES
 #include "dialects/FySched/FySchedTypes.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "dialects/FySched/FySchedAttrs.cpp.inc"
+
 void FySchedDialect::initialize() {
   addTypes<
 #define GET_TYPEDEF_LIST
 #include "dialects/FySched/FySchedTypes.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/FySched/FySchedAttrs.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/FySched/FySchedOps.cpp.inc"
       >();
 }
+
+// The plan's name on the module.
+static constexpr llvm::StringLiteral kPlanName = "fysched.plan";
+
+static FloatAttr f64OrNull(MLIRContext *ctx, double v) {
+  return std::isnan(v) ? FloatAttr() : FloatAttr::get(Float64Type::get(ctx), v);
+}
+
+PlanAttr PlanAttr::decided(MLIRContext *ctx, StringRef activations, StringRef params, StringRef earlyRows,
+                           StringRef earlyChunks, int64_t gradLanding, int64_t writeBehind, bool given) {
+  return get(ctx, activations, params, earlyRows, earlyChunks, gradLanding, writeBehind, given, 0, FloatAttr(), "",
+             FloatAttr(), FloatAttr(), "", "", -1, FloatAttr(), FloatAttr());
+}
+
+PlanAttr PlanAttr::withFigures(int64_t evaluated, double predictedStepS, StringRef uniform, double uniformStepS,
+                               double lowerBoundS, StringRef profile, StringRef state) const {
+  MLIRContext *ctx = getContext();
+  return get(ctx, getActivations(), getParams(), getEarlyRows(), getEarlyChunks(), getGradLanding(), getWriteBehind(),
+             getGiven(), evaluated, f64OrNull(ctx, predictedStepS), uniform, f64OrNull(ctx, uniformStepS),
+             f64OrNull(ctx, lowerBoundS), profile, state, getDeviceGroups(), getDeviceStepS(), getDeviceNoneStepS());
+}
+
+PlanAttr PlanAttr::withDevice(int64_t groups, double stepS, double noneStepS) const {
+  MLIRContext *ctx = getContext();
+  return get(ctx, getActivations(), getParams(), getEarlyRows(), getEarlyChunks(), getGradLanding(), getWriteBehind(),
+             getGiven(), getEvaluated(), getPredictedStepS(), getUniform(), getUniformStepS(), getLowerBoundS(),
+             getProfile(), getState(), groups, f64OrNull(ctx, stepS), f64OrNull(ctx, noneStepS));
+}
+
+PlanAttr PlanAttr::withEarly(StringRef earlyRows, StringRef earlyChunks) const {
+  return get(getContext(), getActivations(), getParams(), earlyRows, earlyChunks, getGradLanding(), getWriteBehind(),
+             getGiven(), getEvaluated(), getPredictedStepS(), getUniform(), getUniformStepS(), getLowerBoundS(),
+             getProfile(), getState(), getDeviceGroups(), getDeviceStepS(), getDeviceNoneStepS());
+}
+
+PlanAttr PlanAttr::of(Operation *module) { return module->getAttrOfType<PlanAttr>(kPlanName); }
+
+void PlanAttr::setOn(Operation *module) const { module->setAttr(kPlanName, *this); }
+
+void PlanAttr::removeFrom(Operation *module) { module->removeAttr(kPlanName); }
 
 static bool isSpace(StringRef s) { return s == "device" || s == "host" || s == "ssd"; }
 

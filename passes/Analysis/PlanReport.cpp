@@ -42,10 +42,7 @@ void writeTimeline(const Prediction &p, llvm::raw_ostream &os) {
 void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t gpuMem, int64_t cpuMem,
                llvm::raw_ostream &os) {
   auto ms = [](double s) { return llvm::format("%.4g ms", s * 1e3); };
-  auto str = [&](StringRef name) {
-    auto a = module->getAttrOfType<StringAttr>(name);
-    return a ? a.getValue() : StringRef();
-  };
+  auto plan = fs::PlanAttr::of(module);
   os << "profile: " << profile.source << " (" << profile.target << ", " << profile.device << ")\n";
   os << "optimizer state: " << (stateOnSsd ? "on SSD (--ssd)" : "in host memory") << "\n";
   // fy-device-optimizer's groups: their AdamW inline on the device.
@@ -62,17 +59,17 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   if (profile.adamwFromTrace)
     os << "AdamW: " << llvm::formatv("{0:e3}", profile.adamwParams) << " params/s from " << profile.kernelTimesSource
        << "\n";
-  auto landing = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanGradLanding);
-  if (auto n = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanEvaluated))
-    os << "planner: " << n.getInt() << " plans evaluated, "
-       << (module->hasAttr(fuyou::attr::kPlanGiven) ? "activations as given " : "chose activations ") << str(fuyou::attr::kPlanActivations)
-       << ", parameters " << str(fuyou::attr::kPlanParams)
-       << (str(fuyou::attr::kPlanEarlyRows).empty() ? "" : ", a tied table's rows early: " + str(fuyou::attr::kPlanEarlyRows).str())
-       << (str(fuyou::attr::kPlanEarlyChunks) == "all" ? ", down all at once" : "")
-       << (landing ? ", gradients freed " + std::to_string(landing.getInt()) + " groups later" : "")
+  if (plan && plan.getEvaluated() > 0)
+    os << "planner: " << plan.getEvaluated() << " plans evaluated, "
+       << (plan.getGiven() ? "activations as given " : "chose activations ") << plan.getActivations()
+       << ", parameters " << plan.getParams()
+       << (plan.getEarlyRows().empty() ? "" : ", a tied table's rows early: " + plan.getEarlyRows().str())
+       << (plan.getEarlyChunks() == "all" ? ", down all at once" : "")
+       << (plan.getGradLanding() > 0 ? ", gradients freed " + std::to_string(plan.getGradLanding()) + " groups later"
+                                     : "")
        << "\n";
-  if (auto n = module->getAttrOfType<IntegerAttr>(fuyou::attr::kPlanWriteBehind))
-    os << "planner: activations' SSD writes up to " << n.getInt()
+  if (plan && plan.getWriteBehind() > 0)
+    os << "planner: activations' SSD writes up to " << plan.getWriteBehind()
        << " in flight, each from its own host buffer (--ssd-write-behind)\n";
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
   if (!step)
@@ -97,7 +94,7 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
         toSsd[it->second] += bufferBytes(copy.getSource().getType());
   }
   SmallVector<StringRef> policies;
-  str(fuyou::attr::kPlanActivations).split(policies, ',');
+  (plan ? plan.getActivations() : StringRef()).split(policies, ',');
   auto remade = module->getAttrOfType<DenseI64ArrayAttr>(fuyou::attr::kRecomputedBytes);
   for (int64_t i = 0; i < seg.count; ++i) {
     os << "segment " << i << ": " << (int64_t(policies.size()) == seg.count ? policies[i] : policies.front());
@@ -123,13 +120,13 @@ void printPlan(ModuleOp module, const Profile &profile, bool stateOnSsd, int64_t
   else  // SSD copies at no rate
     os << "\npredicted step: not priced: the profile has no SSD rates (fuyou-compile --calibrate --ssd DIR)\n";
   // What the planner held it against (fy-choose-placement).
-  if (auto uni = module->getAttrOfType<FloatAttr>(fuyou::attr::kPlanUniformStepS)) {
-    auto [acts, params] = str(fuyou::attr::kPlanUniform).split('/');
+  if (auto uni = plan ? plan.getUniformStepS() : FloatAttr()) {
+    auto [acts, params] = plan.getUniform().split('/');
     os << "  the fastest uniform plan that fits (--activations " << acts << " --params " << params
        << "): " << ms(uni.getValueAsDouble()) << llvm::format(", this plan x%.3f", p.stepS / uni.getValueAsDouble())
        << "\n";
   }
-  if (auto bound = module->getAttrOfType<FloatAttr>(fuyou::attr::kPlanLowerBoundS))
+  if (auto bound = plan ? plan.getLowerBoundS() : FloatAttr())
     os << "  lower bound (the busiest stream when every activation is kept: no plan is faster): "
        << ms(bound.getValueAsDouble()) << llvm::format(", this plan x%.3f", p.stepS / bound.getValueAsDouble())
        << "\n";

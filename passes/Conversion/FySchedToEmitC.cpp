@@ -571,6 +571,8 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     b.create<emitc::VerbatimOp>(module.getLoc(), std::string("int main(int argc, char **argv) {\n"
                                                              "  return fy::program_main(argc, argv, fy_declare, fy_train_step") +
                                                      (hasEval ? ", fy_eval_step" : "") + ");\n}");
+    // The plan is carried out: the C++ module holds nothing of fysched.
+    fuyou::fysched::PlanAttr::removeFrom(module);
   }
 };
 

@@ -128,8 +128,8 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<8xf32>>) -> !fysched.bu
 // read back, so their host buffers do not stay through backward. With 4
 // (WIDE) every wait comes there; with 1 (BEHIND1) each write is waited for
 // before the next one starts; so it is with write-behind=0, which takes
-// the planner's choice (fy.plan.write_behind, here 1), and only then.
-module attributes {fy.plan.write_behind = 1 : i64} {
+// the planner's choice (the plan's write_behind, here 1), and only then.
+module attributes {fysched.plan = #fysched.plan<activations = "ssd", write_behind = 1>} {
 fygraph.param @w trainable : tensor<8xf32>
 
 // CHECK-LABEL: func.func @train_step

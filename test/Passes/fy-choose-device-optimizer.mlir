@@ -5,18 +5,18 @@
 // With AdamW slow on the CPU (the test profile), every group on the device is
 // fastest: both groups tried beside none and one, and the step carried out
 // with both (no grad_offload left); the choice and its prediction recorded.
-// CHECK: module attributes {fy.plan.device_groups = 2 : i64, fy.plan.device_none_step_s = {{.*}}, fy.plan.device_step_s = {{.*}}}
+// CHECK: module attributes {fysched.plan = #fysched.plan<activations = "", device_groups = 2, device_step_s = {{.*}} : f64, device_none_step_s = {{.*}} : f64>}
 // CHECK: fysched.group @g0 [@h.0.w, @h.0.b] bytes 80 on_device
 // CHECK: fysched.group @g1 [@wte.weight] bytes 128 on_device
 // CHECK-NOT: fysched.grad_offload
 
 // At most one: the table (the group backward completes last).
-// ONE: fy.plan.device_groups = 1 : i64
+// ONE: device_groups = 1,
 // ONE: fysched.group @g0 [@h.0.w, @h.0.b] bytes 80{{$}}
 // ONE: fysched.group @g1 [@wte.weight] bytes 128 on_device
 
 // With the built-in H100 figures the CPU's AdamW overlaps backward: none.
-// FAST: fy.plan.device_groups = 0 : i64
+// FAST: device_groups = 0,
 // FAST-NOT: on_device
 
 fygraph.param @wte.weight trainable : tensor<8x4xf32>

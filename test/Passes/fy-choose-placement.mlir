@@ -60,37 +60,36 @@
 // tried, the uniform ones (5 policies, weights kept or streamed): keeping
 // everything fits, so no class is priced. That plan is its own lower bound
 // (no stream busier than keeping everything) and the fastest uniform plan.
-// FREE: fy.plan.activations = "keep,keep", fy.plan.evaluated = 10 : i64, fy.plan.lower_bound_s = [[B:[0-9.E-]+]] : f64, fy.plan.params = "keep", fy.plan.predicted_step_s = [[B]] : f64
-// FREE-SAME: fy.plan.uniform = "keep/keep", fy.plan.uniform_step_s = [[B]] : f64
+// FREE: fysched.plan = #fysched.plan<activations = "keep,keep", evaluated = 10, predicted_step_s = [[B:[0-9.E-]+]] : f64, uniform = "keep/keep", uniform_step_s = [[B]] : f64, lower_bound_s = [[B]] : f64,
 
 // 1,000 bytes: streaming the weights fits; it is the cheapest single change.
-// STREAM: fy.plan.activations = "keep,keep", {{.*}}fy.plan.params = "stream"
+// STREAM: activations = "keep,keep", params = "stream"
 
 // 700 bytes, with each copy between host and device waited for right after
 // it (copy-window=0): weights streamed and the first segment's activation
 // waits in host memory (cheaper than recomputing its matmul; ssd is slower
 // still).
-// HOST: fy.plan.activations = "host,keep", {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
+// HOST: activations = "host,keep", params = "stream", {{.*}}predicted_step_s = [[T:[0-9.E-]+]] : f64
 // Every combination (5 x 5 x 2) agrees, to the same predicted time.
-// EXH: fy.plan.activations = "host,keep", fy.plan.evaluated = 50 : i64, {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = [[T:[0-9.E-]+]] : f64
+// EXH: activations = "host,keep", params = "stream", {{.*}}evaluated = 50, predicted_step_s = [[T:[0-9.E-]+]] : f64
 // With the moments in memory the program runs without --ssd, so no
 // activation can go to SSD: 4 x 4 x 2 plans.
-// NOSSD: fy.plan.activations = "host,keep", fy.plan.evaluated = 32 : i64
+// NOSSD: activations = "host,keep", {{.*}}evaluated = 32,
 
 // With the default window (4 launches), a copy to the host holds its source
 // on the device while it runs: host,keep then needs 704 bytes, and the
 // plan that fits 700 sends the first segment's activation on to SSD.
-// INFLIGHT: fy.plan.activations = "ssd,host", {{.*}}fy.plan.params = "stream", {{.*}}fy.plan.write_behind = 4 : i64
+// INFLIGHT: activations = "ssd,host", params = "stream", {{.*}}write_behind = 4,
 // With write-behind=0 each plan with activations on SSD is tried with 1, 2,
 // 4, 8 and 16 writes in flight. Here the SSD bounds the step (the first
 // segment's two values written and read back, a 4096-byte page each at
 // 100 B/us: 164 of its 169 us), so waiting for the first write before the
 // second costs nothing: every count predicts the same step, and the fewest
 // host buffers win the tie.
-// BEHIND: fy.plan.activations = "ssd,host", {{.*}}fy.plan.write_behind = 1 : i64
+// BEHIND: activations = "ssd,host", {{.*}}write_behind = 1,
 // A plan with nothing on SSD has no write-behind to choose.
-// HOSTAUTO: fy.plan.activations = "host,keep"
-// HOSTAUTO-NOT: fy.plan.write_behind
+// HOSTAUTO: activations = "host,keep"
+// HOSTAUTO-NOT: write_behind
 // BADBEHIND: fy-choose-placement: write-behind must be at least 0 (0: chosen), got -1
 
 // The chosen plan carried out: %a and %h (segment 0) go to host memory, the weights come in
@@ -104,8 +103,8 @@
 // 64^3 products at 1e9 flop/s and 256^3 at 1e10: the CPU runs it slice by
 // slice (64 x 2^19 flops at 1e9: 33.55 ms), the GPU as one launch of 2^25
 // flops (at the 256^3 rate: 3.355 ms); 1 us launch on top.
-// BATCHCPU: fy.plan.predicted_step_s = 0.0335554320
-// BATCHGPU: fy.plan.predicted_step_s = 0.00335644320
+// BATCHCPU: predicted_step_s = 0.0335554320
+// BATCHGPU: predicted_step_s = 0.00335644320
 
 // Inputs/selective.mlir (device bytes with its 512 of parameters: keep,keep
 // 1408, selective,keep 1280, recompute,keep and host,keep 1152) under 1300
@@ -113,8 +112,8 @@
 // weights pays for copies too), recompute 24.4 us (its weight product
 // again), selective 22.9 us (one gelu again). Greedy and exhaustive agree.
 // Under 1200 bytes selective no longer fits, and recompute is next.
-// SELPLAN: fy.plan.activations = "selective,keep", {{.*}}fy.plan.params = "keep", fy.plan.predicted_step_s = 2.2896
-// SELPLAN2: fy.plan.activations = "recompute,keep", {{.*}}fy.plan.params = "keep", fy.plan.predicted_step_s = 2.4408
+// SELPLAN: activations = "selective,keep", evaluated = {{[0-9]+}}, predicted_step_s = 2.2896
+// SELPLAN2: activations = "recompute,keep", evaluated = {{[0-9]+}}, predicted_step_s = 2.4408
 
 // NOFIT: fy-choose-placement: no placement fits --gpu-mem 1000 (the least device memory found: 1088 bytes)
 // Each budget alone can be met (576 device bytes, no host arena), not both:
@@ -122,7 +121,7 @@
 // NOFIT2: fy-choose-placement: no placement fits --gpu-mem 700 and --cpu-mem 64 together: the plans within --gpu-mem need at least 8192 bytes of host memory, those within --cpu-mem at least 704 bytes of device memory
 // NOPROF: fy-choose-placement: cannot read profile '{{.*}}no-such-profile.json'
 // BADSEARCH: fy-choose-placement: search must be classes or exhaustive, got 'random'
-// NOPLAN: fy-place-activations: policy=auto needs fy-choose-placement first (no fy.plan.activations)
+// NOPLAN: fy-place-activations: policy=auto needs fy-choose-placement first (no fysched.plan)
 
 fygraph.param @w1 trainable : tensor<8x8xf32>
 fygraph.param @w2 trainable : tensor<8x8xf32>
@@ -152,7 +151,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // Inputs/early-rows.mlir before placement): its early rows are kept where
 // the model predicts the step faster with them. With copies free and AdamW
 // at 8 params/us, 18 us against 20 (worked in test-print-step-prediction.mlir):
-// TIEDFAST: fy.plan.activations = "keep,keep", fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes"
+// TIEDFAST: activations = "keep,keep", {{.*}}early_rows = "yes", early_chunks = "paced"
 // With AdamW at 2 params/us and the device-to-host link at 16 B/us, in the
 // step replayed (read off test-print-step-prediction's timeline, the
 // placement passes run forced): the table's part (256 B, one chunk: 16 us)
@@ -166,7 +165,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // takes the faster. (With the weights resident, params=keep: streamed, the
 // table is never uploaded after its update, its gather reads the host
 // master.)
-// TIEDSLOW: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"
+// TIEDSLOW: activations = "keep,keep", {{.*}}early_rows = "no"
 // Unpinned, at 25.6 B/us, the planner weighs streaming the weights too
 // (fy-rows-first's gather_up reads the batch's rows from the host master,
 // and the table's copy up for the logits product is free on this profile's
@@ -175,7 +174,7 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // while the worker waits for the early rows' scatter up (43.5-44.5) and its
 // update goes before the table's piece (their figures from the placement
 // passes run forced, --test-print-step-prediction timeline=1).
-// TIEDAUTO: fy.plan.activations = "keep,keep", fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes", fy.plan.evaluated = {{[0-9]+}} : i64, {{.*}}fy.plan.params = "keep", fy.plan.predicted_step_s = 4.875{{[0-9]*}}E-5
+// TIEDAUTO: activations = "keep,keep", early_rows = "yes", early_chunks = "paced", evaluated = {{[0-9]+}}, predicted_step_s = 4.875{{[0-9]*}}E-5
 // A table of three 16 MiB chunks (Inputs/early-chunks.mlir), each launch
 // 1 ms, a chunk across the link in 1 ms, a piece of 4 Mi parameters updated
 // in 2 ms. Paced, the table's last chunk goes down behind its own rows at
@@ -183,10 +182,10 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // copies: 16 ms a step. All at once, the chunks have crossed while the
 // block's backward runs, and it waits 1 ms: 15 ms, which the planner takes
 // when free to choose.
-// CHUNKSPACED: fy.plan.early_chunks = "paced", fy.plan.early_rows = "yes", {{.*}}fy.plan.predicted_step_s = 0.0160000{{[0-9]*}} : f64
-// CHUNKSALL: fy.plan.early_chunks = "all", fy.plan.early_rows = "yes", {{.*}}fy.plan.predicted_step_s = 0.0150000{{[0-9]*}} : f64
+// CHUNKSPACED: early_rows = "yes", early_chunks = "paced", {{.*}}predicted_step_s = 0.0160000{{[0-9]*}} : f64
+// CHUNKSALL: early_rows = "yes", early_chunks = "all", {{.*}}predicted_step_s = 0.0150000{{[0-9]*}} : f64
 // On the CPU target there is no link to pace: not tried.
-// CHUNKSCPU: fy.plan.early_chunks = "paced"
+// CHUNKSCPU: early_chunks = "paced"
 // BADCHUNKS: fy-choose-placement: early-chunks must be paced, all or auto, got 'some'
 // A head's gradient followed closely by a small group's (fy-grad-landed.mlir,
 // whose figures are worked there): on a GPU its memory freed two groups on
@@ -195,20 +194,20 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> !fysched.
 // head's gradient beside the block's kernels), so not under 70,000 B with
 // the parameters resident. Given, or on the CPU target (its grad_offload
 // copies before it returns), the planner does not try it.
-// LANDFAR: fy.plan.grad_landing = 2 : i64, {{.*}}fy.plan.predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
+// LANDFAR: grad_landing = 2, {{.*}}predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
 // With the parameters free to stream, the search runs again with 2: the
 // weights streamed (free at this profile's link) make the room, 25 us.
-// LANDSTREAM: fy.plan.grad_landing = 2 : i64, {{.*}}fy.plan.params = "stream", fy.plan.predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
-// LANDNEAR-NOT: fy.plan.grad_landing
-// LANDNEAR: fy.plan.predicted_step_s = 3.{{[0-9]*}}E-5 : f64
+// LANDSTREAM: params = "stream", {{.*}}grad_landing = 2, {{.*}}predicted_step_s = 2.50000{{[0-9]*}}E-5 : f64
+// LANDNEAR-NOT: grad_landing
+// LANDNEAR: predicted_step_s = 3.{{[0-9]*}}E-5 : f64
 // BADLAND: fy-choose-placement: grad-landing must be at least 0 (0: chosen), got -2
 // Forced either way, the planner does not try the other.
-// TIEDNO: fy.plan.activations = "keep,keep", fy.plan.early_rows = "no"
+// TIEDNO: activations = "keep,keep", early_rows = "no"
 // A group updated on the device (fy-device-optimizer) updates the resident
 // working copy: the planner keeps the parameters resident, and refuses to
 // stream them when asked to. In 1000 B the tied step fits only with its
 // weights streamed; with the table's group on the device nothing fits (its
 // moments, 512 B, on top of the resident 1088 B).
-// STREAM1000: fy.plan.params = "stream"
+// STREAM1000: params = "stream"
 // DEVKEEP: error: fy-choose-placement: no placement fits --gpu-mem 1000 (the least device memory found: 1600 bytes)
 // DEVSTREAM: error: fy-choose-placement: params=stream: the groups fy-device-optimizer put on the device need resident parameters

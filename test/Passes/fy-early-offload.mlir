@@ -248,11 +248,11 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysch
 
 // -----
 
-// The planner predicted the step faster without (fy.plan.early_rows = "no").
+// The planner predicted the step faster without (the plan's early_rows = "no").
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT: grad_offload_early
 
-module attributes {fy.plan.early_rows = "no"} {
+module attributes {fysched.plan = #fysched.plan<activations = "keep", early_rows = "no">} {
 fygraph.param @wte.weight trainable : tensor<8x4xf32>
 fysched.group @g0 [@wte.weight] bytes 128
 
@@ -271,13 +271,13 @@ func.func @train_step(%idx: !fysched.buffer<device, tensor<2x3xi64>>, %y: !fysch
 // -----
 
 // The planner predicted the step faster with the rows' chunks sent down all
-// at once (fy.plan.early_chunks = "all"): the op says so, and the program
+// at once (the plan's early_chunks = "all"): the op says so, and the program
 // declares it.
 // CHECK-LABEL: func.func @train_step
 // CHECK: fysched.grad_offload_early @g0, @wte.weight(%{{.*}} : <device, tensor<8x4xf32>>) except(%{{.*}} : <device, tensor<2x3xi64>>) all_chunks
 // EMITC: emitc.call_opaque "fy::rt::declare_early_rows"(%{{.*}}) {args = [0 : index, #emitc.opaque<"0LL">, #emitc.opaque<"0LL">, true]}
 
-module attributes {fy.plan.early_chunks = "all"} {
+module attributes {fysched.plan = #fysched.plan<activations = "keep", early_rows = "yes", early_chunks = "all">} {
 fygraph.param @wte.weight trainable : tensor<8x4xf32>
 fysched.group @g0 [@wte.weight] bytes 128
 

@@ -1,6 +1,6 @@
 // RUN: fuyou-opt %s --fy-grad-landed | FileCheck %s --check-prefix=NEAR
 // RUN: fuyou-opt %s --fy-grad-landed="distance=2" | FileCheck %s --check-prefix=FAR
-// RUN: sed 's/^module {$/module attributes {fy.plan.grad_landing = 2 : i64} {/' %s | fuyou-opt --fy-grad-landed | FileCheck %s --check-prefix=FAR
+// RUN: sed 's/^module {$/module attributes {fysched.plan = #fysched.plan<activations = "keep", grad_landing = 2>} {/' %s | fuyou-opt --fy-grad-landed | FileCheck %s --check-prefix=FAR
 // RUN: fuyou-opt %s --fy-grad-landed="distance=2" --fy-insert-dealloc | FileCheck %s --check-prefix=LIVE
 // RUN: fuyou-opt %s --fy-grad-landed="distance=2" --fy-insert-dealloc --fy-convert-fysched-to-emitc | FileCheck %s --check-prefix=EMITC
 // RUN: sed -e 's/"d2h_bytes_per_s": 1e18/"d2h_bytes_per_s": 1.6384e9/' -e 's/"adamw_params_per_s": 2e6/"adamw_params_per_s": 1e12/' %S/Inputs/profile-slow-adamw-cuda.json > %t.link.json
@@ -22,7 +22,7 @@
 // NEAR: fysched.grad_landed @g2(%[[O2]])
 // NEAR-NEXT: return
 
-// Distance 2 (given, or the plan's fy.plan.grad_landing): @g0's at @g2's
+// Distance 2 (given, or the plan's grad_landing): @g0's at @g2's
 // grad_offload; the others' before the return, in their order.
 // FAR: %[[O0:.*]] = fysched.grad_offload @g0
 // FAR: %[[O1:.*]] = fysched.grad_offload @g1

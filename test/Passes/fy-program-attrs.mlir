@@ -15,7 +15,7 @@
 // The schedule's rules a compile turns off.
 // RULES: module attributes {fy.optimizer = "adamw", fy.precision = "fp32", fy.schedule.early_hold = false, fy.schedule.param_waits = false, fy.schedule.rows_first = false}
 // A placement given is the plan.
-// GIVEN: module attributes {fy.optimizer = "adamw", fy.plan.activations = "recompute,keep", fy.plan.early_chunks = "all", fy.plan.early_rows = "no", fy.plan.grad_landing = 2 : i64, fy.plan.params = "stream", fy.precision = "fp32"}
+// GIVEN: module attributes {fy.optimizer = "adamw", fy.precision = "fp32", fysched.plan = #fysched.plan<activations = "recompute,keep", params = "stream", early_rows = "no", early_chunks = "all", grad_landing = 2>}
 module {
   func.func @forward(%ids: tensor<4x256xi64>, %targets: tensor<4x256xi64>, %loss: tensor<f32>) -> tensor<f32> {
     return %loss : tensor<f32>

@@ -10,19 +10,19 @@
 // carried out with 1, 2, 4, 8 and 16 in flight: 2 is the fastest (4 and up
 // predict the same step), so 2; under --cpu-mem 8192 only one write's host
 // buffer and one read's fit, so 1.
-// WB: fy.plan.activations = "ssd", {{.*}}fy.plan.write_behind = 2 : i64
-// WB1: fy.plan.activations = "ssd", {{.*}}fy.plan.write_behind = 1 : i64
+// WB: activations = "ssd", {{.*}}write_behind = 2,
+// WB1: activations = "ssd", {{.*}}write_behind = 1,
 // A placement given (activations=ssd, as fuyou-compile --activations ssd
 // passes it) is carried out with the same counts, one plan: 2, and 1 under
 // --cpu-mem 8192. Given activations=keep, nothing goes to SSD and no count
 // is recorded; under a --gpu-mem it cannot meet, the parameters' placement
 // (params=auto) is the one nearer the budget, streamed, and the plan is
 // still recorded for the memory check to refuse.
-// GIVEN: fy.plan.activations = "ssd", fy.plan.evaluated = 1 : i64, fy.plan.given, fy.plan.params = "keep", {{.*}}fy.plan.write_behind = 2 : i64
-// GIVEN1: fy.plan.activations = "ssd", fy.plan.evaluated = 1 : i64, fy.plan.given, fy.plan.params = "keep", {{.*}}fy.plan.write_behind = 1 : i64
+// GIVEN: activations = "ssd", write_behind = 2, given = true, evaluated = 1,
+// GIVEN1: activations = "ssd", write_behind = 1, given = true, evaluated = 1,
 // A given placement the passes refuse is their error.
 // GIVENBAD: error: fy-place-activations: a policy is keep, host, ssd, recompute or selective, got 'bogus'
-// GIVENKEEP: module attributes {fy.plan.activations = "keep", fy.plan.evaluated = 2 : i64, fy.plan.given, fy.plan.params = "stream", fy.plan.predicted_step_s = {{[^,]*}}, fy.plan.profile = "{{[^"]*}}", fy.plan.state = "ssd"} {
+// GIVENKEEP: module attributes {fysched.plan = #fysched.plan<activations = "keep", params = "stream", given = true, evaluated = 2, predicted_step_s = {{[^,]*}}, profile = "{{[^"]*}}", state = "ssd">} {
 fygraph.param @w trainable : tensor<64x64xf32>
 fysched.group @g0 [@w] bytes 16384
 
