@@ -280,7 +280,7 @@ std::string buildExecutable(const std::string &cppPath, const std::string &out,
     flags = std::string(FUYOU_RT_CUDA_LINK_FLAGS) + " " + flags;
   const char *libName = cuda ? "lib/libfuyou_rt_cuda.a" : "lib/libfuyou_rt.a";
   fs::path prefix = fs::path(selfDir()).parent_path();
-  if (fs::exists(prefix / "include/fuyou/exec/api.h") && fs::exists(prefix / libName)) {
+  if (fs::exists(prefix / "include/fuyou/abi/api.h") && fs::exists(prefix / libName)) {
     include = (prefix / "include/fuyou").string();
     library = (prefix / libName).string();
   }

@@ -395,7 +395,7 @@ struct ConvertFySchedToEmitC : fuyou::impl::ConvertFySchedToEmitCBase<ConvertFyS
     b.setInsertionPointToStart(module.getBody());
     b.create<emitc::IncludeOp>(module.getLoc(), "cmath", /*is_standard_include=*/true);
     b.create<emitc::IncludeOp>(module.getLoc(), "cstdint", /*is_standard_include=*/true);
-    b.create<emitc::IncludeOp>(module.getLoc(), "exec/api.h", /*is_standard_include=*/false);
+    b.create<emitc::IncludeOp>(module.getLoc(), "abi/api.h", /*is_standard_include=*/false);
     auto declare = b.create<emitc::FuncOp>(module.getLoc(), "fy_declare",
                                            b.getFunctionType({runtimePtr(ctx)}, {}));
     declare.setSpecifiersAttr(b.getStrArrayAttr({"static"}));

@@ -1,5 +1,5 @@
 // The program's entry points: every fy::rt function a generated program
-// may call (runtime/exec/api.h declares them). The runtime's build checks
+// may call (runtime/abi/api.h declares them). The runtime's build checks
 // that each is declared there (exec/api.cpp) and the EmitC conversion that
 // each call it writes names one, so a name that changes on one side fails
 // on the other before a program is built from it. Part of the declared

@@ -1,4 +1,6 @@
-#include "exec/api.h"
+#include "abi/api.h"
+#include "exec/device.h"
+#include "exec/runtime.h"
 
 #include "abi/entry_points.h"
 
@@ -183,7 +185,7 @@ void early_release(Runtime* rt, int64_t group, int64_t param) {
 }  // namespace fy::rt
 
 // Every entry point the compiler may call (abi/entry_points.h) is declared
-// in exec/api.h: a name missing here fails this build.
+// in abi/api.h: a name missing here fails this build.
 namespace fy::rt::entry_points_declared {
 #define FY_DECLARED(name) using fy::rt::name;
 FY_RT_ENTRY_POINTS(FY_DECLARED)

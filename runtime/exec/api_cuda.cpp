@@ -1,7 +1,9 @@
 // The CUDA target's entry points: the same API as api.cpp, with buffers in
 // device memory (device/cuda) and the kernels of kernels/cuda.
 #include "device/cuda/device.h"
-#include "exec/api.h"
+#include "abi/api.h"
+#include "exec/device.h"
+#include "exec/runtime.h"
 #include "kernels/cuda/kernels.h"
 #include "trace/trace.h"
 

@@ -1,7 +1,9 @@
 // The entry points of the background optimizer's pipeline that are the same
 // on every target; grad_offload and group_wait touch the device, so each
 // target's api file has its own.
-#include "exec/api.h"
+#include "abi/api.h"
+#include "exec/device.h"
+#include "trace/trace.h"
 #include "exec/runtime.h"
 
 namespace fy::rt {

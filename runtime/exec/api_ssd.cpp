@@ -1,6 +1,9 @@
 // The runtime API for activations on SSD, the same on every target: the
 // host arena is host memory on each.
-#include "exec/api.h"
+#include "abi/api.h"
+#include "exec/device.h"
+#include "exec/runtime.h"
+#include "trace/trace.h"
 
 namespace fy::rt {
 

@@ -7,12 +7,11 @@
 
 #include <memory>
 
+#include "abi/api.h"
 #include "core/tensor.h"
 #include "exec/runtime.h"
 
 namespace fy {
-
-using TrainStepFn = void (*)(Runtime*, View /*token ids*/, View /*target ids*/, View /*loss, F32 scalar*/);
 
 class Device {
  public:

@@ -24,7 +24,10 @@
 #include <vector>
 
 #include "data/tokens.h"
-#include "exec/api.h"
+#include "abi/api.h"
+#include "exec/device.h"
+#include "exec/runtime.h"
+#include "trace/trace.h"
 #include "exec/checkpoint.h"
 #include "exec/train_args.h"
 #include "exec/weights.h"

@@ -4,7 +4,7 @@
 //   fuyou-calibrate [-o FILE] [--ssd DIR] [--quick]
 //
 // Every figure comes from the code a generated program runs. Kernels and
-// host<->device copies go through the runtime API (exec/api.h), so this one
+// host<->device copies go through the runtime API (abi/api.h), so this one
 // source measures the CPU target when linked with libfuyou_rt
 // (fuyou-calibrate) and the GPU when linked with libfuyou_rt_cuda
 // (fuyou-calibrate-cuda), whose Device then holds the buffers. The SSD is the
@@ -28,7 +28,9 @@
 #include <thread>
 #include <vector>
 
-#include "exec/api.h"
+#include "abi/api.h"
+#include "exec/device.h"
+#include "trace/trace.h"
 #include "exec/runtime.h"
 #include "optim/adamw.h"
 #include "store/store.h"

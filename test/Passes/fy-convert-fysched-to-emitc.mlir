@@ -5,7 +5,7 @@
 // input indexes. fy_train_step takes the runtime first and the loss's
 // destination last; every op is one fy::rt:: call with the runtime first;
 // main hands both functions to fy::train_main.
-// CHECK: emitc.include "exec/api.h"
+// CHECK: emitc.include "abi/api.h"
 // CHECK-LABEL: emitc.func @fy_declare
 // CHECK-SAME: (%[[RT:.*]]: !emitc.ptr<!emitc.opaque<"fy::Runtime">>) attributes {specifiers = ["static"]}
 // CHECK-NEXT: emitc.call_opaque "fy::rt::declare_param"(%[[RT]]) {args = [0 : index, #emitc.opaque<"\22wte\22">, #emitc.opaque<"fy::Shape{10, 4}">, #emitc.opaque<"fy::DType::F32">, true]}

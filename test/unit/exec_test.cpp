@@ -15,7 +15,10 @@
 #include <fstream>
 #include <functional>
 
-#include "exec/api.h"
+#include "abi/api.h"
+#include "exec/device.h"
+#include "exec/runtime.h"
+#include "trace/trace.h"
 #include "kernels/cpu/kernels.h"
 #include "io/safetensors.h"
 #include "test_util.h"

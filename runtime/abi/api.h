@@ -1,4 +1,7 @@
-// The runtime API that compiler-generated training programs call. A program
+// The runtime API that compiler-generated training programs call, the one
+// runtime header they include: part of the declared compiler-runtime
+// interface (runtime/abi/), in the core's tensors (views, shapes, dtypes)
+// and an opaque Runtime. A program
 // defines fy_declare (parameters and inputs), fy_train_step (one forward,
 // backward and optimiser step) and fy_eval_step (the forward's loss alone:
 // --val-data) and hands them to fy::train_main.
@@ -13,13 +16,12 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "exec/device.h"
-#include "exec/runtime.h"
-#include "trace/trace.h"
 
 namespace fy {
 
+class Runtime;
 using DeclareFn = void (*)(Runtime*);
+using TrainStepFn = void (*)(Runtime*, View /*token ids*/, View /*target ids*/, View /*loss, F32 scalar*/);
 
 // The executable's main: parses flags, loads weights and data, runs the
 // steps, logs, saves. Returns the process exit code; errors print one line
