@@ -21,17 +21,11 @@ namespace fy {
 
 using Clock = std::chrono::steady_clock;
 
-namespace {
-size_t page_round(size_t n) { return (n + store::kPageBytes - 1) / store::kPageBytes * store::kPageBytes; }
-}  // namespace
-
 AsyncOptimizer::AsyncOptimizer(Runtime& rt) : rt_(rt) {
   const TrainOptions& o = rt.options();
   pool_ = std::make_unique<AdamWPool>(int(o.optimizer_threads));
-  if (!o.ssd_dirs.empty()) {
-    // A fresh run; --resume writes the checkpoint's moments in.
-    store_ = std::make_unique<store::TensorStore>(rt.store_options("fuyou.store", true));
-  }
+  // A fresh run's; --resume writes the checkpoint's moments in.
+  moments_ = o.ssd_dirs.empty() ? moments_in_memory(rt) : moments_on_ssd(rt);
   thread_ = std::thread([this] { worker(); });
 }
 
@@ -42,15 +36,7 @@ AsyncOptimizer::~AsyncOptimizer() {
   }
   work_cv_.notify_all();
   thread_.join();
-  // Writes in flight still read the staging buffers, which go first.
-  if (store_) {
-    try {
-      store_->wait_all();
-    } catch (...) {
-      // Dropped on purpose: a destructor cannot report; a run that cares
-      // waited (and checkpointed) before.
-    }
-  }
+  moments_->settle();  // writes in flight still read the staging buffers
 }
 
 int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
@@ -66,20 +52,7 @@ int64_t AsyncOptimizer::declare_group(std::vector<int64_t> params) {
   g.sq_norms.assign(params.size(), 0.0);
   g.updated.assign(params.size(), 0);
   rt_.settle_state();  // every parameter and the vocabulary are declared by now
-  if (store_) {
-    // Regions never written read as zeros: AdamW's initial moments (in either format).
-    for (int64_t p : params) {
-      const auto& param = rt_.param(p);
-      size_t bytes = size_t(rt_.state_bytes(p));
-      g.m_regions.push_back(store_->allocate("adam_m/" + param.name, bytes));
-      g.v_regions.push_back(store_->allocate("adam_v/" + param.name, bytes));
-      g.m_offsets.push_back(g.staging_bytes);
-      g.staging_bytes += page_round(bytes);
-      g.v_offsets.push_back(g.staging_bytes);
-      g.staging_bytes += page_round(bytes);
-    }
-    if (g.staging_bytes > staging_bytes_) staging_bytes_ = g.staging_bytes;
-  }
+  moments_->declare_group(int64_t(groups_.size()), params);
   g.params = std::move(params);
   std::lock_guard<std::mutex> lock(mu_);
   groups_.push_back(std::move(g));
@@ -110,11 +83,7 @@ size_t AsyncOptimizer::accum_host_bytes() const {
 }
 
 size_t AsyncOptimizer::fixed_host_bytes() const {
-  if (store_) return staging_count_ * staging_bytes_ + rows_host_bytes() + accum_host_bytes();
-  size_t n = rows_host_bytes() + accum_host_bytes();  // and AdamW's moments in memory
-  for (const Group& g : groups_)
-    for (int64_t p : g.params) n += 2 * size_t(rt_.state_bytes(p));
-  return n;
+  return moments_->host_bytes(moments_->buffers()) + rows_host_bytes() + accum_host_bytes();
 }
 
 void AsyncOptimizer::make_slots() {
@@ -247,7 +216,7 @@ int64_t AsyncOptimizer::read(int64_t group) {
   if (accumulating()) return new_token(Op::Read, group, 0);
   Group& g = groups_[size_t(group)];
   int64_t seq = ++g.reads;
-  if (store_) {
+  if (moments_->staged()) {
     queue_.push_back(Item{Op::Read, group, seq});
     work_cv_.notify_one();
   } else {
@@ -388,7 +357,7 @@ void AsyncOptimizer::write(int64_t group, int64_t update) {
     fail("state_write of group " + std::to_string(group) + " follows a " + op_name(int(t.op)) +
          ", not a group_adamw");
   tokens_.erase(update);
-  if (store_ && !accumulating()) {
+  if (moments_->staged() && !accumulating()) {
     queue_.push_back(Item{Op::Write, group, t.seq});
     work_cv_.notify_one();
   }
@@ -483,13 +452,6 @@ double AsyncOptimizer::busy_seconds() const {
   return busy_seconds_;
 }
 
-bool AsyncOptimizer::can_stage(int64_t group) const {
-  if (staging_.empty()) return true;
-  for (const Staging& st : staging_)
-    if (st.group == group || (st.consumed && !st.dirty)) return true;
-  return false;
-}
-
 int AsyncOptimizer::runnable() const {
   if (quiescing_) return -1;
   // Write-backs first: they only issue I/O, and they free staging buffers.
@@ -506,7 +468,7 @@ int AsyncOptimizer::runnable() const {
         if (first < 0 && g.reads_done >= it.after_read) first = int(i);
         break;
       case Op::Read:
-        if (first < 0 && can_stage(it.group)) first = int(i);
+        if (first < 0 && moments_->can_read_ahead(it.group)) first = int(i);
         break;
       case Op::Early:
         if (!g.early_released) break;  // the program still reads the table
@@ -606,9 +568,9 @@ void AsyncOptimizer::run(const Item& item) {
   bool again = false;  // the item goes back in the queue for the rest
   try {
     if (item.op == Op::Read) {
-      read_out_of_core(item.group);
+      moments_->read_ahead(item.group);
     } else if (item.op == Op::Write) {
-      write_out_of_core(item.group);
+      moments_->write_back(item.group);
     } else if (item.accumulate) {
       await(g.landed, "gradients landed wait, group ", item.group);
       TraceSpan span(rt_.trace(), "cpu optimizer", "accumulate gradients, group ", item.group,
@@ -633,12 +595,7 @@ void AsyncOptimizer::run(const Item& item) {
       TraceSpan span(rt_.trace(), "cpu optimizer", "gradient norms, group ", item.group, int64_t(g.grad_elems * 4));
       check_norms(g);
     } else {
-      auto update = [&](Part part) {
-        if (store_)
-          update_out_of_core(item.group, part);
-        else
-          update_in_memory(g, part);
-      };
+      auto update = [&](Part part) { update_moments(item.group, part); };
       if (g.rows_from_copy && !g.rows_done) {
         // The rows had their own gradient copy: they go first, before the
         // whole gradient has landed. In memory the rest goes back in the
@@ -647,8 +604,8 @@ void AsyncOptimizer::run(const Item& item) {
         // them, so it waits here.
         await(g.rows_landed, "rows' gradients landed wait, group ", item.group);
         update(Part::Rows);
-        again = !store_;
-        if (store_) {
+        again = !moments_->staged();
+        if (moments_->staged()) {
           await(g.landed, "gradients landed wait, group ", item.group);
           update(Part::Rest);
         }

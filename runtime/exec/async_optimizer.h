@@ -21,6 +21,7 @@
 #include "optim/adamw.h"
 #include "abi/sizes.h"
 #include "optim/loss_scaler.h"
+#include "exec/moment_store.h"
 #include "store/store.h"
 
 namespace fy {
@@ -250,16 +251,16 @@ class AsyncOptimizer {
   // Out of core (--ssd): AdamW's moments live in the store, one region each,
   // and only the staging buffers' worth of groups (2 to 8) sit in host
   // memory, filled where the program's state_read ops say.
-  bool on_ssd() const { return store_ != nullptr; }
+  bool on_ssd() const { return moments_->staged(); }
   // The moments of one parameter, wherever they live (checkpoints), in their
   // format (Runtime::state_bytes each); either pointer may be null.
   void read_state(int64_t param, void* m, void* v);
   void write_state(int64_t param, const void* m, const void* v);
-  const store::TensorStore* store() const { return store_.get(); }
-  size_t staging_bytes() const { return staging_bytes_; }
+  const store::TensorStore* store() const { return moments_->tensor_store(); }
+  size_t staging_bytes() const { return moments_->buffer_bytes(); }
   // Staging buffers for the moments out of core (at least 2); set before the first step.
-  void set_staging(size_t n) { staging_count_ = n < 2 ? 2 : n; }
-  size_t staging() const { return staging_count_; }
+  void set_staging(size_t n) { moments_->set_buffers(n); }
+  size_t staging() const { return moments_->buffers(); }
 
   // Host memory: what the optimizer holds besides its gradient slots, the
   // size of one slot, and the fewest slots it can run with (clipping and
@@ -271,7 +272,7 @@ class AsyncOptimizer {
   size_t slot_bytes() const { return slot_elems_ * sizeof(float); }
   size_t min_slots() const { return holds() ? groups_.size() : 1; }
   size_t min_fixed_host_bytes() const {
-    return store_ ? 2 * staging_bytes_ + rows_host_bytes() + accum_host_bytes() : fixed_host_bytes();
+    return moments_->host_bytes(2) + rows_host_bytes() + accum_host_bytes();
   }
   // How many slots to use (default: one per group, never waiting).
   void set_slots(size_t n) { wanted_slots_ = n; }
@@ -320,10 +321,6 @@ class AsyncOptimizer {
     bool held = false;             // started, waiting for the global norm
     int64_t reads = 0, reads_done = 0;      // read() calls issued and run
     int64_t updates = 0, updates_done = 0;  // update() calls issued and run
-    // Out of core: the moments' regions, and where each sits in a staging buffer.
-    std::vector<store::Region> m_regions, v_regions;
-    std::vector<size_t> m_offsets, v_offsets;
-    size_t staging_bytes = 0;
     // Rows first (declare_rows, wait_rows): the table, its buffers made by
     // the first wait_rows, the rows of the pending update's first part (a
     // mask over the table's rows, and the list), whether that part is done,
@@ -381,15 +378,6 @@ class AsyncOptimizer {
     std::vector<Landing> early_chunks;
     int64_t early_sent = 0;
   };
-  // Host room for one group's moments, filled by reads issued ahead.
-  struct Staging {
-    store::AlignedBuffer buffer;
-    int64_t group = -1;
-    bool consumed = true;   // its group's update ran (or it holds nothing): reusable
-    bool dirty = false;     // updated, the write-back not yet issued: never evicted
-    uint64_t last_use = 0;  // least recently used goes first
-    std::vector<store::Ticket> reads, writes;
-  };
   void worker();
   // Blocks until the group's slot is free (`slot`: nothing of it queued)
   // or its parameters are up to date; rethrows a failure.
@@ -400,7 +388,6 @@ class AsyncOptimizer {
   int runnable() const;
   bool landed(const Item& it) const;  // its group's gradients are in the slot
   void run(const Item& item);
-  bool can_stage(int64_t group) const;
   int64_t new_token(Op op, int64_t group, int64_t seq);
   // The live token `token` of `group`; fails naming `who` if the program
   // names something else. The caller retires it once the op is accepted.
@@ -450,7 +437,8 @@ class AsyncOptimizer {
   // Which part of an update to do: all of it, or (rows_from_copy) the
   // table's rows, or the rest once they are done.
   enum class Part { All, Rows, Rest };
-  void update_in_memory(Group& g, Part part);
+  // The group's update over its moments (moments_: staged first, if on SSD).
+  void update_moments(int64_t group, Part part);
   // An update's bytes in its trace slice: 16 a parameter (a Rest's lacks the rows).
   int64_t update_bytes(const Group& g, Part part) const;
   // A queued piece of a parameter's update.
@@ -489,14 +477,6 @@ class AsyncOptimizer {
   void param_updated(Group& g, size_t index);
   // Queues the table's rest, in pieces.
   void submit_rest(Group& g, void* m, void* v, const AdamWConfig& cfg, std::vector<Piece>& pieces);
-  void read_out_of_core(int64_t group);
-  void update_out_of_core(int64_t group, Part part);
-  void write_out_of_core(int64_t group);
-  // The buffer holding (or now reading) `group`'s moments; null when it is
-  // not staged and `force` is false and every buffer holds a read not yet
-  // used or an update not yet written back.
-  Staging* stage(int64_t group, bool force);
-  void drain(std::vector<store::Ticket>& tickets);
   float* grad(const Group& g, size_t i) { return slots_[size_t(g.slot)] + g.grad_offsets[i]; }
   void make_slots();
   bool accumulating() const;  // a micro-batch before the step's last runs
@@ -537,11 +517,7 @@ class AsyncOptimizer {
   size_t wanted_slots_ = 0;
   // The updates, gradient norms and unscaling, on every core it may use.
   std::unique_ptr<AdamWPool> pool_;
-  std::unique_ptr<store::TensorStore> store_;
-  std::vector<Staging> staging_;  // allocated at the first update
-  size_t staging_count_ = 4;      // reads can run staging_count_ - 1 groups ahead
-  size_t staging_bytes_ = 0;
-  uint64_t clock_ = 0;
+  std::unique_ptr<MomentStore> moments_;  // AdamW's moments: in memory or on SSD
   std::function<void(const View&, float*)> copy_out_;
   std::function<Landing(int64_t)> copy_fence_;
   int64_t offloads_ = 0;  // grad_offload calls so far: copies land in this order

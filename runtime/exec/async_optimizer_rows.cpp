@@ -28,7 +28,7 @@ bool AsyncOptimizer::offload_early(int64_t group, int64_t param, const View& gra
          grad_view.shape.str() + ", parameter is F32 " + p.value.shape.str() + " (a 2-D table)");
   // The named rows' gradient must come down on its own at grad_offload: on
   // a device, through the rows' copy.
-  if (!g.early_declared || store_ || holds() || accum_ > 1 || p.q8_block || rt_.recording_grads() ||
+  if (!g.early_declared || moments_->staged() || holds() || accum_ > 1 || p.q8_block || rt_.recording_grads() ||
       g.rows_param != param || !g.rows || !g.early_rows || n > g.rows_capacity ||
       (copy_out_ && !copies_row_grads(g)) || (on_rows_updated_ && !g.early_values) ||
       (copy_chunk_out_ && !g.early_grads))

@@ -1,6 +1,6 @@
-// AsyncOptimizer's state and its updates: AdamW's moments in host memory or
-// staged through the SSD store (read, update, write back), the update cut
-// into pieces, and the checkpoint's reads and writes of a parameter's state.
+// AsyncOptimizer's updates: a group's update over its moments wherever they
+// live (exec/moment_store.h), cut into pieces, and the checkpoint's reads and
+// writes of a parameter's state.
 #include "exec/async_optimizer.h"
 
 #include <algorithm>
@@ -25,100 +25,21 @@ int64_t AsyncOptimizer::update_bytes(const Group& g, Part part) const {
   return elems * 16;
 }
 
-void AsyncOptimizer::update_in_memory(Group& g, Part part) {
-  // The rows part has a slice of its own (finish_rows).
-  std::optional<TraceSpan> span;
-  if (part != Part::Rows)
-    span.emplace(rt_.trace(), "cpu optimizer", "adamw", -1, update_bytes(g, part));
-  update_pieces(
-      g,
-      [&](size_t i) {
-        const auto& p = rt_.param(g.params[i]);
-        return std::pair<void*, void*>(p.m.data, p.v.data);
-      },
-      part);
-}
-
-void AsyncOptimizer::drain(std::vector<store::Ticket>& tickets) {
-  for (store::Ticket t : tickets) store_->wait(t);
-  tickets.clear();
-}
-
-AsyncOptimizer::Staging* AsyncOptimizer::stage(int64_t group, bool force) {
-  if (staging_.empty()) {
-    staging_.resize(staging_count_);
-    for (Staging& st : staging_) st.buffer = store_->buffer(staging_bytes_);
-  }
-  for (Staging& st : staging_)
-    if (st.group == group) return &st;
-  // The least recently used buffer whose group no longer needs it (forced:
-  // also one holding a read ahead, which its update will issue again), but
-  // never one whose update is not yet written back.
-  Staging* pick = nullptr;
-  for (Staging& st : staging_)
-    if ((st.consumed || force) && !st.dirty && (!pick || st.last_use < pick->last_use)) pick = &st;
-  if (!pick) {
-    if (force) fail("optimizer: every staging buffer holds an update not yet written back (no state_write?)");
-    return nullptr;
-  }
-  {
-    // Its previous group's write-back must land first.
-    TraceSpan span(rt_.trace(), "cpu optimizer", "state write wait, group ", pick->group);
-    drain(pick->writes);
-    drain(pick->reads);
-  }
-  const Group& g = groups_[size_t(group)];
-  char* base = static_cast<char*>(pick->buffer.data());
-  for (size_t i = 0; i < g.params.size(); ++i) {
-    pick->reads.push_back(store_->read(g.m_regions[i], base + g.m_offsets[i]));
-    pick->reads.push_back(store_->read(g.v_regions[i], base + g.v_offsets[i]));
-  }
-  pick->group = group;
-  pick->consumed = false;
-  pick->last_use = ++clock_;
-  return pick;
-}
-
-void AsyncOptimizer::read_out_of_core(int64_t group) {
-  TraceSpan span(rt_.trace(), "cpu optimizer", "state read, group ", group);
-  stage(group, /*force=*/false);  // runnable() saw a buffer for it
-}
-
-void AsyncOptimizer::update_out_of_core(int64_t group, Part part) {
+void AsyncOptimizer::update_moments(int64_t group, Part part) {
   Group& g = groups_[size_t(group)];
-  Staging& cur = *stage(group, /*force=*/true);
-  cur.consumed = false;
+  const MomentStore::Where where = moments_->begin_update(group);
   {
-    // The state arrives; an earlier write-back of the same bytes must land
-    // before they change under it.
-    TraceSpan span(rt_.trace(), "cpu optimizer", "state read wait, group ", group);
-    drain(cur.reads);
-    drain(cur.writes);
+    // The rows part has a slice of its own (finish_rows).
+    std::optional<TraceSpan> span;
+    if (part != Part::Rows) {
+      if (moments_->staged())
+        span.emplace(rt_.trace(), "cpu optimizer", "adamw, group ", group, update_bytes(g, part));
+      else
+        span.emplace(rt_.trace(), "cpu optimizer", "adamw", -1, update_bytes(g, part));
+    }
+    update_pieces(g, where, part);
   }
-  std::optional<TraceSpan> span;
-  if (part != Part::Rows) span.emplace(rt_.trace(), "cpu optimizer", "adamw, group ", group, update_bytes(g, part));
-  char* base = static_cast<char*>(cur.buffer.data());
-  update_pieces(
-      g, [&](size_t i) { return std::pair<void*, void*>(base + g.m_offsets[i], base + g.v_offsets[i]); }, part);
-  cur.dirty = true;
-  cur.last_use = ++clock_;
-}
-
-void AsyncOptimizer::write_out_of_core(int64_t group) {
-  Staging* cur = nullptr;
-  for (Staging& st : staging_)
-    if (st.group == group) cur = &st;
-  if (!cur || !cur->dirty) return;  // written back already (a later update's write)
-  const Group& g = groups_[size_t(group)];
-  char* base = static_cast<char*>(cur->buffer.data());
-  for (size_t i = 0; i < g.params.size(); ++i) {
-    cur->writes.push_back(store_->write(g.m_regions[i], base + g.m_offsets[i]));
-    cur->writes.push_back(store_->write(g.v_regions[i], base + g.v_offsets[i]));
-  }
-  // The staged copy stays valid: a later step may find it here without a read.
-  cur->dirty = false;
-  cur->consumed = true;
-  cur->last_use = ++clock_;
+  moments_->end_update(group);
 }
 
 AdamWConfig AsyncOptimizer::adamw_config(const Group& g) const {
@@ -150,50 +71,13 @@ void AsyncOptimizer::submit(int64_t param, const float* g, void* m, void* v, con
 }
 
 void AsyncOptimizer::read_state(int64_t param, void* m, void* v) {
-  const auto& p = rt_.param(param);
-  if (!store_) {
-    if (m) std::memcpy(m, p.m.data, size_t(p.m.nbytes()));
-    if (v) std::memcpy(v, p.v.data, size_t(p.v.nbytes()));
-    return;
-  }
-  wait_all();
-  for (Staging& st : staging_) drain(st.writes);
-  size_t bytes = size_t(rt_.state_bytes(param));
-  store::AlignedBuffer tmp(bytes);  // O_DIRECT wants aligned memory; once, so not registered
-  if (m) {
-    store_->read_sync(store_->find("adam_m/" + p.name), tmp.data());
-    std::memcpy(m, tmp.data(), bytes);
-  }
-  if (v) {
-    store_->read_sync(store_->find("adam_v/" + p.name), tmp.data());
-    std::memcpy(v, tmp.data(), bytes);
-  }
+  if (moments_->staged()) wait_all();  // no update or write-back of it in flight
+  moments_->read(param, m, v);
 }
 
 void AsyncOptimizer::write_state(int64_t param, const void* m, const void* v) {
-  const auto& p = rt_.param(param);
-  if (!store_) {
-    if (m) std::memcpy(p.m.data, m, size_t(p.m.nbytes()));
-    if (v) std::memcpy(p.v.data, v, size_t(p.v.nbytes()));
-    return;
-  }
-  wait_all();
-  for (Staging& st : staging_) {
-    drain(st.writes);
-    drain(st.reads);
-    st.group = -1;  // staged copies are stale now
-    st.consumed = true;
-  }
-  size_t bytes = size_t(rt_.state_bytes(param));
-  store::AlignedBuffer tmp(bytes);
-  if (m) {
-    std::memcpy(tmp.data(), m, bytes);
-    store_->write_sync(store_->find("adam_m/" + p.name), tmp.data());
-  }
-  if (v) {
-    std::memcpy(tmp.data(), v, bytes);
-    store_->write_sync(store_->find("adam_v/" + p.name), tmp.data());
-  }
+  if (moments_->staged()) wait_all();
+  moments_->write(param, m, v);
 }
 
 }  // namespace fy
