@@ -260,7 +260,7 @@ private:
   }
 
   // A table's early pieces run only when the worker has nothing else: while
-  // it would be idle before `until` (a piece started then runs whole).
+  // it would be idle before `until`, when the update it picked lands.
   void fill(double until, Prediction *out) {
     while (!fillers_.empty()) {
       Filler &f = fillers_.front();
@@ -269,7 +269,9 @@ private:
       double start = std::max(free_[Optimizer], f.ready);
       if (f.done < int64_t(f.chunks.size()))
         start = std::max(start, f.chunks[f.done]);
-      if (start >= until)
+      // The runtime's rule (runtime/abi/queue_rules.h): at `start` the piece's
+      // chunk is there; the picked update's gradient is by `until`.
+      if (!fy::queue::piece_first(/*picked_landed=*/start >= until, /*piece_landed=*/true))
         return;
       double piece = f.elems / double(f.pieces - f.done);
       double end = onStream(Optimizer, start, piece / p_.adamwParams, out, [&] { return "adamw " + f.group.str() + " early piece " + std::to_string(f.done); });

@@ -30,4 +30,13 @@ Pick next_update(size_t n, Landed landed, LandsBefore lands_before) {
   return {earliest, false};
 }
 
+// A table's early pieces (the rows of a tied table its batch does not read,
+// updated while backward runs) are filler: the worker runs one in place of
+// the update it picked only while that update's gradient has not landed
+// (or none is queued) and the piece's own chunk of the gradient has. A piece
+// never delays an update whose gradient is there, and once started runs
+// whole. (Write-backs of moments on SSD go before everything: they only
+// issue I/O and free a staging buffer; the model charges them no worker time.)
+inline bool piece_first(bool picked_landed, bool piece_landed) { return !picked_landed && piece_landed; }
+
 }  // namespace fy::queue

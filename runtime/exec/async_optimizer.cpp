@@ -485,13 +485,11 @@ int AsyncOptimizer::runnable() const {
     }
   }
   if (first < 0) {
-    // A piece whose chunk is still on its way does not hold the worker
-    // (the group's update may come first): it looks again shortly.
-    if (filler >= 0 && !landed(queue_[size_t(filler)])) {
-      filler_waiting_ = true;
-      return -1;
-    }
-    return filler;
+    // Nothing else queued. A piece whose chunk is still on its way does not
+    // hold the worker (the group's update may come first): it looks again shortly.
+    if (filler < 0 || queue::piece_first(/*picked_landed=*/false, landed(queue_[size_t(filler)]))) return filler;
+    filler_waiting_ = true;
+    return -1;
   }
   if (queue_[size_t(first)].op != Op::Update || landed(queue_[size_t(first)])) return first;
   // The updates that could run (and a released table's early part, which
@@ -510,7 +508,7 @@ int AsyncOptimizer::runnable() const {
         return x.op == Op::Update && groups_[size_t(x.group)].offloaded < groups_[size_t(y.group)].offloaded;
       });
   // Nothing has landed: a table's early piece rather than a wait.
-  if (!pick.landed && filler >= 0 && landed(queue_[size_t(filler)])) return filler;
+  if (filler >= 0 && queue::piece_first(pick.landed, landed(queue_[size_t(filler)]))) return filler;
   return int(can[pick.index]);
 }
 
