@@ -37,6 +37,10 @@ template <class F> void dispatch_bits(DType dt, F&& f) {
   }
 }
 
+// OpenBLAS on the calling thread alone: the kernels' threads are OpenMP's
+// (reduce_matmul.cpp says why). Call before any BLAS call.
+void blas_on_one_thread();
+
 inline void check(bool ok, const char* op, const std::string& what) {
   if (!ok) fail(std::string("fy::cpu::") + op + ": " + what);
 }

@@ -99,6 +99,21 @@ float round_to_fp16(float x) {
   return float_of(sign | bits_of(q));
 }
 
+// Every CPU kernel shares OpenMP's one team of threads; OpenBLAS runs
+// single-threaded inside it. With OpenBLAS's own pthreads beside OpenMP's,
+// the two pools took turns spinning on two cores: a 256x128 layer norm took
+// 39 us alone and 116 in a program. An OpenBLAS built on OpenMP already runs
+// single-threaded inside a parallel region, and its set_num_threads would
+// set OpenMP's count for every kernel: it is left alone.
+void detail::blas_on_one_thread() {
+  static const bool once = [] {
+    if (openblas_get_parallel() == 1)  // pthreads
+      openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 namespace {
 // Rounded copies of matmul's operands (per thread: kernels may run on more than one).
 const float* rounded(const float* x, int64_t n, MatmulOperands p, std::vector<float>& buf) {
@@ -128,21 +143,6 @@ inline void blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double
 
 // Below this many multiply-adds a product runs on one thread.
 constexpr int64_t kGemmParallelMin = int64_t(1) << 18;
-
-// Every CPU kernel shares OpenMP's one team of threads; OpenBLAS runs
-// single-threaded inside it. With OpenBLAS's own pthreads beside OpenMP's,
-// the two pools took turns spinning on two cores: a 256x128 layer norm took
-// 39 us alone and 116 in a program. An OpenBLAS built on OpenMP already runs
-// single-threaded inside a parallel region, and its set_num_threads would
-// set OpenMP's count for every kernel: it is left alone.
-void blas_on_one_thread() {
-  static const bool once = [] {
-    if (openblas_get_parallel() == 1)  // pthreads
-      openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
-}
 
 // C's longer side is cut into at most kGemmChunks pieces of at least
 // kGemmChunkMin, a count that depends on the shape alone: each element is

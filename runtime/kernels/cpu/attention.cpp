@@ -1,0 +1,169 @@
+// Fused causal attention on the CPU, forward and backward, without a T x T
+// tensor: a block of kBlock query rows at a time against the keys it may see,
+// its scores in a buffer of kBlock x T per thread; the forward keeps each
+// row's log-sum-exp, from which the backward recomputes the probabilities
+// (FlashAttention's scheme, with the softmax taken over a whole row of the
+// block at once rather than online, since the row fits).
+//
+// Deterministic whatever the thread count: a forward block is one thread's
+// work, and a key/value head's gradient is summed by one thread over its
+// query heads and blocks in order; BLAS calls have shapes set by the block.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/detail.h"
+#include "kernels/cpu/kernels.h"
+
+namespace fy::cpu {
+using namespace detail;
+
+namespace {
+
+constexpr int64_t kBlock = 64;  // query rows a block
+
+struct Dims {
+  int64_t B, H, Hkv, T, D;
+};
+
+Dims check_dims(const char* op, const View& q, const View& k, const View& v, const View& out, const View& lse) {
+  check(q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32 && out.dtype == DType::F32 &&
+            lse.dtype == DType::F32,
+        op, "wants F32 tensors");
+  check(q.shape.rank == 4 && k.shape.rank == 4 && v.shape.rank == 4, op, "q, k, v must be [B, H, T, D]");
+  Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], q.shape[3]};
+  check(k.shape == v.shape && k.shape[0] == d.B && k.shape[2] == d.T && k.shape[3] == d.D, op,
+        "k and v must be [B, Hkv, T, D] with q's B, T and D");
+  check(d.Hkv > 0 && d.H % d.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
+  check(out.shape == q.shape, op, "out must have q's shape");
+  check(lse.shape.rank == 3 && lse.shape[0] == d.B && lse.shape[1] == d.H && lse.shape[2] == d.T, op,
+        "lse must be [B, H, T]");
+  return d;
+}
+
+// The keys query row i sees: [first_key(i), i].
+inline int64_t first_key(int64_t i, int64_t window) { return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0; }
+
+// Scores of rows [i0, i1) against keys [j0, i1) of one head, scaled, with
+// the keys a row may not see at -inf: S is (i1 - i0) x (i1 - j0).
+void scores(const float* q, const float* k, int64_t i0, int64_t i1, int64_t j0, int64_t D, float scale,
+            int64_t window, float* S) {
+  const int64_t rows = i1 - i0, keys = i1 - j0;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(D), scale, q + i0 * D, int(D),
+              k + j0 * D, int(D), 0.0f, S, int(keys));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r, lo = first_key(i, window);
+    float* s = S + r * keys;
+    for (int64_t j = j0; j < lo; ++j) s[j - j0] = -std::numeric_limits<float>::infinity();
+    for (int64_t j = i + 1; j < i1; ++j) s[j - j0] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+}  // namespace
+
+void attention(View q, View k, View v, View out, View lse, double scale, int64_t window) {
+  const Dims d = check_dims("attention", q, k, v, out, lse);
+  check(window >= 0, "attention", "the window must be 0 (causal) or positive");
+  blas_on_one_thread();
+  const int64_t blocks = (d.T + kBlock - 1) / kBlock, group = d.H / d.Hkv;
+  const float sc = float(scale);
+#pragma omp parallel
+  {
+    std::vector<float> S(size_t(kBlock * d.T));
+#pragma omp for schedule(dynamic) collapse(2)
+    for (int64_t bh = 0; bh < d.B * d.H; ++bh)
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t b = bh / d.H, h = bh % d.H, kvh = h / group;
+        const float* qh = q.as<float>() + bh * d.T * d.D;
+        const float* kh = k.as<float>() + (b * d.Hkv + kvh) * d.T * d.D;
+        const float* vh = v.as<float>() + (b * d.Hkv + kvh) * d.T * d.D;
+        float* oh = out.as<float>() + bh * d.T * d.D;
+        float* lh = lse.as<float>() + bh * d.T;
+        const int64_t i0 = blk * kBlock, i1 = std::min(d.T, i0 + kBlock), j0 = first_key(i0, window);
+        const int64_t keys = i1 - j0;
+        scores(qh, kh, i0, i1, j0, d.D, sc, window, S.data());
+        for (int64_t r = 0; r < i1 - i0; ++r) {
+          float* s = S.data() + r * keys;
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t c = 0; c < keys; ++c) m = std::max(m, s[c]);
+          double sum = 0;
+          for (int64_t c = 0; c < keys; ++c) sum += (s[c] = std::exp(s[c] - m));
+          const float inv = float(1.0 / sum);
+          for (int64_t c = 0; c < keys; ++c) s[c] *= inv;
+          lh[i0 + r] = m + float(std::log(sum));
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(i1 - i0), int(d.D), int(keys), 1.0f, S.data(),
+                    int(keys), vh + j0 * d.D, int(d.D), 0.0f, oh + i0 * d.D, int(d.D));
+      }
+  }
+}
+
+void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
+                    int64_t window) {
+  const Dims d = check_dims("attention_grad", q, k, v, out, lse);
+  check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape,
+        "attention_grad", "dout and dq must have q's shape, dk and dv k's");
+  blas_on_one_thread();
+  const int64_t blocks = (d.T + kBlock - 1) / kBlock, group = d.H / d.Hkv;
+  const float sc = float(scale);
+#pragma omp parallel
+  {
+    std::vector<float> P(size_t(kBlock * d.T)), dS(size_t(kBlock * d.T)), delta(static_cast<size_t>(kBlock));
+    // A key/value head's gradients are this thread's alone: summed over its
+    // query heads and their blocks, in order.
+#pragma omp for schedule(dynamic)
+    for (int64_t bkv = 0; bkv < d.B * d.Hkv; ++bkv) {
+      const int64_t b = bkv / d.Hkv, kvh = bkv % d.Hkv;
+      const float* kh = k.as<float>() + bkv * d.T * d.D;
+      const float* vh = v.as<float>() + bkv * d.T * d.D;
+      float* dkh = dk.as<float>() + bkv * d.T * d.D;
+      float* dvh = dv.as<float>() + bkv * d.T * d.D;
+      std::fill(dkh, dkh + d.T * d.D, 0.0f);
+      std::fill(dvh, dvh + d.T * d.D, 0.0f);
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const int64_t bh = b * d.H + h;
+        const float* qh = q.as<float>() + bh * d.T * d.D;
+        const float* oh = out.as<float>() + bh * d.T * d.D;
+        const float* doh = dout.as<float>() + bh * d.T * d.D;
+        const float* lh = lse.as<float>() + bh * d.T;
+        float* dqh = dq.as<float>() + bh * d.T * d.D;
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          const int64_t i0 = blk * kBlock, i1 = std::min(d.T, i0 + kBlock), j0 = first_key(i0, window);
+          const int64_t rows = i1 - i0, keys = i1 - j0;
+          // P again from the scores and each row's log-sum-exp.
+          scores(qh, kh, i0, i1, j0, d.D, sc, window, P.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            float* p = P.data() + r * keys;
+            const float l = lh[i0 + r];
+            for (int64_t c = 0; c < keys; ++c) p[c] = std::exp(p[c] - l);
+            // delta = rowsum(dO * O) = rowsum(P * dP).
+            double dsum = 0;
+            for (int64_t x = 0; x < d.D; ++x) dsum += double(doh[(i0 + r) * d.D + x]) * oh[(i0 + r) * d.D + x];
+            delta[size_t(r)] = float(dsum);
+          }
+          // dV += P^T dO
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), 1.0f, P.data(),
+                      int(keys), doh + i0 * d.D, int(d.D), 1.0f, dvh + j0 * d.D, int(d.D));
+          // dP = dO V^T, then dS = P (dP - delta)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(d.D), 1.0f,
+                      doh + i0 * d.D, int(d.D), vh + j0 * d.D, int(d.D), 0.0f, dS.data(), int(keys));
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < keys; ++c) {
+              float& s = dS[size_t(r * keys + c)];
+              s = P[size_t(r * keys + c)] * (s - delta[size_t(r)]);
+            }
+          // dQ = scale dS K (this block's rows, whole); dK += scale dS^T Q
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.D), int(keys), sc, dS.data(),
+                      int(keys), kh + j0 * d.D, int(d.D), 0.0f, dqh + i0 * d.D, int(d.D));
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), sc, dS.data(),
+                      int(keys), qh + i0 * d.D, int(d.D), 1.0f, dkh + j0 * d.D, int(d.D));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace fy::cpu
