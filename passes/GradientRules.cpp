@@ -320,6 +320,19 @@ LogicalResult maskedSoftmaxRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult attentionRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
+  auto a = cast<fg::AttentionOp>(op);
+  if (dy[1])
+    return op->emitError("gradient through attention's log-sum-exps is not supported");
+  auto g = b.create<fg::AttentionGradOp>(op->getLoc(), a.getQ().getType(), a.getK().getType(), a.getV().getType(),
+                                         a.getQ(), a.getK(), a.getV(), a.getResult(), a.getLse(), dy[0],
+                                         a.getScaleAttr(), a.getWindowAttr());
+  dx[0] = g.getDq();
+  dx[1] = g.getDk();
+  dx[2] = g.getDv();
+  return success();
+}
+
 LogicalResult sceRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
   auto s = cast<fg::SoftmaxCrossEntropyLossOp>(op);
   if (dy[1])
@@ -377,6 +390,7 @@ const llvm::StringMap<fuyou::GradientRule> &registry() {
       {fg::RMSNormOp::getOperationName(), rmsNormRule},
       {fg::SoftmaxOp::getOperationName(), softmaxRule},
       {fg::MaskedSoftmaxOp::getOperationName(), maskedSoftmaxRule},
+      {fg::AttentionOp::getOperationName(), attentionRule},
       {fg::SoftmaxCrossEntropyLossOp::getOperationName(), sceRule},
       {fg::DropoutOp::getOperationName(), dropoutRule},
       {fg::EqualOp::getOperationName(), noGradient},

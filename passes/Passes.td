@@ -12,8 +12,16 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     trans_b flag (every exported Linear). Attention's masked softmax is
     formed from both exporters' patterns: torch 1.x's masked_fill with -inf,
     and torch 2.x's constant additive mask (0 or the float's lowest) with its
-    NaN guard, where no row is all masked.
+    NaN guard, where no row is all masked. With `attention`, the product of
+    that softmax with v, its scores' product of q and k and a constant
+    causal or sliding-window mask become one fygraph.attention, which writes
+    no T x T tensor in either pass (the CPU target's kernel; the CUDA target
+    has none yet).
   }];
+  let options = [
+    Option<"attention", "attention", "bool", /*default=*/"false",
+           "form fygraph.attention from causal attention's products and masked softmax">
+  ];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }
 

@@ -57,7 +57,9 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
     attrs.gradLanding = o.gradLanding;
   }
   pm.addPass(createProgramAttrs(attrs));
-  pm.addPass(createRecompose());
+  RecomposeOptions recompose;
+  recompose.attention = o.target == "cpu";  // (the CUDA target has no attention kernel yet)
+  pm.addPass(createRecompose(recompose));
   pm.addPass(mlir::createCanonicalizerPass());
   if (o.until == "fygraph")
     return;

@@ -427,11 +427,93 @@ struct DropSafeSoftmaxGuard : OpRewritePattern<fg::WhereOp> {
   }
 };
 
+// The window of a constant attention mask (true where a score is dropped)
+// that drops exactly the keys after each query row and, with a window w > 0,
+// those at or before row - w: 0 for causal, w for a sliding window; nothing
+// for any other mask (it may not be [.., T, T] with leading 1s either).
+std::optional<int64_t> causalWindow(Value mask) {
+  auto c = def<fg::ConstantOp>(mask);
+  auto d = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+  auto t = d ? dyn_cast<RankedTensorType>(d.getType()) : RankedTensorType();
+  if (!t || !t.getElementType().isInteger(1) || t.getRank() < 2)
+    return std::nullopt;
+  const int64_t T = t.getDimSize(t.getRank() - 1);
+  if (t.getDimSize(t.getRank() - 2) != T || t.getNumElements() != T * T)
+    return std::nullopt;
+  SmallVector<bool> m(d.getValues<bool>());
+  int64_t seen = 0;  // the last row's keys kept: its window (T: causal)
+  for (int64_t j = 0; j < T; ++j)
+    seen += !m[size_t((T - 1) * T + j)];
+  const int64_t window = seen == T ? 0 : seen;
+  if (window == 0 && seen != T)
+    return std::nullopt;
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if (m[size_t(i * T + j)] != (j > i || (window > 0 && j <= i - window)))
+        return std::nullopt;
+  return window;
+}
+
+// The value before a multiplication by a splat constant, and the constant.
+std::pair<Value, float> unscaled(Value v) {
+  if (auto mul = def<fg::MulOp>(v))
+    if (auto s = split(mul, [](Value x) { return splatValue(x).has_value(); }); s && s->second.hasOneUse())
+      if (cast<RankedTensorType>(s->second.getType()) == cast<RankedTensorType>(v.getType()))
+        return {s->second, *splatValue(s->first)};
+  return {v, 1.f};
+}
+
+// matmul(masked_softmax(matmul(q, k^T) {scale}, causal mask), v) ->
+// attention(q, k, v): no T x T scores or probabilities are ever written, in
+// either pass. q, k, v [B, H, T, D] (k as the product reads it: transposed,
+// or with trans_b); a splat factor on q or k (torch's sqrt of the scale on
+// each) joins the scale. Only for a constant mask of causal or sliding-window
+// shape, which the kernel's mask then is.
+struct FormAttention : OpRewritePattern<fg::MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::MatMulOp pv, PatternRewriter &rw) const override {
+    auto sm = def<fg::MaskedSoftmaxOp>(pv.getLhs());
+    if (!sm || pv.getTransA() || pv.getTransB() || !sm->hasOneUse())
+      return failure();
+    auto qk = def<fg::MatMulOp>(sm.getInput());
+    if (!qk || qk.getTransA() || !qk->hasOneUse())
+      return failure();
+    std::optional<int64_t> window = causalWindow(sm.getMask());
+    if (!window)
+      return failure();
+    auto [q, cq] = unscaled(qk.getLhs());
+    auto [kx, ck] = unscaled(qk.getRhs());
+    auto qt = cast<RankedTensorType>(q.getType()), vt = cast<RankedTensorType>(pv.getRhs().getType());
+    if (qt.getRank() != 4 || vt.getRank() != 4 || vt.getShape() != qt.getShape())
+      return failure();
+    Value k = kx;
+    if (!qk.getTransB()) {  // k^T [B, H, D, T] as the product reads it: k again
+      auto kt = cast<RankedTensorType>(kx.getType());
+      if (kt.getRank() != 4)
+        return failure();
+      auto kType = RankedTensorType::get({kt.getDimSize(0), kt.getDimSize(1), kt.getDimSize(3), kt.getDimSize(2)},
+                                         kt.getElementType());
+      k = rw.create<fg::TransposeOp>(qk.getLoc(), kType, kx, rw.getDenseI64ArrayAttr({0, 1, 3, 2}));
+    }
+    if (cast<RankedTensorType>(k.getType()).getShape() != qt.getShape())
+      return failure();
+    auto lse = RankedTensorType::get(qt.getShape().drop_back(), qt.getElementType());
+    const float scale = sm.getScale().convertToFloat() * cq * ck;
+    auto a = rw.create<fg::AttentionOp>(pv.getLoc(), TypeRange{pv.getType(), lse}, q, k, pv.getRhs(),
+                                        rw.getF32FloatAttr(scale), rw.getI64IntegerAttr(*window));
+    rw.replaceOp(pv, a.getResult());
+    return success();
+  }
+};
+
 struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
+  using RecomposeBase::RecomposeBase;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FormSilu, FormGelu, FormBiasGelu, FormRMSNorm, FormLayerNorm, FormMaskedSoftmax,
                  FormMaskedSoftmaxFromAdditive, DropSafeSoftmaxGuard, FoldTransposeIntoMatMul>(&getContext());
+    if (attention)
+      patterns.add<FormAttention>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

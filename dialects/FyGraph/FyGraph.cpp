@@ -127,6 +127,25 @@ LogicalResult MaskedSoftmaxOp::verify() {
   return success();
 }
 
+LogicalResult AttentionOp::verify() {
+  auto q = cast<RankedTensorType>(getQ().getType()), k = cast<RankedTensorType>(getK().getType());
+  if (q.getRank() != 4 || k.getRank() != 4 || getV().getType() != k)
+    return emitOpError("q must be [B, H, T, D], k and v [B, Hkv, T, D]");
+  if (k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(2) != q.getDimSize(2) || k.getDimSize(3) != q.getDimSize(3))
+    return emitOpError("k and v must have q's B, T and D, got ") << k << " for " << q;
+  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+    return emitOpError("q's heads must be a multiple of k's (grouped-query heads), got ")
+           << q.getDimSize(1) << " and " << k.getDimSize(1);
+  if (getResult().getType() != q)
+    return emitOpError("result type must be q's");
+  auto lse = cast<RankedTensorType>(getLse().getType());
+  if (lse.getShape() != q.getShape().drop_back())
+    return emitOpError("lse must be [B, H, T], got ") << lse;
+  if (getWindow() < 0)
+    return emitOpError("window must be 0 (causal) or positive, got ") << getWindow();
+  return success();
+}
+
 LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("approximate must be \"none\" or \"tanh\", got \"")

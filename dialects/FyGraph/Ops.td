@@ -262,6 +262,32 @@ def FyGraph_MaskedSoftmaxOp : FyGraph_Op<"masked_softmax", [Pure]> {
   let hasVerifier = 1;
 }
 
+def FyGraph_AttentionOp : FyGraph_Op<"attention", [Pure]> {
+  let summary = "Causal attention, fused: softmax(q k^T * scale, causal mask) v, without the T x T scores";
+  let description = [{
+    `q` [B, H, T, D]; `k` and `v` [B, Hkv, T, D] with H a multiple of Hkv
+    (grouped-query heads: q head h reads k/v head h / (H / Hkv)). Row i sees
+    keys j <= i, and with `window` > 0 only j > i - window. `result` is
+    [B, H, T, D]; `lse` [B, H, T] each row's log-sum-exp of its scaled
+    scores, which attention_grad reads instead of the probabilities, so no
+    T x T tensor exists in either pass.
+  }];
+  let arguments = (ins FyFloatTensor:$q, FyFloatTensor:$k, FyFloatTensor:$v, F32Attr:$scale,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs FyFloatTensor:$result, FyFloatTensor:$lse);
+  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_AttentionGradOp : FyGraph_Op<"attention_grad", [Pure]> {
+  let summary = "Gradients of attention for q, k and v, from its result and log-sum-exps";
+  let arguments = (ins FyFloatTensor:$q, FyFloatTensor:$k, FyFloatTensor:$v, FyFloatTensor:$result,
+                       FyFloatTensor:$lse, FyFloatTensor:$dy, F32Attr:$scale,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs FyFloatTensor:$dq, FyFloatTensor:$dk, FyFloatTensor:$dv);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
 def FyGraph_SoftmaxGradOp : FyGraph_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
   let summary = "dx = (y * (dy - sum(dy * y))) * scale along axis";
   let description = [{

@@ -174,6 +174,25 @@ private:
       if (norm && kernel.ends_with("_grad") && p_.normGradElems > 0)
         t = std::max(t, elems / p_.normGradElems);
     }
+    // Fused attention: its products over the scores a row sees (causal, or
+    // within the window), and an exp a score (the backward: five products,
+    // the scores again among them).
+    if ((kernel == "attention" || kernel == "attention_grad") && launch.getIns().size() >= 3) {
+      auto q = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
+      const double B = double(q.getDimSize(0)), H = double(q.getDimSize(1)), T = double(q.getDimSize(2)),
+                   D = double(q.getDimSize(3));
+      int64_t window = 0;
+      if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && args.size() == 2)
+        if (auto w = dyn_cast<IntegerAttr>(args[1]))
+          window = w.getInt();
+      const double seen = window > 0 && window < T ? window * (T - (window - 1) / 2.0) : T * (T + 1) / 2;
+      const bool grad = kernel == "attention_grad";
+      const double flops = (grad ? 5 : 2) * 2 * B * H * seen * D;
+      const double block = (grad ? 5 : 2) * 2 * 64 * std::min(T, 64.0 + (window > 0 ? window : T)) * D;
+      t = std::max(t, flops / p_.matmulRate(cuda_ ? flops : block));
+      if (p_.softmaxElems > 0)
+        t = std::max(t, (grad ? 2 : 1) * B * H * seen / p_.softmaxElems);
+    }
     if (kernel == "matmul" && launch.getIns().size() == 2 && launch.getOuts().size() == 1) {
       auto a = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
       auto out = cast<fs::BufferType>(launch.getOuts()[0].getType()).getTensorType();

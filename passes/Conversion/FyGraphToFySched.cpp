@@ -201,6 +201,16 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
     s.kernel = "masked_softmax";
     s.args = {cast<fg::MaskedSoftmaxOp>(op).getScaleAttr()};
   });
+  with(fg::AttentionOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+    auto a = cast<fg::AttentionOp>(op);
+    s.kernel = "attention";
+    s.args = {a.getScaleAttr(), a.getWindowAttr()};
+  });
+  with(fg::AttentionGradOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+    auto a = cast<fg::AttentionGradOp>(op);
+    s.kernel = "attention_grad";
+    s.args = {a.getScaleAttr(), a.getWindowAttr()};
+  });
   with(fg::SoftmaxGradOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto sm = cast<fg::SoftmaxGradOp>(op);
     s.kernel = "softmax_grad";

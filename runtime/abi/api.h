@@ -192,6 +192,12 @@ void rms_norm_grad(Runtime* rt, View dy, View x, View scale, View inv_rms, View 
 void softmax(Runtime* rt, View x, View y, int64_t axis);
 void softmax_grad(Runtime* rt, View dy, View y, View dx, int64_t axis, double scale);
 void masked_softmax(Runtime* rt, View x, View mask, View y, double scale);
+// Fused causal attention (fygraph.attention), no T x T tensor: q [B, H, T, D],
+// k and v [B, Hkv, T, D], out [B, H, T, D], lse [B, H, T]; window 0: causal.
+// The CPU target's; the CUDA target has no kernel for it yet.
+void attention(Runtime* rt, View q, View k, View v, View out, View lse, double scale, int64_t window);
+void attention_grad(Runtime* rt, View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv,
+                    double scale, int64_t window);
 // ignore_index INT64_MIN means none.
 void softmax_cross_entropy(Runtime* rt, View scores, View labels, View loss, View log_prob, int64_t ignore_index,
                            bool mean);

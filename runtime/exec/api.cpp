@@ -133,6 +133,17 @@ template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, st
 namespace K = ::fy::cpu;
 #include "exec/api_kernels.inc"
 
+// Fused attention: the CPU's kernel (the CUDA target has none yet).
+void attention(Runtime* rt, View q, View k, View v, View out, View lse, double scale, int64_t window) {
+  FY_KERNEL_SPAN(rt, "attention", q, k, v, out, lse);
+  K::attention(q, k, v, out, lse, scale, window);
+}
+void attention_grad(Runtime* rt, View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv,
+                    double scale, int64_t window) {
+  FY_KERNEL_SPAN(rt, "attention_grad", q, k, v, out, lse, dout, dq, dk, dv);
+  K::attention_grad(q, k, v, out, lse, dout, dq, dk, dv, scale, window);
+}
+
 // Host memory is the device's: the plain gather.
 void gather_up(Runtime* rt, View table, View idx, View out) {
   FY_KERNEL_SPAN(rt, "gather_up", table, idx, out);

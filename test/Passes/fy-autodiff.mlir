@@ -373,6 +373,45 @@ func.func @forward(%m: tensor<4x10xi1>, %lbl: tensor<4xi64>) -> tensor<f32> {
 
 // -----
 
+// attention: one attention_grad from q, k, v, its result and log-sum-exps,
+// with its scale and window; q, k and v each get theirs (here k and v are
+// one parameter: the two add up).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[O:.*]], %[[LSE:.*]] = fygraph.attention %[[Q:.*]], %[[K:.*]], %[[K]] {scale = 1.250000e-01 : f32, window = 2 : i64}
+// CHECK: %[[DO:.*]] = fygraph.reshape %{{.*}} : tensor<8x8xf32> -> tensor<1x2x4x8xf32>
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = fygraph.attention_grad %[[Q]], %[[K]], %[[K]], %[[O]], %[[LSE]], %[[DO]] {scale = 1.250000e-01 : f32, window = 2 : i64}
+// CHECK: %[[DKV:.*]] = fygraph.add %[[DK]], %[[DV]]
+// CHECK: return %{{.*}}, %[[DQ]], %[[DKV]]
+fygraph.param @w trainable : tensor<1x2x4x8xf32>
+fygraph.param @v trainable : tensor<1x1x4x8xf32>
+func.func @forward(%lbl: tensor<8xi64>) -> tensor<f32> {
+  %w = fygraph.get_param @w : tensor<1x2x4x8xf32>
+  %v = fygraph.get_param @v : tensor<1x1x4x8xf32>
+  %o, %lse = fygraph.attention %w, %v, %v {scale = 0.125 : f32, window = 2 : i64}
+      : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  %r = fygraph.reshape %o : tensor<1x2x4x8xf32> -> tensor<8x8xf32>
+  %l, %lp = fygraph.softmax_cross_entropy_loss %r, %lbl {ignore_index = -100 : i64, reduction = "sum"}
+      : (tensor<8x8xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x8xf32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
+// attention's verifier: k's heads must divide q's.
+fygraph.param @q trainable : tensor<1x3x4x8xf32>
+fygraph.param @k trainable : tensor<1x2x4x8xf32>
+func.func @forward(%lbl: tensor<8xi64>) -> tensor<f32> {
+  %q = fygraph.get_param @q : tensor<1x3x4x8xf32>
+  %k = fygraph.get_param @k : tensor<1x2x4x8xf32>
+  // expected-error @+1 {{q's heads must be a multiple of k's (grouped-query heads), got 3 and 2}}
+  %o, %lse = fygraph.attention %q, %k, %k {scale = 0.125 : f32}
+      : (tensor<1x3x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x3x4x8xf32>, tensor<1x3x4xf32>)
+  %z = fygraph.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
 // dropout: dropout_grad with the saved mask and the same ratio.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[W:.*]] = fygraph.get_param @w

@@ -1,0 +1,78 @@
+// RUN: fuyou-opt %s -split-input-file --fy-recompose=attention=true | FileCheck %s
+// RUN: fuyou-opt %s -split-input-file --fy-recompose | FileCheck %s --check-prefix=OFF
+// OFF-NOT: fygraph.attention
+
+// torch 2.x's export: q and k each times the root of the scale, k^T made by
+// transposes, a constant causal mask: one attention, its scale the product
+// (0.5 * 0.5 = 0.25); k comes back to [B, H, T, D] by a transpose.
+// CHECK-LABEL: func.func @causal
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x3x4x8xf32>, %[[KT:.*]]: tensor<2x3x8x4xf32>, %[[V:.*]]: tensor<2x3x4x8xf32>)
+// CHECK-NEXT: %[[K:.*]] = fygraph.transpose %[[KT]] {perm = array<i64: 0, 1, 3, 2>}
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = fygraph.attention %[[Q]], %[[K]], %[[V]] {scale = 2.500000e-01 : f32} : {{.*}} -> (tensor<2x3x4x8xf32>, tensor<2x3x4xf32>)
+// CHECK-NEXT: return %[[O]]
+func.func @causal(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32> {
+  %mask = fygraph.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %half = fygraph.constant dense<5.000000e-01> : tensor<f32>
+  %qs = fygraph.mul %q, %half : (tensor<2x3x4x8xf32>, tensor<f32>) -> tensor<2x3x4x8xf32>
+  %ks = fygraph.mul %kt, %half : (tensor<2x3x8x4xf32>, tensor<f32>) -> tensor<2x3x8x4xf32>
+  %s = fygraph.matmul %qs, %ks : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = fygraph.masked_softmax %s, %mask {scale = 1.000000e+00 : f32} : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x3x4x4xf32>
+  %o = fygraph.matmul %p, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}
+
+// -----
+
+// k as it is, read transposed by the product (trans_b), the scale in the
+// softmax; a sliding window of 2 (each row sees itself and the row before).
+// CHECK-LABEL: func.func @window
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x4x8xf32>, %[[K:.*]]: tensor<1x2x4x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = fygraph.attention %[[Q]], %[[K]], %[[V]] {scale = 0.35355{{[0-9]*}} : f32, window = 2 : i64}
+// CHECK-NEXT: return %[[O]]
+func.func @window(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %mask = fygraph.constant dense<[[[[false, true, true, true], [false, false, true, true], [true, false, false, true], [true, true, false, false]]]]> : tensor<1x1x4x4xi1>
+  %s = fygraph.matmul %q, %k {trans_b} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %p = fygraph.masked_softmax %s, %mask {scale = 0.353553385 : f32} : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<1x2x4x4xf32>
+  %o = fygraph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Masks the kernel does not have are left as they are: one that also drops
+// a key a causal row sees (row 2, key 0) without a window's pattern, one
+// that keeps a later key, and one given at run time.
+// CHECK-LABEL: func.func @other_masks
+// CHECK-NOT: fygraph.attention
+// CHECK: return
+func.func @other_masks(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>, %m: tensor<1x1x4x4xi1>)
+    -> (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) {
+  %holes = fygraph.constant dense<[[[[false, true, true, true], [false, false, true, true], [true, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %ahead = fygraph.constant dense<[[[[false, false, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %s1 = fygraph.matmul %q, %k {trans_b} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x4xf32>
+  %p1 = fygraph.masked_softmax %s1, %holes {scale = 1.000000e+00 : f32} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<1x1x4x4xf32>
+  %o1 = fygraph.matmul %p1, %v : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
+  %s2 = fygraph.matmul %q, %k {trans_b} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x4xf32>
+  %p2 = fygraph.masked_softmax %s2, %ahead {scale = 1.000000e+00 : f32} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<1x1x4x4xf32>
+  %o2 = fygraph.matmul %p2, %v : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
+  %s3 = fygraph.matmul %q, %k {trans_b} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x4xf32>
+  %p3 = fygraph.masked_softmax %s3, %m {scale = 1.000000e+00 : f32} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<1x1x4x4xf32>
+  %o3 = fygraph.matmul %p3, %v : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
+  return %o1, %o2, %o3 : tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>
+}
+
+// -----
+
+// Probabilities read elsewhere too (returned here) stay: the fused op never
+// writes them.
+// CHECK-LABEL: func.func @probabilities_used
+// CHECK-NOT: fygraph.attention
+// CHECK: return
+func.func @probabilities_used(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>)
+    -> (tensor<1x1x4x8xf32>, tensor<1x1x4x4xf32>) {
+  %mask = fygraph.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %s = fygraph.matmul %q, %k {trans_b} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x4xf32>
+  %p = fygraph.masked_softmax %s, %mask {scale = 1.000000e+00 : f32} : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<1x1x4x4xf32>
+  %o = fygraph.matmul %p, %v : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
+  return %o, %p : tensor<1x1x4x8xf32>, tensor<1x1x4x4xf32>
+}
