@@ -58,7 +58,9 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   }
   pm.addPass(createProgramAttrs(attrs));
   RecomposeOptions recompose;
-  recompose.attention = o.target == "cpu";  // (the CUDA target has no attention kernel yet)
+  // The CPU's kernel multiplies fp32 operands (no bf16 or fp16 rounding of
+  // them, which --precision asks of every product); the CUDA target has none yet.
+  recompose.attention = o.target == "cpu" && o.precision == "fp32";
   pm.addPass(createRecompose(recompose));
   pm.addPass(mlir::createCanonicalizerPass());
   if (o.until == "fygraph")

@@ -486,17 +486,20 @@ struct FormAttention : OpRewritePattern<fg::MatMulOp> {
     auto qt = cast<RankedTensorType>(q.getType()), vt = cast<RankedTensorType>(pv.getRhs().getType());
     if (qt.getRank() != 4 || vt.getRank() != 4 || vt.getShape() != qt.getShape())
       return failure();
-    Value k = kx;
-    if (!qk.getTransB()) {  // k^T [B, H, D, T] as the product reads it: k again
-      auto kt = cast<RankedTensorType>(kx.getType());
-      if (kt.getRank() != 4)
-        return failure();
-      auto kType = RankedTensorType::get({kt.getDimSize(0), kt.getDimSize(1), kt.getDimSize(3), kt.getDimSize(2)},
-                                         kt.getElementType());
-      k = rw.create<fg::TransposeOp>(qk.getLoc(), kType, kx, rw.getDenseI64ArrayAttr({0, 1, 3, 2}));
-    }
-    if (cast<RankedTensorType>(k.getType()).getShape() != qt.getShape())
+    // k [B, H, T, D]: as the product reads it with trans_b, else k^T [B, H, D, T]
+    // transposed back (checked before anything is built).
+    auto kt = cast<RankedTensorType>(kx.getType());
+    if (kt.getRank() != 4)
       return failure();
+    auto kType = qk.getTransB() ? kt
+                                : RankedTensorType::get({kt.getDimSize(0), kt.getDimSize(1), kt.getDimSize(3),
+                                                         kt.getDimSize(2)},
+                                                        kt.getElementType());
+    if (kType.getShape() != qt.getShape())
+      return failure();
+    Value k = qk.getTransB() ? kx
+                             : rw.create<fg::TransposeOp>(qk.getLoc(), kType, kx, rw.getDenseI64ArrayAttr({0, 1, 3, 2}))
+                                   .getResult();
     auto lse = RankedTensorType::get(qt.getShape().drop_back(), qt.getElementType());
     const float scale = sm.getScale().convertToFloat() * cq * ck;
     auto a = rw.create<fg::AttentionOp>(pv.getLoc(), TypeRange{pv.getType(), lse}, q, k, pv.getRhs(),

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""A run-time choice of how the next forward waits for the updates, against
+"""A compile-time choice of how the next forward waits for the updates, against
 its "no", side by side: --flag param-waits (fy-param-waits: the next forward
 waits for each parameter's update before its first read, not for each layer
 group's whole update) or --flag early-rows (fy-early-offload: a tied
 embedding's rows that the step's batch does not read are updated during
 backward, not all at the step's end).
 
-The same program runs with the flag's default (yes) and with no,
+The model is compiled with the flag's default (yes) and with no
+(fuyou-compile --param-waits no, --early-rows no); the two programs run
 interleaved, `--rounds` times each; then once each with --trace, from which
 it reads, per step after the warm-up, the time the compute thread waited for
 updates (its slices named "wait for parameter", "wait for group" and "wait
@@ -94,10 +95,15 @@ def main():
     for model, (shape, flags, tokens) in MODELS[a.flag].items():
         if a.only and model != a.only:
             continue
-        onnx, exe = w(f"{a.flag}_{model}.onnx"), w(f"{a.flag}_{model}")
+        onnx = w(f"{a.flag}_{model}.onnx")
         run([PY, os.path.join(ROOT, "examples", "export.py"), "--out", onnx] + shape.split())
-        run([fc, onnx, "-o", exe])
-        common = [exe, "--data", w(tokens), "--steps", str(a.steps), "--log-every", "1000"] + flags
+        # The rule is the compile's: a program for each value.
+        exe = {}
+        for flag in ("yes", "no"):
+            exe[flag] = w(f"{a.flag}_{model}_{flag}")
+            run([fc, onnx, "-o", exe[flag], flag_name, flag])
+        common = lambda flag: [exe[flag], "--data", w(tokens), "--steps", str(a.steps),  # noqa: E731
+                               "--log-every", "1000"] + flags
         ms = {"yes": [], "no": []}
         losses = {}
         for _ in range(a.rounds):
@@ -105,14 +111,14 @@ def main():
                 log = w(f"{a.flag}_{model}_{flag}.jsonl")
                 if os.path.exists(log):
                     os.remove(log)
-                run(common + [flag_name, flag, "--log-json", log])
+                run(common(flag) + ["--log-json", log])
                 rows = [json.loads(line) for line in open(log)]
                 ms[flag].append(statistics.median(r["ms"] for r in rows[a.warmup:]))
                 losses.setdefault(flag, [r["loss"] for r in rows])
         parts = []
         for flag in ("yes", "no"):
             trace = w(f"{a.flag}_{model}_{flag}.trace.json")
-            run(common + [flag_name, flag, "--trace", trace])
+            run(common(flag) + ["--trace", trace])
             s = trace_busy.summary(trace_busy.per_step(trace, a.warmup))
             parts.append(f"{flag_name} {flag}: {' '.join(f'{x:.1f}' for x in ms[flag])} ms/step, waits for "
                          f"updates {update_waits_ms(trace, a.warmup):.1f} ms/step, traced step {s['step_ms']:.1f} "

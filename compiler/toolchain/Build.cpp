@@ -39,6 +39,10 @@ std::string writeWeights(const onnx_in::Model &model, const std::vector<std::str
   if (sorted.empty())
     return "";
   std::sort(sorted.begin(), sorted.end(), [](auto &a, auto &b) { return a.first < b.first; });
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i].first.empty() || sorted[i].first == "__metadata__" ||
+        (i && sorted[i].first == sorted[i - 1].first))
+      return "initializer name '" + sorted[i].first + "' cannot name a tensor of the weights file (empty, reserved or repeated)";
   std::vector<fy::abi::StTensor> layout;
   for (const auto &[name, t] : sorted) {
     const bool f32 = t->dtype == onnx_in::DType::F32, i64 = t->dtype == onnx_in::DType::I64;

@@ -133,7 +133,7 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("q must be [B, H, T, D], k and v [B, Hkv, T, D]");
   if (k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(2) != q.getDimSize(2) || k.getDimSize(3) != q.getDimSize(3))
     return emitOpError("k and v must have q's B, T and D, got ") << k << " for " << q;
-  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+  if (k.getDimSize(1) < 1 || q.getDimSize(1) % k.getDimSize(1) != 0)
     return emitOpError("q's heads must be a multiple of k's (grouped-query heads), got ")
            << q.getDimSize(1) << " and " << k.getDimSize(1);
   if (getResult().getType() != q)

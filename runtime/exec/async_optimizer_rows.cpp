@@ -175,7 +175,7 @@ bool AsyncOptimizer::wait_rows(int64_t group, int64_t param, const int64_t* ids,
     // now); later updates go rows first.
     wait(group);  // nothing of it may be running while it changes
     const int64_t cap = g.rows_capacity, d = rt_.param(param).value.shape[1];
-    if (next_ids_) {  // else never rows first (train --rows-first no): no buffers
+    if (next_ids_) {  // else no next batch is known (the optimizer alone, in tests): no buffers
       g.rows = rt_.alloc_pinned(Shape{cap}, DType::I64).as<int64_t>();
       if (on_rows_updated_) g.row_values = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();
       if (copies_row_grads(g)) g.row_grads = rt_.alloc_pinned(Shape{cap * d}, DType::F32).as<float>();

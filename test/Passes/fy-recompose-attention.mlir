@@ -76,3 +76,20 @@ func.func @probabilities_used(%q: tensor<1x1x4x8xf32>, %k: tensor<1x1x4x8xf32>, 
   %o = fygraph.matmul %p, %v : (tensor<1x1x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x1x4x8xf32>
   return %o, %p : tensor<1x1x4x8xf32>, tensor<1x1x4x4xf32>
 }
+
+// -----
+
+// k^T broadcast over the heads in the product ([B, 1, D, T] against q's
+// [B, 2, T, D]): not the op's shape, so nothing is built, not even k's
+// transpose back.
+// CHECK-LABEL: func.func @broadcast_k
+// CHECK-NOT: fygraph.attention
+// CHECK-NOT: fygraph.transpose
+// CHECK: return
+func.func @broadcast_k(%q: tensor<1x2x4x8xf32>, %kt: tensor<1x1x8x4xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %mask = fygraph.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %s = fygraph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x1x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = fygraph.masked_softmax %s, %mask {scale = 1.000000e+00 : f32} : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<1x2x4x4xf32>
+  %o = fygraph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}

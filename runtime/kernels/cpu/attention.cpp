@@ -72,7 +72,7 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
   const float sc = float(scale);
 #pragma omp parallel
   {
-    std::vector<float> S(size_t(kBlock * d.T));
+    std::vector<float> S;  // made by a thread that takes work
 #pragma omp for schedule(dynamic) collapse(2)
     for (int64_t bh = 0; bh < d.B * d.H; ++bh)
       for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -84,6 +84,7 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
         float* lh = lse.as<float>() + bh * d.T;
         const int64_t i0 = blk * kBlock, i1 = std::min(d.T, i0 + kBlock), j0 = first_key(i0, window);
         const int64_t keys = i1 - j0;
+        S.resize(size_t(kBlock * d.T));
         scores(qh, kh, i0, i1, j0, d.D, sc, window, S.data());
         for (int64_t r = 0; r < i1 - i0; ++r) {
           float* s = S.data() + r * keys;
@@ -111,12 +112,15 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
   const float sc = float(scale);
 #pragma omp parallel
   {
-    std::vector<float> P(size_t(kBlock * d.T)), dS(size_t(kBlock * d.T)), delta(static_cast<size_t>(kBlock));
+    std::vector<float> P, dS, delta;  // made by a thread that takes work
     // A key/value head's gradients are this thread's alone: summed over its
     // query heads and their blocks, in order.
 #pragma omp for schedule(dynamic)
     for (int64_t bkv = 0; bkv < d.B * d.Hkv; ++bkv) {
       const int64_t b = bkv / d.Hkv, kvh = bkv % d.Hkv;
+      P.resize(size_t(kBlock * d.T));
+      dS.resize(size_t(kBlock * d.T));
+      delta.resize(size_t(kBlock));
       const float* kh = k.as<float>() + bkv * d.T * d.D;
       const float* vh = v.as<float>() + bkv * d.T * d.D;
       float* dkh = dk.as<float>() + bkv * d.T * d.D;
