@@ -189,9 +189,15 @@ private:
       const bool grad = kernel == "attention_grad";
       const double flops = (grad ? 5 : 2) * 2 * B * H * seen * D;
       const double block = (grad ? 5 : 2) * 2 * 64 * std::min(T, 64.0 + (window > 0 ? window : T)) * D;
-      t = std::max(t, flops / p_.matmulRate(cuda_ ? flops : block));
-      if (p_.softmaxElems > 0)
-        t = std::max(t, (grad ? 2 : 1) * B * H * seen / p_.softmaxElems);
+      // The calibrated rate of the kernel itself (its exps included), else
+      // its products' as matmuls and its exps' as a softmax's.
+      if (p_.attentionFlops > 0) {
+        t = std::max(t, flops / p_.attentionFlops);
+      } else {
+        t = std::max(t, flops / p_.matmulRate(cuda_ ? flops : block));
+        if (p_.softmaxElems > 0)
+          t = std::max(t, (grad ? 2 : 1) * B * H * seen / p_.softmaxElems);
+      }
     }
     if (kernel == "matmul" && launch.getIns().size() == 2 && launch.getOuts().size() == 1) {
       auto a = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();

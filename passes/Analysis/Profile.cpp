@@ -58,7 +58,8 @@ std::string loadProfile(const std::string &path, Profile &out) {
                 {"transcendental_elems_per_s", &p.transcendentalElems, false},
                 {"softmax_elems_per_s", &p.softmaxElems, false},
                 {"norm_elems_per_s", &p.normElems, false},
-                {"norm_grad_elems_per_s", &p.normGradElems, false}};
+                {"norm_grad_elems_per_s", &p.normGradElems, false},
+                {"attention_flops_per_s", &p.attentionFlops, false}};
   // Profiles before the field was written: a GPU's were measured at bf16.
   std::optional<StringRef> precision = obj->getString("matmul_precision");
   if (precision && *precision != "bf16" && *precision != "fp16" && *precision != "fp32")

@@ -30,6 +30,8 @@ struct Profile {
   // Optional: layer norm (RMS norm) and its gradient, bound by their row
   // statistics rather than memory on a CPU.
   double normElems = 0, normGradElems = 0;
+  // Optional: fused attention, forward and backward, in its products' flops.
+  double attentionFlops = 0;
   // Seconds per launch measured in a program's --trace (loadKernelTimes),
   // by kernel name and its operands' bytes; launches found here are charged
   // these, the rest by the rates above.

@@ -224,6 +224,24 @@ void transcendental_rates(Runtime& rt, const Plan& p, fy::Profile& out) {
   });
 }
 
+#ifdef FY_CALIBRATE_ATTENTION
+// Fused causal attention's rate, forward and backward together, in flops of
+// its products (the cost model's measure: 2 of them forward, 5 backward, over
+// the scores a row sees), at a GPT-like head: 4 heads of 64 over T 1024.
+double attention_flops_per_s(Runtime& rt, const Plan& p) {
+  Temps t(rt);
+  const int64_t H = 4, T = 1024, D = 64;
+  View q = t.filled(Shape{1, H, T, D}, 0.5), k = t.filled(Shape{1, H, T, D}, 0.25), v = t.filled(Shape{1, H, T, D}, 1),
+       out = t.uninit(Shape{1, H, T, D}), lse = t.uninit(Shape{1, H, T}), dq = t.uninit(Shape{1, H, T, D}),
+       dk = t.uninit(Shape{1, H, T, D}), dv = t.uninit(Shape{1, H, T, D});
+  const double flops = (2 + 5) * 2.0 * double(H) * double(T) * double(T + 1) / 2 * double(D);
+  return flops / device_seconds(rt, p.repeats, 1, [&] {
+    fy::rt::attention(&rt, q, k, v, out, lse, 0.125, 0);
+    fy::rt::attention_grad(&rt, q, k, v, out, lse, v, dq, dk, dv, 0.125, 0);
+  });
+}
+#endif
+
 // add reads two buffers and writes one.
 double mem_bytes_per_s(Runtime& rt, const Plan& p) {
   Temps t(rt);
@@ -368,6 +386,9 @@ int run(int argc, char** argv) {
   if (plan.matmul_n > 2048) p.matmul_n2048_flops_per_s = matmul_flops_per_s(rt, plan, 2048);
   p.device_mem_bytes_per_s = mem_bytes_per_s(rt, plan);
   transcendental_rates(rt, plan, p);
+#ifdef FY_CALIBRATE_ATTENTION
+  p.attention_flops_per_s = attention_flops_per_s(rt, plan);
+#endif
   p.launch_s = launch_s(rt, plan);
   copy_rates(rt, plan, p);
   if (!o.ssd.empty()) ssd_rates(o.ssd, plan, p);

@@ -68,6 +68,7 @@ std::string profile_json(const Profile& p) {
       rate("softmax_elems_per_s", p.softmax_elems_per_s),
       rate("norm_elems_per_s", p.norm_elems_per_s),
       rate("norm_grad_elems_per_s", p.norm_grad_elems_per_s),
+      p.attention_flops_per_s ? rate("attention_flops_per_s", *p.attention_flops_per_s) : "",
       rate("launch_s", p.launch_s),
       rate("h2d_bytes_per_s", p.h2d_bytes_per_s),
       rate("d2h_bytes_per_s", p.d2h_bytes_per_s),

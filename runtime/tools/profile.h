@@ -18,6 +18,8 @@
 //     "softmax_elems_per_s": ...,           (softmax over rows of 256)
 //     "norm_elems_per_s": ...,              (layer norm over rows of 256: row statistics)
 //     "norm_grad_elems_per_s": ...,         (its gradient, the column sums included)
+//     "attention_flops_per_s": ...,         (fused causal attention, forward and backward,
+//                                            in its products' flops; where the target has it)
 //     "launch_s": ...,
 //     "h2d_bytes_per_s": ...,
 //     "d2h_bytes_per_s": ...,
@@ -51,6 +53,9 @@ struct Profile {
   double softmax_elems_per_s = 0;         // elements of a softmax over rows of 256
   double norm_elems_per_s = 0;            // elements of a layer norm over rows of 256
   double norm_grad_elems_per_s = 0;       // ... of its gradient (dx, dscale, dbias)
+  // Fused causal attention, forward and backward, in its products' flops
+  // (where the target has the kernel).
+  std::optional<double> attention_flops_per_s;
   double launch_s = 0;                // fixed cost of one kernel
   double h2d_bytes_per_s = 0;         // host (page-locked) to device
   double d2h_bytes_per_s = 0;

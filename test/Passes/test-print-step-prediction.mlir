@@ -17,6 +17,9 @@
 // RUN: sed -e 's/"h2d_bytes_per_s": 1e18/"h2d_bytes_per_s": 9.6e7/' %S/Inputs/profile-slow-adamw-cuda.json > %t.h2d.json
 // RUN: fuyou-opt %S/Inputs/gather-up.mlir --test-print-step-prediction="profile=%t.h2d.json" -o /dev/null | FileCheck %S/Inputs/gather-up.mlir --check-prefix=UP
 // RUN: fuyou-opt %S/Inputs/gather-up.mlir --test-print-step-prediction="profile=%t.cpu.json" -o /dev/null | FileCheck %S/Inputs/gather-up.mlir --check-prefix=UPCPU
+// RUN: sed -e 's/"target": "cuda"/"target": "cpu", "attention_flops_per_s": 4.227072e9/' %S/Inputs/profile-slow-adamw-cuda.json > %t.att.json
+// RUN: fuyou-opt %S/Inputs/attention-costs.mlir --test-print-step-prediction="profile=%t.att.json" -o /dev/null | FileCheck %S/Inputs/attention-costs.mlir --check-prefix=ATT
+// RUN: fuyou-opt %S/Inputs/attention-costs.mlir --test-print-step-prediction="profile=%t.cpu.json" -o /dev/null | FileCheck %S/Inputs/attention-costs.mlir --check-prefix=FREE
 // RUN: sed -e 's/"bf16",/"int8",/' %S/Inputs/profile-bf16-cuda.json > %t.json
 // RUN: not fuyou-opt %S/Inputs/matmul-costs.mlir --test-print-step-prediction="profile=%t.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADPREC
 
