@@ -127,22 +127,38 @@ LogicalResult MaskedSoftmaxOp::verify() {
   return success();
 }
 
-LogicalResult AttentionOp::verify() {
-  auto q = cast<RankedTensorType>(getQ().getType()), k = cast<RankedTensorType>(getK().getType());
-  if (q.getRank() != 4 || k.getRank() != 4 || getV().getType() != k)
-    return emitOpError("q must be [B, H, T, D], k and v [B, Hkv, T, D]");
+// Attention's operands (and its gradient's): q, its result [B, H, T, D],
+// k and v [B, Hkv, T, D] with Hkv dividing H, lse [B, H, T].
+static LogicalResult verifyAttention(Operation *op, Value qv, Value kv, Value vv, Value result, Value lsev,
+                                     int64_t window) {
+  auto q = cast<RankedTensorType>(qv.getType()), k = cast<RankedTensorType>(kv.getType());
+  if (q.getRank() != 4 || k.getRank() != 4 || vv.getType() != k)
+    return op->emitOpError("q must be [B, H, T, D], k and v [B, Hkv, T, D]");
   if (k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(2) != q.getDimSize(2) || k.getDimSize(3) != q.getDimSize(3))
-    return emitOpError("k and v must have q's B, T and D, got ") << k << " for " << q;
+    return op->emitOpError("k and v must have q's B, T and D, got ") << k << " for " << q;
   if (k.getDimSize(1) < 1 || q.getDimSize(1) % k.getDimSize(1) != 0)
-    return emitOpError("q's heads must be a multiple of k's (grouped-query heads), got ")
+    return op->emitOpError("q's heads must be a multiple of k's (grouped-query heads), got ")
            << q.getDimSize(1) << " and " << k.getDimSize(1);
-  if (getResult().getType() != q)
-    return emitOpError("result type must be q's");
-  auto lse = cast<RankedTensorType>(getLse().getType());
+  if (result.getType() != q)
+    return op->emitOpError("result type must be q's");
+  auto lse = cast<RankedTensorType>(lsev.getType());
   if (lse.getShape() != q.getShape().drop_back())
-    return emitOpError("lse must be [B, H, T], got ") << lse;
-  if (getWindow() < 0)
-    return emitOpError("window must be 0 (causal) or positive, got ") << getWindow();
+    return op->emitOpError("lse must be [B, H, T], got ") << lse;
+  if (window < 0)
+    return op->emitOpError("window must be 0 (causal) or positive, got ") << window;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQ(), getK(), getV(), getResult(), getLse(), getWindow());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getResult(), getLse(), getWindow())))
+    return failure();
+  if (getDy().getType() != getQ().getType() || getDq().getType() != getQ().getType() ||
+      getDk().getType() != getK().getType() || getDv().getType() != getK().getType())
+    return emitOpError("dy and dq must have q's type, dk and dv k's");
   return success();
 }
 

@@ -286,6 +286,7 @@ def FyGraph_AttentionGradOp : FyGraph_Op<"attention_grad", [Pure]> {
                        DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs FyFloatTensor:$dq, FyFloatTensor:$dk, FyFloatTensor:$dv);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def FyGraph_SoftmaxGradOp : FyGraph_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {

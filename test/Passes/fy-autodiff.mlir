@@ -412,6 +412,18 @@ func.func @forward(%lbl: tensor<8xi64>) -> tensor<f32> {
 
 // -----
 
+// attention_grad's verifier: its gradients have its operands' types.
+func.func @forward(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x4x8xf32>, %o: tensor<1x2x4x8xf32>, %l: tensor<1x2x4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{dy and dq must have q's type, dk and dv k's}}
+  %dq, %dk, %dv = fygraph.attention_grad %q, %k, %k, %o, %l, %o {scale = 0.25 : f32}
+      : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>, tensor<1x2x4x8xf32>)
+      -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>)
+  %z = fygraph.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
 // dropout: dropout_grad with the saved mask and the same ratio.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[W:.*]] = fygraph.get_param @w
