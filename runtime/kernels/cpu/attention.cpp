@@ -87,12 +87,19 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
         S.resize(size_t(kBlock * d.T));
         scores(qh, kh, i0, i1, j0, d.D, sc, window, S.data());
         for (int64_t r = 0; r < i1 - i0; ++r) {
+          // (A row always sees its own key: m is finite.)
           float* s = S.data() + r * keys;
           float m = -std::numeric_limits<float>::infinity();
-          for (int64_t c = 0; c < keys; ++c) m = std::max(m, s[c]);
+#pragma omp simd reduction(max : m)
+          for (int64_t c = 0; c < keys; ++c) m = s[c] > m ? s[c] : m;
           double sum = 0;
-          for (int64_t c = 0; c < keys; ++c) sum += (s[c] = std::exp(s[c] - m));
+#pragma omp simd reduction(+ : sum)
+          for (int64_t c = 0; c < keys; ++c) {
+            s[c] = exp_nonpos(s[c] - m);
+            sum += double(s[c]);
+          }
           const float inv = float(1.0 / sum);
+#pragma omp simd
           for (int64_t c = 0; c < keys; ++c) s[c] *= inv;
           lh[i0 + r] = m + float(std::log(sum));
         }
@@ -142,7 +149,8 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
           for (int64_t r = 0; r < rows; ++r) {
             float* p = P.data() + r * keys;
             const float l = lh[i0 + r];
-            for (int64_t c = 0; c < keys; ++c) p[c] = std::exp(p[c] - l);
+#pragma omp simd
+            for (int64_t c = 0; c < keys; ++c) p[c] = exp_nonpos(p[c] - l);
             // delta = rowsum(dO * O) = rowsum(P * dP).
             double dsum = 0;
             for (int64_t x = 0; x < d.D; ++x) dsum += double(doh[(i0 + r) * d.D + x]) * oh[(i0 + r) * d.D + x];

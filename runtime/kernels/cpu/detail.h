@@ -138,6 +138,14 @@ inline float exp_vec(float x) {
   return p * scale;
 }
 
+// e^d for d <= 0 in simd loops; below exp_vec's range the result is 0, as
+// a -inf (masked) input needs. Computed first, then selected: a branch
+// around exp_vec keeps the loop scalar.
+inline float exp_nonpos(float d) {
+  const float e = exp_vec(d);
+  return d < -87.3f ? 0.f : e;
+}
+
 // Runs f(off, n) for every row, in parallel when large. f must only write
 // locations owned by its row (true for elementwise outputs).
 template <class F> void for_rows(const Strided& it, F&& f) {

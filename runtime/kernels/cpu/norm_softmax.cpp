@@ -238,14 +238,6 @@ template <class T> auto strided(const T* p, int64_t st) {
   return [p, st](int64_t i) { return p[i * st]; };
 }
 
-// e^d for d <= 0 in simd loops; below exp_vec's range the result is 0, as
-// a -inf (masked) input needs. Computed first, then selected: a branch
-// around exp_vec keeps the loop scalar.
-inline float exp_nonpos(float d) {
-  const float e = exp_vec(d);
-  return d < -87.3f ? 0.f : e;
-}
-
 // The float lane of n contiguous elements (y may be x), vectorised: exp_vec
 // in simd loops, the sum still in double. libm's exp of a double was ~10 ns
 // an element, as much as the logits product on the CPU. Returns false,
