@@ -92,16 +92,7 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
           float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
           for (int64_t c = 0; c < keys; ++c) m = s[c] > m ? s[c] : m;
-          double sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t c = 0; c < keys; ++c) {
-            s[c] = exp_nonpos(s[c] - m);
-            sum += double(s[c]);
-          }
-          const float inv = float(1.0 / sum);
-#pragma omp simd
-          for (int64_t c = 0; c < keys; ++c) s[c] *= inv;
-          lh[i0 + r] = m + float(std::log(sum));
+          lh[i0 + r] = m + float(std::log(softmax_from_max(s, s, keys, m)));
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(i1 - i0), int(d.D), int(keys), 1.0f, S.data(),
                     int(keys), vh + j0 * d.D, int(d.D), 0.0f, oh + i0 * d.D, int(d.D));

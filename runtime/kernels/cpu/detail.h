@@ -146,6 +146,10 @@ inline float exp_nonpos(float d) {
   return d < -87.3f ? 0.f : e;
 }
 
+// y = e^(x - m) / their sum over n contiguous floats (y may be x), m their
+// finite max, vectorised (exp_nonpos, the sum in double); returns the sum.
+double softmax_from_max(const float* x, float* y, int64_t n, float m);
+
 // Runs f(off, n) for every row, in parallel when large. f must only write
 // locations owned by its row (true for elementwise outputs).
 template <class F> void for_rows(const Strided& it, F&& f) {

@@ -201,6 +201,19 @@ void rms_norm_grad(View dy, View x, View scale, View inv_rms, View dx, View dsca
 
 // ---- softmax ----------------------------------------------------------------
 
+double detail::softmax_from_max(const float* x, float* y, int64_t n, float m) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = exp_nonpos(x[i] - m);
+    s += double(y[i]);
+  }
+  const float inv = float(1.0 / s);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+  return s;
+}
+
 namespace {
 // The reduced axis has A elements at stride `inner`; lanes are (outer, inner)
 // pairs. Lane l starts at (l / inner) * A * inner + l % inner.
@@ -260,14 +273,7 @@ bool softmax_lane_vec(const float* x, float* y, int64_t n, bool log) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] = float(double(x[i]) - lse);
   } else {
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = exp_nonpos(x[i] - m);
-      s += double(y[i]);
-    }
-    const float inv = float(1.0 / s);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+    softmax_from_max(x, y, n, m);
   }
   return true;
 }
