@@ -1,0 +1,134 @@
+// The cross-entropy of a linear layer's output against labels, with its
+// gradients, on the CPU, without the [N, V] logits: a block of rows at a
+// time, its logits x_b w^T are formed, turned into the rows' loss terms and
+// then, in place, into their gradient (softmax minus the label's one, times
+// the reduction's factor), and multiplied back out into dx's rows and dw's
+// sum over blocks before the next block reuses the buffer. Three products
+// of N x V x D, as the unfused forward and backward make; the logits'
+// memory is one block's.
+//
+// Deterministic whatever the thread count: blocks are cut by the shape
+// alone and taken in order; the products are the matmul kernel's (cut by
+// shape) or dw's, cut by shape here; the loss is summed in row order.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/detail.h"
+#include "kernels/cpu/kernels.h"
+
+namespace fy::cpu {
+using namespace detail;
+
+namespace {
+
+// A block's logits take about this much (at least 64 rows): large enough for
+// BLAS's rates, small against the N x V it replaces.
+constexpr int64_t kBlockBytes = int64_t(64) << 20;
+
+struct Dims {
+  int64_t N, D, V;
+};
+
+Dims check_dims(const View& x, const View& w, const View& labels, const View& loss, const View& dx, const View& dw,
+                bool grads) {
+  const char* op = "linear_cross_entropy";
+  check(x.dtype == DType::F32 && w.dtype == DType::F32 && loss.dtype == DType::F32, op, "wants F32 x, w and loss");
+  check_dtype(labels, DType::I64, op, "labels");
+  check(x.shape.rank >= 2 && w.shape.rank == 2, op, "x must be [..., D] and w [V, D]");
+  Dims d{x.numel() / std::max<int64_t>(1, x.shape[x.shape.rank - 1]), x.shape[x.shape.rank - 1], w.shape[0]};
+  check(w.shape[1] == d.D, op, "w " + w.shape.str() + " must be [V, D] with x's D " + std::to_string(d.D));
+  check_numel(labels, d.N, op, "labels");
+  check_numel(loss, 1, op, "loss");
+  if (grads) {
+    check(dx.dtype == DType::F32 && dx.shape == x.shape, op, "dx must have x's shape");
+    check(dw.dtype == DType::F32 && dw.shape == w.shape, op, "dw must have w's shape");
+  }
+  return d;
+}
+
+int64_t block_rows(const Dims& d) {
+  const int64_t fit = kBlockBytes / (4 * std::max<int64_t>(1, d.V));
+  return std::min(d.N, std::max<int64_t>(64, fit / 64 * 64));
+}
+
+// dw (+)= g^T xb: g [R, V], xb [R, D], dw [V, D]; `accumulate` false
+// overwrites. dw's rows are cut into pieces by the shape alone, one BLAS call
+// each, which the team shares.
+void add_dw(const float* g, const float* xb, float* dw, const Dims& d, int64_t R, bool accumulate) {
+  const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(8, d.V / 64));
+  auto piece = [&](int64_t p) {
+    const int64_t v0 = d.V * p / pieces, v1 = d.V * (p + 1) / pieces;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(v1 - v0), int(d.D), int(R), 1.0f, g + v0, int(d.V), xb,
+                int(d.D), accumulate ? 1.0f : 0.0f, dw + v0 * d.D, int(d.D));
+  };
+  if (pieces == 1 || omp_get_max_threads() == 1) {
+    for (int64_t p = 0; p < pieces; ++p) piece(p);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < pieces; ++p) piece(p);
+}
+
+}  // namespace
+
+void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View dw, int64_t ignore_index, bool mean,
+                          bool grads) {
+  const char* op = "linear_cross_entropy";
+  const Dims d = check_dims(x, w, labels, loss, dx, dw, grads);
+  const int64_t* pl = labels.as<int64_t>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < d.N; ++i) {
+    if (pl[i] == ignore_index) continue;
+    check(pl[i] >= 0 && pl[i] < d.V, op,
+          "label " + std::to_string(pl[i]) + " at position " + std::to_string(i) + " is out of range for " +
+              std::to_string(d.V) + " classes");
+    ++count;
+  }
+  const float* px = x.as<float>();
+  // The gradient of each row's term: 1/count (mean; 0/0 below as PyTorch's
+  // NaN loss) or 1 (sum).
+  const float factor = mean ? float(1.0 / double(count)) : 1.f;
+  blas_on_one_thread();
+  const int64_t R = block_rows(d);
+  thread_local std::vector<float> block;
+  block.resize(size_t(R * d.V));
+  std::vector<double> terms(size_t(d.N), 0.0);
+  for (int64_t r0 = 0; r0 < d.N; r0 += R) {
+    const int64_t rows = std::min(R, d.N - r0);
+    float* g = block.data();
+    const View xb{const_cast<float*>(px + r0 * d.D), Shape{rows, d.D}, DType::F32};
+    matmul(xb, w, View{g, Shape{rows, d.V}, DType::F32}, false, true);
+#pragma omp parallel for schedule(static) if (rows * d.V >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* l = g + r * d.V;
+      const int64_t label = pl[r0 + r];
+      float m = l[0];
+#pragma omp simd reduction(max : m)
+      for (int64_t j = 1; j < d.V; ++j) m = std::max(m, l[j]);
+      const float picked = label == ignore_index ? 0.f : l[label];
+      const double sum = softmax_from_max(l, l, d.V, m);  // l: the row's probabilities
+      if (label == ignore_index) {
+        std::fill(l, l + d.V, 0.f);
+        continue;
+      }
+      terms[size_t(r0 + r)] = double(m) + std::log(sum) - double(picked);
+      if (!grads) continue;
+#pragma omp simd
+      for (int64_t j = 0; j < d.V; ++j) l[j] *= factor;
+      l[label] -= factor;
+    }
+    if (!grads) continue;
+    matmul(View{g, Shape{rows, d.V}, DType::F32}, w,
+           View{dx.as<float>() + r0 * d.D, Shape{rows, d.D}, DType::F32}, false, false);
+    add_dw(g, px + r0 * d.D, dw.as<float>(), d, rows, r0 > 0);
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < d.N; ++i) sum += terms[size_t(i)];
+  loss.as<float>()[0] = float(mean ? sum / double(count) : sum);
+}
+
+}  // namespace fy::cpu
