@@ -5,6 +5,7 @@
 
 #include "dialects/FyGraph/FyGraphOps.h"
 #include "mlir/Dialect/Traits.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
@@ -343,6 +344,21 @@ LogicalResult sceRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableAr
   return success();
 }
 
+// linear_cross_entropy made its gradients in the forward for a gradient of
+// 1 on the loss: they are scaled by the loss's gradient, unless it is that
+// constant 1 (training without loss scaling).
+LogicalResult linearCrossEntropyRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
+  auto l = cast<fg::LinearCrossEntropyOp>(op);
+  if (dy[1] || dy[2])
+    return op->emitError("gradient through linear_cross_entropy's gradients is not supported");
+  DenseElementsAttr one;
+  const bool unit = matchPattern(dy[0], m_Constant(&one)) && one.isSplat() &&
+                    one.getElementType().isF32() && one.getSplatValue<float>() == 1.f;
+  dx[0] = unit ? l.getDx() : mul(b, l.getDx(), dy[0]);
+  dx[1] = unit ? l.getDw() : mul(b, l.getDw(), dy[0]);
+  return success();
+}
+
 LogicalResult dropoutRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
                           MutableArrayRef<Value> dx) {
   auto d = cast<fg::DropoutOp>(op);
@@ -392,6 +408,7 @@ const llvm::StringMap<fuyou::GradientRule> &registry() {
       {fg::MaskedSoftmaxOp::getOperationName(), maskedSoftmaxRule},
       {fg::AttentionOp::getOperationName(), attentionRule},
       {fg::SoftmaxCrossEntropyLossOp::getOperationName(), sceRule},
+      {fg::LinearCrossEntropyOp::getOperationName(), linearCrossEntropyRule},
       {fg::DropoutOp::getOperationName(), dropoutRule},
       {fg::EqualOp::getOperationName(), noGradient},
       {fg::ConstantOp::getOperationName(), noGradient},

@@ -5,7 +5,8 @@
 // training step's forward would. What only backward or the optimizer
 // needed goes: the optimizer's state reads, values saved for backward on
 // their way to host memory or SSD, copies and launches whose results
-// nothing left reads. Dropout becomes a copy (evaluation mode), and a wait
+// nothing left reads. Dropout becomes a copy (evaluation mode), a loss that
+// makes its gradients with it (linear_cross_entropy) makes none, and a wait
 // for a table's rows first a wait for its whole update, since the batch is
 // not the one the optimizer prepared. Buffers still alive at the end are
 // freed there; each keeps train_step's offset, and a subset of its
@@ -58,6 +59,24 @@ struct DropoutToCopy : OpRewritePattern<fs::LaunchOp> {
       return failure();
     rw.create<fs::CopyOp>(op.getLoc(), op.getIns()[0], op.getOuts()[0]);
     rw.eraseOp(op);
+    return success();
+  }
+};
+
+// The loss alone: linear_cross_entropy's last argument turns off the
+// gradients it makes with the loss (their buffers stay, unwritten).
+struct LossWithoutGradients : OpRewritePattern<fs::LaunchOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fs::LaunchOp op, PatternRewriter &rw) const override {
+    auto args = op->getAttrOfType<ArrayAttr>("args");
+    if (op.getKernel() != "linear_cross_entropy" || !args || args.empty())
+      return failure();
+    auto grads = dyn_cast<BoolAttr>(args[args.size() - 1]);
+    if (!grads || !grads.getValue())
+      return failure();
+    SmallVector<Attribute> a(args.begin(), args.end());
+    a.back() = rw.getBoolAttr(false);
+    rw.modifyOpInPlace(op, [&] { op->setAttr("args", rw.getArrayAttr(a)); });
     return success();
   }
 };
@@ -171,8 +190,8 @@ struct OutlineEval : fuyou::impl::OutlineEvalBase<OutlineEval> {
     }
 
     RewritePatternSet patterns(&getContext());
-    patterns.add<DropoutToCopy, WaitForWholeUpdate, EraseUnreadCopy, EraseUnreadLaunch, EraseUnused<fs::AllocOp>,
-                 EraseUnused<fs::ConstantOp>>(&getContext());
+    patterns.add<DropoutToCopy, LossWithoutGradients, WaitForWholeUpdate, EraseUnreadCopy, EraseUnreadLaunch,
+                 EraseUnused<fs::AllocOp>, EraseUnused<fs::ConstantOp>>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(eval, std::move(patterns)))) {
       eval.emitError("fy-outline-eval: the cleanup did not converge");
       return signalPassFailure();

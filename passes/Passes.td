@@ -16,11 +16,16 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     that softmax with v, its scores' product of q and k and a constant
     causal or sliding-window mask become one fygraph.attention, which writes
     no T x T tensor in either pass (the CPU target's kernel; the CUDA target
-    has none yet).
+    has none yet). With `cross-entropy`, a softmax_cross_entropy_loss of a
+    Linear's logits (x w^T) becomes one fygraph.linear_cross_entropy, which
+    never forms the [N, V] logits and keeps no log-probabilities for
+    backward (the CPU target's kernel; the CUDA target has none yet).
   }];
   let options = [
     Option<"attention", "attention", "bool", /*default=*/"false",
-           "form fygraph.attention from causal attention's products and masked softmax">
+           "form fygraph.attention from causal attention's products and masked softmax">,
+    Option<"crossEntropy", "cross-entropy", "bool", /*default=*/"false",
+           "form fygraph.linear_cross_entropy from a loss of a Linear's logits">
   ];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }

@@ -58,9 +58,10 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   }
   pm.addPass(createProgramAttrs(attrs));
   RecomposeOptions recompose;
-  // The CPU's kernel multiplies fp32 operands (no bf16 or fp16 rounding of
+  // The CPU's kernels multiply fp32 operands (no bf16 or fp16 rounding of
   // them, which --precision asks of every product); the CUDA target has none yet.
-  recompose.attention = o.target == "cpu" && o.precision == "fp32";
+  recompose.attention = o.fuse && o.target == "cpu" && o.precision == "fp32";
+  recompose.crossEntropy = recompose.attention;
   pm.addPass(createRecompose(recompose));
   pm.addPass(mlir::createCanonicalizerPass());
   if (o.until == "fygraph")

@@ -1,5 +1,6 @@
 // fy-recompose: fused ops from the chains of elementwise ops that exporters
-// write for GELU, SiLU, RMSNorm, LayerNorm and attention's masked softmax.
+// write for GELU, SiLU, RMSNorm, LayerNorm and attention's masked softmax,
+// and (by option) fused attention and a loss that never forms its logits.
 #include "passes/Passes.h"
 
 #include "mlir/IR/Matchers.h"
@@ -509,6 +510,40 @@ struct FormAttention : OpRewritePattern<fg::MatMulOp> {
   }
 };
 
+// softmax_cross_entropy_loss(reshape?(matmul(x, w {trans_b})), labels) ->
+// linear_cross_entropy(x, w, labels): the [N, V] logits are never formed
+// whole, nor their log-probabilities kept for backward. Only where the
+// logits feed the loss alone, nothing reads the log-probabilities, and w is
+// a Linear's [V, D] weight as its product reads it (trans_b).
+struct FormLinearCrossEntropy : OpRewritePattern<fg::SoftmaxCrossEntropyLossOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::SoftmaxCrossEntropyLossOp sce, PatternRewriter &rw) const override {
+    if (!sce.getLogProb().use_empty() || cast<RankedTensorType>(sce.getScores().getType()).getRank() != 2)
+      return failure();
+    Value logits = sce.getScores();
+    auto reshape = def<fg::ReshapeOp>(logits);
+    if (reshape) {
+      if (!reshape->hasOneUse())
+        return failure();
+      logits = reshape.getInput();
+    }
+    auto mm = def<fg::MatMulOp>(logits);
+    if (!mm || mm.getTransA() || !mm.getTransB() || !mm->hasOneUse() ||
+        cast<RankedTensorType>(mm.getRhs().getType()).getRank() != 2)
+      return failure();
+    Value x = mm.getLhs(), w = mm.getRhs();
+    auto l = rw.create<fg::LinearCrossEntropyOp>(
+        sce.getLoc(), TypeRange{sce.getLoss().getType(), x.getType(), w.getType()}, x, w, sce.getLabels(),
+        sce.getReductionAttr(), sce.getIgnoreIndexAttr());
+    rw.replaceAllUsesWith(sce.getLoss(), l.getLoss());
+    rw.eraseOp(sce);
+    if (reshape)
+      rw.eraseOp(reshape);
+    rw.eraseOp(mm);
+    return success();
+  }
+};
+
 struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
   using RecomposeBase::RecomposeBase;
   void runOnOperation() override {
@@ -517,6 +552,8 @@ struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
                  FormMaskedSoftmaxFromAdditive, DropSafeSoftmaxGuard, FoldTransposeIntoMatMul>(&getContext());
     if (attention)
       patterns.add<FormAttention>(&getContext());
+    if (crossEntropy)
+      patterns.add<FormLinearCrossEntropy>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

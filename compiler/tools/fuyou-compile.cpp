@@ -57,6 +57,7 @@ struct Options {
   std::string rowsFirst = "yes";     // the next batch's rows of the token embedding updated first
   std::string paramWaits = "yes";    // the forward waits per parameter, not per group
   std::string earlyHold = "yes";     // a tied table's early rows handed over before its last read
+  std::string fuse = "yes";          // fused attention and loss where the target has their kernels
   std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
   std::string ssd;                   // --calibrate: where to measure the SSD
@@ -137,6 +138,9 @@ const char *kUsage =
     "                     [--early-hold yes|no]  hand a tied table's early rows over as soon as their\n"
     "                                          gradient is written, their update held for the table's\n"
     "                                          last read (default yes; no: after that read)\n"
+    "                     [--fuse yes|no]      attention without its T x T scores and a loss without its\n"
+    "                                          logits, where the target has their kernels (default yes;\n"
+    "                                          no: the exported ops as they are, to measure side by side)\n"
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
@@ -249,6 +253,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--rows-first") o.rowsFirst = next();
     else if (a == "--param-waits") o.paramWaits = next();
     else if (a == "--early-hold") o.earlyHold = next();
+    else if (a == "--fuse") o.fuse = next();
     else if (a == "--state") o.state = next();
     else if (a == "--calibrate") o.calibrate = true;
     else if (a == "--ssd") o.ssd = next();
@@ -301,7 +306,7 @@ Options parse(int argc, char **argv) {
   if (o.earlyRows != "yes" && o.earlyRows != "no" && o.earlyRows != "auto")
     die("--early-rows must be yes, no or auto, got '" + o.earlyRows + "'");
   for (auto [flag, value] : {std::pair<const char *, std::string *>{"rows-first", &o.rowsFirst},
-                              {"param-waits", &o.paramWaits}, {"early-hold", &o.earlyHold}})
+                              {"param-waits", &o.paramWaits}, {"early-hold", &o.earlyHold}, {"fuse", &o.fuse}})
     if (*value != "yes" && *value != "no")
       die(std::string("--") + flag + " must be yes or no, got '" + *value + "'");
   // Early rows ride on rows first: the step's rows are the update's first part.
@@ -557,6 +562,7 @@ static void pipelineOptions(const Options &opts, fuyou::TrainPipelineOptions &po
   po.rowsFirst = opts.rowsFirst == "yes";
   po.paramWaits = opts.paramWaits == "yes";
   po.earlyHold = opts.earlyHold == "yes";
+  po.fuse = opts.fuse == "yes";
 }
 
 // The front passes, then the back ones; what --device-optimizer auto chose.

@@ -297,6 +297,22 @@ LogicalResult SoftmaxCrossEntropyLossOp::verify() {
   return success();
 }
 
+LogicalResult LinearCrossEntropyOp::verify() {
+  auto x = cast<RankedTensorType>(getX().getType()), w = cast<RankedTensorType>(getW().getType());
+  if (x.getRank() < 2 || w.getRank() != 2 || w.getDimSize(1) != x.getDimSize(x.getRank() - 1))
+    return emitOpError("x must be [..., D] and w [V, D], got ") << x << " and " << w;
+  ArrayRef<int64_t> l = shapeOf(getLabels());
+  if (l.size() != 1 || l[0] * x.getDimSize(x.getRank() - 1) != x.getNumElements())
+    return emitOpError("labels must be [N], one for each of x's rows");
+  if (getReduction() != "mean" && getReduction() != "sum")
+    return emitOpError("reduction must be \"mean\" or \"sum\"");
+  if (rankOf(getLoss()) != 0)
+    return emitOpError("loss must be a scalar");
+  if (getDx().getType() != x || getDw().getType() != w)
+    return emitOpError("dx must have x's type and dw w's");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

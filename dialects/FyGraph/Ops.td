@@ -323,6 +323,26 @@ def FyGraph_SoftmaxCrossEntropyLossGradOp
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def FyGraph_LinearCrossEntropyOp : FyGraph_Op<"linear_cross_entropy", [Pure]> {
+  let summary = "Cross-entropy of the logits x w^T, with its gradients, never forming the logits whole";
+  let description = [{
+    `x` [..., D] (N rows), `w` [V, D], `labels` [N]: `loss` is the
+    softmax_cross_entropy_loss (`reduction` mean or sum, `ignore_index`) of
+    the logits x w^T [N, V]. The kernel forms them a block of rows at a time,
+    and turns each block at once into its part of `dx` (x's shape) and `dw`
+    (w's), the loss's gradients for a gradient of 1 on it, which the
+    gradient rule scales: no [N, V] tensor exists in either pass, and the
+    products are the three the unfused graph makes. fy-recompose forms it
+    from a loss's logits product.
+  }];
+  let arguments = (ins FyFloatTensor:$x, FyFloatTensor:$w, FyIndexTensor:$labels,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs FyFloatTensor:$loss, FyFloatTensor:$dx, FyFloatTensor:$dw);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

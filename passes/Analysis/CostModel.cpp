@@ -199,6 +199,27 @@ private:
           t = std::max(t, (grad ? 2 : 1) * B * H * seen / p_.softmaxElems);
       }
     }
+    // The loss of a Linear's logits: its products (the logits', and with the
+    // gradients dx's and dw's) at the size of its block of rows, an exp a
+    // logit between them, and dw read and written again each block after the
+    // first. On a CPU these take turns on the same cores: they add.
+    if (kernel == "linear_cross_entropy" && launch.getIns().size() == 3) {
+      auto w = cast<fs::BufferType>(launch.getIns()[1].getType()).getTensorType();
+      const double V = double(w.getDimSize(0)), D = double(w.getDimSize(1));
+      const double N = double(cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType().getNumElements()) / D;
+      bool grads = true;
+      if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && !args.empty())
+        if (auto g = dyn_cast<BoolAttr>(args[args.size() - 1]))
+          grads = g.getValue();
+      const double rows = double(fy::linear_cross_entropy_rows(int64_t(N), int64_t(V)));
+      const double flops = (grads ? 3 : 1) * 2 * N * V * D;
+      double c = flops / p_.matmulRate(cuda_ ? flops : 2 * rows * V * D);
+      if (p_.softmaxElems > 0)
+        c += N * V / p_.softmaxElems;
+      if (grads)
+        c += (std::ceil(N / rows) - 1) * 8 * V * D / p_.memBytes;
+      t = std::max(t, c);
+    }
     if (kernel == "matmul" && launch.getIns().size() == 2 && launch.getOuts().size() == 1) {
       auto a = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
       auto out = cast<fs::BufferType>(launch.getOuts()[0].getType()).getTensorType();

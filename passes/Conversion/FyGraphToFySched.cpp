@@ -233,6 +233,13 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
          s.kernel = "softmax_cross_entropy_grad";
          s.args = sceArgs(b, l.getIgnoreIndex(), l.getReduction());
        });
+  // Its last argument: make the gradients (fy-outline-eval's copy turns it off).
+  with(fg::LinearCrossEntropyOp::getOperationName(), [sceArgs](Operation *op, Builder &b, KernelSpec &s) {
+    auto l = cast<fg::LinearCrossEntropyOp>(op);
+    s.kernel = "linear_cross_entropy";
+    s.args = sceArgs(b, l.getIgnoreIndex(), l.getReduction());
+    s.args.push_back(b.getBoolAttr(true));
+  });
   with(fg::DropoutOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto d = cast<fg::DropoutOp>(op);
     s.kernel = "dropout";

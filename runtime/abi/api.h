@@ -198,6 +198,12 @@ void masked_softmax(Runtime* rt, View x, View mask, View y, double scale);
 void attention(Runtime* rt, View q, View k, View v, View out, View lse, double scale, int64_t window);
 void attention_grad(Runtime* rt, View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv,
                     double scale, int64_t window);
+// The loss of a Linear's logits x w^T (fygraph.linear_cross_entropy), never
+// formed whole: x [..., D], w [V, D], labels [N]; with `grads`, dx and dw the
+// loss's gradients for a gradient of 1 on it. The CPU target's; the CUDA
+// target has no kernel for it yet.
+void linear_cross_entropy(Runtime* rt, View x, View w, View labels, View loss, View dx, View dw, int64_t ignore_index,
+                          bool mean, bool grads);
 // ignore_index INT64_MIN means none.
 void softmax_cross_entropy(Runtime* rt, View scores, View labels, View loss, View log_prob, int64_t ignore_index,
                            bool mean);

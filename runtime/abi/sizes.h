@@ -27,4 +27,13 @@ namespace fy {
 // up as it is reported, and the cost model prices that upload so.
 constexpr int64_t kUpdatePieceElems = int64_t(4) << 20;
 
+// linear_cross_entropy's block of rows, whose logits its kernel holds at a
+// time (about 64 MiB, at least 64 rows): the cost model prices its products
+// at that size and counts dw's rewrite once a block.
+constexpr int64_t linear_cross_entropy_rows(int64_t N, int64_t V) {
+  const int64_t fit = (int64_t(64) << 20) / (4 * (V > 0 ? V : 1)) / 64 * 64;
+  const int64_t rows = fit > 64 ? fit : 64;
+  return rows < N ? rows : N;
+}
+
 }  // namespace fy

@@ -3,6 +3,7 @@
 // RUN: fuyou-opt %S/Inputs/fy-autodiff-concat-negative-axis.mlir --fy-autodiff | FileCheck %S/Inputs/fy-autodiff-concat-negative-axis.mlir
 // Backward from the run's loss scale (kept apart: a pass option).
 // RUN: fuyou-opt %S/Inputs/fy-autodiff-loss-scale.mlir --fy-autodiff=loss-scale=true | FileCheck %S/Inputs/fy-autodiff-loss-scale.mlir
+// RUN: fuyou-opt %S/Inputs/fy-autodiff-loss-scale-cross-entropy.mlir --fy-autodiff=loss-scale=true | FileCheck %S/Inputs/fy-autodiff-loss-scale-cross-entropy.mlir
 
 // @forward becomes @train_step returning the loss and then one gradient per
 // trainable parameter; the loss's seed is 1 and a full reduce_sum broadcasts
@@ -613,4 +614,35 @@ func.func @forward(%lbl: tensor<4xi64>) -> tensor<f32> {
   %s = fygraph.reduce_sum %lp {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x8xf32> -> tensor<f32>
   %t = fygraph.add %l, %s : (tensor<f32>, tensor<f32>) -> tensor<f32>
   return %t : tensor<f32>
+}
+
+// -----
+
+// linear_cross_entropy made its gradients with the loss, for a gradient of 1
+// on it: backward from the constant 1 takes them as they are (no product
+// with the 1). Its w is also the embedding's table (tied): the table's
+// gradient is dw plus the gather's, which starts from dx.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[LOSS:.*]], %[[DX:.*]], %[[DW:.*]] = fygraph.linear_cross_entropy
+// CHECK-NOT: fygraph.mul
+// CHECK: %[[G:.*]] = fygraph.gather_grad %[[DX]]
+// CHECK-NEXT: %[[SUM:.*]] = fygraph.add %[[DW]], %[[G]]
+// CHECK-NEXT: return %[[LOSS]], %[[SUM]]
+fygraph.param @wte trainable : tensor<10x4xf32>
+func.func @forward(%idx: tensor<6xi64>, %lbl: tensor<6xi64>) -> tensor<f32> {
+  %w = fygraph.get_param @wte : tensor<10x4xf32>
+  %x = fygraph.gather %w, %idx : (tensor<10x4xf32>, tensor<6xi64>) -> tensor<6x4xf32>
+  %l, %dx, %dw = fygraph.linear_cross_entropy %x, %w, %lbl {ignore_index = -100 : i64}
+      : (tensor<6x4xf32>, tensor<10x4xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6x4xf32>, tensor<10x4xf32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
+// linear_cross_entropy's verifier: one label a row of x.
+func.func @forward(%x: tensor<6x4xf32>, %w: tensor<10x4xf32>, %lbl: tensor<5xi64>) -> tensor<f32> {
+  // expected-error @+1 {{labels must be [N], one for each of x's rows}}
+  %l, %dx, %dw = fygraph.linear_cross_entropy %x, %w, %lbl
+      : (tensor<6x4xf32>, tensor<10x4xf32>, tensor<5xi64>) -> (tensor<f32>, tensor<6x4xf32>, tensor<10x4xf32>)
+  return %l : tensor<f32>
 }

@@ -208,6 +208,24 @@ func.func @attention(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %dy: te
 
 // -----
 
+// The loss of a Linear's logits: the loss and both gradients from one launch,
+// ignore_index and the mean as the loss's, then `true` (make the gradients);
+// no [N, V] buffer.
+// CHECK-LABEL: func.func @linear_cross_entropy
+// CHECK-SAME: (%[[X:.*]]: !fysched.buffer<device, tensor<2x3x4xf32>>, %[[W:.*]]: !fysched.buffer<device, tensor<10x4xf32>>, %[[L:.*]]: !fysched.buffer<device, tensor<6xi64>>)
+// CHECK: %[[LOSS:.*]] = fysched.alloc : <device, tensor<f32>>
+// CHECK: %[[DX:.*]] = fysched.alloc : <device, tensor<2x3x4xf32>>
+// CHECK: %[[DW:.*]] = fysched.alloc : <device, tensor<10x4xf32>>
+// CHECK: fysched.launch "linear_cross_entropy" ins(%[[X]], %[[W]], %[[L]] : {{.*}}) outs(%[[LOSS]], %[[DX]], %[[DW]] : {{.*}}) {args = [-100, true, true]}
+// CHECK-NOT: tensor<6x10xf32>
+func.func @linear_cross_entropy(%x: tensor<2x3x4xf32>, %w: tensor<10x4xf32>, %l: tensor<6xi64>) -> tensor<10x4xf32> {
+  %loss, %dx, %dw = fygraph.linear_cross_entropy %x, %w, %l {ignore_index = -100 : i64}
+      : (tensor<2x3x4xf32>, tensor<10x4xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<2x3x4xf32>, tensor<10x4xf32>)
+  return %dw : tensor<10x4xf32>
+}
+
+// -----
+
 // Losses and dropout: ignore_index (INT64_MIN when absent) and whether the
 // reduction is a mean; dropout's ratio as f64 and its seed.
 // CHECK-LABEL: func.func @losses

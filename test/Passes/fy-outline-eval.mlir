@@ -167,3 +167,28 @@ module {
     return %x : !fysched.buffer<device, tensor<4xf32>>
   }
 }
+
+// -----
+
+// The loss of a Linear's logits evaluates without its gradients: the same
+// launch, its last argument false (train_step's stays true); the gradients'
+// buffers keep their places, unwritten, and are freed at the end.
+// CHECK-LABEL: func.func @train_step
+// CHECK: fysched.launch "linear_cross_entropy" {{.*}} {args = [-100, true, true]}
+// CHECK-LABEL: func.func @eval_step
+// CHECK: %[[LOSS:.*]] = fysched.alloc {offset = 0 : i64} : <device, tensor<f32>>
+// CHECK: fysched.launch "linear_cross_entropy" {{.*}} {args = [-100, true, false]}
+// CHECK-NOT: fysched.launch
+// CHECK: return %[[LOSS]]
+func.func @train_step(%x: !fysched.buffer<device, tensor<6x4xf32>>, %w: !fysched.buffer<device, tensor<10x4xf32>>, %t: !fysched.buffer<device, tensor<6xi64>>) -> !fysched.buffer<device, tensor<f32>> {
+  %l = fysched.alloc {offset = 0 : i64} : <device, tensor<f32>>
+  %dx = fysched.alloc {offset = 64 : i64} : <device, tensor<6x4xf32>>
+  %dw = fysched.alloc {offset = 192 : i64} : <device, tensor<10x4xf32>>
+  fysched.launch "linear_cross_entropy" ins(%x, %w, %t : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<10x4xf32>>, !fysched.buffer<device, tensor<6xi64>>) outs(%l, %dx, %dw : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<10x4xf32>>) {args = [-100, true, true]}
+  %g = fysched.alloc {offset = 384 : i64} : <device, tensor<6x4xf32>>
+  fysched.launch "neg" ins(%dx : !fysched.buffer<device, tensor<6x4xf32>>) outs(%g : !fysched.buffer<device, tensor<6x4xf32>>)
+  fysched.dealloc %g : <device, tensor<6x4xf32>>
+  fysched.dealloc %dx : <device, tensor<6x4xf32>>
+  fysched.dealloc %dw : <device, tensor<10x4xf32>>
+  return %l : !fysched.buffer<device, tensor<f32>>
+}

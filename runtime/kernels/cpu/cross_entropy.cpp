@@ -17,6 +17,7 @@
 #include <cmath>
 #include <vector>
 
+#include "abi/sizes.h"
 #include "kernels/cpu/detail.h"
 #include "kernels/cpu/kernels.h"
 
@@ -24,10 +25,6 @@ namespace fy::cpu {
 using namespace detail;
 
 namespace {
-
-// A block's logits take about this much (at least 64 rows): large enough for
-// BLAS's rates, small against the N x V it replaces.
-constexpr int64_t kBlockBytes = int64_t(64) << 20;
 
 struct Dims {
   int64_t N, D, V;
@@ -48,11 +45,6 @@ Dims check_dims(const View& x, const View& w, const View& labels, const View& lo
     check(dw.dtype == DType::F32 && dw.shape == w.shape, op, "dw must have w's shape");
   }
   return d;
-}
-
-int64_t block_rows(const Dims& d) {
-  const int64_t fit = kBlockBytes / (4 * std::max<int64_t>(1, d.V));
-  return std::min(d.N, std::max<int64_t>(64, fit / 64 * 64));
 }
 
 // dw (+)= g^T xb: g [R, V], xb [R, D], dw [V, D]; `accumulate` false
@@ -93,7 +85,8 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
   // NaN loss) or 1 (sum).
   const float factor = mean ? float(1.0 / double(count)) : 1.f;
   blas_on_one_thread();
-  const int64_t R = block_rows(d);
+  // A block: large enough for BLAS's rates, small against the N x V it replaces.
+  const int64_t R = linear_cross_entropy_rows(d.N, d.V);
   thread_local std::vector<float> block;
   block.resize(size_t(R * d.V));
   std::vector<double> terms(size_t(d.N), 0.0);
