@@ -2,7 +2,7 @@
 // (kernels/cpu/cross_entropy.cpp) against the whole [N, V] logits in double:
 // the loss (mean and sum, ignored labels), and its gradients for x and w,
 // over more than one block of rows (a vocabulary of Llama 3's size, so a
-// block is 128 rows) with N not a multiple of it; its bits whatever the
+// block is 256 rows) with N not a multiple of it; its bits whatever the
 // thread count; and its memory, which must not grow with N x V.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -114,7 +114,7 @@ int64_t peak_kb(bool reset) {
 }  // namespace
 
 TEST(LinearCrossEntropy, MatchesTheWholeLogitsInDouble) {
-  // 300 rows of 128 a block: three blocks, the last of 44.
+  // 300 rows of 256 a block: two blocks, the last of 44.
   for (bool mean : {true, false}) {
     SCOPED_TRACE(mean ? "mean" : "sum");
     Case r = make(3, 100, 16, 128256, 7, {0, 5, 150, 299});
@@ -177,7 +177,7 @@ TEST(LinearCrossEntropy, SameBitsWhateverTheThreadCount) {
 }
 
 // 2,048 rows of a 128,256 vocabulary: their logits would be 1 GiB in fp32;
-// the kernel holds one block of them (64 MiB).
+// the kernel holds one block of them (256 rows, 125 MiB).
 TEST(LinearCrossEntropy, NoNxVBuffer) {
   Case r = make(2, 1024, 16, 128256, 2, {});
   const int64_t before = peak_kb(true);
@@ -185,7 +185,7 @@ TEST(LinearCrossEntropy, NoNxVBuffer) {
   k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, kIgnore, true, true);
   const int64_t grew = peak_kb(false) - before;
   const int64_t logits_kb = 2048 * 128256 * 4 / 1024;
-  EXPECT_LT(grew, logits_kb / 8) << "peak resident memory grew by " << grew << " kB; the logits are " << logits_kb
+  EXPECT_LT(grew, logits_kb / 4) << "peak resident memory grew by " << grew << " kB; the logits are " << logits_kb
                                  << " kB";
   EXPECT_TRUE(std::isfinite(r.loss.as<float>()[0]));
 }

@@ -8,8 +8,9 @@
 // memory is one block's.
 //
 // Deterministic whatever the thread count: blocks are cut by the shape
-// alone and taken in order; the products are the matmul kernel's (cut by
-// shape) or dw's, cut by shape here; the loss is summed in row order.
+// alone and taken in order; the logits' product is the matmul kernel's (cut
+// by shape), the gradients' are cut by shape here; the loss is summed in row
+// order.
 #include <cblas.h>
 #include <omp.h>
 
@@ -47,22 +48,40 @@ Dims check_dims(const View& x, const View& w, const View& labels, const View& lo
   return d;
 }
 
-// dw (+)= g^T xb: g [R, V], xb [R, D], dw [V, D]; `accumulate` false
-// overwrites. dw's rows are cut into pieces by the shape alone, one BLAS call
-// each, which the team shares.
-void add_dw(const float* g, const float* xb, float* dw, const Dims& d, int64_t R, bool accumulate) {
+// A block's gradient products, from its logits' gradient g [R, V]: dx's rows
+// dxb [R, D] = g w, and dw [V, D] (+)= g^T xb (`accumulate` false
+// overwrites). V is cut into pieces by the shape alone, which the team
+// shares: a piece's share of dw is its own rows, and of dx a partial product
+// over its part of V, the partials summed in piece order. Each BLAS call
+// packs only its piece of w and g, so w is read once a block (a cut of dx
+// by rows would pack all of w once a piece).
+void block_grads(const float* g, const float* xb, const float* w, float* dxb, float* dw, const Dims& d, int64_t R,
+                 bool accumulate) {
   const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(8, d.V / 64));
+  thread_local std::vector<float> partials;
+  partials.resize(size_t(pieces * R * d.D));
+  float* partial = partials.data();  // (the team's threads have their own thread_locals)
   auto piece = [&](int64_t p) {
     const int64_t v0 = d.V * p / pieces, v1 = d.V * (p + 1) / pieces;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(R), int(d.D), int(v1 - v0), 1.0f, g + v0, int(d.V),
+                w + v0 * d.D, int(d.D), 0.0f, partial + p * R * d.D, int(d.D));
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(v1 - v0), int(d.D), int(R), 1.0f, g + v0, int(d.V), xb,
                 int(d.D), accumulate ? 1.0f : 0.0f, dw + v0 * d.D, int(d.D));
   };
   if (pieces == 1 || omp_get_max_threads() == 1) {
     for (int64_t p = 0; p < pieces; ++p) piece(p);
-    return;
-  }
+  } else {
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < pieces; ++p) piece(p);
+    for (int64_t p = 0; p < pieces; ++p) piece(p);
+  }
+  const float* pp = partial;
+  const int64_t n = R * d.D;
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    float s = pp[i];
+    for (int64_t p = 1; p < pieces; ++p) s += pp[p * n + i];
+    dxb[i] = s;
+  }
 }
 
 }  // namespace
@@ -85,7 +104,6 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
   // NaN loss) or 1 (sum).
   const float factor = mean ? float(1.0 / double(count)) : 1.f;
   blas_on_one_thread();
-  // A block: large enough for BLAS's rates, small against the N x V it replaces.
   const int64_t R = linear_cross_entropy_rows(d.N, d.V);
   thread_local std::vector<float> block;
   block.resize(size_t(R * d.V));
@@ -115,9 +133,7 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
       l[label] -= factor;
     }
     if (!grads) continue;
-    matmul(View{g, Shape{rows, d.V}, DType::F32}, w,
-           View{dx.as<float>() + r0 * d.D, Shape{rows, d.D}, DType::F32}, false, false);
-    add_dw(g, px + r0 * d.D, dw.as<float>(), d, rows, r0 > 0);
+    block_grads(g, px + r0 * d.D, w.as<float>(), dx.as<float>() + r0 * d.D, dw.as<float>(), d, rows, r0 > 0);
   }
   double sum = 0;
   for (int64_t i = 0; i < d.N; ++i) sum += terms[size_t(i)];
