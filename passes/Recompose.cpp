@@ -70,7 +70,8 @@ struct FormSilu : OpRewritePattern<fg::MulOp> {
   }
 };
 
-// 0.5 * (x * (1 + t)) with t = erf(x / sqrt2) or tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+// 0.5 * (x * (1 + t)) or (0.5 * x) * (1 + t), with t = erf(x / sqrt2) or
+// tanh(sqrt(2/pi) * (x + 0.044715 x^3))
 struct FormGelu : OpRewritePattern<fg::MulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -112,38 +113,58 @@ struct FormGelu : OpRewritePattern<fg::MulOp> {
     return StringRef("tanh");
   }
 
+  // The GELU of x, if onePlus is 1 + t for its inner function t.
+  static std::optional<StringRef> ofOnePlus(Value onePlus, Value x) {
+    auto add = def<fg::AddOp>(onePlus);
+    auto t = add ? split(add, [](Value v) { return isConst(v, 1.f); }) : std::nullopt;
+    return t ? inner(t->second, x) : std::nullopt;
+  }
+
   LogicalResult matchAndRewrite(fg::MulOp root, PatternRewriter &rw) const override {
+    auto form = [&](Value x, StringRef kind) {
+      if (x.getType() != root.getType())
+        return false;
+      rw.replaceOpWithNewOp<fg::GeluOp>(root, x, kind);
+      return true;
+    };
+    // (0.5 * x) * (1 + t), as Hugging Face's NewGELUActivation (GPT-2's
+    // "gelu_new") writes it.
+    for (auto [hx, onePlus] : {std::pair(root.getLhs(), root.getRhs()), std::pair(root.getRhs(), root.getLhs())}) {
+      auto hm = def<fg::MulOp>(hx);
+      auto h = hm ? split(hm, [](Value v) { return isConst(v, 0.5f); }) : std::nullopt;
+      if (!h)
+        continue;
+      if (auto kind = ofOnePlus(onePlus, h->second); kind && form(h->second, *kind))
+        return success();
+    }
+    // 0.5 * (x * (1 + t)).
     auto half = split(root, [](Value v) { return isConst(v, 0.5f); });
-    if (!half)
-      return failure();
-    auto xm = def<fg::MulOp>(half->second);
+    auto xm = half ? def<fg::MulOp>(half->second) : fg::MulOp();
     if (!xm)
       return failure();
     // x * (1 + t): try both operands as x.
-    for (auto [x, onePlus] : {std::pair(xm.getLhs(), xm.getRhs()), std::pair(xm.getRhs(), xm.getLhs())}) {
-      auto add = def<fg::AddOp>(onePlus);
-      if (!add)
-        continue;
-      auto t = split(add, [](Value v) { return isConst(v, 1.f); });
-      if (!t)
-        continue;
-      auto kind = inner(t->second, x);
-      if (!kind || x.getType() != root.getType())
-        continue;
-      rw.replaceOpWithNewOp<fg::GeluOp>(root, x, *kind);
-      return success();
-    }
+    for (auto [x, onePlus] : {std::pair(xm.getLhs(), xm.getRhs()), std::pair(xm.getRhs(), xm.getLhs())})
+      if (auto kind = ofOnePlus(onePlus, x); kind && form(x, *kind))
+        return success();
     return failure();
   }
 };
 
-// gelu(x + b), b a bias along x's last dim, only read by the gelu ->
-// bias_gelu(x, b): the sum is never written out.
+// gelu(x + b), b a bias along x's last dim, only read by the gelu (perhaps
+// through a reshape keeping that dim) -> bias_gelu(x, b): the sum is never
+// written out.
 struct FormBiasGelu : OpRewritePattern<fg::GeluOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(fg::GeluOp gelu, PatternRewriter &rw) const override {
-    auto add = def<fg::AddOp>(gelu.getInput());
+    // A reshape between them that keeps the last dim (Conv1D's [B*T, F] sum
+    // back to [B, T, F]): the gelu is taken before it.
+    auto reshape = def<fg::ReshapeOp>(gelu.getInput());
+    auto gt = cast<RankedTensorType>(gelu.getType());
+    if (reshape && (!reshape->hasOneUse() ||
+                    cast<RankedTensorType>(reshape.getInput().getType()).getShape().back() != gt.getShape().back()))
+      return failure();
+    auto add = def<fg::AddOp>(reshape ? reshape.getInput() : gelu.getInput());
     if (!add || !add->hasOneUse())
       return failure();
     for (auto [x, b] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
@@ -151,7 +172,12 @@ struct FormBiasGelu : OpRewritePattern<fg::GeluOp> {
       if (xt != add.getType() || xt.getRank() < 2 || bt.getRank() != 1 ||
           bt.getDimSize(0) != xt.getDimSize(xt.getRank() - 1))
         continue;
-      rw.replaceOpWithNewOp<fg::BiasGeluOp>(gelu, xt, x, b, gelu.getApproximate());
+      if (!reshape) {
+        rw.replaceOpWithNewOp<fg::BiasGeluOp>(gelu, xt, x, b, gelu.getApproximate());
+        return success();
+      }
+      auto bg = rw.create<fg::BiasGeluOp>(gelu.getLoc(), xt, x, b, gelu.getApproximateAttr());
+      rw.replaceOpWithNewOp<fg::ReshapeOp>(gelu, gt, bg.getResult());
       return success();
     }
     return failure();

@@ -87,6 +87,31 @@ func.func @gelu_tanh_pow(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 
 // -----
 
+// GELU, tanh form as Hugging Face's NewGELUActivation (GPT-2's "gelu_new")
+// writes it: (0.5 * x) * (1 + tanh(...)).
+// CHECK-LABEL: func.func @gelu_new
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[G:.*]] = fygraph.gelu %[[X]] {approximate = "tanh"} : tensor<2x8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @gelu_new(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %three = fygraph.constant dense<3.0> : tensor<f32>
+  %k = fygraph.constant dense<0.797884583> : tensor<f32>
+  %c = fygraph.constant dense<0.044715> : tensor<f32>
+  %one = fygraph.constant dense<1.0> : tensor<f32>
+  %half = fygraph.constant dense<0.5> : tensor<f32>
+  %hx = fygraph.mul %x, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %x3 = fygraph.pow %x, %three : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %cx3 = fygraph.mul %x3, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %s = fygraph.add %x, %cx3 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %t = fygraph.mul %s, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %th = fygraph.tanh %t : tensor<2x8xf32>
+  %a = fygraph.add %th, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %r = fygraph.mul %hx, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
+
+// -----
+
 // SiLU, x * sigmoid(x) and sigmoid(x) * x.
 // CHECK-LABEL: func.func @silu
 // CHECK-SAME: (%[[X:.*]]: tensor<2x8xf32>, %[[Y:.*]]: tensor<2x8xf32>)
@@ -481,6 +506,37 @@ func.func @bias_gelu(%x: tensor<2x8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32> 
   %a = fygraph.add %b, %x : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   %g = fygraph.gelu %a {approximate = "tanh"} : tensor<2x8xf32>
   return %g : tensor<2x8xf32>
+}
+
+// -----
+
+// The bias add through a reshape that keeps the last dim (GPT-2's Conv1D
+// writes [B*T, F] and reshapes to [B, T, F]): bias_gelu before the reshape.
+// CHECK-LABEL: func.func @bias_gelu_reshaped
+// CHECK-SAME: (%[[X:.*]]: tensor<6x8xf32>, %[[B:.*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[G:.*]] = fygraph.bias_gelu %[[X]], %[[B]] {approximate = "tanh"} : tensor<6x8xf32>, tensor<8xf32>
+// CHECK-NEXT: %[[R:.*]] = fygraph.reshape %[[G]] : tensor<6x8xf32> -> tensor<2x3x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @bias_gelu_reshaped(%x: tensor<6x8xf32>, %b: tensor<8xf32>) -> tensor<2x3x8xf32> {
+  %a = fygraph.add %x, %b : (tensor<6x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %r = fygraph.reshape %a : tensor<6x8xf32> -> tensor<2x3x8xf32>
+  %g = fygraph.gelu %r {approximate = "tanh"} : tensor<2x3x8xf32>
+  return %g : tensor<2x3x8xf32>
+}
+
+// -----
+
+// A reshape that moves the last dim, or one read elsewhere: no bias_gelu.
+// CHECK-LABEL: func.func @bias_gelu_reshaped_not
+// CHECK-NOT: bias_gelu
+func.func @bias_gelu_reshaped_not(%x: tensor<6x8xf32>, %b: tensor<8xf32>) -> (tensor<2x24xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  %a = fygraph.add %x, %b : (tensor<6x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %r = fygraph.reshape %a : tensor<6x8xf32> -> tensor<2x24xf32>
+  %g = fygraph.gelu %r : tensor<2x24xf32>
+  %a2 = fygraph.add %x, %b : (tensor<6x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %r2 = fygraph.reshape %a2 : tensor<6x8xf32> -> tensor<2x3x8xf32>
+  %g2 = fygraph.gelu %r2 : tensor<2x3x8xf32>
+  return %g, %g2, %r2 : tensor<2x24xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>
 }
 
 // -----
