@@ -70,8 +70,10 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Opt<bool> rowsFirst{*this, "rows-first", llvm::cl::desc("fy-rows-first"), llvm::cl::init(true)};
   Opt<bool> paramWaits{*this, "param-waits", llvm::cl::desc("fy-param-waits"), llvm::cl::init(true)};
   Opt<bool> earlyHold{*this, "early-hold", llvm::cl::desc("fy-early-offload's held hand-over"), llvm::cl::init(true)};
-  Opt<bool> fuse{*this, "fuse", llvm::cl::desc("fy-recompose's fused attention and loss, where the target has them"),
-                 llvm::cl::init(true)};
+  Opt<std::string> fuse{*this, "fuse",
+                        llvm::cl::desc("fy-recompose's fused attention and loss: yes (where the target's kernels "
+                                       "are measured), no, or all (the CUDA target's new kernels too)"),
+                        llvm::cl::init("yes")};
 };
 
 // Whether an --activations value sends any segment to SSD.

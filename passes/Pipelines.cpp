@@ -59,8 +59,11 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   pm.addPass(createProgramAttrs(attrs));
   RecomposeOptions recompose;
   // The CPU's kernels multiply fp32 operands (no bf16 or fp16 rounding of
-  // them, which --precision asks of every product); the CUDA target has none yet.
-  recompose.attention = o.fuse && o.target == "cpu" && o.precision == "fp32";
+  // them, which --precision asks of every product). The CUDA target's
+  // (fp32 too) are formed only when asked for by name until a GPU has
+  // measured them.
+  const bool cpu = o.target == "cpu" && o.precision == "fp32";
+  recompose.attention = (o.fuse == "yes" && cpu) || (o.fuse == "all" && (cpu || o.target == "cuda"));
   recompose.crossEntropy = recompose.attention;
   pm.addPass(createRecompose(recompose));
   pm.addPass(mlir::createCanonicalizerPass());

@@ -71,7 +71,9 @@ def e2e(name, d):
     # matmul operands to fp16 with GradScaler's rule: the same steps skipped.
     scale = ["--loss-scale-init", str(2 ** 30)]
     for prec, oracle_args, tol in (("bf16", ["--autocast", "bf16"], 2e-2),
-                                   ("fp16", ["--operands", "fp16"] + scale, 2e-2), ("fp32", [], 1e-4)):
+                                   ("fp16", ["--operands", "fp16"] + scale, 2e-2), ("fp32", [], 1e-4),
+                                   # attention and the loss fused (--fuse all)
+                                   ("bf16_fused", ["--autocast", "bf16"], 2e-2), ("fp32_fused", [], 1e-4)):
         exe = os.path.join(d, f"train_{prec}")
         ours = os.path.join(OUT, f"{name}_{prec}.jsonl")
         ref = os.path.join(OUT, f"{name}_{prec}_torch.jsonl")

@@ -138,9 +138,10 @@ const char *kUsage =
     "                     [--early-hold yes|no]  hand a tied table's early rows over as soon as their\n"
     "                                          gradient is written, their update held for the table's\n"
     "                                          last read (default yes; no: after that read)\n"
-    "                     [--fuse yes|no]      attention without its T x T scores and a loss without its\n"
-    "                                          logits, where the target has their kernels (default yes;\n"
-    "                                          no: the exported ops as they are, to measure side by side)\n"
+    "                     [--fuse yes|no|all]  attention without its T x T scores and a loss without its\n"
+    "                                          logits, where the target's kernels are measured (default\n"
+    "                                          yes; no: the exported ops as they are, to measure side by\n"
+    "                                          side; all: the CUDA target's new kernels too)\n"
     "                     [--state ssd|memory|auto]  AdamW's moments when the program runs: on SSD (--ssd)\n"
     "                                          or in memory (auto: ssd when the profile has SSD rates)\n"
     "                     [--sync-optimizer]   AdamW inline instead of overlapped with backward\n"
@@ -306,9 +307,11 @@ Options parse(int argc, char **argv) {
   if (o.earlyRows != "yes" && o.earlyRows != "no" && o.earlyRows != "auto")
     die("--early-rows must be yes, no or auto, got '" + o.earlyRows + "'");
   for (auto [flag, value] : {std::pair<const char *, std::string *>{"rows-first", &o.rowsFirst},
-                              {"param-waits", &o.paramWaits}, {"early-hold", &o.earlyHold}, {"fuse", &o.fuse}})
+                              {"param-waits", &o.paramWaits}, {"early-hold", &o.earlyHold}})
     if (*value != "yes" && *value != "no")
       die(std::string("--") + flag + " must be yes or no, got '" + *value + "'");
+  if (o.fuse != "yes" && o.fuse != "no" && o.fuse != "all")
+    die("--fuse must be yes, no or all, got '" + o.fuse + "'");
   // Early rows ride on rows first: the step's rows are the update's first part.
   if (o.rowsFirst == "no" && o.earlyRows == "yes")
     die("--early-rows yes needs --rows-first yes: the early rows are the rest of a table updated rows first");
@@ -562,7 +565,7 @@ static void pipelineOptions(const Options &opts, fuyou::TrainPipelineOptions &po
   po.rowsFirst = opts.rowsFirst == "yes";
   po.paramWaits = opts.paramWaits == "yes";
   po.earlyHold = opts.earlyHold == "yes";
-  po.fuse = opts.fuse == "yes";
+  po.fuse = opts.fuse;
 }
 
 // The front passes, then the back ones; what --device-optimizer auto chose.

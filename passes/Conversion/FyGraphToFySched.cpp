@@ -1,5 +1,6 @@
 // fy-lower-to-fysched: tensors → buffers in device memory, ops → kernel launches.
 #include "passes/Passes.h"
+#include "runtime/abi/sizes.h"
 
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -23,11 +24,14 @@ fs::BufferType deviceBuffer(RankedTensorType t) {
 }
 
 // What a launch needs beyond operands and results: the kernel's name, its
-// static arguments, and for reductions the keepdims shape of the output.
+// static arguments, for reductions the keepdims shape of the output, and a
+// buffer the kernel works in (its last out, placed by the memory plan like
+// any temporary and freed after the launch).
 struct KernelSpec {
   std::string kernel;
   SmallVector<Attribute> args;
   std::optional<SmallVector<int64_t>> keepdimsOut;
+  RankedTensorType scratch;
 };
 using SpecFn = std::function<void(Operation *, Builder &, KernelSpec &)>;
 
@@ -55,6 +59,8 @@ struct LaunchLowering : ConversionPattern {
       auto kt = RankedTensorType::get(*ks.keepdimsOut, t.getElementType());
       outs[0] = rw.create<fs::ViewOp>(op->getLoc(), deviceBuffer(kt), allocs[0]);
     }
+    if (ks.scratch)
+      outs.push_back(rw.create<fs::AllocOp>(op->getLoc(), deviceBuffer(ks.scratch), /*offset=*/IntegerAttr()));
     rw.create<fs::LaunchOp>(op->getLoc(), ks.kernel, operands, outs, rw.getArrayAttr(ks.args));
     rw.replaceOp(op, allocs);
     return success();
@@ -233,12 +239,16 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
          s.kernel = "softmax_cross_entropy_grad";
          s.args = sceArgs(b, l.getIgnoreIndex(), l.getReduction());
        });
-  // Its last argument: make the gradients (fy-outline-eval's copy turns it off).
+  // Its last argument: make the gradients (fy-outline-eval's copy turns it
+  // off). Its scratch: a block of rows' logits.
   with(fg::LinearCrossEntropyOp::getOperationName(), [sceArgs](Operation *op, Builder &b, KernelSpec &s) {
     auto l = cast<fg::LinearCrossEntropyOp>(op);
     s.kernel = "linear_cross_entropy";
     s.args = sceArgs(b, l.getIgnoreIndex(), l.getReduction());
     s.args.push_back(b.getBoolAttr(true));
+    const int64_t V = cast<RankedTensorType>(l.getW().getType()).getDimSize(0);
+    const int64_t N = cast<RankedTensorType>(l.getLabels().getType()).getNumElements();
+    s.scratch = RankedTensorType::get({fy::linear_cross_entropy_rows(N, V), V}, b.getF32Type());
   });
   with(fg::DropoutOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto d = cast<fg::DropoutOp>(op);

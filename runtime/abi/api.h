@@ -194,16 +194,15 @@ void softmax_grad(Runtime* rt, View dy, View y, View dx, int64_t axis, double sc
 void masked_softmax(Runtime* rt, View x, View mask, View y, double scale);
 // Fused causal attention (fygraph.attention), no T x T tensor: q [B, H, T, D],
 // k and v [B, Hkv, T, D], out [B, H, T, D], lse [B, H, T]; window 0: causal.
-// The CPU target's; the CUDA target has no kernel for it yet.
 void attention(Runtime* rt, View q, View k, View v, View out, View lse, double scale, int64_t window);
 void attention_grad(Runtime* rt, View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv,
                     double scale, int64_t window);
 // The loss of a Linear's logits x w^T (fygraph.linear_cross_entropy), never
 // formed whole: x [..., D], w [V, D], labels [N]; with `grads`, dx and dw the
-// loss's gradients for a gradient of 1 on it. The CPU target's; the CUDA
-// target has no kernel for it yet.
-void linear_cross_entropy(Runtime* rt, View x, View w, View labels, View loss, View dx, View dw, int64_t ignore_index,
-                          bool mean, bool grads);
+// loss's gradients for a gradient of 1 on it; block [R, V] f32 holds R rows'
+// logits at a time (R = linear_cross_entropy_rows(N, V), abi/sizes.h).
+void linear_cross_entropy(Runtime* rt, View x, View w, View labels, View loss, View dx, View dw, View block,
+                          int64_t ignore_index, bool mean, bool grads);
 // ignore_index INT64_MIN means none.
 void softmax_cross_entropy(Runtime* rt, View scores, View labels, View loss, View log_prob, int64_t ignore_index,
                            bool mean);

@@ -133,23 +133,6 @@ template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, st
 namespace K = ::fy::cpu;
 #include "exec/api_kernels.inc"
 
-// Fused attention and the loss of a Linear's logits: the CPU's kernels (the
-// CUDA target has none yet).
-void attention(Runtime* rt, View q, View k, View v, View out, View lse, double scale, int64_t window) {
-  FY_KERNEL_SPAN(rt, "attention", q, k, v, out, lse);
-  K::attention(q, k, v, out, lse, scale, window);
-}
-void attention_grad(Runtime* rt, View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv,
-                    double scale, int64_t window) {
-  FY_KERNEL_SPAN(rt, "attention_grad", q, k, v, out, lse, dout, dq, dk, dv);
-  K::attention_grad(q, k, v, out, lse, dout, dq, dk, dv, scale, window);
-}
-void linear_cross_entropy(Runtime* rt, View x, View w, View labels, View loss, View dx, View dw, int64_t ignore_index,
-                          bool mean, bool grads) {
-  FY_KERNEL_SPAN(rt, "linear_cross_entropy", x, w, labels, loss, dx, dw);
-  K::linear_cross_entropy(x, w, labels, loss, dx, dw, ignore_index, mean, grads);
-}
-
 // Host memory is the device's: the plain gather.
 void gather_up(Runtime* rt, View table, View idx, View out) {
   FY_KERNEL_SPAN(rt, "gather_up", table, idx, out);

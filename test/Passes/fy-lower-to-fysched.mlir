@@ -210,18 +210,28 @@ func.func @attention(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %dy: te
 
 // The loss of a Linear's logits: the loss and both gradients from one launch,
 // ignore_index and the mean as the loss's, then `true` (make the gradients);
-// no [N, V] buffer.
+// its last out the kernel's scratch, one block of rows' logits (here all 6
+// rows: a block is at least 64), never [N, V] for a long sequence.
 // CHECK-LABEL: func.func @linear_cross_entropy
 // CHECK-SAME: (%[[X:.*]]: !fysched.buffer<device, tensor<2x3x4xf32>>, %[[W:.*]]: !fysched.buffer<device, tensor<10x4xf32>>, %[[L:.*]]: !fysched.buffer<device, tensor<6xi64>>)
 // CHECK: %[[LOSS:.*]] = fysched.alloc : <device, tensor<f32>>
 // CHECK: %[[DX:.*]] = fysched.alloc : <device, tensor<2x3x4xf32>>
 // CHECK: %[[DW:.*]] = fysched.alloc : <device, tensor<10x4xf32>>
-// CHECK: fysched.launch "linear_cross_entropy" ins(%[[X]], %[[W]], %[[L]] : {{.*}}) outs(%[[LOSS]], %[[DX]], %[[DW]] : {{.*}}) {args = [-100, true, true]}
-// CHECK-NOT: tensor<6x10xf32>
+// CHECK: %[[BLK:.*]] = fysched.alloc : <device, tensor<6x10xf32>>
+// CHECK: fysched.launch "linear_cross_entropy" ins(%[[X]], %[[W]], %[[L]] : {{.*}}) outs(%[[LOSS]], %[[DX]], %[[DW]], %[[BLK]] : {{.*}}) {args = [-100, true, true]}
+// CHECK-LABEL: func.func @linear_cross_entropy_long
+// CHECK: fysched.alloc : <device, tensor<512x65536xf32>>
+// CHECK: fysched.launch "linear_cross_entropy"
 func.func @linear_cross_entropy(%x: tensor<2x3x4xf32>, %w: tensor<10x4xf32>, %l: tensor<6xi64>) -> tensor<10x4xf32> {
   %loss, %dx, %dw = fygraph.linear_cross_entropy %x, %w, %l {ignore_index = -100 : i64}
       : (tensor<2x3x4xf32>, tensor<10x4xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<2x3x4xf32>, tensor<10x4xf32>)
   return %dw : tensor<10x4xf32>
+}
+// 4,096 rows of a 65,536 vocabulary: blocks of 512 rows (128 MiB).
+func.func @linear_cross_entropy_long(%x: tensor<4096x8xf32>, %w: tensor<65536x8xf32>, %l: tensor<4096xi64>) -> tensor<f32> {
+  %loss, %dx, %dw = fygraph.linear_cross_entropy %x, %w, %l
+      : (tensor<4096x8xf32>, tensor<65536x8xf32>, tensor<4096xi64>) -> (tensor<f32>, tensor<4096x8xf32>, tensor<65536x8xf32>)
+  return %loss : tensor<f32>
 }
 
 // -----

@@ -172,7 +172,8 @@ module {
 
 // The loss of a Linear's logits evaluates without its gradients: the same
 // launch, its last argument false (train_step's stays true); the gradients'
-// buffers keep their places, unwritten, and are freed at the end.
+// buffers keep their places, unwritten, and are freed at the end (the
+// scratch after the launch, as in train_step).
 // CHECK-LABEL: func.func @train_step
 // CHECK: fysched.launch "linear_cross_entropy" {{.*}} {args = [-100, true, true]}
 // CHECK-LABEL: func.func @eval_step
@@ -184,7 +185,9 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<6x4xf32>>, %w: !fysched
   %l = fysched.alloc {offset = 0 : i64} : <device, tensor<f32>>
   %dx = fysched.alloc {offset = 64 : i64} : <device, tensor<6x4xf32>>
   %dw = fysched.alloc {offset = 192 : i64} : <device, tensor<10x4xf32>>
-  fysched.launch "linear_cross_entropy" ins(%x, %w, %t : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<10x4xf32>>, !fysched.buffer<device, tensor<6xi64>>) outs(%l, %dx, %dw : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<10x4xf32>>) {args = [-100, true, true]}
+  %blk = fysched.alloc {offset = 384 : i64} : <device, tensor<6x10xf32>>
+  fysched.launch "linear_cross_entropy" ins(%x, %w, %t : !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<10x4xf32>>, !fysched.buffer<device, tensor<6xi64>>) outs(%l, %dx, %dw, %blk : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<6x4xf32>>, !fysched.buffer<device, tensor<10x4xf32>>, !fysched.buffer<device, tensor<6x10xf32>>) {args = [-100, true, true]}
+  fysched.dealloc %blk : <device, tensor<6x10xf32>>
   %g = fysched.alloc {offset = 384 : i64} : <device, tensor<6x4xf32>>
   fysched.launch "neg" ins(%dx : !fysched.buffer<device, tensor<6x4xf32>>) outs(%g : !fysched.buffer<device, tensor<6x4xf32>>)
   fysched.dealloc %g : <device, tensor<6x4xf32>>

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "abi/sizes.h"
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
 
@@ -62,7 +63,7 @@ Reference reference(const HostTensor& x, const HostTensor& w, const std::vector<
 }
 
 struct Case {
-  HostTensor x, w, labels, loss, dx, dw;
+  HostTensor x, w, labels, loss, dx, dw, block;
 };
 
 Case make(int64_t B, int64_t T, int64_t D, int64_t V, uint64_t seed, const std::vector<int64_t>& ignored) {
@@ -77,6 +78,7 @@ Case make(int64_t B, int64_t T, int64_t D, int64_t V, uint64_t seed, const std::
   r.loss = HostTensor(Shape{}, DType::F32);
   r.dx = HostTensor(Shape{B, T, D}, DType::F32);
   r.dw = HostTensor(Shape{V, D}, DType::F32);
+  r.block = HostTensor(Shape{fy::linear_cross_entropy_rows(B * T, V), V}, DType::F32);
   return r;
 }
 
@@ -118,7 +120,7 @@ TEST(LinearCrossEntropy, MatchesTheWholeLogitsInDouble) {
   for (bool mean : {true, false}) {
     SCOPED_TRACE(mean ? "mean" : "sum");
     Case r = make(3, 100, 16, 128256, 7, {0, 5, 150, 299});
-    k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, kIgnore, mean, true);
+    k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, r.block, kIgnore, mean, true);
     Reference want = reference(r.x, r.w, labels_of(r.labels), mean);
     EXPECT_NEAR(r.loss.as<float>()[0], want.loss, 2e-6 * std::fabs(want.loss));
     expect_near_all(r.dx, want.dx, 1e-5, "dx");
@@ -131,21 +133,21 @@ TEST(LinearCrossEntropy, OneBlockAndNoGradients) {
   // A small vocabulary: all rows in one block; without gradients the loss is
   // the same and dx, dw are not written.
   Case r = make(2, 33, 24, 1000, 3, {7});
-  k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, kIgnore, true, true);
+  k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, r.block, kIgnore, true, true);
   Reference want = reference(r.x, r.w, labels_of(r.labels), true);
   EXPECT_NEAR(r.loss.as<float>()[0], want.loss, 2e-6 * std::fabs(want.loss));
   expect_near_all(r.dx, want.dx, 1e-5, "dx");
   expect_near_all(r.dw, want.dw, 1e-5, "dw");
   HostTensor loss(Shape{}, DType::F32), dx(Shape{2, 33, 24}, DType::F32), dw(Shape{1000, 24}, DType::F32);
   k::fill(dx, 3.0);
-  k::linear_cross_entropy(r.x, r.w, r.labels, loss, dx, dw, kIgnore, true, false);
+  k::linear_cross_entropy(r.x, r.w, r.labels, loss, dx, dw, r.block, kIgnore, true, false);
   EXPECT_EQ(loss.as<float>()[0], r.loss.as<float>()[0]);
   EXPECT_EQ(dx.as<float>()[0], 3.f);
 }
 
 TEST(LinearCrossEntropy, EveryLabelIgnoredIsNaNAsPyTorch) {
   Case r = make(1, 4, 8, 50, 1, {0, 1, 2, 3});
-  k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, kIgnore, true, true);
+  k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, r.block, kIgnore, true, true);
   EXPECT_TRUE(std::isnan(r.loss.as<float>()[0]));
   for (int64_t i = 0; i < r.dw.numel(); ++i) ASSERT_EQ(r.dw.as<float>()[i], 0.f);
 }
@@ -154,7 +156,7 @@ TEST(LinearCrossEntropy, RefusesALabelOutOfRange) {
   Case r = make(1, 4, 8, 50, 1, {});
   r.labels.as<int64_t>()[2] = 50;
   try {
-    k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, kIgnore, true, true);
+    k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, r.block, kIgnore, true, true);
     FAIL() << "no error";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("label 50 at position 2 is out of range for 50 classes"), std::string::npos)
@@ -167,9 +169,9 @@ TEST(LinearCrossEntropy, SameBitsWhateverTheThreadCount) {
   Case one = make(2, 150, 32, 128256, 9, {3});
   Case three = make(2, 150, 32, 128256, 9, {3});
   omp_set_num_threads(1);
-  k::linear_cross_entropy(one.x, one.w, one.labels, one.loss, one.dx, one.dw, kIgnore, true, true);
+  k::linear_cross_entropy(one.x, one.w, one.labels, one.loss, one.dx, one.dw, one.block, kIgnore, true, true);
   omp_set_num_threads(3);
-  k::linear_cross_entropy(three.x, three.w, three.labels, three.loss, three.dx, three.dw, kIgnore, true, true);
+  k::linear_cross_entropy(three.x, three.w, three.labels, three.loss, three.dx, three.dw, three.block, kIgnore, true, true);
   omp_set_num_threads(threads);
   EXPECT_TRUE(same_bits(one.loss, three.loss));
   EXPECT_TRUE(same_bits(one.dx, three.dx));
@@ -177,12 +179,14 @@ TEST(LinearCrossEntropy, SameBitsWhateverTheThreadCount) {
 }
 
 // 2,048 rows of a 128,256 vocabulary: their logits would be 1 GiB in fp32;
-// the kernel holds one block of them (256 rows, 125 MiB).
+// the caller's block holds 256 rows of them (125 MiB), and the kernel adds
+// nothing of that order.
 TEST(LinearCrossEntropy, NoNxVBuffer) {
   Case r = make(2, 1024, 16, 128256, 2, {});
+  EXPECT_EQ(r.block.shape()[0], 256);
   const int64_t before = peak_kb(true);
   if (before < 0) GTEST_SKIP() << "no VmHWM in /proc/self/status";
-  k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, kIgnore, true, true);
+  k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, r.block, kIgnore, true, true);
   const int64_t grew = peak_kb(false) - before;
   const int64_t logits_kb = 2048 * 128256 * 4 / 1024;
   EXPECT_LT(grew, logits_kb / 4) << "peak resident memory grew by " << grew << " kB; the logits are " << logits_kb

@@ -108,7 +108,7 @@ View nullv(Shape s, DType dt = F32) { return View{nullptr, s, dt}; }
 
 // ---- comparison ----------------------------------------------------------------
 
-enum class Cmp { Close, Exact };
+enum class Cmp { Close, Exact, Scratch };
 
 // An output of the kernel under test: its shape and dtype, and how GPU and
 // CPU results must agree. null: the output is not wanted (data == nullptr
@@ -125,6 +125,8 @@ Out out(Shape s, DType dt = F32, double tol = kTol) {
 }
 Out exact(Shape s, DType dt = F32) { return Out{s, dt, Cmp::Exact, 0, false}; }
 Out none(Shape s, DType dt = F32) { return Out{s, dt, Cmp::Exact, 0, true}; }
+// Memory the kernel works in: given, its contents afterwards not compared.
+Out scratch(Shape s, DType dt = F32) { return Out{s, dt, Cmp::Scratch, 0, false}; }
 
 bool is_float(DType dt) { return dt == F32 || dt == DType::F64; }
 
@@ -267,7 +269,7 @@ Results check_op(const std::string& what, const std::vector<View>& ins, const st
   // that happened to equal the poison).
   for (size_t run = 1; run < runs.size(); ++run)
     for (size_t k = 0; k < outs.size(); ++k) {
-      if (outs[k].null) continue;
+      if (outs[k].null || outs[k].cmp == Cmp::Scratch) continue;
       const View a = runs[0][k].view(), b = runs[run][k].view();
       int64_t first = -1;
       const size_t es = fy::dtype_size(a.dtype);
@@ -282,7 +284,8 @@ Results check_op(const std::string& what, const std::vector<View>& ins, const st
                                           : std::string());
     }
   for (size_t k = 0; k < outs.size(); ++k)
-    if (!outs[k].null) compare(what + " output " + std::to_string(k), runs[0][k].view(), r.cpu[k].view(), outs[k]);
+    if (!outs[k].null && outs[k].cmp != Cmp::Scratch)
+      compare(what + " output " + std::to_string(k), runs[0][k].view(), r.cpu[k].view(), outs[k]);
   r.gpu = std::move(runs[0]);
   return r;
 }
@@ -1266,6 +1269,74 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyAllIgnored) {
     for (int64_t i = 0; i < g.gpu[0].numel(); ++i)
       ASSERT_EQ(g.gpu[0].as<float>()[i], 0.0f) << "element " << i << " (mean " << mean << ")";
   }
+}
+
+// The loss of x w^T a block of rows at a time: the loss, dx and dw against the
+// CPU's kernel, with ignored labels, mean and sum, vocabularies on the warp
+// and the block path, N not always a multiple of the block's rows. Without
+// the gradients dx and dw are not written.
+// Fused attention against the CPU's kernel (itself checked against the
+// scores in double, attention_test.cpp): causal and sliding-window,
+// grouped-query heads, T not a multiple of the 32-row tile, head dims 64
+// and 128 and one that is not a multiple of the four threads a row.
+TEST_F(CudaKernels, Attention) {
+  struct Case {
+    int64_t B, H, Hkv, T, D, window;
+  };
+  for (const Case& c : {Case{2, 4, 4, 100, 64, 0}, Case{1, 8, 2, 77, 128, 0}, Case{2, 2, 1, 129, 64, 24},
+                        Case{1, 3, 3, 33, 30, 0}, Case{1, 2, 2, 1, 64, 0}})
+    for (bool grad : {false, true}) {
+      const Shape qs{c.B, c.H, c.T, c.D}, ks{c.B, c.Hkv, c.T, c.D}, ls{c.B, c.H, c.T};
+      HostTensor q = rand_f32(qs, rng, -2, 2), k = rand_f32(ks, rng, -2, 2), v = rand_f32(ks, rng);
+      const double scale = 1.0 / std::sqrt(double(c.D));
+      const int64_t w = c.window;
+      const std::string what = std::string(grad ? "attention_grad " : "attention ") + qs.str() + " kv heads " +
+                               std::to_string(c.Hkv) + " window " + std::to_string(w);
+      if (!grad) {
+        check_op(what, {q, k, v}, {out(qs), out(ls)},
+                 [=](auto& in, auto& o) { cpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w); },
+                 [=](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w); });
+        continue;
+      }
+      HostTensor o(qs, F32), lse(ls, F32);
+      cpu::attention(q, k, v, o, lse, scale, w);
+      HostTensor dout = rand_f32(qs, rng);
+      check_op(what, {q, k, v, o, lse, dout}, {out(qs), out(ks), out(ks)},
+               [=](auto& in, auto& r) {
+                 cpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w);
+               },
+               [=](auto& in, auto& r) {
+                 gpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w);
+               });
+    }
+}
+
+TEST_F(CudaKernels, LinearCrossEntropy) {
+  struct Case {
+    int64_t B, T, D, V, R;
+  };
+  for (const Case& c : {Case{2, 48, 64, 1000, 32}, Case{1, 64, 32, 200, 64}, Case{3, 32, 128, 5003, 40}})
+    for (bool mean : {true, false}) {
+      const Shape xs{c.B, c.T, c.D}, ws{c.V, c.D};
+      HostTensor x = rand_f32(xs, rng), w = rand_f32(ws, rng, -0.2, 0.2);
+      HostTensor labels = sce_labels({c.B * c.T, c.V}, -100, 0.1, rng);
+      const std::string what = "linear_cross_entropy " + xs.str() + " V " + std::to_string(c.V) + " rows " +
+                               std::to_string(c.R) + (mean ? " mean" : " sum");
+      check_op(what, {x, w, labels}, {out(Shape()), out(xs), out(ws), scratch({c.R, c.V})},
+               [mean](auto& in, auto& o) {
+                 cpu::linear_cross_entropy(in[0], in[1], in[2], o[0], o[1], o[2], o[3], -100, mean, true);
+               },
+               [mean](auto& in, auto& o) {
+                 gpu::linear_cross_entropy(in[0], in[1], in[2], o[0], o[1], o[2], o[3], -100, mean, true);
+               });
+      check_op(what + " without gradients", {x, w, labels}, {out(Shape()), none(xs), none(ws), scratch({c.R, c.V})},
+               [mean](auto& in, auto& o) {
+                 cpu::linear_cross_entropy(in[0], in[1], in[2], o[0], o[1], o[2], o[3], -100, mean, false);
+               },
+               [mean](auto& in, auto& o) {
+                 gpu::linear_cross_entropy(in[0], in[1], in[2], o[0], o[1], o[2], o[3], -100, mean, false);
+               });
+    }
 }
 
 TEST_F(CudaKernels, SoftmaxCrossEntropyGrad) {

@@ -1,6 +1,7 @@
 // The cross-entropy of a linear layer's output against labels, with its
 // gradients, on the CPU, without the [N, V] logits: a block of rows at a
-// time, its logits x_b w^T are formed, turned into the rows' loss terms and
+// time, its logits x_b w^T are formed (in the caller's `block`, which the
+// memory plan places), turned into the rows' loss terms and
 // then, in place, into their gradient (softmax minus the label's one, times
 // the reduction's factor), and multiplied back out into dx's rows and dw's
 // sum over blocks before the next block reuses the buffer. Three products
@@ -18,7 +19,6 @@
 #include <cmath>
 #include <vector>
 
-#include "abi/sizes.h"
 #include "kernels/cpu/detail.h"
 #include "kernels/cpu/kernels.h"
 
@@ -86,10 +86,12 @@ void block_grads(const float* g, const float* xb, const float* w, float* dxb, fl
 
 }  // namespace
 
-void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View dw, int64_t ignore_index, bool mean,
-                          bool grads) {
+void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View dw, View block, int64_t ignore_index,
+                          bool mean, bool grads) {
   const char* op = "linear_cross_entropy";
   const Dims d = check_dims(x, w, labels, loss, dx, dw, grads);
+  check(block.dtype == DType::F32 && block.shape.rank == 2 && block.shape[1] == d.V && block.shape[0] >= 1, op,
+        "block must be [R, V] F32, got " + block.shape.str());
   const int64_t* pl = labels.as<int64_t>();
   int64_t count = 0;
   for (int64_t i = 0; i < d.N; ++i) {
@@ -104,13 +106,11 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
   // NaN loss) or 1 (sum).
   const float factor = mean ? float(1.0 / double(count)) : 1.f;
   blas_on_one_thread();
-  const int64_t R = linear_cross_entropy_rows(d.N, d.V);
-  thread_local std::vector<float> block;
-  block.resize(size_t(R * d.V));
+  const int64_t R = block.shape[0];
   std::vector<double> terms(size_t(d.N), 0.0);
   for (int64_t r0 = 0; r0 < d.N; r0 += R) {
     const int64_t rows = std::min(R, d.N - r0);
-    float* g = block.data();
+    float* g = block.as<float>();
     const View xb{const_cast<float*>(px + r0 * d.D), Shape{rows, d.D}, DType::F32};
     matmul(xb, w, View{g, Shape{rows, d.V}, DType::F32}, false, true);
 #pragma omp parallel for schedule(static) if (rows * d.V >= kParallelMin)

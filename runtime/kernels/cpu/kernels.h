@@ -31,25 +31,6 @@ MatmulOperands matmul_operands();
 float round_to_bf16(float x);
 float round_to_fp16(float x);
 
-// Fused causal attention, no T x T tensor: q [B, H, T, D], k and v
-// [B, Hkv, T, D] with H a multiple of Hkv (grouped-query heads: q head h
-// reads k/v head h / (H / Hkv)), out [B, H, T, D], and each query row's
-// log-sum-exp of its scaled scores in lse [B, H, T], which the backward
-// reads instead of the probabilities. Row i sees keys j <= i, and with
-// window > 0 only j > i - window. F32.
-void attention(View q, View k, View v, View out, View lse, double scale, int64_t window);
-// dq, dk, dv (overwritten) from dout and the forward's q, k, v, out and lse.
-void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
-                    int64_t window);
-
-// The cross-entropy of the logits x w^T against labels without forming them
-// whole: x [..., D] (N rows), w [V, D], labels [N] (I64). loss (one element)
-// as softmax_cross_entropy's; with `grads`, dx (x's shape) and dw (w's) are
-// the loss's gradients for x and w (for a gradient of 1 on the loss),
-// overwritten. A label outside [0, V) that is not ignored fails. F32.
-void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View dw, int64_t ignore_index, bool mean,
-                          bool grads);
-
 // Shorthands of the data movement kernels for tests and the runtime's own use.
 void transpose(View x, View y, std::initializer_list<int64_t> perm);
 void transpose(View x, View y, const int64_t* perm);

@@ -44,6 +44,10 @@ bool matmul_blocks();
 // cuBLASLt's workspace and, for BF16 and FP16, the operands' 16-bit copies.
 size_t matmul_scratch_bytes(MatmulPrecision p);
 
+// c = a b, or with `accumulate` c += a b, for rank-2 a and b: matmul's
+// products at its precision (matmul is matmul_into(..., false)).
+void matmul_into(View a, View b, View c, bool trans_a, bool trans_b, bool accumulate);
+
 // Blocks until every queued kernel on the current stream is done; fails
 // with the first error a kernel raised.
 void synchronize();

@@ -209,14 +209,14 @@ const Plan& plan_for(const Key& k) {
 // (nothing launched) when cuBLASLt has no algorithm for the operands.
 template <class T>
 bool gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t batch,
-          int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s) {
+          int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s, float beta = 0.f) {
   check(batch <= INT32_MAX, "matmul", "too many batches");
   if (batch == 1) sa = sb = sc = 0;
   const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
                  alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, sizeof(float))};
   const Plan& p = plan_for(k);
   if (!p.op) return false;
-  const float alpha = 1.f, beta = 0.f;
+  const float alpha = 1.f;
   FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo,
                                  workspace(s), kWorkspaceBytes, s));
   return true;
@@ -314,13 +314,18 @@ size_t matmul_scratch_bytes(MatmulPrecision p) {
   return kWorkspaceBytes + (p == MatmulPrecision::BF16 || p == MatmulPrecision::FP16 ? kConvertBytes : 0);
 }
 
-void matmul(View a, View b, View c, bool ta, bool tb) {
+void matmul(View a, View b, View c, bool ta, bool tb) { matmul_into(a, b, c, ta, tb, false); }
+
+void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
   const char* op = "matmul";
   check_dtype(a, DType::F32, op, "a");
   check_dtype(b, DType::F32, op, "b");
   check_dtype(c, DType::F32, op, "c");
   const int ra = a.shape.rank, rb = b.shape.rank;
   check(ra >= 2 && rb >= 2, op, "operands need rank >= 2, got " + a.shape.str() + " and " + b.shape.str());
+  // (A product that falls back to other operands runs again from the start:
+  // only one GEMM, which fails before it writes, may add to c.)
+  check(!accumulate || (ra == 2 && rb == 2), op, "adds into c for rank-2 operands only");
   const int64_t M = ta ? a.shape[ra - 1] : a.shape[ra - 2];
   const int64_t K = ta ? a.shape[ra - 2] : a.shape[ra - 1];
   const int64_t Kb = tb ? b.shape[rb - 1] : b.shape[rb - 2];
@@ -347,9 +352,10 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
   cudaStream_t s = current_stream();
   float* pc = static_cast<float*>(c.data);
   if (K == 0) {
-    FY_CUDA_CHECK(cudaMemsetAsync(pc, 0, c.nbytes(), s));
+    if (!accumulate) FY_CUDA_CHECK(cudaMemsetAsync(pc, 0, c.nbytes(), s));
     return;
   }
+  const float beta = accumulate ? 1.f : 0.f;
   const float* pa = static_cast<const float*>(a.data);
   const float* pb = static_cast<const float*>(b.data);
   const MatmulPrecision prec = matmul_precision();
@@ -359,7 +365,7 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
   auto run = [&](const auto* A, const auto* B, Mode mode) {
     if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
       // x @ W with a shared W: a's batches stacked into one tall GEMM.
-      return gemm(A, B, pc, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s);
+      return gemm(A, B, pc, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s, beta);
     }
     // Coalesced batch iteration: the innermost dim is one strided-batched
     // call (stride 0 where broadcast); any outer dims loop.
@@ -371,7 +377,7 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
     for (int64_t r = 0; r < it.rows(); ++r) {
       it.row_offsets(r, off);
       if (!gemm(A + off[1] * M * K, B + off[2] * K * N, pc + off[0] * M * N, M, N, K, ta, tb, batch, sa, sb, sc,
-                mode, s))
+                mode, s, beta))
         return false;  // any products already written are written again
     }
     return true;
@@ -393,7 +399,7 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
     if (prec == MatmulPrecision::FP16 &&
         run16(static_cast<__half*>(nullptr), static_cast<__half2*>(nullptr), Mode::FP16Operands))
       return;
-  } else if ((prec == MatmulPrecision::BF16 || prec == MatmulPrecision::FP16) && matmul_blocks() &&
+  } else if ((prec == MatmulPrecision::BF16 || prec == MatmulPrecision::FP16) && matmul_blocks() && !accumulate &&
              bb.numel() == 1 && (ab.numel() == 1 || !ta)) {
     // One GEMM (a's batches stack into rows) too large for the scratch: in
     // blocks whose copies fit, still on the tensor cores' 16-bit operands.

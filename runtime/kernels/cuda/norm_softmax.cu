@@ -1206,4 +1206,71 @@ void softmax_cross_entropy_grad(View dloss, View log_prob, View labels, View dlo
   FY_CUDA_LAUNCHED(op);
 }
 
+// The loss of the logits x w^T a block of rows at a time, in `block`
+// (kernels/cpu/cross_entropy.cpp says why): each block's logits, their
+// log-softmax in place, then in place their gradient, which the products
+// take to dx's rows and, added up over the blocks, dw.
+void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View dw, View block, int64_t ignore_index,
+                          bool mean, bool grads) {
+  const char* op = "linear_cross_entropy";
+  check_f32(x, op, "x");
+  check_f32(w, op, "w");
+  check_f32(loss, op, "loss");
+  check_f32(block, op, "block");
+  check_dtype(labels, DType::I64, op, "labels");
+  check(w.shape.rank == 2 && x.shape.rank >= 2 && x.shape[x.shape.rank - 1] == w.shape[1], op,
+        "x must be [..., D] and w [V, D], got " + x.shape.str() + " and " + w.shape.str());
+  const int64_t V = w.shape[0], D = w.shape[1], N = labels.numel();
+  check(x.numel() == N * D, op, "labels must be [N], one for each of x's rows");
+  check(block.shape.rank == 2 && block.shape[1] == V && block.shape[0] >= 1, op, "block must be [R, V]");
+  check_numel(loss, 1, op, "loss");
+  if (grads) {
+    check_f32(dx, op, "dx");
+    check_f32(dw, op, "dw");
+    check_shape(dx, x.shape, op, "dx");
+    check_shape(dw, w.shape, op, "dw");
+  }
+  const int64_t R = block.shape[0];
+  const size_t nll_bytes = round_up(size_t(N) * sizeof(float)), g_bytes = 256;
+  Scratch tmp(nll_bytes + 2 * g_bytes + loss_scratch(N));
+  char* t = static_cast<char*>(tmp.p);
+  float* nll = reinterpret_cast<float*>(t);
+  float* one = reinterpret_cast<float*>(t + nll_bytes);
+  float* gscale = reinterpret_cast<float*>(t + nll_bytes + g_bytes);
+  char* sums = t + nll_bytes + 2 * g_bytes;
+  const int64_t* pl = static_cast<const int64_t*>(labels.data);
+  if (grads) {
+    // Each row's gradient factor: a gradient of 1 on the loss over the count
+    // of labels (mean) or 1 (sum).
+    fill(View{one, Shape{1}, DType::F32}, 1.0);
+    launch_loss(nullptr, pl, N, V, ignore_index, mean, one, gscale, sums);
+  }
+  cudaStream_t s = current_stream();
+  const float* px = cf(x);
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    const int64_t rows = std::min(R, N - r0);
+    const View xb{const_cast<float*>(px + r0 * D), Shape{rows, D}, DType::F32};
+    const View lb{block.data, Shape{rows, V}, DType::F32};
+    matmul(xb, w, lb, false, true);
+    // In place: each row's label logit is read before its log-probabilities are stored.
+    launch_softmax_fwd<true>(Lanes{rows, V, 1}, cf(lb), mf(lb), pl + r0, nll + r0, ignore_index, op);
+    if (!grads) continue;
+    const RowsD g = checked_rows(rows, V, op);
+    const int group = g.D <= kWarpMaxD ? 32 : 256;
+    const int64_t per_block = 256 / group;
+    const int64_t blocks = (g.rows + per_block - 1) / per_block;
+    check(blocks <= INT_MAX, op, "too many rows");
+    if (can_vec(g.D, {cf(lb)}))
+      sce_grad_rows<4><<<unsigned(blocks), 256, 0, s>>>(cf(lb), pl + r0, gscale, mf(lb), g.rows, g.D, group,
+                                                          ignore_index);
+    else
+      sce_grad_rows<1><<<unsigned(blocks), 256, 0, s>>>(cf(lb), pl + r0, gscale, mf(lb), g.rows, g.D, group,
+                                                          ignore_index);
+    FY_CUDA_LAUNCHED(op);
+    matmul(lb, w, View{mf(dx) + r0 * D, Shape{rows, D}, DType::F32}, false, false);
+    matmul_into(lb, xb, dw, true, false, r0 > 0);
+  }
+  launch_loss(nll, pl, N, V, ignore_index, mean, nullptr, mf(loss), sums);
+}
+
 }  // namespace fy::cuda

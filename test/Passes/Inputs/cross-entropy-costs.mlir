@@ -13,7 +13,8 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<2x512x64xf32>>, %w: !fy
   %l = fysched.alloc : <device, tensor<f32>>
   %dx = fysched.alloc : <device, tensor<2x512x64xf32>>
   %dw = fysched.alloc : <device, tensor<65536x64xf32>>
-  fysched.launch "linear_cross_entropy" ins(%x, %w, %t : !fysched.buffer<device, tensor<2x512x64xf32>>, !fysched.buffer<device, tensor<65536x64xf32>>, !fysched.buffer<device, tensor<1024xi64>>) outs(%l, %dx, %dw : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<2x512x64xf32>>, !fysched.buffer<device, tensor<65536x64xf32>>) {args = [-100, true, true]}
-  fysched.launch "linear_cross_entropy" ins(%x, %w, %t : !fysched.buffer<device, tensor<2x512x64xf32>>, !fysched.buffer<device, tensor<65536x64xf32>>, !fysched.buffer<device, tensor<1024xi64>>) outs(%l, %dx, %dw : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<2x512x64xf32>>, !fysched.buffer<device, tensor<65536x64xf32>>) {args = [-100, true, false]}
+  %blk = fysched.alloc : <device, tensor<512x65536xf32>>
+  fysched.launch "linear_cross_entropy" ins(%x, %w, %t : !fysched.buffer<device, tensor<2x512x64xf32>>, !fysched.buffer<device, tensor<65536x64xf32>>, !fysched.buffer<device, tensor<1024xi64>>) outs(%l, %dx, %dw, %blk : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<2x512x64xf32>>, !fysched.buffer<device, tensor<65536x64xf32>>, !fysched.buffer<device, tensor<512x65536xf32>>) {args = [-100, true, true]}
+  fysched.launch "linear_cross_entropy" ins(%x, %w, %t : !fysched.buffer<device, tensor<2x512x64xf32>>, !fysched.buffer<device, tensor<65536x64xf32>>, !fysched.buffer<device, tensor<1024xi64>>) outs(%l, %dx, %dw, %blk : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<2x512x64xf32>>, !fysched.buffer<device, tensor<65536x64xf32>>, !fysched.buffer<device, tensor<512x65536xf32>>) {args = [-100, true, false]}
   return %l : !fysched.buffer<device, tensor<f32>>
 }

@@ -1,0 +1,361 @@
+// Fused causal attention on the GPU, forward and backward, without a T x T
+// tensor (FlashAttention-2's scheme): a tile of 32 query rows meets tiles of
+// 32 keys in shared memory; the forward's online softmax keeps each row's
+// log-sum-exp, from which the backward recomputes the probabilities a tile
+// at a time. fp32 operands and sums on the CUDA cores: the program's
+// activations are fp32, and these match the CPU's kernels (cpu/attention.cpp)
+// within rounding.
+//
+// Deterministic: each output element is summed by one thread in a fixed
+// order. The backward walks the tiles twice, by key tile for dk and dv
+// (summed over the group's query heads, then their tiles, in order) and by
+// query tile for dq, rather than adding dq's pieces atomically.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kernels.h"
+
+namespace fy::cuda {
+using namespace detail;
+
+namespace {
+
+constexpr int kTile = 32;      // query rows of a tile, and keys of a tile
+constexpr int kThreads = 128;  // four a row: a thread's scores are the columns lane + 4 j
+constexpr int kLanes = 4;
+constexpr int kCols = kTile / kLanes;
+constexpr int kMaxD = 128;
+constexpr int kLdS = kTile + 1;  // a score tile's row stride
+
+struct Geo {
+  int64_t B, H, Hkv, T;
+  int D;
+  float scale;
+  int64_t window;  // 0: causal
+};
+
+// The keys row i sees are [first_key(i), i].
+__device__ __forceinline__ int64_t first_key(int64_t i, int64_t window) {
+  return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+}
+__device__ __forceinline__ bool sees(int64_t i, int64_t j, const Geo& g) {
+  return i < g.T && j <= i && j >= first_key(i, g.window);
+}
+
+// Rows [row0, row0 + kTile) of a [T, D] head into shared memory, rows padded
+// to ld = D + 1 floats (a warp's eight rows fall in different banks); rows
+// past T are zero.
+__device__ void load_tile(float* s, const float* head, int64_t row0, const Geo& g) {
+  const int ld = g.D + 1;
+  for (int e = threadIdx.x; e < kTile * g.D; e += kThreads) {
+    const int r = e / g.D, c = e - r * g.D;
+    s[r * ld + c] = row0 + r < g.T ? head[(row0 + r) * g.D + c] : 0.f;
+  }
+}
+
+// This thread's products of tile rows a[r] . b[c], r = its row, c = lane + 4 j, times `scale`.
+__device__ __forceinline__ void tile_products(const float* a, const float* b, const Geo& g, float scale,
+                                              float out[kCols]) {
+  const int ld = g.D + 1, r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
+  float acc[kCols] = {};
+  for (int x = 0; x < g.D; ++x) {
+    const float av = a[r * ld + x];
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) acc[j] = fmaf(av, b[(lane + kLanes * j) * ld + x], acc[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) out[j] = acc[j] * scale;
+}
+
+// The sum over a row's four threads, in every one of them.
+__device__ __forceinline__ float row_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float row_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// delta = rowsum(dO * O) of query row i (in all four threads of its row).
+__device__ __forceinline__ float row_delta(const float* dout, const float* out, int64_t i, const Geo& g) {
+  const int lane = threadIdx.x % kLanes;
+  float s = 0.f;
+  if (i < g.T)
+    for (int d = lane; d < g.D; d += kLanes) s = fmaf(dout[i * g.D + d], out[i * g.D + d], s);
+  return row_sum(s);
+}
+
+// Shared memory of a kernel with `tiles` row tiles and `scores` score tiles.
+size_t tiles_bytes(int D, int tiles, int scores) {
+  return (size_t(tiles) * kTile * size_t(D + 1) + size_t(scores) * kTile * kLdS) * sizeof(float);
+}
+
+const float* cf(const View& v) { return static_cast<const float*>(v.data); }
+float* mf(const View& v) { return static_cast<float*>(v.data); }
+
+// A block's query tile (blockIdx.x) of head bh (blockIdx.y): its rows
+// [i0, i1), this thread's row i, and the key and value head it reads.
+struct QueryTile {
+  int64_t bh, i0, i1, i;
+  const float *kh, *vh;
+};
+__device__ __forceinline__ QueryTile query_tile(const float* k, const float* v, const Geo& g) {
+  QueryTile t;
+  t.bh = blockIdx.y;
+  const int64_t kv = (t.bh / g.H) * g.Hkv + (t.bh % g.H) / (g.H / g.Hkv);
+  t.kh = k + kv * g.T * g.D;
+  t.vh = v + kv * g.T * g.D;
+  t.i0 = int64_t(blockIdx.x) * kTile;
+  t.i1 = min(g.T, t.i0 + kTile);
+  t.i = t.i0 + threadIdx.x / kLanes;
+  return t;
+}
+
+// The next key tile's keys and values, once every thread is done with the last.
+__device__ __forceinline__ void load_keys(float* Ks, float* Vs, const float* kh, const float* vh, int64_t j0,
+                                          const Geo& g) {
+  __syncthreads();
+  load_tile(Ks, kh, j0, g);
+  load_tile(Vs, vh, j0, g);
+  __syncthreads();
+}
+
+// acc[kk] += sum over the tile's rows c of w[c * stride] X[c][lane + 4 kk]:
+// a row of probabilities (stride 1) or a column of them (stride kLdS)
+// times a tile.
+template <int NK>
+__device__ __forceinline__ void add_products(const float* w, int stride, const float* X, const Geo& g,
+                                             float acc[NK]) {
+  const int ld = g.D + 1, lane = threadIdx.x % kLanes;
+  for (int c = 0; c < kTile; ++c) {
+    const float p = w[c * stride];
+#pragma unroll
+    for (int kk = 0; kk < NK; ++kk) {
+      const int d = lane + kLanes * kk;
+      if (d < g.D) acc[kk] = fmaf(p, X[c * ld + d], acc[kk]);
+    }
+  }
+}
+
+// Shared memory: row tiles [kTile][D + 1] first, then score tiles [kTile][kLdS].
+__device__ __forceinline__ float* row_tile(float* sm, int n, const Geo& g) { return sm + n * kTile * (g.D + 1); }
+__device__ __forceinline__ float* score_tile(float* sm, int rows, int n, const Geo& g) {
+  return row_tile(sm, rows, g) + n * kTile * kLdS;
+}
+
+// The backward's tile of query rows against keys from j0: this thread's
+// probabilities P = exp(scores - lse) (into Ps when given) and dS = P (dP -
+// delta), dP = dO V^T, into row r of the score tiles.
+__device__ __forceinline__ void tile_grads(const float* Qs, const float* Ks, const float* dOs, const float* Vs,
+                                           const Geo& g, int64_t i, int64_t j0, float lse, float delta, float* Ps,
+                                           float* dSs) {
+  const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
+  float s[kCols], dp[kCols];
+  tile_products(Qs, Ks, g, g.scale, s);
+  tile_products(dOs, Vs, g, 1.f, dp);
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) {
+    const int c = lane + kLanes * j;
+    const float p = sees(i, j0 + c, g) ? expf(s[j] - lse) : 0.f;
+    if (Ps) Ps[r * kLdS + c] = p;
+    dSs[r * kLdS + c] = p * (dp[j] - delta);
+  }
+}
+
+// NK: a thread's accumulators, ceil(D / 4) at most (its columns lane + 4 k).
+template <int NK>
+__global__ void __launch_bounds__(kThreads)
+    attention_fwd(const float* q, const float* k, const float* v, float* out, float* lse, Geo g) {
+  extern __shared__ float sm[];
+  const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
+  float *Qs = row_tile(sm, 0, g), *Ks = row_tile(sm, 1, g), *Vs = row_tile(sm, 2, g), *Ps = score_tile(sm, 3, 0, g);
+  const QueryTile t = query_tile(k, v, g);
+  const int64_t bh = t.bh, i = t.i;
+  load_tile(Qs, q + bh * g.T * g.D, t.i0, g);
+  float m = -INFINITY, l = 0.f, o[NK] = {};
+  for (int64_t j0 = first_key(t.i0, g.window); j0 < t.i1; j0 += kTile) {
+    load_keys(Ks, Vs, t.kh, t.vh, j0, g);
+    float s[kCols];
+    tile_products(Qs, Ks, g, g.scale, s);
+    float mt = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      if (!sees(i, j0 + lane + kLanes * j, g)) s[j] = -INFINITY;
+      mt = fmaxf(mt, s[j]);
+    }
+    const float mn = fmaxf(m, row_max(mt));
+    // (No key seen yet: m and mn are -inf, and o and l are still 0.)
+    const float alpha = mn == -INFINITY ? 1.f : expf(m - mn);
+    float ps = 0.f;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const float p = s[j] == -INFINITY ? 0.f : expf(s[j] - mn);
+      Ps[r * kLdS + lane + kLanes * j] = p;
+      ps += p;
+    }
+    l = l * alpha + row_sum(ps);
+    m = mn;
+    __syncwarp();  // the row's probabilities, written by its four threads
+#pragma unroll
+    for (int kk = 0; kk < NK; ++kk) o[kk] *= alpha;
+    add_products<NK>(Ps + r * kLdS, 1, Vs, g, o);
+  }
+  if (i >= g.T) return;
+  const float inv = 1.f / l;
+  float* oh = out + (bh * g.T + i) * g.D;
+#pragma unroll
+  for (int kk = 0; kk < NK; ++kk) {
+    const int d = lane + kLanes * kk;
+    if (d < g.D) oh[d] = o[kk] * inv;
+  }
+  if (lane == 0) lse[bh * g.T + i] = m + logf(l);
+}
+
+// dk and dv of a tile of keys of one key/value head: over the query heads of
+// its group and the query tiles that see the keys.
+template <int NK>
+__global__ void __launch_bounds__(kThreads)
+    attention_grad_kv(const float* q, const float* k, const float* v, const float* out, const float* lse,
+                      const float* dout, float* dk, float* dv, Geo g) {
+  extern __shared__ float sm[];
+  const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
+  float *Ks = row_tile(sm, 0, g), *Vs = row_tile(sm, 1, g), *Qs = row_tile(sm, 2, g), *dOs = row_tile(sm, 3, g);
+  float *Ps = score_tile(sm, 4, 0, g), *dSs = score_tile(sm, 4, 1, g);
+  const int64_t bkv = blockIdx.y, b = bkv / g.Hkv, kvh = bkv % g.Hkv, group = g.H / g.Hkv;
+  const int64_t j0 = int64_t(blockIdx.x) * kTile, j1 = min(g.T, j0 + kTile);
+  load_tile(Ks, k + bkv * g.T * g.D, j0, g);
+  load_tile(Vs, v + bkv * g.T * g.D, j0, g);
+  // The last query that sees a key of the tile.
+  const int64_t q_end = g.window > 0 ? min(g.T, j1 - 1 + g.window) : g.T;
+  float dka[NK] = {}, dva[NK] = {};
+  for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+    const int64_t bh = b * g.H + h;
+    const float* qh = q + bh * g.T * g.D;
+    const float* oh = out + bh * g.T * g.D;
+    const float* doh = dout + bh * g.T * g.D;
+    for (int64_t i0 = j0; i0 < q_end; i0 += kTile) {
+      const int64_t i = i0 + r;
+      __syncthreads();  // the last tile's rows and scores are read
+      load_tile(Qs, qh, i0, g);
+      load_tile(dOs, doh, i0, g);
+      const float delta = row_delta(doh, oh, i, g);
+      const float l = i < g.T ? lse[bh * g.T + i] : 0.f;
+      __syncthreads();
+      tile_grads(Qs, Ks, dOs, Vs, g, i, j0, l, delta, Ps, dSs);
+      __syncthreads();
+      // This thread's key is the tile's row r: its sums over the query rows.
+      add_products<NK>(Ps + r, kLdS, dOs, g, dva);
+      add_products<NK>(dSs + r, kLdS, Qs, g, dka);
+    }
+  }
+  const int64_t j = j0 + r;
+  if (j >= g.T) return;
+#pragma unroll
+  for (int kk = 0; kk < NK; ++kk) {
+    const int d = lane + kLanes * kk;
+    if (d >= g.D) continue;
+    dk[(bkv * g.T + j) * g.D + d] = dka[kk] * g.scale;
+    dv[(bkv * g.T + j) * g.D + d] = dva[kk];
+  }
+}
+
+// dq of a tile of query rows: over the key tiles they see.
+template <int NK>
+__global__ void __launch_bounds__(kThreads)
+    attention_grad_q(const float* q, const float* k, const float* v, const float* out, const float* lse,
+                     const float* dout, float* dq, Geo g) {
+  extern __shared__ float sm[];
+  const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
+  float *Qs = row_tile(sm, 0, g), *dOs = row_tile(sm, 1, g), *Ks = row_tile(sm, 2, g), *Vs = row_tile(sm, 3, g);
+  float* dSs = score_tile(sm, 4, 0, g);
+  const QueryTile t = query_tile(k, v, g);
+  const int64_t bh = t.bh, i = t.i;
+  load_tile(Qs, q + bh * g.T * g.D, t.i0, g);
+  load_tile(dOs, dout + bh * g.T * g.D, t.i0, g);
+  const float delta = row_delta(dout + bh * g.T * g.D, out + bh * g.T * g.D, i, g);
+  const float l = i < g.T ? lse[bh * g.T + i] : 0.f;
+  float dqa[NK] = {};
+  for (int64_t j0 = first_key(t.i0, g.window); j0 < t.i1; j0 += kTile) {
+    load_keys(Ks, Vs, t.kh, t.vh, j0, g);
+    tile_grads(Qs, Ks, dOs, Vs, g, i, j0, l, delta, nullptr, dSs);
+    __syncwarp();  // the row's dS, written by its four threads
+    add_products<NK>(dSs + r * kLdS, 1, Ks, g, dqa);
+  }
+  if (i >= g.T) return;
+#pragma unroll
+  for (int kk = 0; kk < NK; ++kk) {
+    const int d = lane + kLanes * kk;
+    if (d < g.D) dq[(bh * g.T + i) * g.D + d] = dqa[kk] * g.scale;
+  }
+}
+
+// Shared memory beyond the default 48 KiB (a host-side setting, cheap to repeat).
+template <class Kernel>
+void allow_smem(Kernel* kern, size_t bytes) {
+  if (bytes > 48 * 1024)
+    FY_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+Geo check_dims(const char* op, const View& q, const View& k, const View& v, const View& out, const View& lse,
+               double scale, int64_t window) {
+  for (const View* t : {&q, &k, &v, &out, &lse}) check_dtype(*t, DType::F32, op, "each operand");
+  check(q.shape.rank == 4 && k.shape.rank == 4 && v.shape.rank == 4, op, "q, k, v must be [B, H, T, D]");
+  Geo g{q.shape[0], q.shape[1], k.shape[1], q.shape[2], int(q.shape[3]), float(scale), window};
+  check(k.shape == v.shape && k.shape[0] == g.B && k.shape[2] == g.T && k.shape[3] == g.D, op,
+        "k and v must be [B, Hkv, T, D] with q's B, T and D");
+  check(g.Hkv > 0 && g.H % g.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
+  check(out.shape == q.shape, op, "out must have q's shape");
+  check(lse.shape.rank == 3 && lse.shape[0] == g.B && lse.shape[1] == g.H && lse.shape[2] == g.T, op,
+        "lse must be [B, H, T]");
+  check(q.shape[3] >= 1 && q.shape[3] <= kMaxD, op, "head dims up to " + std::to_string(kMaxD) + ", got " +
+                                                        std::to_string(q.shape[3]));
+  check(window >= 0, op, "the window must be 0 (causal) or positive");
+  check(g.B * g.H <= 65535, op, "batch x heads must be at most 65535");
+  return g;
+}
+
+dim3 grid(int64_t T, int64_t heads) { return dim3(unsigned((T + kTile - 1) / kTile), unsigned(heads)); }
+
+}  // namespace
+
+void attention(View q, View k, View v, View out, View lse, double scale, int64_t window) {
+  const char* op = "attention";
+  const Geo g = check_dims(op, q, k, v, out, lse, scale, window);
+  if (g.T == 0 || g.B * g.H == 0) return;
+  const size_t bytes = tiles_bytes(g.D, 3, 1);
+  auto go = [&](auto kern) {
+    allow_smem(kern, bytes);
+    kern<<<grid(g.T, g.B * g.H), kThreads, bytes, current_stream()>>>(cf(q), cf(k), cf(v), mf(out), mf(lse), g);
+  };
+  if (g.D <= 64)
+    go(attention_fwd<16>);
+  else
+    go(attention_fwd<32>);
+  FY_CUDA_LAUNCHED(op);
+}
+
+void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
+                    int64_t window) {
+  const char* op = "attention_grad";
+  const Geo g = check_dims(op, q, k, v, out, lse, scale, window);
+  for (const View* t : {&dout, &dq, &dk, &dv}) check_dtype(*t, DType::F32, op, "each operand");
+  check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape, op,
+        "dout and dq must have q's shape, dk and dv k's");
+  if (g.T == 0 || g.B * g.H == 0) return;
+  cudaStream_t s = current_stream();
+  const size_t kv_bytes = tiles_bytes(g.D, 4, 2), q_bytes = tiles_bytes(g.D, 4, 1);
+  auto go = [&](auto kv, auto qk) {
+    allow_smem(kv, kv_bytes);
+    allow_smem(qk, q_bytes);
+    kv<<<grid(g.T, g.B * g.Hkv), kThreads, kv_bytes, s>>>(cf(q), cf(k), cf(v), cf(out), cf(lse), cf(dout), mf(dk),
+                                                          mf(dv), g);
+    FY_CUDA_LAUNCHED(op);
+    qk<<<grid(g.T, g.B * g.H), kThreads, q_bytes, s>>>(cf(q), cf(k), cf(v), cf(out), cf(lse), cf(dout), mf(dq), g);
+  };
+  if (g.D <= 64)
+    go(attention_grad_kv<16>, attention_grad_q<16>);
+  else
+    go(attention_grad_kv<32>, attention_grad_q<32>);
+  FY_CUDA_LAUNCHED(op);
+}
+
+}  // namespace fy::cuda
