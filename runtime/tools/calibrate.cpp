@@ -224,7 +224,6 @@ void transcendental_rates(Runtime& rt, const Plan& p, fy::Profile& out) {
   });
 }
 
-#ifdef FY_CALIBRATE_ATTENTION
 // Fused causal attention's rate, forward and backward together, in flops of
 // its products (the cost model's measure: 2 of them forward, 5 backward, over
 // the scores a row sees), at a GPT-like head: 4 heads of 64 over T 1024.
@@ -240,7 +239,6 @@ double attention_flops_per_s(Runtime& rt, const Plan& p) {
     fy::rt::attention_grad(&rt, q, k, v, out, lse, v, dq, dk, dv, 0.125, 0);
   });
 }
-#endif
 
 // add reads two buffers and writes one.
 double mem_bytes_per_s(Runtime& rt, const Plan& p) {
@@ -386,9 +384,7 @@ int run(int argc, char** argv) {
   if (plan.matmul_n > 2048) p.matmul_n2048_flops_per_s = matmul_flops_per_s(rt, plan, 2048);
   p.device_mem_bytes_per_s = mem_bytes_per_s(rt, plan);
   transcendental_rates(rt, plan, p);
-#ifdef FY_CALIBRATE_ATTENTION
   p.attention_flops_per_s = attention_flops_per_s(rt, plan);
-#endif
   p.launch_s = launch_s(rt, plan);
   copy_rates(rt, plan, p);
   if (!o.ssd.empty()) ssd_rates(o.ssd, plan, p);

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""The device memory a real model's keep-all plan needs, fused and not: GPT-2 124M (12 layers,
+d 768, 12 heads, GPT-2's vocabulary, tied), exported by torch 2.x from the meta device at
+B 8 x T 1024 and at B 2 x T 4096 (the same tokens a step). `fuyou-compile --emit=plan` is
+arithmetic, so this needs no GPU:
+
+- fused (the CPU target, and the CUDA target with --fuse all): at most 6 GiB at 8 x 1024, and
+  at 2 x 4096 at most 1.2 times that (attention and the loss keep nothing T x T or T x
+  vocabulary);
+- the CUDA target's default, unfused: printed beside them, and more than twice the fused plan
+  at 8 x 1024 (else the fusion would not be what keeps the plan small).
+
+    FUYOU_TORCH2/bin/python test/e2e/plan_memory.py --compiler build/bin/fuyou-compile --work DIR
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GPT2_124M = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768, "n_head": 12,
+             "n_layer": 12, "n_positions": 4096, "vocab_size": 50257}
+GIB = 1 << 30
+
+
+def fail(msg):
+    sys.exit("plan_memory: FAIL: " + msg)
+
+
+def run(cmd, what):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"{what}: {r.stderr.strip()[-2000:]}")
+    return r.stdout
+
+
+def device_bytes(compiler, model, flags):
+    plan = run([compiler, model, "--emit=plan"] + flags, f"fuyou-compile {' '.join(flags)}")
+    m = re.search(r"^device: (\d+) B", plan, re.M)
+    if not m:
+        fail(f"no 'device: N B' line in the plan of {' '.join(flags)}:\n{plan[:1000]}")
+    return int(m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compiler", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    ckpt = os.path.join(a.work, "gpt2-124m")
+    os.makedirs(ckpt, exist_ok=True)
+    with open(os.path.join(ckpt, "config.json"), "w") as f:
+        json.dump(GPT2_124M, f)
+    configs = {"cpu": ["--target", "cpu"], "cuda --fuse all": ["--target", "cuda", "--fuse", "all"],
+               "cuda": ["--target", "cuda"]}
+    got = {}
+    for B, T in ((8, 1024), (2, 4096)):
+        model = os.path.join(a.work, f"g124_{B}x{T}.onnx")
+        run([sys.executable, os.path.join(ROOT, "examples/export_hf.py"), "--config", ckpt, "--meta", "--out", model,
+             "--batch", str(B), "--seq", str(T)], f"export at {B} x {T}")
+        for name, flags in configs.items():
+            got[name, T] = device_bytes(a.compiler, model, flags)
+        print(f"plan_memory: {B} x {T}: " +
+              ", ".join(f"{name} {got[name, T] / GIB:.3f} GiB" for name in configs))
+    for name in ("cpu", "cuda --fuse all"):
+        short, long = got[name, 1024], got[name, 4096]
+        if short > 6 * GIB:
+            fail(f"{name}: {short} B at 8 x 1024, over 6 GiB")
+        if long > 1.2 * short:
+            fail(f"{name}: {long} B at 2 x 4096, {long / short:.3f} times 8 x 1024's")
+    if got["cuda", 1024] < 2 * got["cuda --fuse all", 1024]:
+        fail(f"the unfused CUDA plan ({got['cuda', 1024]} B) is not twice the fused one's")
+    print("plan_memory: PASS")
+
+
+if __name__ == "__main__":
+    main()
