@@ -490,10 +490,29 @@ std::pair<Value, float> unscaled(Value v) {
   return {v, 1.f};
 }
 
+// k, when k^T [B, H, D, T] is written as torch exports a batched product's
+// operand: reshape(transpose(reshape(k, [B*H, T, D]), (0, 2, 1)), [B, H, D, T])
+// of k [B, H, T, D]; else null.
+Value transposedThroughBatch(Value kT) {
+  auto outer = def<fg::ReshapeOp>(kT);
+  auto t = outer ? def<fg::TransposeOp>(outer.getInput()) : fg::TransposeOp();
+  auto inner = t ? def<fg::ReshapeOp>(t.getInput()) : fg::ReshapeOp();
+  if (!inner || t.getPerm() != ArrayRef<int64_t>{0, 2, 1})
+    return {};
+  auto k = cast<RankedTensorType>(inner.getInput().getType());
+  auto flat = cast<RankedTensorType>(inner.getType()), kt = cast<RankedTensorType>(kT.getType());
+  if (k.getRank() != 4 || flat.getRank() != 3 || kt.getRank() != 4)
+    return {};
+  const int64_t B = k.getDimSize(0), H = k.getDimSize(1), T = k.getDimSize(2), D = k.getDimSize(3);
+  if (flat.getShape() != ArrayRef<int64_t>{B * H, T, D} || kt.getShape() != ArrayRef<int64_t>{B, H, D, T})
+    return {};
+  return inner.getInput();
+}
+
 // matmul(masked_softmax(matmul(q, k^T) {scale}, causal mask), v) ->
 // attention(q, k, v): no T x T scores or probabilities are ever written, in
 // either pass. q, k, v [B, H, T, D] (k as the product reads it: transposed,
-// or with trans_b); a splat factor on q or k (torch's sqrt of the scale on
+// through torch's batch reshapes or not, or with trans_b); a splat factor on q or k (torch's sqrt of the scale on
 // each) joins the scale. Only for a constant mask of causal or sliding-window
 // shape, which the kernel's mask then is.
 struct FormAttention : OpRewritePattern<fg::MatMulOp> {
@@ -524,9 +543,9 @@ struct FormAttention : OpRewritePattern<fg::MatMulOp> {
                                                         kt.getElementType());
     if (kType.getShape() != qt.getShape())
       return failure();
-    Value k = qk.getTransB() ? kx
-                             : rw.create<fg::TransposeOp>(qk.getLoc(), kType, kx, rw.getDenseI64ArrayAttr({0, 1, 3, 2}))
-                                   .getResult();
+    Value k = qk.getTransB() ? kx : transposedThroughBatch(kx);
+    if (!k)
+      k = rw.create<fg::TransposeOp>(qk.getLoc(), kType, kx, rw.getDenseI64ArrayAttr({0, 1, 3, 2})).getResult();
     auto lse = RankedTensorType::get(qt.getShape().drop_back(), qt.getElementType());
     const float scale = sm.getScale().convertToFloat() * cq * ck;
     auto a = rw.create<fg::AttentionOp>(pv.getLoc(), TypeRange{pv.getType(), lse}, q, k, pv.getRhs(),

@@ -23,6 +23,27 @@ func.func @causal(%q: tensor<2x3x4x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<
 
 // -----
 
+// k^T as torch exports a batched product's operand: k [B, H, T, D] flattened
+// to [B*H, T, D], transposed, and unflattened. The attention reads k itself:
+// no transpose is made back.
+// CHECK-LABEL: func.func @batch_reshapes
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x3x4x8xf32>, %[[K:.*]]: tensor<2x3x4x8xf32>, %[[V:.*]]: tensor<2x3x4x8xf32>)
+// CHECK-NOT: fygraph.transpose
+// CHECK: %[[O:.*]], %{{.*}} = fygraph.attention %[[Q]], %[[K]], %[[V]] {scale = 0.3535
+// CHECK-NEXT: return %[[O]]
+func.func @batch_reshapes(%q: tensor<2x3x4x8xf32>, %k: tensor<2x3x4x8xf32>, %v: tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32> {
+  %mask = fygraph.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %flat = fygraph.reshape %k : tensor<2x3x4x8xf32> -> tensor<6x4x8xf32>
+  %t = fygraph.transpose %flat {perm = array<i64: 0, 2, 1>} : tensor<6x4x8xf32> -> tensor<6x8x4xf32>
+  %kt = fygraph.reshape %t : tensor<6x8x4xf32> -> tensor<2x3x8x4xf32>
+  %s = fygraph.matmul %q, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = fygraph.masked_softmax %s, %mask {scale = 0.353553385 : f32} : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x3x4x4xf32>
+  %o = fygraph.matmul %p, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}
+
+// -----
+
 // k as it is, read transposed by the product (trans_b), the scale in the
 // softmax; a sliding window of 2 (each row sees itself and the row before).
 // CHECK-LABEL: func.func @window
