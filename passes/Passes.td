@@ -15,17 +15,19 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     NaN guard, where no row is all masked. With `attention`, the product of
     that softmax with v, its scores' product of q and k and a constant
     causal or sliding-window mask become one fygraph.attention, which writes
-    no T x T tensor in either pass (the CPU target's kernel; the CUDA target
-    has none yet). With `cross-entropy`, a softmax_cross_entropy_loss of a
-    Linear's logits (x w^T) becomes one fygraph.linear_cross_entropy, which
-    never forms the [N, V] logits and keeps no log-probabilities for
-    backward (the CPU target's kernel; the CUDA target has none yet).
+    no T x T tensor in either pass, for head dims up to `attention-max-head-dim`
+    (0: any; the CUDA kernel's tiles take 128). With `cross-entropy`, a
+    softmax_cross_entropy_loss of a Linear's logits (x w^T) becomes one
+    fygraph.linear_cross_entropy, which never forms the [N, V] logits and
+    keeps no log-probabilities for backward.
   }];
   let options = [
     Option<"attention", "attention", "bool", /*default=*/"false",
            "form fygraph.attention from causal attention's products and masked softmax">,
     Option<"crossEntropy", "cross-entropy", "bool", /*default=*/"false",
-           "form fygraph.linear_cross_entropy from a loss of a Linear's logits">
+           "form fygraph.linear_cross_entropy from a loss of a Linear's logits">,
+    Option<"attentionMaxHeadDim", "attention-max-head-dim", "int64_t", /*default=*/"0",
+           "the largest head dim the target's attention kernel takes (0: any)">
   ];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }

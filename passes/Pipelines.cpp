@@ -2,6 +2,7 @@
 // them (--fy-train-pipeline), and the planner's trial runs carry out a plan
 // with the same placement passes.
 #include "passes/Passes.h"
+#include "runtime/abi/sizes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -65,6 +66,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   const bool cpu = o.target == "cpu" && o.precision == "fp32";
   recompose.attention = (o.fuse == "yes" && cpu) || (o.fuse == "all" && (cpu || o.target == "cuda"));
   recompose.crossEntropy = recompose.attention;
+  if (o.target == "cuda")
+    recompose.attentionMaxHeadDim = fy::cuda::kAttentionMaxHeadDim;
   pm.addPass(createRecompose(recompose));
   pm.addPass(mlir::createCanonicalizerPass());
   if (o.until == "fygraph")

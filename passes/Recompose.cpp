@@ -516,7 +516,8 @@ Value transposedThroughBatch(Value kT) {
 // each) joins the scale. Only for a constant mask of causal or sliding-window
 // shape, which the kernel's mask then is.
 struct FormAttention : OpRewritePattern<fg::MatMulOp> {
-  using OpRewritePattern::OpRewritePattern;
+  FormAttention(MLIRContext *ctx, int64_t maxHeadDim) : OpRewritePattern(ctx), maxHeadDim(maxHeadDim) {}
+  int64_t maxHeadDim;
   LogicalResult matchAndRewrite(fg::MatMulOp pv, PatternRewriter &rw) const override {
     auto sm = def<fg::MaskedSoftmaxOp>(pv.getLhs());
     if (!sm || pv.getTransA() || pv.getTransB() || !sm->hasOneUse())
@@ -530,7 +531,8 @@ struct FormAttention : OpRewritePattern<fg::MatMulOp> {
     auto [q, cq] = unscaled(qk.getLhs());
     auto [kx, ck] = unscaled(qk.getRhs());
     auto qt = cast<RankedTensorType>(q.getType()), vt = cast<RankedTensorType>(pv.getRhs().getType());
-    if (qt.getRank() != 4 || vt.getRank() != 4 || vt.getShape() != qt.getShape())
+    if (qt.getRank() != 4 || vt.getRank() != 4 || vt.getShape() != qt.getShape() ||
+        (maxHeadDim > 0 && qt.getDimSize(3) > maxHeadDim))
       return failure();
     // k [B, H, T, D]: as the product reads it with trans_b, else k^T [B, H, D, T]
     // transposed back (checked before anything is built).
@@ -596,7 +598,7 @@ struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
     patterns.add<FormSilu, FormGelu, FormBiasGelu, FormRMSNorm, FormLayerNorm, FormMaskedSoftmax,
                  FormMaskedSoftmaxFromAdditive, DropSafeSoftmaxGuard, FoldTransposeIntoMatMul>(&getContext());
     if (attention)
-      patterns.add<FormAttention>(&getContext());
+      patterns.add<FormAttention>(&getContext(), attentionMaxHeadDim);
     if (crossEntropy)
       patterns.add<FormLinearCrossEntropy>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))

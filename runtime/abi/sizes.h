@@ -18,6 +18,10 @@ constexpr size_t kMatmulConvertBytes = size_t(128) << 20;
 // fp32 loss, in the device's 64-byte granules.
 constexpr size_t step_io_bytes(size_t tokens) { return 2 * ((tokens * 8 + 63) / 64 * 64) + 64; }
 
+// The largest head dim the fused attention kernel's tiles take: the compiler
+// forms fygraph.attention for the CUDA target only up to it.
+constexpr int64_t kAttentionMaxHeadDim = 128;
+
 }  // namespace fy::cuda
 
 namespace fy {

@@ -1,6 +1,9 @@
 // RUN: fuyou-opt %s -split-input-file --fy-recompose=attention=true | FileCheck %s
 // RUN: fuyou-opt %s -split-input-file --fy-recompose | FileCheck %s --check-prefix=OFF
 // OFF-NOT: fygraph.attention
+// A head dim over the target kernel's (4 in these tests' 8): no attention.
+// RUN: fuyou-opt %s -split-input-file --fy-recompose="attention=true attention-max-head-dim=4" | FileCheck %s --check-prefix=OFF
+// RUN: fuyou-opt %s -split-input-file --fy-recompose="attention=true attention-max-head-dim=8" | FileCheck %s
 
 // torch 2.x's export: q and k each times the root of the scale, k^T made by
 // transposes, a constant causal mask: one attention, its scale the product

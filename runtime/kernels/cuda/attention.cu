@@ -10,6 +10,7 @@
 // order. The backward walks the tiles twice, by key tile for dk and dv
 // (summed over the group's query heads, then their tiles, in order) and by
 // query tile for dq, rather than adding dq's pieces atomically.
+#include "abi/sizes.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels.h"
 
@@ -22,7 +23,7 @@ constexpr int kTile = 32;      // query rows of a tile, and keys of a tile
 constexpr int kThreads = 128;  // four a row: a thread's scores are the columns lane + 4 j
 constexpr int kLanes = 4;
 constexpr int kCols = kTile / kLanes;
-constexpr int kMaxD = 128;
+constexpr int kMaxD = int(kAttentionMaxHeadDim);
 constexpr int kLdS = kTile + 1;  // a score tile's row stride
 
 struct Geo {
