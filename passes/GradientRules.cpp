@@ -327,7 +327,7 @@ LogicalResult attentionRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, Mut
     return op->emitError("gradient through attention's log-sum-exps is not supported");
   auto g = b.create<fg::AttentionGradOp>(op->getLoc(), a.getQ().getType(), a.getK().getType(), a.getV().getType(),
                                          a.getQ(), a.getK(), a.getV(), a.getResult(), a.getLse(), dy[0],
-                                         a.getScaleAttr(), a.getWindowAttr());
+                                         a.getScaleAttr(), a.getWindowAttr(), a.getSeqMajorAttr());
   dx[0] = g.getDq();
   dx[1] = g.getDk();
   dx[2] = g.getDv();

@@ -557,6 +557,33 @@ struct FormAttention : OpRewritePattern<fg::MatMulOp> {
   }
 };
 
+// attention(transpose(q), transpose(k), transpose(v)) whose result is only
+// transposed back, each transpose swapping heads and tokens ([B, T, heads,
+// D] <-> [B, heads, T, D], how a Linear's output is split into heads):
+// attention {seq_major} of q, k and v as they are. No copies of them, nor
+// of the result, in either pass.
+struct FoldAttentionTransposes : OpRewritePattern<fg::AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  static Value swapped(Value v) {
+    auto t = def<fg::TransposeOp>(v);
+    return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3} ? t.getInput() : Value();
+  }
+  LogicalResult matchAndRewrite(fg::AttentionOp a, PatternRewriter &rw) const override {
+    if (a.getSeqMajor() || !a.getResult().hasOneUse())
+      return failure();
+    auto back = dyn_cast<fg::TransposeOp>(*a.getResult().getUsers().begin());
+    Value q = swapped(a.getQ()), k = swapped(a.getK()), v = swapped(a.getV());
+    if (!back || back.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3} || !q || !k || !v)
+      return failure();
+    auto s = rw.create<fg::AttentionOp>(a.getLoc(), TypeRange{back.getType(), a.getLse().getType()}, q, k, v,
+                                        a.getScaleAttr(), a.getWindowAttr(), rw.getUnitAttr());
+    rw.replaceOp(back, s.getResult());
+    rw.replaceAllUsesWith(a.getLse(), s.getLse());
+    rw.eraseOp(a);
+    return success();
+  }
+};
+
 // softmax_cross_entropy_loss(reshape?(matmul(x, w {trans_b})), labels) ->
 // linear_cross_entropy(x, w, labels): the [N, V] logits are never formed
 // whole, nor their log-probabilities kept for backward. Only where the
@@ -599,6 +626,8 @@ struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
                  FormMaskedSoftmaxFromAdditive, DropSafeSoftmaxGuard, FoldTransposeIntoMatMul>(&getContext());
     if (attention)
       patterns.add<FormAttention>(&getContext(), attentionMaxHeadDim);
+    if (attention)
+      patterns.add<FoldAttentionTransposes>(&getContext());
     if (crossEntropy)
       patterns.add<FormLinearCrossEntropy>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))

@@ -130,19 +130,22 @@ LogicalResult MaskedSoftmaxOp::verify() {
 // Attention's operands (and its gradient's): q, its result [B, H, T, D],
 // k and v [B, Hkv, T, D] with Hkv dividing H, lse [B, H, T].
 static LogicalResult verifyAttention(Operation *op, Value qv, Value kv, Value vv, Value result, Value lsev,
-                                     int64_t window) {
+                                     int64_t window, bool seqMajor) {
   auto q = cast<RankedTensorType>(qv.getType()), k = cast<RankedTensorType>(kv.getType());
+  const char *layout = seqMajor ? "q must be [B, T, H, D], k and v [B, T, Hkv, D]"
+                                : "q must be [B, H, T, D], k and v [B, Hkv, T, D]";
   if (q.getRank() != 4 || k.getRank() != 4 || vv.getType() != k)
-    return op->emitOpError("q must be [B, H, T, D], k and v [B, Hkv, T, D]");
-  if (k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(2) != q.getDimSize(2) || k.getDimSize(3) != q.getDimSize(3))
+    return op->emitOpError(layout);
+  const int h = seqMajor ? 2 : 1, t = seqMajor ? 1 : 2;
+  if (k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(t) != q.getDimSize(t) || k.getDimSize(3) != q.getDimSize(3))
     return op->emitOpError("k and v must have q's B, T and D, got ") << k << " for " << q;
-  if (k.getDimSize(1) < 1 || q.getDimSize(1) % k.getDimSize(1) != 0)
+  if (k.getDimSize(h) < 1 || q.getDimSize(h) % k.getDimSize(h) != 0)
     return op->emitOpError("q's heads must be a multiple of k's (grouped-query heads), got ")
-           << q.getDimSize(1) << " and " << k.getDimSize(1);
+           << q.getDimSize(h) << " and " << k.getDimSize(h);
   if (result.getType() != q)
     return op->emitOpError("result type must be q's");
   auto lse = cast<RankedTensorType>(lsev.getType());
-  if (lse.getShape() != q.getShape().drop_back())
+  if (lse.getShape() != ArrayRef<int64_t>{q.getDimSize(0), q.getDimSize(h), q.getDimSize(t)})
     return op->emitOpError("lse must be [B, H, T], got ") << lse;
   if (window < 0)
     return op->emitOpError("window must be 0 (causal) or positive, got ") << window;
@@ -150,11 +153,11 @@ static LogicalResult verifyAttention(Operation *op, Value qv, Value kv, Value vv
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQ(), getK(), getV(), getResult(), getLse(), getWindow());
+  return verifyAttention(*this, getQ(), getK(), getV(), getResult(), getLse(), getWindow(), getSeqMajor());
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getResult(), getLse(), getWindow())))
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(), getResult(), getLse(), getWindow(), getSeqMajor())))
     return failure();
   if (getDy().getType() != getQ().getType() || getDq().getType() != getQ().getType() ||
       getDk().getType() != getK().getType() || getDv().getType() != getK().getType())

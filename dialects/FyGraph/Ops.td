@@ -270,10 +270,12 @@ def FyGraph_AttentionOp : FyGraph_Op<"attention", [Pure]> {
     keys j <= i, and with `window` > 0 only j > i - window. `result` is
     [B, H, T, D]; `lse` [B, H, T] each row's log-sum-exp of its scaled
     scores, which attention_grad reads instead of the probabilities, so no
-    T x T tensor exists in either pass.
+    T x T tensor exists in either pass. With `seq_major`, q, k, v and
+    `result` are [B, T, H, D] and [B, T, Hkv, D] instead (a Linear's output
+    split into heads, read without transposing it; lse stays [B, H, T]).
   }];
   let arguments = (ins FyFloatTensor:$q, FyFloatTensor:$k, FyFloatTensor:$v, F32Attr:$scale,
-                       DefaultValuedAttr<I64Attr, "0">:$window);
+                       DefaultValuedAttr<I64Attr, "0">:$window, UnitAttr:$seq_major);
   let results = (outs FyFloatTensor:$result, FyFloatTensor:$lse);
   let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -283,7 +285,7 @@ def FyGraph_AttentionGradOp : FyGraph_Op<"attention_grad", [Pure]> {
   let summary = "Gradients of attention for q, k and v, from its result and log-sum-exps";
   let arguments = (ins FyFloatTensor:$q, FyFloatTensor:$k, FyFloatTensor:$v, FyFloatTensor:$result,
                        FyFloatTensor:$lse, FyFloatTensor:$dy, F32Attr:$scale,
-                       DefaultValuedAttr<I64Attr, "0">:$window);
+                       DefaultValuedAttr<I64Attr, "0">:$window, UnitAttr:$seq_major);
   let results = (outs FyFloatTensor:$dq, FyFloatTensor:$dk, FyFloatTensor:$dv);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -179,12 +179,16 @@ private:
     // the scores again among them).
     if ((kernel == "attention" || kernel == "attention_grad") && launch.getIns().size() >= 3) {
       auto q = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
-      const double B = double(q.getDimSize(0)), H = double(q.getDimSize(1)), T = double(q.getDimSize(2)),
-                   D = double(q.getDimSize(3));
       int64_t window = 0;
-      if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && args.size() == 2)
+      bool seqMajor = false;  // args: scale, window, seq_major
+      if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && args.size() == 3) {
         if (auto w = dyn_cast<IntegerAttr>(args[1]))
           window = w.getInt();
+        if (auto s = dyn_cast<BoolAttr>(args[2]))
+          seqMajor = s.getValue();
+      }
+      const double B = double(q.getDimSize(0)), H = double(q.getDimSize(seqMajor ? 2 : 1)),
+                   T = double(q.getDimSize(seqMajor ? 1 : 2)), D = double(q.getDimSize(3));
       const double seen = window > 0 && window < T ? window * (T - (window - 1) / 2.0) : T * (T + 1) / 2;
       const bool grad = kernel == "attention_grad";
       const double flops = (grad ? 5 : 2) * 2 * B * H * seen * D;

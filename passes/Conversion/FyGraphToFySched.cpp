@@ -207,15 +207,15 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
     s.kernel = "masked_softmax";
     s.args = {cast<fg::MaskedSoftmaxOp>(op).getScaleAttr()};
   });
-  with(fg::AttentionOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+  with(fg::AttentionOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto a = cast<fg::AttentionOp>(op);
     s.kernel = "attention";
-    s.args = {a.getScaleAttr(), a.getWindowAttr()};
+    s.args = {a.getScaleAttr(), a.getWindowAttr(), b.getBoolAttr(a.getSeqMajor())};
   });
-  with(fg::AttentionGradOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+  with(fg::AttentionGradOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto a = cast<fg::AttentionGradOp>(op);
     s.kernel = "attention_grad";
-    s.args = {a.getScaleAttr(), a.getWindowAttr()};
+    s.args = {a.getScaleAttr(), a.getWindowAttr(), b.getBoolAttr(a.getSeqMajor())};
   });
   with(fg::SoftmaxGradOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto sm = cast<fg::SoftmaxGradOp>(op);

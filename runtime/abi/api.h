@@ -193,10 +193,12 @@ void softmax(Runtime* rt, View x, View y, int64_t axis);
 void softmax_grad(Runtime* rt, View dy, View y, View dx, int64_t axis, double scale);
 void masked_softmax(Runtime* rt, View x, View mask, View y, double scale);
 // Fused causal attention (fygraph.attention), no T x T tensor: q [B, H, T, D],
-// k and v [B, Hkv, T, D], out [B, H, T, D], lse [B, H, T]; window 0: causal.
-void attention(Runtime* rt, View q, View k, View v, View out, View lse, double scale, int64_t window);
+// k and v [B, Hkv, T, D], out [B, H, T, D], lse [B, H, T]; window 0: causal;
+// seq_major: q, k, v and out [B, T, heads, D].
+void attention(Runtime* rt, View q, View k, View v, View out, View lse, double scale, int64_t window,
+               bool seq_major);
 void attention_grad(Runtime* rt, View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv,
-                    double scale, int64_t window);
+                    double scale, int64_t window, bool seq_major);
 // The loss of a Linear's logits x w^T (fygraph.linear_cross_entropy), never
 // formed whole: x [..., D], w [V, D], labels [N]; with `grads`, dx and dw the
 // loss's gradients for a gradient of 1 on it; block [R, V] f32 holds R rows'

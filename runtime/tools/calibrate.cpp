@@ -235,8 +235,8 @@ double attention_flops_per_s(Runtime& rt, const Plan& p) {
        dk = t.uninit(Shape{1, H, T, D}), dv = t.uninit(Shape{1, H, T, D});
   const double flops = (2 + 5) * 2.0 * double(H) * double(T) * double(T + 1) / 2 * double(D);
   return flops / device_seconds(rt, p.repeats, 1, [&] {
-    fy::rt::attention(&rt, q, k, v, out, lse, 0.125, 0);
-    fy::rt::attention_grad(&rt, q, k, v, out, lse, v, dq, dk, dv, 0.125, 0);
+    fy::rt::attention(&rt, q, k, v, out, lse, 0.125, 0, false);
+    fy::rt::attention_grad(&rt, q, k, v, out, lse, v, dq, dk, dv, 0.125, 0, false);
   });
 }
 

@@ -194,8 +194,8 @@ func.func @masked_softmax(%x: tensor<2x3x4x4xf32>, %m: tensor<1x1x4x4xi1>) -> te
 // CHECK-SAME: (%[[Q:.*]]: !fysched.buffer<device, tensor<1x4x8x16xf32>>, %[[K:.*]]: !fysched.buffer<device, tensor<1x2x8x16xf32>>, %[[DY:.*]]: !fysched.buffer<device, tensor<1x4x8x16xf32>>)
 // CHECK: %[[O:.*]] = fysched.alloc : <device, tensor<1x4x8x16xf32>>
 // CHECK: %[[L:.*]] = fysched.alloc : <device, tensor<1x4x8xf32>>
-// CHECK: fysched.launch "attention" ins(%[[Q]], %[[K]], %[[K]] : {{.*}}) outs(%[[O]], %[[L]] : {{.*}}) {args = [2.500000e-01 : f32, 3]}
-// CHECK: fysched.launch "attention_grad" ins(%[[Q]], %[[K]], %[[K]], %[[O]], %[[L]], %[[DY]] : {{.*}}) outs({{.*}} : !fysched.buffer<device, tensor<1x4x8x16xf32>>, !fysched.buffer<device, tensor<1x2x8x16xf32>>, !fysched.buffer<device, tensor<1x2x8x16xf32>>) {args = [2.500000e-01 : f32, 3]}
+// CHECK: fysched.launch "attention" ins(%[[Q]], %[[K]], %[[K]] : {{.*}}) outs(%[[O]], %[[L]] : {{.*}}) {args = [2.500000e-01 : f32, 3, false]}
+// CHECK: fysched.launch "attention_grad" ins(%[[Q]], %[[K]], %[[K]], %[[O]], %[[L]], %[[DY]] : {{.*}}) outs({{.*}} : !fysched.buffer<device, tensor<1x4x8x16xf32>>, !fysched.buffer<device, tensor<1x2x8x16xf32>>, !fysched.buffer<device, tensor<1x2x8x16xf32>>) {args = [2.500000e-01 : f32, 3, false]}
 // CHECK-NOT: tensor<1x4x8x8xf32>
 func.func @attention(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %dy: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
   %o, %lse = fygraph.attention %q, %k, %k {scale = 0.25 : f32, window = 3 : i64}

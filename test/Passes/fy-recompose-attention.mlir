@@ -47,6 +47,28 @@ func.func @batch_reshapes(%q: tensor<2x3x4x8xf32>, %k: tensor<2x3x4x8xf32>, %v: 
 
 // -----
 
+// q, k and v split into heads from [B, T, heads, D] by transposes, and the
+// result transposed back: attention {seq_major} reads and writes that
+// layout, and no transpose is left.
+// CHECK-LABEL: func.func @seq_major
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x3x8xf32>, %[[K:.*]]: tensor<2x4x3x8xf32>, %[[V:.*]]: tensor<2x4x3x8xf32>)
+// CHECK-NOT: fygraph.transpose
+// CHECK: %[[O:.*]], %{{.*}} = fygraph.attention %[[Q]], %[[K]], %[[V]] {scale = 0.3535{{[0-9]*}} : f32, seq_major} : {{.*}} -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
+// CHECK-NEXT: return %[[O]]
+func.func @seq_major(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x4x3x8xf32>) -> tensor<2x4x3x8xf32> {
+  %mask = fygraph.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %qh = fygraph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x3x8xf32> -> tensor<2x3x4x8xf32>
+  %kh = fygraph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x3x8xf32> -> tensor<2x3x4x8xf32>
+  %vh = fygraph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x3x8xf32> -> tensor<2x3x4x8xf32>
+  %s = fygraph.matmul %qh, %kh {trans_b} : (tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x4xf32>
+  %p = fygraph.masked_softmax %s, %mask {scale = 0.353553385 : f32} : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x3x4x4xf32>
+  %o = fygraph.matmul %p, %vh : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  %ot = fygraph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<2x3x4x8xf32> -> tensor<2x4x3x8xf32>
+  return %ot : tensor<2x4x3x8xf32>
+}
+
+// -----
+
 // k as it is, read transposed by the product (trans_b), the scale in the
 // softmax; a sliding window of 2 (each row sees itself and the row before).
 // CHECK-LABEL: func.func @window

@@ -163,6 +163,38 @@ TEST(Attention, MatchesTheWholeMatrixInDouble) {
   }
 }
 
+// q, k, v, out and their gradients with the heads inside the tokens
+// ([B, T, heads, D], seq_major, as a Linear's output is split into heads):
+// the same values as the [B, heads, T, D] layout's, transposed.
+TEST(Attention, SeqMajorIsTheSameAttentionTransposed) {
+  const Case cases[] = {{2, 4, 2, 77, 64, 0}, {1, 2, 2, 150, 64, 32}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    Outputs r = run(c, 13);
+    auto seq = [](const HostTensor& t) {  // [B, heads, T, D] -> [B, T, heads, D]
+      HostTensor y(Shape{t.shape()[0], t.shape()[2], t.shape()[1], t.shape()[3]}, DType::F32);
+      k::transpose(t, y, {0, 2, 1, 3});
+      return y;
+    };
+    HostTensor q = seq(r.q), kk = seq(r.k), v = seq(r.v), dout = seq(r.dout);
+    HostTensor out(q.shape(), DType::F32), lse(r.lse.shape(), DType::F32), dq(q.shape(), DType::F32),
+        dk(kk.shape(), DType::F32), dv(kk.shape(), DType::F32);
+    const double scale = 1 / std::sqrt(double(c.D));
+    k::attention(q, kk, v, out, lse, scale, c.window, true);
+    k::attention_grad(q, kk, v, out, lse, dout, dq, dk, dv, scale, c.window, true);
+    auto near = [](const HostTensor& got, const HostTensor& want, const char* what) {
+      std::vector<double> w(size_t(want.numel()));
+      for (size_t i = 0; i < w.size(); ++i) w[i] = want.as<float>()[i];
+      expect_near_all(got, w, 1e-6, what);
+    };
+    near(out, seq(r.out), "out");
+    near(lse, r.lse, "lse");
+    near(dq, seq(r.dq), "dq");
+    near(dk, seq(r.dk), "dk");
+    near(dv, seq(r.dv), "dv");
+  }
+}
+
 TEST(Attention, SameBitsWhateverTheThreadCount) {
   const Case c{2, 4, 2, 300, 64, 100};
   const int threads = omp_get_max_threads();

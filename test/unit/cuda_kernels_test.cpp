@@ -1278,35 +1278,41 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyAllIgnored) {
 // Fused attention against the CPU's kernel (itself checked against the
 // scores in double, attention_test.cpp): causal and sliding-window,
 // grouped-query heads, T not a multiple of the 32-row tile, head dims 64
-// and 128 and one that is not a multiple of the four threads a row.
+// and 128 and one that is not a multiple of the four threads a row, and
+// both layouts.
 TEST_F(CudaKernels, Attention) {
   struct Case {
     int64_t B, H, Hkv, T, D, window;
+    bool seq_major;  // [B, T, heads, D]
   };
-  for (const Case& c : {Case{2, 4, 4, 100, 64, 0}, Case{1, 8, 2, 77, 128, 0}, Case{2, 2, 1, 129, 64, 24},
-                        Case{1, 3, 3, 33, 30, 0}, Case{1, 2, 2, 1, 64, 0}})
+  for (const Case& c : {Case{2, 4, 4, 100, 64, 0, false}, Case{1, 8, 2, 77, 128, 0, false},
+                        Case{2, 2, 1, 129, 64, 24, false}, Case{1, 3, 3, 33, 30, 0, false},
+                        Case{1, 2, 2, 1, 64, 0, false}, Case{2, 4, 2, 70, 64, 0, true}, Case{1, 2, 2, 65, 128, 16, true}})
     for (bool grad : {false, true}) {
-      const Shape qs{c.B, c.H, c.T, c.D}, ks{c.B, c.Hkv, c.T, c.D}, ls{c.B, c.H, c.T};
+      const Shape qs = c.seq_major ? Shape{c.B, c.T, c.H, c.D} : Shape{c.B, c.H, c.T, c.D};
+      const Shape ks = c.seq_major ? Shape{c.B, c.T, c.Hkv, c.D} : Shape{c.B, c.Hkv, c.T, c.D};
+      const Shape ls{c.B, c.H, c.T};
       HostTensor q = rand_f32(qs, rng, -2, 2), k = rand_f32(ks, rng, -2, 2), v = rand_f32(ks, rng);
       const double scale = 1.0 / std::sqrt(double(c.D));
       const int64_t w = c.window;
+      const bool sm = c.seq_major;
       const std::string what = std::string(grad ? "attention_grad " : "attention ") + qs.str() + " kv heads " +
-                               std::to_string(c.Hkv) + " window " + std::to_string(w);
+                               std::to_string(c.Hkv) + " window " + std::to_string(w) + (sm ? " seq_major" : "");
       if (!grad) {
         check_op(what, {q, k, v}, {out(qs), out(ls)},
-                 [=](auto& in, auto& o) { cpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w); },
-                 [=](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w); });
+                 [=](auto& in, auto& o) { cpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w, sm); },
+                 [=](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w, sm); });
         continue;
       }
       HostTensor o(qs, F32), lse(ls, F32);
-      cpu::attention(q, k, v, o, lse, scale, w);
+      cpu::attention(q, k, v, o, lse, scale, w, sm);
       HostTensor dout = rand_f32(qs, rng);
       check_op(what, {q, k, v, o, lse, dout}, {out(qs), out(ks), out(ks)},
                [=](auto& in, auto& r) {
-                 cpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w);
+                 cpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
                },
                [=](auto& in, auto& r) {
-                 gpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w);
+                 gpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
                });
     }
 }

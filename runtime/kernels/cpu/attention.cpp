@@ -25,18 +25,29 @@ namespace {
 
 constexpr int64_t kBlock = 64;  // query rows a block
 
+// Sizes, and where a head's rows are: [B, heads, T, D] (a head's T rows
+// contiguous) or, seq_major, [B, T, heads, D] (its rows heads x D apart).
 struct Dims {
   int64_t B, H, Hkv, T, D;
+  bool seq_major;
+  // Row 0 of head h (of `heads`) of batch b, and the distance between rows.
+  int64_t head(int64_t b, int64_t h, int64_t heads) const {
+    return seq_major ? (b * T * heads + h) * D : (b * heads + h) * T * D;
+  }
+  int64_t ld(int64_t heads) const { return seq_major ? heads * D : D; }
 };
 
-Dims check_dims(const char* op, const View& q, const View& k, const View& v, const View& out, const View& lse) {
+Dims check_dims(const char* op, const View& q, const View& k, const View& v, const View& out, const View& lse,
+                bool seq_major) {
   check(q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32 && out.dtype == DType::F32 &&
             lse.dtype == DType::F32,
         op, "wants F32 tensors");
-  check(q.shape.rank == 4 && k.shape.rank == 4 && v.shape.rank == 4, op, "q, k, v must be [B, H, T, D]");
-  Dims d{q.shape[0], q.shape[1], k.shape[1], q.shape[2], q.shape[3]};
-  check(k.shape == v.shape && k.shape[0] == d.B && k.shape[2] == d.T && k.shape[3] == d.D, op,
-        "k and v must be [B, Hkv, T, D] with q's B, T and D");
+  check(q.shape.rank == 4 && k.shape.rank == 4 && v.shape.rank == 4, op,
+        seq_major ? "q, k, v must be [B, T, H, D]" : "q, k, v must be [B, H, T, D]");
+  const int h = seq_major ? 2 : 1, t = seq_major ? 1 : 2;
+  Dims d{q.shape[0], q.shape[h], k.shape[h], q.shape[t], q.shape[3], seq_major};
+  check(k.shape == v.shape && k.shape[0] == d.B && k.shape[t] == d.T && k.shape[3] == d.D, op,
+        "k and v must have q's B, T and D, with Hkv heads");
   check(d.Hkv > 0 && d.H % d.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
   check(out.shape == q.shape, op, "out must have q's shape");
   check(lse.shape.rank == 3 && lse.shape[0] == d.B && lse.shape[1] == d.H && lse.shape[2] == d.T, op,
@@ -47,13 +58,14 @@ Dims check_dims(const char* op, const View& q, const View& k, const View& v, con
 // The keys query row i sees: [first_key(i), i].
 inline int64_t first_key(int64_t i, int64_t window) { return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0; }
 
-// Scores of rows [i0, i1) against keys [j0, i1) of one head, scaled, with
-// the keys a row may not see at -inf: S is (i1 - i0) x (i1 - j0).
-void scores(const float* q, const float* k, int64_t i0, int64_t i1, int64_t j0, int64_t D, float scale,
-            int64_t window, float* S) {
+// Scores of rows [i0, i1) against keys [j0, i1) of one head (rows ldq and
+// ldk apart), scaled, with the keys a row may not see at -inf: S is
+// (i1 - i0) x (i1 - j0).
+void scores(const float* q, int64_t ldq, const float* k, int64_t ldk, int64_t i0, int64_t i1, int64_t j0, int64_t D,
+            float scale, int64_t window, float* S) {
   const int64_t rows = i1 - i0, keys = i1 - j0;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(D), scale, q + i0 * D, int(D),
-              k + j0 * D, int(D), 0.0f, S, int(keys));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(D), scale, q + i0 * ldq, int(ldq),
+              k + j0 * ldk, int(ldk), 0.0f, S, int(keys));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r, lo = first_key(i, window);
     float* s = S + r * keys;
@@ -64,8 +76,8 @@ void scores(const float* q, const float* k, int64_t i0, int64_t i1, int64_t j0, 
 
 }  // namespace
 
-void attention(View q, View k, View v, View out, View lse, double scale, int64_t window) {
-  const Dims d = check_dims("attention", q, k, v, out, lse);
+void attention(View q, View k, View v, View out, View lse, double scale, int64_t window, bool seq_major) {
+  const Dims d = check_dims("attention", q, k, v, out, lse, seq_major);
   check(window >= 0, "attention", "the window must be 0 (causal) or positive");
   blas_on_one_thread();
   const int64_t blocks = (d.T + kBlock - 1) / kBlock, group = d.H / d.Hkv;
@@ -77,15 +89,16 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
     for (int64_t bh = 0; bh < d.B * d.H; ++bh)
       for (int64_t blk = 0; blk < blocks; ++blk) {
         const int64_t b = bh / d.H, h = bh % d.H, kvh = h / group;
-        const float* qh = q.as<float>() + bh * d.T * d.D;
-        const float* kh = k.as<float>() + (b * d.Hkv + kvh) * d.T * d.D;
-        const float* vh = v.as<float>() + (b * d.Hkv + kvh) * d.T * d.D;
-        float* oh = out.as<float>() + bh * d.T * d.D;
+        const int64_t lq = d.ld(d.H), lk = d.ld(d.Hkv);
+        const float* qh = q.as<float>() + d.head(b, h, d.H);
+        const float* kh = k.as<float>() + d.head(b, kvh, d.Hkv);
+        const float* vh = v.as<float>() + d.head(b, kvh, d.Hkv);
+        float* oh = out.as<float>() + d.head(b, h, d.H);
         float* lh = lse.as<float>() + bh * d.T;
         const int64_t i0 = blk * kBlock, i1 = std::min(d.T, i0 + kBlock), j0 = first_key(i0, window);
         const int64_t keys = i1 - j0;
         S.resize(size_t(kBlock * d.T));
-        scores(qh, kh, i0, i1, j0, d.D, sc, window, S.data());
+        scores(qh, lq, kh, lk, i0, i1, j0, d.D, sc, window, S.data());
         for (int64_t r = 0; r < i1 - i0; ++r) {
           // (A row always sees its own key: m is finite.)
           float* s = S.data() + r * keys;
@@ -95,14 +108,14 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
           lh[i0 + r] = m + float(std::log(softmax_from_max(s, s, keys, m)));
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(i1 - i0), int(d.D), int(keys), 1.0f, S.data(),
-                    int(keys), vh + j0 * d.D, int(d.D), 0.0f, oh + i0 * d.D, int(d.D));
+                    int(keys), vh + j0 * lk, int(lk), 0.0f, oh + i0 * lq, int(lq));
       }
   }
 }
 
 void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
-                    int64_t window) {
-  const Dims d = check_dims("attention_grad", q, k, v, out, lse);
+                    int64_t window, bool seq_major) {
+  const Dims d = check_dims("attention_grad", q, k, v, out, lse, seq_major);
   check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape,
         "attention_grad", "dout and dq must have q's shape, dk and dv k's");
   blas_on_one_thread();
@@ -119,24 +132,27 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
       P.resize(size_t(kBlock * d.T));
       dS.resize(size_t(kBlock * d.T));
       delta.resize(size_t(kBlock));
-      const float* kh = k.as<float>() + bkv * d.T * d.D;
-      const float* vh = v.as<float>() + bkv * d.T * d.D;
-      float* dkh = dk.as<float>() + bkv * d.T * d.D;
-      float* dvh = dv.as<float>() + bkv * d.T * d.D;
-      std::fill(dkh, dkh + d.T * d.D, 0.0f);
-      std::fill(dvh, dvh + d.T * d.D, 0.0f);
+      const int64_t lq = d.ld(d.H), lk = d.ld(d.Hkv), kvoff = d.head(b, kvh, d.Hkv);
+      const float* kh = k.as<float>() + kvoff;
+      const float* vh = v.as<float>() + kvoff;
+      float* dkh = dk.as<float>() + kvoff;
+      float* dvh = dv.as<float>() + kvoff;
+      for (int64_t j = 0; j < d.T; ++j) {
+        std::fill(dkh + j * lk, dkh + j * lk + d.D, 0.0f);
+        std::fill(dvh + j * lk, dvh + j * lk + d.D, 0.0f);
+      }
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const int64_t bh = b * d.H + h;
-        const float* qh = q.as<float>() + bh * d.T * d.D;
-        const float* oh = out.as<float>() + bh * d.T * d.D;
-        const float* doh = dout.as<float>() + bh * d.T * d.D;
+        const int64_t bh = b * d.H + h, qoff = d.head(b, h, d.H);
+        const float* qh = q.as<float>() + qoff;
+        const float* oh = out.as<float>() + qoff;
+        const float* doh = dout.as<float>() + qoff;
         const float* lh = lse.as<float>() + bh * d.T;
-        float* dqh = dq.as<float>() + bh * d.T * d.D;
+        float* dqh = dq.as<float>() + qoff;
         for (int64_t blk = 0; blk < blocks; ++blk) {
           const int64_t i0 = blk * kBlock, i1 = std::min(d.T, i0 + kBlock), j0 = first_key(i0, window);
           const int64_t rows = i1 - i0, keys = i1 - j0;
           // P again from the scores and each row's log-sum-exp.
-          scores(qh, kh, i0, i1, j0, d.D, sc, window, P.data());
+          scores(qh, lq, kh, lk, i0, i1, j0, d.D, sc, window, P.data());
           for (int64_t r = 0; r < rows; ++r) {
             float* p = P.data() + r * keys;
             const float l = lh[i0 + r];
@@ -144,15 +160,15 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
             for (int64_t c = 0; c < keys; ++c) p[c] = exp_nonpos(p[c] - l);
             // delta = rowsum(dO * O) = rowsum(P * dP).
             double dsum = 0;
-            for (int64_t x = 0; x < d.D; ++x) dsum += double(doh[(i0 + r) * d.D + x]) * oh[(i0 + r) * d.D + x];
+            for (int64_t x = 0; x < d.D; ++x) dsum += double(doh[(i0 + r) * lq + x]) * oh[(i0 + r) * lq + x];
             delta[size_t(r)] = float(dsum);
           }
           // dV += P^T dO
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), 1.0f, P.data(),
-                      int(keys), doh + i0 * d.D, int(d.D), 1.0f, dvh + j0 * d.D, int(d.D));
+                      int(keys), doh + i0 * lq, int(lq), 1.0f, dvh + j0 * lk, int(lk));
           // dP = dO V^T, then dS = P (dP - delta)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(d.D), 1.0f,
-                      doh + i0 * d.D, int(d.D), vh + j0 * d.D, int(d.D), 0.0f, dS.data(), int(keys));
+                      doh + i0 * lq, int(lq), vh + j0 * lk, int(lk), 0.0f, dS.data(), int(keys));
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t c = 0; c < keys; ++c) {
               float& s = dS[size_t(r * keys + c)];
@@ -160,9 +176,9 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
             }
           // dQ = scale dS K (this block's rows, whole); dK += scale dS^T Q
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.D), int(keys), sc, dS.data(),
-                      int(keys), kh + j0 * d.D, int(d.D), 0.0f, dqh + i0 * d.D, int(d.D));
+                      int(keys), kh + j0 * lk, int(lk), 0.0f, dqh + i0 * lq, int(lq));
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), sc, dS.data(),
-                      int(keys), qh + i0 * d.D, int(d.D), 1.0f, dkh + j0 * d.D, int(d.D));
+                      int(keys), qh + i0 * lq, int(lq), 1.0f, dkh + j0 * lk, int(lk));
         }
       }
     }

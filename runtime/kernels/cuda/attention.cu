@@ -31,6 +31,12 @@ struct Geo {
   int D;
   float scale;
   int64_t window;  // 0: causal
+  bool seq_major;  // [B, T, heads, D], else [B, heads, T, D]
+  // Row 0 of head h (of `heads`) of batch b, and the distance between rows.
+  __host__ __device__ int64_t head(int64_t b, int64_t h, int64_t heads) const {
+    return seq_major ? (b * T * heads + h) * D : (b * heads + h) * T * D;
+  }
+  __host__ __device__ int64_t ld(int64_t heads) const { return seq_major ? heads * D : D; }
 };
 
 // The keys row i sees are [first_key(i), i].
@@ -41,14 +47,14 @@ __device__ __forceinline__ bool sees(int64_t i, int64_t j, const Geo& g) {
   return i < g.T && j <= i && j >= first_key(i, g.window);
 }
 
-// Rows [row0, row0 + kTile) of a [T, D] head into shared memory, rows padded
-// to ld = D + 1 floats (a warp's eight rows fall in different banks); rows
-// past T are zero.
-__device__ void load_tile(float* s, const float* head, int64_t row0, const Geo& g) {
+// Rows [row0, row0 + kTile) of a head (its rows `rows` apart) into shared
+// memory, rows padded to ld = D + 1 floats (a warp's eight rows fall in
+// different banks); rows past T are zero.
+__device__ void load_tile(float* s, const float* head, int64_t rows, int64_t row0, const Geo& g) {
   const int ld = g.D + 1;
   for (int e = threadIdx.x; e < kTile * g.D; e += kThreads) {
     const int r = e / g.D, c = e - r * g.D;
-    s[r * ld + c] = row0 + r < g.T ? head[(row0 + r) * g.D + c] : 0.f;
+    s[r * ld + c] = row0 + r < g.T ? head[(row0 + r) * rows + c] : 0.f;
   }
 }
 
@@ -77,11 +83,12 @@ __device__ __forceinline__ float row_max(float v) {
 }
 
 // delta = rowsum(dO * O) of query row i (in all four threads of its row).
-__device__ __forceinline__ float row_delta(const float* dout, const float* out, int64_t i, const Geo& g) {
+__device__ __forceinline__ float row_delta(const float* dout, const float* out, int64_t rows, int64_t i,
+                                           const Geo& g) {
   const int lane = threadIdx.x % kLanes;
   float s = 0.f;
   if (i < g.T)
-    for (int d = lane; d < g.D; d += kLanes) s = fmaf(dout[i * g.D + d], out[i * g.D + d], s);
+    for (int d = lane; d < g.D; d += kLanes) s = fmaf(dout[i * rows + d], out[i * rows + d], s);
   return row_sum(s);
 }
 
@@ -94,17 +101,22 @@ const float* cf(const View& v) { return static_cast<const float*>(v.data); }
 float* mf(const View& v) { return static_cast<float*>(v.data); }
 
 // A block's query tile (blockIdx.x) of head bh (blockIdx.y): its rows
-// [i0, i1), this thread's row i, and the key and value head it reads.
+// [i0, i1), this thread's row i, where head bh starts in q (out, dout, dq)
+// and its key and value head in k and v, and their row strides.
 struct QueryTile {
-  int64_t bh, i0, i1, i;
+  int64_t bh, i0, i1, i, qoff, lq, lk;
   const float *kh, *vh;
 };
 __device__ __forceinline__ QueryTile query_tile(const float* k, const float* v, const Geo& g) {
   QueryTile t;
   t.bh = blockIdx.y;
-  const int64_t kv = (t.bh / g.H) * g.Hkv + (t.bh % g.H) / (g.H / g.Hkv);
-  t.kh = k + kv * g.T * g.D;
-  t.vh = v + kv * g.T * g.D;
+  const int64_t b = t.bh / g.H, h = t.bh % g.H;
+  t.qoff = g.head(b, h, g.H);
+  t.lq = g.ld(g.H);
+  t.lk = g.ld(g.Hkv);
+  const int64_t kvoff = g.head(b, h / (g.H / g.Hkv), g.Hkv);
+  t.kh = k + kvoff;
+  t.vh = v + kvoff;
   t.i0 = int64_t(blockIdx.x) * kTile;
   t.i1 = min(g.T, t.i0 + kTile);
   t.i = t.i0 + threadIdx.x / kLanes;
@@ -112,11 +124,10 @@ __device__ __forceinline__ QueryTile query_tile(const float* k, const float* v, 
 }
 
 // The next key tile's keys and values, once every thread is done with the last.
-__device__ __forceinline__ void load_keys(float* Ks, float* Vs, const float* kh, const float* vh, int64_t j0,
-                                          const Geo& g) {
+__device__ __forceinline__ void load_keys(float* Ks, float* Vs, const QueryTile& t, int64_t j0, const Geo& g) {
   __syncthreads();
-  load_tile(Ks, kh, j0, g);
-  load_tile(Vs, vh, j0, g);
+  load_tile(Ks, t.kh, t.lk, j0, g);
+  load_tile(Vs, t.vh, t.lk, j0, g);
   __syncthreads();
 }
 
@@ -171,10 +182,10 @@ __global__ void __launch_bounds__(kThreads)
   float *Qs = row_tile(sm, 0, g), *Ks = row_tile(sm, 1, g), *Vs = row_tile(sm, 2, g), *Ps = score_tile(sm, 3, 0, g);
   const QueryTile t = query_tile(k, v, g);
   const int64_t bh = t.bh, i = t.i;
-  load_tile(Qs, q + bh * g.T * g.D, t.i0, g);
+  load_tile(Qs, q + t.qoff, t.lq, t.i0, g);
   float m = -INFINITY, l = 0.f, o[NK] = {};
   for (int64_t j0 = first_key(t.i0, g.window); j0 < t.i1; j0 += kTile) {
-    load_keys(Ks, Vs, t.kh, t.vh, j0, g);
+    load_keys(Ks, Vs, t, j0, g);
     float s[kCols];
     tile_products(Qs, Ks, g, g.scale, s);
     float mt = -INFINITY;
@@ -202,7 +213,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (i >= g.T) return;
   const float inv = 1.f / l;
-  float* oh = out + (bh * g.T + i) * g.D;
+  float* oh = out + t.qoff + i * t.lq;
 #pragma unroll
   for (int kk = 0; kk < NK; ++kk) {
     const int d = lane + kLanes * kk;
@@ -223,22 +234,24 @@ __global__ void __launch_bounds__(kThreads)
   float *Ps = score_tile(sm, 4, 0, g), *dSs = score_tile(sm, 4, 1, g);
   const int64_t bkv = blockIdx.y, b = bkv / g.Hkv, kvh = bkv % g.Hkv, group = g.H / g.Hkv;
   const int64_t j0 = int64_t(blockIdx.x) * kTile, j1 = min(g.T, j0 + kTile);
-  load_tile(Ks, k + bkv * g.T * g.D, j0, g);
-  load_tile(Vs, v + bkv * g.T * g.D, j0, g);
+  const int64_t lq = g.ld(g.H), lk = g.ld(g.Hkv), kvoff = g.head(b, kvh, g.Hkv);
+  load_tile(Ks, k + kvoff, lk, j0, g);
+  load_tile(Vs, v + kvoff, lk, j0, g);
   // The last query that sees a key of the tile.
   const int64_t q_end = g.window > 0 ? min(g.T, j1 - 1 + g.window) : g.T;
   float dka[NK] = {}, dva[NK] = {};
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
     const int64_t bh = b * g.H + h;
-    const float* qh = q + bh * g.T * g.D;
-    const float* oh = out + bh * g.T * g.D;
-    const float* doh = dout + bh * g.T * g.D;
+    const int64_t qoff = g.head(b, h, g.H);
+    const float* qh = q + qoff;
+    const float* oh = out + qoff;
+    const float* doh = dout + qoff;
     for (int64_t i0 = j0; i0 < q_end; i0 += kTile) {
       const int64_t i = i0 + r;
       __syncthreads();  // the last tile's rows and scores are read
-      load_tile(Qs, qh, i0, g);
-      load_tile(dOs, doh, i0, g);
-      const float delta = row_delta(doh, oh, i, g);
+      load_tile(Qs, qh, lq, i0, g);
+      load_tile(dOs, doh, lq, i0, g);
+      const float delta = row_delta(doh, oh, lq, i, g);
       const float l = i < g.T ? lse[bh * g.T + i] : 0.f;
       __syncthreads();
       tile_grads(Qs, Ks, dOs, Vs, g, i, j0, l, delta, Ps, dSs);
@@ -254,8 +267,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kk = 0; kk < NK; ++kk) {
     const int d = lane + kLanes * kk;
     if (d >= g.D) continue;
-    dk[(bkv * g.T + j) * g.D + d] = dka[kk] * g.scale;
-    dv[(bkv * g.T + j) * g.D + d] = dva[kk];
+    dk[kvoff + j * lk + d] = dka[kk] * g.scale;
+    dv[kvoff + j * lk + d] = dva[kk];
   }
 }
 
@@ -270,13 +283,13 @@ __global__ void __launch_bounds__(kThreads)
   float* dSs = score_tile(sm, 4, 0, g);
   const QueryTile t = query_tile(k, v, g);
   const int64_t bh = t.bh, i = t.i;
-  load_tile(Qs, q + bh * g.T * g.D, t.i0, g);
-  load_tile(dOs, dout + bh * g.T * g.D, t.i0, g);
-  const float delta = row_delta(dout + bh * g.T * g.D, out + bh * g.T * g.D, i, g);
+  load_tile(Qs, q + t.qoff, t.lq, t.i0, g);
+  load_tile(dOs, dout + t.qoff, t.lq, t.i0, g);
+  const float delta = row_delta(dout + t.qoff, out + t.qoff, t.lq, i, g);
   const float l = i < g.T ? lse[bh * g.T + i] : 0.f;
   float dqa[NK] = {};
   for (int64_t j0 = first_key(t.i0, g.window); j0 < t.i1; j0 += kTile) {
-    load_keys(Ks, Vs, t.kh, t.vh, j0, g);
+    load_keys(Ks, Vs, t, j0, g);
     tile_grads(Qs, Ks, dOs, Vs, g, i, j0, l, delta, nullptr, dSs);
     __syncwarp();  // the row's dS, written by its four threads
     add_products<NK>(dSs + r * kLdS, 1, Ks, g, dqa);
@@ -285,7 +298,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int kk = 0; kk < NK; ++kk) {
     const int d = lane + kLanes * kk;
-    if (d < g.D) dq[(bh * g.T + i) * g.D + d] = dqa[kk] * g.scale;
+    if (d < g.D) dq[t.qoff + i * t.lq + d] = dqa[kk] * g.scale;
   }
 }
 
@@ -297,12 +310,14 @@ void allow_smem(Kernel* kern, size_t bytes) {
 }
 
 Geo check_dims(const char* op, const View& q, const View& k, const View& v, const View& out, const View& lse,
-               double scale, int64_t window) {
+               double scale, int64_t window, bool seq_major) {
   for (const View* t : {&q, &k, &v, &out, &lse}) check_dtype(*t, DType::F32, op, "each operand");
-  check(q.shape.rank == 4 && k.shape.rank == 4 && v.shape.rank == 4, op, "q, k, v must be [B, H, T, D]");
-  Geo g{q.shape[0], q.shape[1], k.shape[1], q.shape[2], int(q.shape[3]), float(scale), window};
-  check(k.shape == v.shape && k.shape[0] == g.B && k.shape[2] == g.T && k.shape[3] == g.D, op,
-        "k and v must be [B, Hkv, T, D] with q's B, T and D");
+  check(q.shape.rank == 4 && k.shape.rank == 4 && v.shape.rank == 4, op,
+        seq_major ? "q, k, v must be [B, T, H, D]" : "q, k, v must be [B, H, T, D]");
+  const int h = seq_major ? 2 : 1, t = seq_major ? 1 : 2;
+  Geo g{q.shape[0], q.shape[h], k.shape[h], q.shape[t], int(q.shape[3]), float(scale), window, seq_major};
+  check(k.shape == v.shape && k.shape[0] == g.B && k.shape[t] == g.T && k.shape[3] == g.D, op,
+        "k and v must have q's B, T and D, with Hkv heads");
   check(g.Hkv > 0 && g.H % g.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
   check(out.shape == q.shape, op, "out must have q's shape");
   check(lse.shape.rank == 3 && lse.shape[0] == g.B && lse.shape[1] == g.H && lse.shape[2] == g.T, op,
@@ -318,9 +333,9 @@ dim3 grid(int64_t T, int64_t heads) { return dim3(unsigned((T + kTile - 1) / kTi
 
 }  // namespace
 
-void attention(View q, View k, View v, View out, View lse, double scale, int64_t window) {
+void attention(View q, View k, View v, View out, View lse, double scale, int64_t window, bool seq_major) {
   const char* op = "attention";
-  const Geo g = check_dims(op, q, k, v, out, lse, scale, window);
+  const Geo g = check_dims(op, q, k, v, out, lse, scale, window, seq_major);
   if (g.T == 0 || g.B * g.H == 0) return;
   const size_t bytes = tiles_bytes(g.D, 3, 1);
   auto go = [&](auto kern) {
@@ -335,9 +350,9 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
 }
 
 void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
-                    int64_t window) {
+                    int64_t window, bool seq_major) {
   const char* op = "attention_grad";
-  const Geo g = check_dims(op, q, k, v, out, lse, scale, window);
+  const Geo g = check_dims(op, q, k, v, out, lse, scale, window, seq_major);
   for (const View* t : {&dout, &dq, &dk, &dv}) check_dtype(*t, DType::F32, op, "each operand");
   check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape, op,
         "dout and dq must have q's shape, dk and dv k's");
