@@ -398,6 +398,36 @@ func.func @forward(%lbl: tensor<8xi64>) -> tensor<f32> {
 
 // -----
 
+// seq_major attention ([B, T, heads, D]): its gradient in the same layout.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[O:.*]], %[[LSE:.*]] = fygraph.attention %[[Q:.*]], %[[K:.*]], %[[K]] {scale = 1.250000e-01 : f32, seq_major}
+// CHECK: fygraph.attention_grad %[[Q]], %[[K]], %[[K]], %[[O]], %[[LSE]], %{{.*}} {scale = 1.250000e-01 : f32, seq_major} : {{.*}} -> (tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>)
+fygraph.param @w trainable : tensor<1x4x2x8xf32>
+fygraph.param @v trainable : tensor<1x4x1x8xf32>
+func.func @forward(%lbl: tensor<8xi64>) -> tensor<f32> {
+  %w = fygraph.get_param @w : tensor<1x4x2x8xf32>
+  %v = fygraph.get_param @v : tensor<1x4x1x8xf32>
+  %o, %lse = fygraph.attention %w, %v, %v {scale = 0.125 : f32, seq_major}
+      : (tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4xf32>)
+  %r = fygraph.reshape %o : tensor<1x4x2x8xf32> -> tensor<8x8xf32>
+  %l, %lp = fygraph.softmax_cross_entropy_loss %r, %lbl {ignore_index = -100 : i64, reduction = "sum"}
+      : (tensor<8x8xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x8xf32>)
+  return %l : tensor<f32>
+}
+
+// -----
+
+// seq_major attention's verifier: lse is [B, H, T] in either layout.
+func.func @forward(%q: tensor<1x4x2x8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{lse must be [B, H, T], got 'tensor<1x4x2xf32>'}}
+  %o, %lse = fygraph.attention %q, %q, %q {scale = 0.125 : f32, seq_major}
+      : (tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>, tensor<1x4x2x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x4x2xf32>)
+  %z = fygraph.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
 // attention's verifier: k's heads must divide q's.
 fygraph.param @q trainable : tensor<1x3x4x8xf32>
 fygraph.param @k trainable : tensor<1x2x4x8xf32>
