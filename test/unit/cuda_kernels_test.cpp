@@ -1271,10 +1271,6 @@ TEST_F(CudaKernels, SoftmaxCrossEntropyAllIgnored) {
   }
 }
 
-// The loss of x w^T a block of rows at a time: the loss, dx and dw against the
-// CPU's kernel, with ignored labels, mean and sum, vocabularies on the warp
-// and the block path, N not always a multiple of the block's rows. Without
-// the gradients dx and dw are not written.
 // Fused attention against the CPU's kernel (itself checked against the
 // scores in double, attention_test.cpp): causal and sliding-window,
 // grouped-query heads, T not a multiple of the 32-row tile, head dims 64
@@ -1317,6 +1313,10 @@ TEST_F(CudaKernels, Attention) {
     }
 }
 
+// The loss of x w^T a block of rows at a time: the loss, dx and dw against the
+// CPU's kernel, with ignored labels, mean and sum, vocabularies on the warp
+// and the block path, N not always a multiple of the block's rows. Without
+// the gradients dx and dw are not written.
 TEST_F(CudaKernels, LinearCrossEntropy) {
   struct Case {
     int64_t B, T, D, V, R;

@@ -100,7 +100,7 @@ size_t tiles_bytes(int D, int tiles, int scores) {
 const float* cf(const View& v) { return static_cast<const float*>(v.data); }
 float* mf(const View& v) { return static_cast<float*>(v.data); }
 
-// A block's query tile (blockIdx.x) of head bh (blockIdx.y): its rows
+// A block's query tile (blockIdx.y) of head bh (blockIdx.x): its rows
 // [i0, i1), this thread's row i, where head bh starts in q (out, dout, dq)
 // and its key and value head in k and v, and their row strides.
 struct QueryTile {
@@ -109,7 +109,7 @@ struct QueryTile {
 };
 __device__ __forceinline__ QueryTile query_tile(const float* k, const float* v, const Geo& g) {
   QueryTile t;
-  t.bh = blockIdx.y;
+  t.bh = blockIdx.x;
   const int64_t b = t.bh / g.H, h = t.bh % g.H;
   t.qoff = g.head(b, h, g.H);
   t.lq = g.ld(g.H);
@@ -117,7 +117,7 @@ __device__ __forceinline__ QueryTile query_tile(const float* k, const float* v, 
   const int64_t kvoff = g.head(b, h / (g.H / g.Hkv), g.Hkv);
   t.kh = k + kvoff;
   t.vh = v + kvoff;
-  t.i0 = int64_t(blockIdx.x) * kTile;
+  t.i0 = int64_t(blockIdx.y) * kTile;
   t.i1 = min(g.T, t.i0 + kTile);
   t.i = t.i0 + threadIdx.x / kLanes;
   return t;
@@ -232,8 +232,8 @@ __global__ void __launch_bounds__(kThreads)
   const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
   float *Ks = row_tile(sm, 0, g), *Vs = row_tile(sm, 1, g), *Qs = row_tile(sm, 2, g), *dOs = row_tile(sm, 3, g);
   float *Ps = score_tile(sm, 4, 0, g), *dSs = score_tile(sm, 4, 1, g);
-  const int64_t bkv = blockIdx.y, b = bkv / g.Hkv, kvh = bkv % g.Hkv, group = g.H / g.Hkv;
-  const int64_t j0 = int64_t(blockIdx.x) * kTile, j1 = min(g.T, j0 + kTile);
+  const int64_t bkv = blockIdx.x, b = bkv / g.Hkv, kvh = bkv % g.Hkv, group = g.H / g.Hkv;
+  const int64_t j0 = int64_t(blockIdx.y) * kTile, j1 = min(g.T, j0 + kTile);
   const int64_t lq = g.ld(g.H), lk = g.ld(g.Hkv), kvoff = g.head(b, kvh, g.Hkv);
   load_tile(Ks, k + kvoff, lk, j0, g);
   load_tile(Vs, v + kvoff, lk, j0, g);
@@ -325,11 +325,12 @@ Geo check_dims(const char* op, const View& q, const View& k, const View& v, cons
   check(q.shape[3] >= 1 && q.shape[3] <= kMaxD, op, "head dims up to " + std::to_string(kMaxD) + ", got " +
                                                         std::to_string(q.shape[3]));
   check(window >= 0, op, "the window must be 0 (causal) or positive");
-  check(g.B * g.H <= 65535, op, "batch x heads must be at most 65535");
+  // (Heads on the grid's x, tiles on its y, whose limit is 65535.)
+  check((g.T + kTile - 1) / kTile <= 65535, op, "T must be at most " + std::to_string(65535 * kTile));
   return g;
 }
 
-dim3 grid(int64_t T, int64_t heads) { return dim3(unsigned((T + kTile - 1) / kTile), unsigned(heads)); }
+dim3 grid(int64_t T, int64_t heads) { return dim3(unsigned(heads), unsigned((T + kTile - 1) / kTile)); }
 
 }  // namespace
 
