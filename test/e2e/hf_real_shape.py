@@ -10,11 +10,9 @@ config.json, exported by examples/export_hf.py with torch 2.x.
 
     FUYOU_TORCH2/bin/python test/e2e/hf_real_shape.py --compiler build/bin/fuyou-compile --work DIR
 """
-import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -22,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
+import runs  # noqa: E402
 LLAMA2_7B_LAYERS = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
                     "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32,
                     "num_hidden_layers": 2, "vocab_size": 32000, "max_position_embeddings": 4096,
@@ -35,18 +34,11 @@ def fail(msg):
 
 
 def run(cmd, what):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        fail(f"{what}: {r.stderr.strip()[-2000:]}")
-    return r
+    return runs.checked("hf_real_shape", cmd, what)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--compiler", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
+    a = runs.compiler_and_work()
     w = lambda name: os.path.join(a.work, name)
     ckpt = w("llama2-7b-layers")
     os.makedirs(ckpt, exist_ok=True)
@@ -88,7 +80,6 @@ def main():
     import torch
     import export_hf
     import oracle
-    import runs
     data = runs.tokens(a.work)
     B, T = 1, 64
     model_path = w("t64.onnx")

@@ -12,14 +12,16 @@ arithmetic, so this needs no GPU:
 
     FUYOU_TORCH2/bin/python test/e2e/plan_memory.py --compiler build/bin/fuyou-compile --work DIR
 """
-import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import runs  # noqa: E402
+
 GPT2_124M = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 768, "n_head": 12,
              "n_layer": 12, "n_positions": 4096, "vocab_size": 50257}
 GIB = 1 << 30
@@ -30,10 +32,7 @@ def fail(msg):
 
 
 def run(cmd, what):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        fail(f"{what}: {r.stderr.strip()[-2000:]}")
-    return r.stdout
+    return runs.checked("plan_memory", cmd, what).stdout
 
 
 def device_bytes(compiler, model, flags):
@@ -45,11 +44,7 @@ def device_bytes(compiler, model, flags):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--compiler", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
+    a = runs.compiler_and_work()
     ckpt = os.path.join(a.work, "gpt2-124m")
     os.makedirs(ckpt, exist_ok=True)
     with open(os.path.join(ckpt, "config.json"), "w") as f:

@@ -1,10 +1,30 @@
 """What the torch 2.x end-to-end tests share: a program's losses and torch's for the same steps."""
+import argparse
 import json
 import os
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def compiler_and_work():
+    """The arguments of a test that compiles in a folder of its own: --compiler and --work (made)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compiler", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    return a
+
+
+def checked(test, cmd, what):
+    """cmd's completed process (output captured); if it fails, the test fails in one line: its name,
+    WHAT and the end of cmd's stderr."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{test}: FAIL: {what}: {r.stderr.strip()[-2000:]}")
+    return r
 
 
 def tokens(work, max_bytes=100000):

@@ -126,19 +126,6 @@ Outputs run(const Case& c, uint64_t seed) {
   return r;
 }
 
-bool same_bits(const HostTensor& a, const HostTensor& b) {
-  return std::memcmp(a.as<float>(), b.as<float>(), size_t(a.numel()) * 4) == 0;
-}
-
-// This process's resident-memory peak, in kB, since `reset` last cleared it.
-int64_t peak_kb(bool reset) {
-  if (reset) std::ofstream("/proc/self/clear_refs") << "5";
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  return -1;
-}
-
 }  // namespace
 
 TEST(Attention, MatchesTheWholeMatrixInDouble) {

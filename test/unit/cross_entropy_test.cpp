@@ -101,18 +101,6 @@ void expect_near_all(const HostTensor& got, const std::vector<double>& want, dou
   EXPECT_EQ(misses, 0) << what << ": worst error " << worst << " of the largest";
 }
 
-bool same_bits(const HostTensor& a, const HostTensor& b) {
-  return std::memcmp(a.view().data, b.view().data, a.view().nbytes()) == 0;
-}
-
-int64_t peak_kb(bool reset) {
-  if (reset) std::ofstream("/proc/self/clear_refs") << "5";
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  return -1;
-}
-
 }  // namespace
 
 TEST(LinearCrossEntropy, MatchesTheWholeLogitsInDouble) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
 
 namespace fyt {
@@ -114,6 +115,19 @@ void check_grad(GradCase& c, uint64_t seed, double eps, double tol) {
     // One failure per input, so tests of the checker can count them.
     if (misses) ADD_FAILURE() << "input " << k << ": " << misses << " gradient mismatches" << report;
   }
+}
+
+bool same_bits(const HostTensor& a, const HostTensor& b) {
+  return a.view().nbytes() == b.view().nbytes() &&
+         std::memcmp(a.view().data, b.view().data, a.view().nbytes()) == 0;
+}
+
+int64_t peak_kb(bool reset) {
+  if (reset) std::ofstream("/proc/self/clear_refs") << "5";
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
 }
 
 std::string error_of(const std::function<void()>& f) {

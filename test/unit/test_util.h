@@ -60,6 +60,13 @@ std::string error_of(const std::function<void()>& f);
 // reason and reads as "".
 std::string io_uring_unavailable();
 
+// Whether two tensors hold the same bytes.
+bool same_bits(const HostTensor& a, const HostTensor& b);
+
+// This process's resident-memory peak (VmHWM), in kB, since `reset` last
+// cleared it; -1 where /proc/self/status has none.
+int64_t peak_kb(bool reset);
+
 // While one lives, the n-th allocation this thread asks of operator new
 // (0: the next) throws std::bad_alloc: how a test reaches the out-of-memory
 // paths in the middle of the runtime's work. The test binary replaces the
