@@ -17,7 +17,6 @@ cut out of the planned train step, evaluated on a held-out file.
 
     /usr/bin/python3 test/e2e/validation.py --compiler build/bin/fuyou-compile --work DIR
 """
-import argparse
 import json
 import os
 import re
@@ -25,6 +24,8 @@ import subprocess
 import sys
 
 import numpy as np
+
+import runs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -62,11 +63,7 @@ def eval_only(binary, data, val, extra=()):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--compiler", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
+    a = runs.compiler_and_work()
     w = lambda name: os.path.join(a.work, name)
 
     # Held-out tokens: the corpus's last fifth; training reads the rest.

@@ -996,6 +996,23 @@ void launch_softmax_fwd(const Lanes& L, const float* x, float* y, const int64_t*
   FY_CUDA_LAUNCHED(op);
 }
 
+// dlogits = softmax's gradient of contiguous rows of log-probabilities
+// (sce_grad_rows); lp and d may be the same buffer.
+void launch_sce_grad_rows(const float* lp, const int64_t* labels, const float* gscale, float* d, int64_t rows,
+                          int64_t D, int64_t ignore, const char* op) {
+  const RowsD g = checked_rows(rows, D, op);
+  const int group = g.D <= kWarpMaxD ? 32 : 256;
+  const int64_t per_block = 256 / group;
+  const int64_t blocks = (g.rows + per_block - 1) / per_block;
+  check(blocks <= INT_MAX, op, "too many rows");
+  cudaStream_t s = current_stream();
+  if (can_vec(g.D, {lp, d}))
+    sce_grad_rows<4><<<unsigned(blocks), 256, 0, s>>>(lp, labels, gscale, d, g.rows, g.D, group, ignore);
+  else
+    sce_grad_rows<1><<<unsigned(blocks), 256, 0, s>>>(lp, labels, gscale, d, g.rows, g.D, group, ignore);
+  FY_CUDA_LAUNCHED(op);
+}
+
 // Sums over the labels (and nll when given) into *out: the loss, or with
 // dloss the gradient scale. Scratch is taken from `tmp` past `off` bytes.
 void launch_loss(const float* nll, const int64_t* labels, int64_t n, int64_t C, int64_t ignore, bool mean,
@@ -1192,18 +1209,10 @@ void softmax_cross_entropy_grad(View dloss, View log_prob, View labels, View dlo
   float* pd = mf(dlogits);
   if (L.inner != 1) {
     sce_grad_strided<<<grid_for(total), 256, 0, s>>>(plp, pl, gscale, pd, total, L.A, L.inner, ignore_index);
+    FY_CUDA_LAUNCHED(op);
   } else {
-    const RowsD g = checked_rows(L.outer, L.A, op);
-    const int group = g.D <= kWarpMaxD ? 32 : 256;
-    const int64_t per_block = 256 / group;
-    const int64_t blocks = (g.rows + per_block - 1) / per_block;
-    check(blocks <= INT_MAX, op, "too many rows");
-    if (can_vec(g.D, {plp, pd}))
-      sce_grad_rows<4><<<unsigned(blocks), 256, 0, s>>>(plp, pl, gscale, pd, g.rows, g.D, group, ignore_index);
-    else
-      sce_grad_rows<1><<<unsigned(blocks), 256, 0, s>>>(plp, pl, gscale, pd, g.rows, g.D, group, ignore_index);
+    launch_sce_grad_rows(plp, pl, gscale, pd, L.outer, L.A, ignore_index, op);
   }
-  FY_CUDA_LAUNCHED(op);
 }
 
 // The loss of the logits x w^T a block of rows at a time, in `block`
@@ -1245,7 +1254,6 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
     fill(View{one, Shape{1}, DType::F32}, 1.0);
     launch_loss(nullptr, pl, N, V, ignore_index, mean, one, gscale, sums);
   }
-  cudaStream_t s = current_stream();
   const float* px = cf(x);
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int64_t rows = std::min(R, N - r0);
@@ -1255,18 +1263,7 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
     // In place: each row's label logit is read before its log-probabilities are stored.
     launch_softmax_fwd<true>(Lanes{rows, V, 1}, cf(lb), mf(lb), pl + r0, nll + r0, ignore_index, op);
     if (!grads) continue;
-    const RowsD g = checked_rows(rows, V, op);
-    const int group = g.D <= kWarpMaxD ? 32 : 256;
-    const int64_t per_block = 256 / group;
-    const int64_t blocks = (g.rows + per_block - 1) / per_block;
-    check(blocks <= INT_MAX, op, "too many rows");
-    if (can_vec(g.D, {cf(lb)}))
-      sce_grad_rows<4><<<unsigned(blocks), 256, 0, s>>>(cf(lb), pl + r0, gscale, mf(lb), g.rows, g.D, group,
-                                                          ignore_index);
-    else
-      sce_grad_rows<1><<<unsigned(blocks), 256, 0, s>>>(cf(lb), pl + r0, gscale, mf(lb), g.rows, g.D, group,
-                                                          ignore_index);
-    FY_CUDA_LAUNCHED(op);
+    launch_sce_grad_rows(cf(lb), pl + r0, gscale, mf(lb), rows, V, ignore_index, op);
     matmul(lb, w, View{mf(dx) + r0 * D, Shape{rows, D}, DType::F32}, false, false);
     matmul_into(lb, xb, dw, true, false, r0 > 0);
   }
