@@ -97,8 +97,6 @@ size_t tiles_bytes(int D, int tiles, int scores) {
   return (size_t(tiles) * kTile * size_t(D + 1) + size_t(scores) * kTile * kLdS) * sizeof(float);
 }
 
-const float* cf(const View& v) { return static_cast<const float*>(v.data); }
-float* mf(const View& v) { return static_cast<float*>(v.data); }
 
 // A block's query tile (blockIdx.y) of head bh (blockIdx.x): its rows
 // [i0, i1), this thread's row i, where head bh starts in q (out, dout, dq)

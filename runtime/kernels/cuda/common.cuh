@@ -33,6 +33,10 @@ inline void check_numel(const View& v, int64_t n, const char* op, const char* na
         std::string(name) + " has " + std::to_string(v.numel()) + " elements, expected " + std::to_string(n));
 }
 
+// A View's F32 data, read-only or to write.
+inline const float* cf(const View& v) { return static_cast<const float*>(v.data); }
+inline float* mf(const View& v) { return static_cast<float*>(v.data); }
+
 // Blocks for an n-element grid-stride loop.
 inline unsigned grid_for(int64_t n, int threads = 256) {
   int64_t b = (n + threads - 1) / threads;

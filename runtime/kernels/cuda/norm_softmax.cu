@@ -772,8 +772,6 @@ int64_t prod(const Shape& s, int64_t from, int64_t to) {
   return n;
 }
 void check_f32(const View& v, const char* op, const char* name) { check_dtype(v, DType::F32, op, name); }
-const float* cf(const View& v) { return static_cast<const float*>(v.data); }
-float* mf(const View& v) { return static_cast<float*>(v.data); }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 // 16-byte accesses need whole float4s per row and aligned base pointers.
