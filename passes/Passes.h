@@ -74,7 +74,15 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                         llvm::cl::desc("fy-recompose's fused attention and loss: yes (where the target's kernels "
                                        "are measured), no, or all (the CUDA target's new kernels too)"),
                         llvm::cl::init("yes")};
+  Opt<std::string> halfActivations{*this, "half-activations",
+                                   llvm::cl::desc("activations in 16 bits at bf16/fp16: auto (the CPU target), "
+                                                  "yes or no"),
+                                   llvm::cl::init("auto")};
 };
+
+// Whether fy-half-activations runs: at bf16 or fp16, where the target's
+// kernels take 16-bit operands (the CPU's) or when asked for.
+bool halfActivations(const TrainPipelineOptions &o);
 
 // Whether an --activations value sends any segment to SSD.
 bool namesSsd(llvm::StringRef activations);

@@ -111,6 +111,25 @@ def InsertDealloc : Pass<"fy-insert-dealloc", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def HalfActivations : Pass<"fy-half-activations", "mlir::ModuleOp"> {
+  let summary = "Stores the step's activations and their gradients in 16 bits";
+  let description = [{
+    At `--precision bf16|fp16`, as autocast does: every float buffer a
+    kernel writes and only kernels read becomes bf16 (or fp16), halving the
+    bytes the memory plan places, the copies that swap them and the traffic
+    the cost model prices. Kernels widen them and compute in fp32. Stay
+    fp32: parameter gradients and the parts they are summed from (a tied
+    weight's two gradients, a table's rows added onto its other gradient),
+    the loss, statistics a backward reads (norms' mean and inverse
+    deviation, attention's log-sum-exp), cross-entropy's log-probabilities
+    (autocast runs it in fp32), a kernel's scratch, and scalars.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"", "bf16 or fp16">
+  ];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PartitionGroups : Pass<"fy-partition-groups", "mlir::ModuleOp"> {
   let summary = "Partitions the trainable parameters into layer groups";
   let description = [{

@@ -40,6 +40,12 @@ bool namesSsd(llvm::StringRef activations) {
   return ("," + activations + ",").str().find(",ssd,") != std::string::npos;
 }
 
+bool halfActivations(const TrainPipelineOptions &o) {
+  if (o.precision != "bf16" && o.precision != "fp16")
+    return false;
+  return o.halfActivations == "yes" || (o.halfActivations == "auto" && o.target == "cpu");
+}
+
 void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   ProgramAttrsOptions attrs;
   attrs.precision = o.precision;
@@ -79,6 +85,11 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(createLowerToFySched());
+  if (halfActivations(o)) {
+    HalfActivationsOptions half;
+    half.dtype = o.precision;
+    pm.addPass(createHalfActivations(half));
+  }
   PartitionGroupsOptions groups;
   groups.maxBytes = o.maxGroupBytes;
   pm.addPass(createPartitionGroups(groups));

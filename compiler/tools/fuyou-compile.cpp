@@ -58,6 +58,7 @@ struct Options {
   std::string paramWaits = "yes";    // the forward waits per parameter, not per group
   std::string earlyHold = "yes";     // a tied table's early rows handed over before its last read
   std::string fuse = "yes";          // fused attention and loss where the target has their kernels
+  std::string halfActivations = "auto";  // activations in 16 bits at bf16/fp16 where the kernels take them
   std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
   std::string ssd;                   // --calibrate: where to measure the SSD
@@ -255,6 +256,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--param-waits") o.paramWaits = next();
     else if (a == "--early-hold") o.earlyHold = next();
     else if (a == "--fuse") o.fuse = next();
+    else if (a == "--half-activations") o.halfActivations = next();
     else if (a == "--state") o.state = next();
     else if (a == "--calibrate") o.calibrate = true;
     else if (a == "--ssd") o.ssd = next();
@@ -312,6 +314,8 @@ Options parse(int argc, char **argv) {
       die(std::string("--") + flag + " must be yes or no, got '" + *value + "'");
   if (o.fuse != "yes" && o.fuse != "no" && o.fuse != "all")
     die("--fuse must be yes, no or all, got '" + o.fuse + "'");
+  if (o.halfActivations != "auto" && o.halfActivations != "yes" && o.halfActivations != "no")
+    die("--half-activations must be auto, yes or no, got '" + o.halfActivations + "'");
   // Early rows ride on rows first: the step's rows are the update's first part.
   if (o.rowsFirst == "no" && o.earlyRows == "yes")
     die("--early-rows yes needs --rows-first yes: the early rows are the rest of a table updated rows first");
@@ -328,6 +332,11 @@ Options parse(int argc, char **argv) {
     o.precision = o.target == "cuda" ? "bf16" : "fp32";
   if (o.target == "cpu" && o.precision == "tf32")
     die("--precision tf32 needs --target cuda (the CPU target has fp32, bf16 and fp16)");
+  if (o.halfActivations == "yes" && o.precision != "bf16" && o.precision != "fp16")
+    die("--half-activations yes needs --precision bf16 or fp16 (got " + o.precision + ")");
+  if (o.halfActivations == "yes" && o.target == "cuda")
+    die("--half-activations yes: the CUDA target's kernels take fp32 activations; 16-bit ones run on the CPU "
+        "target for now");
   if (o.lossScale.empty())
     o.lossScale = o.precision == "fp16" ? "dynamic" : "none";
   if (o.lossScale != "dynamic" && o.lossScale != "none")
@@ -566,6 +575,7 @@ static void pipelineOptions(const Options &opts, fuyou::TrainPipelineOptions &po
   po.paramWaits = opts.paramWaits == "yes";
   po.earlyHold = opts.earlyHold == "yes";
   po.fuse = opts.fuse;
+  po.halfActivations = opts.halfActivations;
 }
 
 // The front passes, then the back ones; what --device-optimizer auto chose.

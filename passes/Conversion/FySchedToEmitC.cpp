@@ -42,6 +42,10 @@ std::string shapeLiteral(ArrayRef<int64_t> shape) {
 std::string dtypeLiteral(Type t) {
   if (t.isF32())
     return "fy::DType::F32";
+  if (t.isBF16())
+    return "fy::DType::BF16";
+  if (t.isF16())
+    return "fy::DType::F16";
   if (t.isInteger(64))
     return "fy::DType::I64";
   return "fy::DType::U8";

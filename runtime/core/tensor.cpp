@@ -12,6 +12,8 @@ size_t dtype_size(DType dt) {
     case DType::F64: return 8;
     case DType::I64: return 8;
     case DType::U8: return 1;
+    case DType::BF16: return 2;
+    case DType::F16: return 2;
   }
   fail("fy::dtype_size: invalid dtype");
 }
@@ -22,6 +24,8 @@ const char* dtype_name(DType dt) {
     case DType::F64: return "F64";
     case DType::I64: return "I64";
     case DType::U8: return "U8";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
   }
   return "?";
 }

@@ -12,7 +12,9 @@
 
 namespace fy {
 
-enum class DType : uint8_t { F32, F64, I64, U8 };  // U8 holds bool
+// U8 holds bool. BF16 and F16 are storage only (core/half.h): kernels widen
+// them to F32.
+enum class DType : uint8_t { F32, F64, I64, U8, BF16, F16 };
 
 // Bytes per element of a dtype.
 size_t dtype_size(DType dt);

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/half.h"
 #include "io/safetensors.h"
 
 namespace fy {
@@ -66,18 +67,6 @@ size_t stored_size(Stored s) {
 
 bool is_float(Stored s) { return s == Stored::F32 || s == Stored::F64 || s == Stored::F16 || s == Stored::BF16; }
 
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  float mag = exp == 0 ? std::ldexp(float(man), -24)
-              : exp == 31 ? (man ? std::nanf("") : HUGE_VALF)
-                          : std::ldexp(float(man | 0x400), int(exp) - 25);
-  uint32_t bits;
-  std::memcpy(&bits, &mag, 4);
-  bits |= sign;
-  std::memcpy(&mag, &bits, 4);
-  return mag;
-}
-
 // Whether a tensor stored as `s` can become a parameter of dtype `d`: floats
 // (16-bit ones as Hugging Face ships them) widen to the fp32 masters,
 // integers to int64, bools stay.
@@ -95,8 +84,7 @@ void convert(Stored s, const char* src, size_t n, DType d, char* dst) {
     auto load = [&](auto x) { std::memcpy(&x, p, sizeof x); return x; };
     if (d == DType::F32) {
       float f = s == Stored::F32 ? load(float()) : s == Stored::F64 ? float(load(double()))
-                : s == Stored::F16 ? half_to_float(load(uint16_t()))
-                                   : [&] { uint32_t b = uint32_t(load(uint16_t())) << 16; float r; std::memcpy(&r, &b, 4); return r; }();
+                : s == Stored::F16 ? fp16_value(load(uint16_t())) : bf16_value(load(uint16_t()));
       std::memcpy(dst + 4 * i, &f, 4);
     } else if (d == DType::I64) {
       int64_t v = s == Stored::I64 ? load(int64_t()) : s == Stored::I32 ? load(int32_t()) : s == Stored::I16 ? load(int16_t())

@@ -32,6 +32,8 @@ const char* st_dtype(DType dt) {
     case DType::F64: return "F64";
     case DType::I64: return "I64";
     case DType::U8: return "U8";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
   }
   return "?";
 }

@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--grad-rtol", type=float, default=None, help="step 1's gradients (default: --rtol)")
     ap.add_argument("--clip-norm", default=None)
     ap.add_argument("--bitwise-vs-ssd", action="store_true",
                     help="also train with AdamW's state on SSD (--ssd, two striped dirs): same bits")
@@ -50,6 +51,11 @@ def main():
                          "scaling by powers of two changes no bit")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"],
                     help="compile at this precision; the oracle rounds its matmul operands the same way")
+    ap.add_argument("--half-activations", default="auto", choices=["auto", "yes", "no"],
+                    help="fuyou-compile's --half-activations (auto: 16-bit activations at bf16/fp16)")
+    ap.add_argument("--autocast", action="store_true",
+                    help="the oracle trains under torch's bf16 autocast on the CPU instead of rounding only "
+                         "its matmul operands (for 16-bit activations)")
     ap.add_argument("--loss-scale-init", default=None,
                     help="first loss scale (fp16); steps skipped must be the oracle's, step for step")
     ap.add_argument("--bitwise-vs-placed", action="store_true",
@@ -125,10 +131,11 @@ def main():
         export += ["--vocab", str(a.wide_vocab)]
     run(export, stdout=subprocess.DEVNULL)
 
+    prec = ["--precision", a.precision, "--half-activations", a.half_activations]
     freeze = []
     for f in a.freeze:
         freeze += ["--freeze", f]
-    run([a.compiler, w("model.onnx"), "-o", w("train"), "--precision", a.precision] + freeze)
+    run([a.compiler, w("model.onnx"), "-o", w("train"), *prec] + freeze)
 
     # The same hyper-parameters on both sides, spelled out (torch's defaults).
     hp = ["--lr", "1e-3", "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8",
@@ -167,7 +174,7 @@ def main():
         same_bits(w("train_scaled"), "scaled", "dynamic loss scaling",
                   ["--loss-scale-init", "1024", "--loss-scale-growth-interval", "3"])
     if a.bitwise_vs_placed:
-        run([a.compiler, w("model.onnx"), "-o", w("train_placed"), "--precision", a.precision,
+        run([a.compiler, w("model.onnx"), "-o", w("train_placed"), *prec,
              "--activations", "recompute", "--params", "stream"] + freeze)
         same_bits(w("train_placed"), "placed", "activations recomputed and weights streamed", scaling)
     if a.bitwise_vs_sync:
@@ -183,7 +190,7 @@ def main():
         if first != a.steps - 1 or missed:
             sys.exit(f"e2e: FAIL: the embedding's rows went first in {first} updates, not {a.steps - 1}, "
                      f"and {missed} forwards found other rows than those")
-        run([a.compiler, w("model.onnx"), "-o", w("train_whole"), "--precision", a.precision, "--rows-first", "no"]
+        run([a.compiler, w("model.onnx"), "-o", w("train_whole"), *prec, "--rows-first", "no"]
             + freeze)
         same_bits(w("train_whole"), "whole", "the embedding's update done whole (--rows-first no)")
     if a.bitwise_vs_early:
@@ -191,7 +198,7 @@ def main():
         early = sum(1 for e in events if e.get("name", "").startswith("adamw early rows first"))
         if early != a.steps - 1:
             sys.exit(f"e2e: FAIL: the embedding's rows went early in {early} updates, not {a.steps - 1}")
-        run([a.compiler, w("model.onnx"), "-o", w("train_not_early"), "--precision", a.precision, "--early-rows", "no"]
+        run([a.compiler, w("model.onnx"), "-o", w("train_not_early"), *prec, "--early-rows", "no"]
             + freeze)
         same_bits(w("train_not_early"), "not_early", "the embedding's rows all updated at the end (--early-rows no)")
     if a.bitwise_vs_external:
@@ -208,7 +215,7 @@ def main():
             if os.path.getsize(os.path.join(d, "model.onnx")) * 10 > os.path.getsize(w("model.onnx")):
                 sys.exit("e2e: FAIL: the external-data model still holds its weights")
             run([a.compiler, os.path.join(d, "model.onnx"), "-o", w("train_external_" + layout),
-                 "--precision", a.precision] + freeze)
+                 *prec] + freeze)
             same_bits(w("train_external_" + layout), "external_" + layout,
                       f"the weights as ONNX external data ({'one file' if layout == 'one' else 'a file per tensor'})",
                       scaling)
@@ -246,10 +253,18 @@ def main():
     oracle = [PY, os.path.join(HERE, "oracle.py"), "--onnx", w("model.onnx"), "--data", data,
               "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps),
               "--out-losses", w("ref.jsonl"), "--out-grads", w("ref_grads.safetensors")] + hp + freeze
-    if a.precision != "fp32":
+    if a.precision != "fp32" and not a.autocast:
         oracle += ["--operands", a.precision]
     if a.loss_scale_init:
         oracle += ["--loss-scale-init", a.loss_scale_init]
+    if a.autocast:
+        # Autocast's own gradients are off torch fp32's by a few percent, so
+        # ours are held to fp32's too, at the tolerance losses have.
+        run(oracle + ["--out-losses", w("ref32.jsonl"), "--out-grads", w("ref32_grads.safetensors")])
+        run([PY, os.path.join(HERE, "compare.py"), "--quiet", "--ours", w("ours.jsonl"), "--ref", w("ref32.jsonl"),
+             "--rtol", str(a.rtol), "--ours-grads", w("ours_grads.safetensors"),
+             "--ref-grads", w("ref32_grads.safetensors")])
+        oracle += ["--autocast", "bf16"]
     run(oracle)
     compare = [PY, os.path.join(HERE, "compare.py"), "--ours", w("ours.jsonl"), "--ref", w("ref.jsonl"),
                "--rtol", str(a.rtol)]
@@ -262,6 +277,8 @@ def main():
         print(f"e2e: the same {sum(ours)} steps skipped as torch's: {[i + 1 for i, x in enumerate(ours) if x]}")
     else:
         compare += ["--ours-grads", w("ours_grads.safetensors"), "--ref-grads", w("ref_grads.safetensors")]
+        if a.grad_rtol is not None:
+            compare += ["--grad-rtol", str(a.grad_rtol)]
     run(compare)
     if a.lr_schedule:
         # Each step's rate, ours against torch's LambdaLR, and a schedule that moves.

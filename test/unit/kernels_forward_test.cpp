@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 
+#include "core/half.h"
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
 
@@ -312,27 +313,27 @@ TEST(Matmul, BatchedBroadcastTransposed) {
 // largest 65504, subnormal step 2^-24; bf16: 7 mantissa bits).
 TEST(Matmul, OperandRoundingKnownValues) {
   const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(k::round_to_fp16(1.0f), 1.0f);
-  EXPECT_EQ(k::round_to_fp16(1.0f + 0x1p-11f), 1.0f);            // tie: to the even mantissa
-  EXPECT_EQ(k::round_to_fp16(1.0f + 0x3p-11f), 1.0f + 0x1p-9f);  // tie: up to the even one
-  EXPECT_EQ(k::round_to_fp16(0.1f), 0.0999755859375f);
-  EXPECT_EQ(k::round_to_fp16(65504.f), 65504.f);
-  EXPECT_EQ(k::round_to_fp16(65519.f), 65504.f);
-  EXPECT_EQ(k::round_to_fp16(65520.f), inf);
-  EXPECT_EQ(k::round_to_fp16(-7e4f), -inf);
-  EXPECT_EQ(k::round_to_fp16(0x1p-24f), 0x1p-24f);   // smallest subnormal
-  EXPECT_EQ(k::round_to_fp16(0x1p-25f), 0.0f);       // tie: to zero (even)
-  EXPECT_EQ(k::round_to_fp16(0x3p-25f), 0x1p-23f);   // tie: to 2 * 2^-24
-  EXPECT_EQ(k::round_to_fp16(0x1.ffcp-15f), 0x1p-14f);  // 1023.5 steps: tie, up into the normals
-  EXPECT_EQ(k::round_to_fp16(-1e-9f), -0.0f);
-  EXPECT_TRUE(std::signbit(k::round_to_fp16(-1e-9f)));
-  EXPECT_TRUE(std::isnan(k::round_to_fp16(std::nanf(""))));
-  EXPECT_EQ(k::round_to_bf16(1.0f + 0x1p-8f), 1.0f);
-  EXPECT_EQ(k::round_to_bf16(1.0f + 0x3p-8f), 1.0f + 0x1p-6f);
-  EXPECT_EQ(k::round_to_bf16(0.1f), 0.10009765625f);
-  EXPECT_EQ(k::round_to_bf16(70000.f), 70144.f);
-  EXPECT_EQ(k::round_to_bf16(std::numeric_limits<float>::max()), inf);
-  EXPECT_TRUE(std::isnan(k::round_to_bf16(std::nanf(""))));
+  EXPECT_EQ(fy::round_to_fp16(1.0f), 1.0f);
+  EXPECT_EQ(fy::round_to_fp16(1.0f + 0x1p-11f), 1.0f);            // tie: to the even mantissa
+  EXPECT_EQ(fy::round_to_fp16(1.0f + 0x3p-11f), 1.0f + 0x1p-9f);  // tie: up to the even one
+  EXPECT_EQ(fy::round_to_fp16(0.1f), 0.0999755859375f);
+  EXPECT_EQ(fy::round_to_fp16(65504.f), 65504.f);
+  EXPECT_EQ(fy::round_to_fp16(65519.f), 65504.f);
+  EXPECT_EQ(fy::round_to_fp16(65520.f), inf);
+  EXPECT_EQ(fy::round_to_fp16(-7e4f), -inf);
+  EXPECT_EQ(fy::round_to_fp16(0x1p-24f), 0x1p-24f);   // smallest subnormal
+  EXPECT_EQ(fy::round_to_fp16(0x1p-25f), 0.0f);       // tie: to zero (even)
+  EXPECT_EQ(fy::round_to_fp16(0x3p-25f), 0x1p-23f);   // tie: to 2 * 2^-24
+  EXPECT_EQ(fy::round_to_fp16(0x1.ffcp-15f), 0x1p-14f);  // 1023.5 steps: tie, up into the normals
+  EXPECT_EQ(fy::round_to_fp16(-1e-9f), -0.0f);
+  EXPECT_TRUE(std::signbit(fy::round_to_fp16(-1e-9f)));
+  EXPECT_TRUE(std::isnan(fy::round_to_fp16(std::nanf(""))));
+  EXPECT_EQ(fy::round_to_bf16(1.0f + 0x1p-8f), 1.0f);
+  EXPECT_EQ(fy::round_to_bf16(1.0f + 0x3p-8f), 1.0f + 0x1p-6f);
+  EXPECT_EQ(fy::round_to_bf16(0.1f), 0.10009765625f);
+  EXPECT_EQ(fy::round_to_bf16(70000.f), 70144.f);
+  EXPECT_EQ(fy::round_to_bf16(std::numeric_limits<float>::max()), inf);
+  EXPECT_TRUE(std::isnan(fy::round_to_bf16(std::nanf(""))));
 
   // matmul rounds both operands, then sums in fp32.
   HostTensor a = make_tensor({1, 2}, DType::F32, {1.0 + 0x1p-11, 3.0}), b = make_tensor({2, 1}, DType::F32, {1.0, 1.0});

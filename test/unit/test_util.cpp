@@ -9,6 +9,8 @@
 #include <fstream>
 #include <new>
 
+#include "core/half.h"
+
 namespace fyt {
 
 double get(const View& v, int64_t i) {
@@ -17,6 +19,8 @@ double get(const View& v, int64_t i) {
     case DType::F64: return static_cast<const double*>(v.data)[i];
     case DType::I64: return double(static_cast<const int64_t*>(v.data)[i]);
     case DType::U8: return static_cast<const uint8_t*>(v.data)[i];
+    case DType::BF16: return fy::bf16_value(static_cast<const uint16_t*>(v.data)[i]);
+    case DType::F16: return fy::fp16_value(static_cast<const uint16_t*>(v.data)[i]);
   }
   return 0;
 }
@@ -27,6 +31,8 @@ void set(const View& v, int64_t i, double x) {
     case DType::F64: static_cast<double*>(v.data)[i] = x; break;
     case DType::I64: static_cast<int64_t*>(v.data)[i] = int64_t(x); break;
     case DType::U8: static_cast<uint8_t*>(v.data)[i] = uint8_t(x); break;
+    case DType::BF16: static_cast<uint16_t*>(v.data)[i] = fy::bf16_bits(float(x)); break;
+    case DType::F16: static_cast<uint16_t*>(v.data)[i] = fy::fp16_bits(float(x)); break;
   }
 }
 

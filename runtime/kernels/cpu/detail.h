@@ -31,6 +31,7 @@ template <class F> void dispatch_float(DType dt, const char* op, F&& f) {
 template <class F> void dispatch_bits(DType dt, F&& f) {
   switch (dtype_size(dt)) {
     case 1: f(Tag<uint8_t>{}); return;
+    case 2: f(Tag<uint16_t>{}); return;
     case 4: f(Tag<uint32_t>{}); return;
     case 8: f(Tag<uint64_t>{}); return;
     default: fail("fy::cpu: unsupported element size");

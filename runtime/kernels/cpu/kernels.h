@@ -28,8 +28,6 @@ namespace fy::cpu {
 enum class MatmulOperands { FP32, BF16, FP16 };
 void set_matmul_operands(MatmulOperands p);
 MatmulOperands matmul_operands();
-float round_to_bf16(float x);
-float round_to_fp16(float x);
 
 // Shorthands of the data movement kernels for tests and the runtime's own use.
 void transpose(View x, View y, std::initializer_list<int64_t> perm);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/cpu/detail.h"
 #include "kernels/cpu/kernels.h"
 
@@ -63,41 +64,10 @@ void reduce_to(View x, View y, bool mean) {
 
 namespace {
 std::atomic<MatmulOperands> g_operands{MatmulOperands::FP32};
-
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float float_of(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 }  // namespace
 
 void set_matmul_operands(MatmulOperands p) { g_operands.store(p); }
 MatmulOperands matmul_operands() { return g_operands.load(); }
-
-float round_to_bf16(float x) {
-  const uint32_t u = bits_of(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return x;  // NaN stays NaN
-  // Drop the low 16 bits, to nearest, ties to even; a carry into the
-  // exponent is the next binade (or inf past bf16's largest value).
-  return float_of((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
-}
-
-float round_to_fp16(float x) {
-  const uint32_t u = bits_of(x), sign = u & 0x80000000u, a = u ^ sign;
-  if (a >= 0x7f800000u) return x;                             // inf, NaN
-  if (a >= 0x477ff000u) return float_of(sign | 0x7f800000u);  // >= 65520: rounds past 65504
-  if (a >= 0x38800000u)                                       // normal in fp16 (>= 2^-14): 10 mantissa bits
-    return float_of(sign | ((a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u));
-  // Subnormal in fp16: a multiple of 2^-24. Scaling by 2^24 is exact, and
-  // nearbyint rounds ties to even in the default rounding mode.
-  const float q = std::nearbyint(float_of(a) * 16777216.0f) * (1.0f / 16777216.0f);
-  return float_of(sign | bits_of(q));
-}
 
 // Every CPU kernel shares OpenMP's one team of threads; OpenBLAS runs
 // single-threaded inside it. With OpenBLAS's own pthreads beside OpenMP's,

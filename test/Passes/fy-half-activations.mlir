@@ -1,0 +1,54 @@
+// RUN: fuyou-opt %s -split-input-file --fy-half-activations | FileCheck %s
+// RUN: fuyou-opt %s -split-input-file --fy-half-activations=dtype=fp16 | FileCheck %s --check-prefix=FP16
+// RUN: not fuyou-opt %s -split-input-file --fy-half-activations=dtype=int8 2>&1 | FileCheck %s --check-prefix=BAD
+
+// Activations (through views too) and their gradients become bf16; the
+// layer norm's statistics, the loss, a returned buffer, what the optimizer
+// takes, the parts of a gradient summed for it, and scalars stay f32.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[H:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// CHECK-NEXT: fysched.launch "matmul"
+// CHECK: %[[Y:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// CHECK-NEXT: %[[MEAN:.*]] = fysched.alloc : <device, tensor<4xf32>>
+// CHECK-NEXT: %[[INV:.*]] = fysched.alloc : <device, tensor<4xf32>>
+// CHECK-NEXT: fysched.launch "layer_norm_nobias"
+// CHECK: fysched.view %[[Y]] : <device, tensor<4x8xbf16>> -> <device, tensor<32xbf16>>
+// CHECK: %[[L:.*]] = fysched.alloc : <device, tensor<f32>>
+// CHECK: %[[DY:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// CHECK: %[[G1:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// CHECK: %[[G2:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// CHECK: %[[G:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// CHECK-NEXT: fysched.launch "add" ins(%[[G1]], %[[G2]]
+// CHECK-NEXT: fysched.cpu_adamw @w, %[[G]]
+// CHECK: %[[R:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK: return %[[L]], %[[R]]
+// FP16: fysched.alloc : <device, tensor<4x8xf16>>
+// BAD: fy-half-activations: dtype must be bf16 or fp16, got 'int8'
+fygraph.param @w trainable : tensor<8x8xf32>
+fygraph.param @s trainable : tensor<8xf32>
+func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<4x8xf32>>) {
+  %w = fysched.get_param @w : !fysched.buffer<device, tensor<8x8xf32>>
+  %s = fysched.get_param @s : !fysched.buffer<device, tensor<8xf32>>
+  %h = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%x, %w : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%h : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, false]}
+  %y = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  %mean = fysched.alloc : !fysched.buffer<device, tensor<4xf32>>
+  %inv = fysched.alloc : !fysched.buffer<device, tensor<4xf32>>
+  fysched.launch "layer_norm_nobias" ins(%h, %s : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8xf32>>) outs(%y, %mean, %inv : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4xf32>>, !fysched.buffer<device, tensor<4xf32>>) {args = [1 : i64, 9.99999974E-6 : f32]}
+  %v = fysched.view %y : !fysched.buffer<device, tensor<4x8xf32>> -> !fysched.buffer<device, tensor<32xf32>>
+  %l = fysched.alloc : !fysched.buffer<device, tensor<f32>>
+  %lk = fysched.view %l : !fysched.buffer<device, tensor<f32>> -> !fysched.buffer<device, tensor<1xf32>>
+  fysched.launch "reduce_mean" ins(%v : !fysched.buffer<device, tensor<32xf32>>) outs(%lk : !fysched.buffer<device, tensor<1xf32>>)
+  %dy = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "exp" ins(%y : !fysched.buffer<device, tensor<4x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>)
+  %g1 = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
+  fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g1 : !fysched.buffer<device, tensor<8x8xf32>>) {args = [true, false]}
+  %g2 = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
+  fysched.launch "matmul" ins(%dy, %dy : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g2 : !fysched.buffer<device, tensor<8x8xf32>>) {args = [true, false]}
+  %g = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
+  fysched.launch "add" ins(%g1, %g2 : !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%g : !fysched.buffer<device, tensor<8x8xf32>>)
+  fysched.cpu_adamw @w, %g : !fysched.buffer<device, tensor<8x8xf32>>
+  %r = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "neg" ins(%h : !fysched.buffer<device, tensor<4x8xf32>>) outs(%r : !fysched.buffer<device, tensor<4x8xf32>>)
+  return %l, %r : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<4x8xf32>>
+}
