@@ -6,6 +6,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <limits>
+
 namespace fuyou {
 #define GEN_PASS_DEF_HALFACTIVATIONS
 #include "passes/Passes.h.inc"
@@ -27,6 +29,64 @@ bool keepsF32(StringRef kernel, unsigned out) {
   if (kernel == "linear_cross_entropy")
     return out == 0 || out == 3;  // the loss, the block of logits it works in
   return false;
+}
+
+// Kernels that only move elements, which take 16-bit operands as they are
+// when every float operand has one dtype.
+bool movesOnly(StringRef kernel) {
+  return kernel == "transpose" || kernel == "slice" || kernel == "slice_grad" || kernel == "concat" ||
+         kernel == "broadcast_to" || kernel == "cast";
+}
+
+bool is16(Type t) {
+  auto e = cast<fs::BufferType>(t).getElementType();
+  return e.isBF16() || e.isF16();
+}
+
+fs::BufferType asF32(Type t) {
+  auto b = cast<fs::BufferType>(t);
+  return fs::BufferType::get(b.getContext(), b.getSpace(),
+                             RankedTensorType::get(b.getShape(), Float32Type::get(b.getContext())));
+}
+
+// The kernels compute in fp32: a launch with 16-bit operands reads an fp32
+// copy of each, made just before it, and writes an fp32 result narrowed
+// just after ("cast" launches), so the memory plan counts the copies, alive
+// for that launch alone, and the cost model their traffic.
+void widenAround(fs::LaunchOp launch) {
+  SmallVector<Value> floats;
+  for (Value v : launch->getOperands())
+    if (auto b = dyn_cast<fs::BufferType>(v.getType()); b && isa<FloatType>(b.getElementType()))
+      floats.push_back(v);
+  if (llvm::none_of(floats, [](Value v) { return is16(v.getType()); }))
+    return;
+  auto elem = [](Value v) { return cast<fs::BufferType>(v.getType()).getElementType(); };
+  if (movesOnly(launch.getKernel()) && llvm::all_of(floats, [&](Value v) { return elem(v) == elem(floats.front()); }))
+    return;
+  OpBuilder b(launch);
+  Location loc = launch.getLoc();
+  auto widen = [&](Value v) {
+    Value wide = b.create<fs::AllocOp>(loc, asF32(v.getType()), IntegerAttr());
+    b.create<fs::LaunchOp>(loc, "cast", ValueRange{v}, ValueRange{wide}, b.getArrayAttr({}));
+    return wide;
+  };
+  DenseMap<Value, Value> widened;
+  for (OpOperand &in : launch.getInsMutable())
+    if (is16(in.get().getType())) {
+      auto [it, fresh] = widened.try_emplace(in.get(), Value());
+      if (fresh)
+        it->second = widen(in.get());
+      in.set(it->second);
+    }
+  b.setInsertionPointAfter(launch);
+  for (OpOperand &out : launch.getOutsMutable())
+    if (is16(out.get().getType())) {
+      Value narrow = out.get();
+      OpBuilder before(launch);
+      Value wide = before.create<fs::AllocOp>(loc, asF32(narrow.getType()), IntegerAttr());
+      out.set(wide);
+      b.create<fs::LaunchOp>(loc, "cast", ValueRange{wide}, ValueRange{narrow}, b.getArrayAttr({}));
+    }
 }
 
 // A buffer and the views of it.
@@ -69,10 +129,17 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
       storages.push_back(std::move(s));
     });
 
-    // Kept fp32: by the kernel that writes it, or read outside a launch.
+    DenseMap<Operation *, int64_t> position;
+    f.walk([&](fs::LaunchOp l) { position[l] = int64_t(position.size()); });
+
+    // Kept fp32: by the kernel that writes it, read outside a launch, or
+    // handed straight from one launch to the next (no launch that leaves it
+    // alone runs while it lives): stored in 16 bits it would only add its
+    // fp32 copies to the peak.
     std::vector<bool> keep(storages.size(), false);
     SmallVector<size_t> leaves;
-    for (auto [i, s] : llvm::enumerate(storages))
+    for (auto [i, s] : llvm::enumerate(storages)) {
+      llvm::SmallDenseSet<Operation *, 8> touching;
       for (Value v : s.values)
         for (OpOperand &use : v.getUses()) {
           Operation *user = use.getOwner();
@@ -85,10 +152,19 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
             keep[i] = true;
             continue;
           }
+          touching.insert(launch);
           for (auto [k, out] : llvm::enumerate(launch.getOuts()))
             if (out == v && keepsF32(launch.getKernel(), unsigned(k)))
               keep[i] = true;
         }
+      int64_t first = std::numeric_limits<int64_t>::max(), last = -1;
+      for (Operation *l : touching) {
+        first = std::min(first, position.lookup(l));
+        last = std::max(last, position.lookup(l));
+      }
+      if (last - first + 1 <= int64_t(touching.size()))
+        keep[i] = true;
+    }
     // What leaves (a parameter's gradient) is summed from fp32 parts: a
     // tied weight's two uses (add), a table's rows onto its other
     // gradient (gather_grad_add), which fy-early-offload hands over alone.
@@ -115,6 +191,10 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
         v.setType(fs::BufferType::get(t.getContext(), t.getSpace(), tensor));
       }
     }
+    SmallVector<fs::LaunchOp> launches;
+    f.walk([&](fs::LaunchOp l) { launches.push_back(l); });
+    for (fs::LaunchOp l : launches)
+      widenAround(l);
   }
 };
 

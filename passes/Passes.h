@@ -80,8 +80,8 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
                                    llvm::cl::init("auto")};
 };
 
-// Whether fy-half-activations runs: at bf16 or fp16, where the target's
-// kernels take 16-bit operands (the CPU's) or when asked for.
+// Whether fy-half-activations runs: at bf16 or fp16, on the CPU target or
+// when asked for (the CUDA target's casts have not run on a GPU yet).
 bool halfActivations(const TrainPipelineOptions &o);
 
 // Whether an --activations value sends any segment to SSD.

@@ -115,9 +115,13 @@ def HalfActivations : Pass<"fy-half-activations", "mlir::ModuleOp"> {
   let summary = "Stores the step's activations and their gradients in 16 bits";
   let description = [{
     At `--precision bf16|fp16`, as autocast does: every float buffer a
-    kernel writes and only kernels read becomes bf16 (or fp16), halving the
-    bytes the memory plan places, the copies that swap them and the traffic
-    the cost model prices. Kernels widen them and compute in fp32. Stay
+    kernel writes, only kernels read, and that lives while other launches
+    run becomes bf16 (or fp16), halving the bytes the memory plan places,
+    the copies that swap them and the traffic the cost model prices. The
+    kernels compute in fp32: each launch reads fp32 copies of its 16-bit
+    operands and writes an fp32 result narrowed after it (`cast` launches;
+    kernels that only move elements take 16 bits as they are), so a buffer
+    handed straight from one launch to the next stays fp32. Also stay
     fp32: parameter gradients and the parts they are summed from (a tied
     weight's two gradients, a table's rows added onto its other gradient),
     the loss, statistics a backward reads (norms' mean and inverse

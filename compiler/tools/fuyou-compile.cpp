@@ -58,7 +58,7 @@ struct Options {
   std::string paramWaits = "yes";    // the forward waits per parameter, not per group
   std::string earlyHold = "yes";     // a tied table's early rows handed over before its last read
   std::string fuse = "yes";          // fused attention and loss where the target has their kernels
-  std::string halfActivations = "auto";  // activations in 16 bits at bf16/fp16 where the kernels take them
+  std::string halfActivations = "auto";  // activations in 16 bits at bf16/fp16 (auto: the CPU target)
   std::string state = "auto";        // where the planner takes AdamW's moments to be
   bool calibrate = false;
   std::string ssd;                   // --calibrate: where to measure the SSD
@@ -334,9 +334,6 @@ Options parse(int argc, char **argv) {
     die("--precision tf32 needs --target cuda (the CPU target has fp32, bf16 and fp16)");
   if (o.halfActivations == "yes" && o.precision != "bf16" && o.precision != "fp16")
     die("--half-activations yes needs --precision bf16 or fp16 (got " + o.precision + ")");
-  if (o.halfActivations == "yes" && o.target == "cuda")
-    die("--half-activations yes: the CUDA target's kernels take fp32 activations; 16-bit ones run on the CPU "
-        "target for now");
   if (o.lossScale.empty())
     o.lossScale = o.precision == "fp16" ? "dynamic" : "none";
   if (o.lossScale != "dynamic" && o.lossScale != "none")

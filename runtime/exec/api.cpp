@@ -8,7 +8,6 @@
 #include <unordered_map>
 
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/widen.h"
 #include "trace/trace.h"
 
 namespace fy {
@@ -132,13 +131,12 @@ template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, st
 }  // namespace
 
 namespace K = ::fy::cpu;
-#define FY_K(kernel) cpu::widened([](auto&&... a) { K::kernel(std::forward<decltype(a)>(a)...); })
 #include "exec/api_kernels.inc"
 
 // Host memory is the device's: the plain gather.
 void gather_up(Runtime* rt, View table, View idx, View out) {
   FY_KERNEL_SPAN(rt, "gather_up", table, idx, out);
-  FY_K(gather)(table, idx, out);
+  K::gather(table, idx, out);
 }
 
 void cpu_adamw(Runtime* rt, int64_t index, View grad) {

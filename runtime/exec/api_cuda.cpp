@@ -87,7 +87,6 @@ template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, st
 
 
 namespace K = ::fy::cuda;
-#define FY_K(kernel) K::kernel
 #include "exec/api_kernels.inc"
 
 void cpu_adamw(Runtime* rt, int64_t index, View grad) { device_of(rt).adamw(index, grad); }

@@ -2,25 +2,38 @@
 // RUN: fuyou-opt %s -split-input-file --fy-half-activations=dtype=fp16 | FileCheck %s --check-prefix=FP16
 // RUN: not fuyou-opt %s -split-input-file --fy-half-activations=dtype=int8 2>&1 | FileCheck %s --check-prefix=BAD
 
-// Activations (through views too) and their gradients become bf16; the
-// layer norm's statistics, the loss, a returned buffer, what the optimizer
-// takes, the parts of a gradient summed for it, and scalars stay f32.
+// Activations (through views too) and their gradients that live while other
+// launches run become bf16; the layer norm's statistics, the loss, a returned
+// buffer, what the optimizer takes, the parts of a gradient summed for it, and
+// scalars stay f32. Each kernel reads an f32 copy of a 16-bit operand, made
+// just before it (one for an operand read twice), and writes an f32 result
+// narrowed just after.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[H:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
-// CHECK-NEXT: fysched.launch "matmul"
-// CHECK: %[[Y:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// CHECK-NEXT: %[[HW:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.launch "matmul" ins({{.*}}) outs(%[[HW]] :
+// CHECK-NEXT: fysched.launch "cast" ins(%[[HW]] : {{.*}}) outs(%[[H]] :
+// CHECK-NEXT: %[[Y:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
 // CHECK-NEXT: %[[MEAN:.*]] = fysched.alloc : <device, tensor<4xf32>>
 // CHECK-NEXT: %[[INV:.*]] = fysched.alloc : <device, tensor<4xf32>>
-// CHECK-NEXT: fysched.launch "layer_norm_nobias"
+// CHECK-NEXT: %[[HX:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.launch "cast" ins(%[[H]] : {{.*}}) outs(%[[HX]] :
+// CHECK-NEXT: %[[YW:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.launch "layer_norm_nobias" ins(%[[HX]], {{.*}}) outs(%[[YW]], %[[MEAN]], %[[INV]] :
+// CHECK-NEXT: fysched.launch "cast" ins(%[[YW]] : {{.*}}) outs(%[[Y]] :
 // CHECK: fysched.view %[[Y]] : <device, tensor<4x8xbf16>> -> <device, tensor<32xbf16>>
 // CHECK: %[[L:.*]] = fysched.alloc : <device, tensor<f32>>
 // CHECK: %[[DY:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
 // CHECK: %[[G1:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// CHECK: fysched.launch "matmul" {{.*}} outs(%[[G1]] :
+// CHECK-NEXT: %[[R:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // CHECK: %[[G2:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// CHECK-NEXT: %[[DW:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK-NEXT: fysched.launch "cast" ins(%[[DY]] : {{.*}}) outs(%[[DW]] :
+// CHECK-NEXT: fysched.launch "matmul" ins(%[[DW]], %[[DW]] : {{.*}}) outs(%[[G2]] :
 // CHECK: %[[G:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
 // CHECK-NEXT: fysched.launch "add" ins(%[[G1]], %[[G2]]
 // CHECK-NEXT: fysched.cpu_adamw @w, %[[G]]
-// CHECK: %[[R:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // CHECK: return %[[L]], %[[R]]
 // FP16: fysched.alloc : <device, tensor<4x8xf16>>
 // BAD: fy-half-activations: dtype must be bf16 or fp16, got 'int8'
@@ -40,15 +53,47 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched
   %lk = fysched.view %l : !fysched.buffer<device, tensor<f32>> -> !fysched.buffer<device, tensor<1xf32>>
   fysched.launch "reduce_mean" ins(%v : !fysched.buffer<device, tensor<32xf32>>) outs(%lk : !fysched.buffer<device, tensor<1xf32>>)
   %dy = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
-  fysched.launch "exp" ins(%y : !fysched.buffer<device, tensor<4x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>)
+  fysched.launch "exp" ins(%h : !fysched.buffer<device, tensor<4x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>)
   %g1 = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
   fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g1 : !fysched.buffer<device, tensor<8x8xf32>>) {args = [true, false]}
+  %r = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "neg" ins(%y : !fysched.buffer<device, tensor<4x8xf32>>) outs(%r : !fysched.buffer<device, tensor<4x8xf32>>)
   %g2 = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
   fysched.launch "matmul" ins(%dy, %dy : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g2 : !fysched.buffer<device, tensor<8x8xf32>>) {args = [true, false]}
   %g = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
   fysched.launch "add" ins(%g1, %g2 : !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%g : !fysched.buffer<device, tensor<8x8xf32>>)
   fysched.cpu_adamw @w, %g : !fysched.buffer<device, tensor<8x8xf32>>
-  %r = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
-  fysched.launch "neg" ins(%h : !fysched.buffer<device, tensor<4x8xf32>>) outs(%r : !fysched.buffer<device, tensor<4x8xf32>>)
   return %l, %r : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<4x8xf32>>
+}
+
+// -----
+
+// A kernel that only moves elements takes 16-bit operands as they are when
+// all its float operands share the dtype; from an f32 weight it writes an
+// f32 copy narrowed after.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[H:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// CHECK: %[[WT:.*]] = fysched.alloc : <device, tensor<8x8xbf16>>
+// CHECK-NEXT: %[[WTW:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// CHECK-NEXT: fysched.launch "transpose" ins(%{{.*}} : {{.*}}) outs(%[[WTW]] :
+// CHECK-NEXT: fysched.launch "cast" ins(%[[WTW]] : {{.*}}) outs(%[[WT]] :
+// CHECK-NEXT: %[[T:.*]] = fysched.alloc : <device, tensor<8x4xbf16>>
+// CHECK-NEXT: fysched.launch "transpose" ins(%[[H]] : {{.*}}) outs(%[[T]] :
+fygraph.param @w trainable : tensor<8x8xf32>
+func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<4x8xf32>>) {
+  %w = fysched.get_param @w : !fysched.buffer<device, tensor<8x8xf32>>
+  %h = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%h : !fysched.buffer<device, tensor<4x8xf32>>)
+  %wt = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
+  fysched.launch "transpose" ins(%w : !fysched.buffer<device, tensor<8x8xf32>>) outs(%wt : !fysched.buffer<device, tensor<8x8xf32>>) {args = [array<i64: 1, 0>]}
+  %t = fysched.alloc : !fysched.buffer<device, tensor<8x4xf32>>
+  fysched.launch "transpose" ins(%h : !fysched.buffer<device, tensor<4x8xf32>>) outs(%t : !fysched.buffer<device, tensor<8x4xf32>>) {args = [array<i64: 1, 0>]}
+  %z = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%z : !fysched.buffer<device, tensor<4x8xf32>>)
+  %p = fysched.alloc : !fysched.buffer<device, tensor<8x4xf32>>
+  fysched.launch "matmul" ins(%wt, %t : !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<8x4xf32>>) outs(%p : !fysched.buffer<device, tensor<8x4xf32>>) {args = [false, false]}
+  %l = fysched.alloc : !fysched.buffer<device, tensor<f32>>
+  %lk = fysched.view %l : !fysched.buffer<device, tensor<f32>> -> !fysched.buffer<device, tensor<1x1xf32>>
+  fysched.launch "reduce_sum" ins(%p : !fysched.buffer<device, tensor<8x4xf32>>) outs(%lk : !fysched.buffer<device, tensor<1x1xf32>>)
+  return %l, %z : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<4x8xf32>>
 }

@@ -8,7 +8,9 @@ arithmetic, so this needs no GPU:
   at 2 x 4096 at most 1.2 times that (attention and the loss keep nothing T x T or T x
   vocabulary);
 - the CUDA target's default, unfused: printed beside them, and more than twice the fused plan
-  at 8 x 1024 (else the fusion would not be what keeps the plan small).
+  at 8 x 1024 (else the fusion would not be what keeps the plan small);
+- activations in 16 bits at --precision bf16 against fp32 ones, at 8 x 1024: at most 0.7 times
+  the bytes, on the CPU target (unfused at bf16) and on the CUDA target fused.
 
     FUYOU_TORCH2/bin/python test/e2e/plan_memory.py --compiler build/bin/fuyou-compile --work DIR
 """
@@ -51,6 +53,9 @@ def main():
         json.dump(GPT2_124M, f)
     configs = {"cpu": ["--target", "cpu"], "cuda --fuse all": ["--target", "cuda", "--fuse", "all"],
                "cuda": ["--target", "cuda"]}
+    half = {"cpu bf16": ["--target", "cpu", "--precision", "bf16"],
+            "cpu bf16 --half-activations no": ["--target", "cpu", "--precision", "bf16", "--half-activations", "no"],
+            "cuda --fuse all --half-activations yes": ["--target", "cuda", "--fuse", "all", "--half-activations", "yes"]}
     got = {}
     for B, T in ((8, 1024), (2, 4096)):
         model = os.path.join(a.work, f"g124_{B}x{T}.onnx")
@@ -60,6 +65,10 @@ def main():
             got[name, T] = device_bytes(a.compiler, model, flags)
         print(f"plan_memory: {B} x {T}: " +
               ", ".join(f"{name} {got[name, T] / GIB:.3f} GiB" for name in configs))
+        if T == 1024:
+            for name, flags in half.items():
+                got[name, T] = device_bytes(a.compiler, model, flags)
+                print(f"plan_memory: {B} x {T}: {name}: {got[name, T]} B ({got[name, T] / GIB:.3f} GiB)")
     for name in ("cpu", "cuda --fuse all"):
         short, long = got[name, 1024], got[name, 4096]
         if short > 6 * GIB:
@@ -68,6 +77,12 @@ def main():
             fail(f"{name}: {long} B at 2 x 4096, {long / short:.3f} times 8 x 1024's")
     if got["cuda", 1024] < 2 * got["cuda --fuse all", 1024]:
         fail(f"the unfused CUDA plan ({got['cuda', 1024]} B) is not twice the fused one's")
+    for half16, full in (("cpu bf16", "cpu bf16 --half-activations no"),
+                         ("cuda --fuse all --half-activations yes", "cuda --fuse all")):
+        h, f = got[half16, 1024], got[full, 1024]
+        print(f"plan_memory: 16-bit activations: {half16}: {h / f:.3f} times {full}")
+        if h > 0.7 * f:
+            fail(f"16-bit activations ({half16}): {h} B, {h / f:.3f} times fp32 activations' {f} B")
     print("plan_memory: PASS")
 
 

@@ -138,6 +138,7 @@ std::string elem_str(const View& v, int64_t i) {
     case DType::F64: os << static_cast<const double*>(v.data)[i]; break;
     case DType::I64: os << static_cast<const int64_t*>(v.data)[i]; break;
     case DType::U8: os << int(static_cast<const uint8_t*>(v.data)[i]); break;
+    case DType::BF16: case DType::F16: os << get(v, i); break;
   }
   return os.str();
 }
@@ -841,6 +842,28 @@ TEST_F(CudaKernels, CastAmongF32I64U8) {
   // Shapes may differ; only the element count matters.
   check_op("cast F32 [7,11,13] -> I64 [1001]", {f.view().reshaped({7, 11, 13})}, {exact(s, I64)},
            [](auto& in, auto& o) { cpu::cast(in[0], o[0]); }, [](auto& in, auto& o) { gpu::cast(in[0], o[0]); });
+}
+
+// 16-bit storage: narrowed to nearest even (overflow to inf at fp16, its
+// subnormals) and widened exactly, bit for bit as the CPU.
+TEST_F(CudaKernels, CastSixteenBits) {
+  const Shape s{4099};
+  HostTensor f = rand_f32(s, rng, -70000, 70000);
+  float* pf = f.as<float>();
+  const float specials[] = {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 65504.f, 65520.f, -7e4f, 0x1p-24f,
+                            0x1p-25f, 0x3p-25f, 1e-30f, 3e38f, std::numeric_limits<float>::infinity()};
+  for (size_t k = 0; k < sizeof specials / sizeof *specials; ++k) pf[k] = specials[k];
+  for (int64_t k = 20; k < 1000; ++k) pf[k] *= 1e-9f;  // fp16's subnormals
+  for (DType h : {DType::BF16, DType::F16}) {
+    Results r = check_op(std::string("cast F32 -> ") + name(h), {f}, {exact(s, h)},
+                         [](auto& in, auto& o) { cpu::cast(in[0], o[0]); },
+                         [](auto& in, auto& o) { gpu::cast(in[0], o[0]); });
+    check_op(std::string("cast ") + name(h) + " -> F32", {r.cpu[0].view()}, {exact(s, F32)},
+             [](auto& in, auto& o) { cpu::cast(in[0], o[0]); }, [](auto& in, auto& o) { gpu::cast(in[0], o[0]); });
+    check_op(std::string("transpose ") + name(h), {r.cpu[0].view().reshaped({1, 4099})}, {exact({4099, 1}, h)},
+             [](auto& in, auto& o) { cpu::transpose(in[0], o[0], {1, 0}); },
+             [](auto& in, auto& o) { gpu::transpose(in[0], o[0], std::vector<int64_t>{1, 0}); });
+  }
 }
 
 TEST_F(CudaKernels, Gather) {

@@ -1,6 +1,5 @@
 // 16-bit storage: bf16 / fp16 bits against values worked out from the
-// formats, and the CPU kernels' widening of 16-bit operands against the F32
-// kernels on the widened values.
+// formats, the cast kernel, and the kernels that move 16-bit elements.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +10,6 @@
 
 #include "core/half.h"
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/widen.h"
 #include "test_util.h"
 
 namespace {
@@ -69,63 +67,54 @@ TEST(Half, BitsRoundTripAndAgreeWithRounding) {
   }
 }
 
-HostTensor narrow(const HostTensor& x, DType dt) {
-  HostTensor y(x.view().shape, dt);
-  const float* s = x.view().as<float>();
-  uint16_t* d = static_cast<uint16_t*>(y.view().data);
-  for (int64_t i = 0; i < x.view().numel(); ++i) d[i] = dt == DType::BF16 ? fy::bf16_bits(s[i]) : fy::fp16_bits(s[i]);
-  return y;
-}
-HostTensor widen(const HostTensor& x) {
-  HostTensor y(x.view().shape, DType::F32);
-  const uint16_t* s = static_cast<const uint16_t*>(x.view().data);
-  for (int64_t i = 0; i < x.view().numel(); ++i)
-    y.view().as<float>()[i] = x.view().dtype == DType::BF16 ? fy::bf16_value(s[i]) : fy::fp16_value(s[i]);
-  return y;
-}
 HostTensor random(fy::Shape s, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> n(0.f, 1.f);
   HostTensor t(s, DType::F32);
-  for (int64_t i = 0; i < t.view().numel(); ++i) t.view().as<float>()[i] = n(rng);
+  for (int64_t i = 0; i < t.view().numel(); ++i) t.view().as<float>()[i] = n(rng) * 1e3f;
   return t;
 }
 
-// A kernel on 16-bit operands gives the F32 kernel's result on their
-// values, rounded: mixed with F32 operands, and with F32 statistics beside.
-TEST(Half, WidenedKernelsAreTheF32KernelsRounded) {
+// cast narrows F32 to the nearest 16-bit value and widens it back exactly;
+// other pairs are refused.
+TEST(Half, CastKernel) {
+  HostTensor x = random({3, 1000}, 1);
   for (DType dt : {DType::BF16, DType::F16}) {
-    HostTensor a = narrow(random({4, 33}, 1), dt), b = random({33}, 2), out(fy::Shape{4, 33}, dt);
-    k::widened([](auto&&... x) { k::binary(x...); })(k::BinOp::Mul, a.view(), b.view(), out.view());
-    HostTensor want({4, 33}, DType::F32);
-    k::binary(k::BinOp::Mul, widen(a).view(), b.view(), want.view());
-    EXPECT_TRUE(fyt::same_bits(out, narrow(want, dt)));
-    EXPECT_TRUE(fyt::same_bits(widen(a), widen(narrow(widen(a), dt))));  // a itself unchanged
-
-    // layer_norm: x and y 16-bit, mean and inv_std F32.
-    HostTensor scale = random({33}, 3), bias = random({33}, 4), y({4, 33}, dt), mean({4, 1}, DType::F32),
-               inv({4, 1}, DType::F32);
-    k::widened([](auto&&... x) { k::layer_norm(x...); })(a.view(), scale.view(), bias.view(), y.view(), mean.view(),
-                                                         inv.view(), int64_t(1), 1e-5);
-    HostTensor wy({4, 33}, DType::F32), wmean({4, 1}, DType::F32), winv({4, 1}, DType::F32);
-    k::layer_norm(widen(a).view(), scale.view(), bias.view(), wy.view(), wmean.view(), winv.view(), 1, 1e-5);
-    EXPECT_TRUE(fyt::same_bits(y, narrow(wy, dt)));
-    EXPECT_TRUE(fyt::same_bits(mean, wmean));
-    EXPECT_TRUE(fyt::same_bits(inv, winv));
+    HostTensor h({3, 1000}, dt), back({3, 1000}, DType::F32);
+    k::cast(x.view(), h.view());
+    k::cast(h.view(), back.view());
+    const uint16_t* bits = static_cast<const uint16_t*>(h.view().data);
+    for (int64_t i = 0; i < 3000; ++i) {
+      const float v = x.view().as<float>()[i];
+      ASSERT_EQ(bits[i], dt == DType::BF16 ? fy::bf16_bits(v) : fy::fp16_bits(v)) << i;
+      ASSERT_EQ(back.view().as<float>()[i], dt == DType::BF16 ? fy::round_to_bf16(v) : fy::round_to_fp16(v)) << i;
+    }
   }
+  HostTensor i64({4}, DType::I64), b16({4}, DType::BF16), f16({4}, DType::F16);
+  EXPECT_THROW(k::cast(i64.view(), b16.view()), fy::Error);
+  EXPECT_THROW(k::cast(b16.view(), f16.view()), fy::Error);
 }
 
-// One buffer as two operands is one copy; the same storage under two
-// sizes is refused rather than rounded back twice.
-TEST(Half, OperandsOnOneBuffer) {
-  HostTensor a = narrow(random({8}, 5), DType::BF16), out({8}, DType::BF16);
-  k::widened([](auto&&... x) { k::binary(x...); })(k::BinOp::Add, a.view(), a.view(), out.view());
-  HostTensor want({8}, DType::F32);
-  k::binary(k::BinOp::Add, widen(a).view(), widen(a).view(), want.view());
-  EXPECT_TRUE(fyt::same_bits(out, narrow(want, DType::BF16)));
-  View first4{a.view().data, fy::Shape{4}, DType::BF16};
-  EXPECT_THROW(k::widened([](auto&&... x) { k::binary(x...); })(k::BinOp::Add, a.view(), first4, out.view()),
-               fy::Error);
+// The kernels that only move elements take 16-bit operands as they are.
+TEST(Half, MovementKernelsMoveSixteenBits) {
+  HostTensor x = random({4, 6}, 2), h({4, 6}, DType::BF16), t({6, 4}, DType::BF16), s({2, 6}, DType::BF16);
+  k::cast(x.view(), h.view());
+  k::transpose(h.view(), t.view(), {1, 0});
+  k::slice(h.view(), s.view(), {1, 0}, {2, 1});
+  const uint16_t* ph = static_cast<const uint16_t*>(h.view().data);
+  const uint16_t* pt = static_cast<const uint16_t*>(t.view().data);
+  const uint16_t* ps = static_cast<const uint16_t*>(s.view().data);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(pt[j * 4 + i], ph[i * 6 + j]);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(ps[i * 6 + j], ph[(1 + 2 * i) * 6 + j]);
+  // slice_grad writes the slice's rows and zeros (bits 0) elsewhere, over poison.
+  HostTensor dx({4, 6}, DType::BF16);
+  std::memset(dx.view().data, 0xff, dx.view().nbytes());
+  k::slice_grad(s.view(), dx.view(), {1, 0}, {2, 1});
+  const uint16_t* pd = static_cast<const uint16_t*>(dx.view().data);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(pd[i * 6 + j], i % 2 ? ph[i * 6 + j] : 0) << i << "," << j;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/half.h"
 #include "kernels/cpu/detail.h"
 #include "kernels/cpu/kernels.h"
 
@@ -189,6 +190,7 @@ void equal(View a, View b, View out) {
     case DType::F64: run(Tag<double>{}); return;
     case DType::I64: run(Tag<int64_t>{}); return;
     case DType::U8: run(Tag<uint8_t>{}); return;
+    default: fail(std::string("fy::cpu::equal: unsupported dtype ") + dtype_name(a.dtype));
   }
 }
 
@@ -467,6 +469,29 @@ template <class From> void cast_from(const From* src, View y, int64_t n) {
     case DType::F64: run(Tag<double>{}); return;
     case DType::I64: run(Tag<int64_t>{}); return;
     case DType::U8: run(Tag<uint8_t>{}); return;
+    default: fail(std::string("fy::cpu::cast: unsupported dtype ") + dtype_name(y.dtype));
+  }
+}
+
+// 16-bit floats are storage (core/half.h): they widen to F32 and narrow
+// from it, to nearest even.
+void cast16(View x, View y, int64_t n) {
+  const bool x16 = x.dtype == DType::BF16 || x.dtype == DType::F16, y16 = y.dtype == DType::BF16 || y.dtype == DType::F16;
+  check((x16 && y.dtype == DType::F32) || (y16 && x.dtype == DType::F32) || x.dtype == y.dtype, "cast",
+        std::string("a 16-bit float casts to or from F32 only, not ") + dtype_name(x.dtype) + " to " +
+            dtype_name(y.dtype));
+  auto load = [&](int64_t i) {
+    if (!x16) return x.as<float>()[i];
+    const uint16_t h = static_cast<const uint16_t*>(x.data)[i];
+    return x.dtype == DType::BF16 ? bf16_value(h) : fp16_value(h);
+  };
+  if (!y16) {
+    float* dst = y.as<float>();
+    parallel_n(n, [&](int64_t i) { dst[i] = load(i); });
+  } else {
+    uint16_t* dst = static_cast<uint16_t*>(y.data);
+    const bool bf = y.dtype == DType::BF16;
+    parallel_n(n, [&](int64_t i) { dst[i] = bf ? bf16_bits(load(i)) : fp16_bits(load(i)); });
   }
 }
 }  // namespace
@@ -474,11 +499,14 @@ template <class From> void cast_from(const From* src, View y, int64_t n) {
 void cast(View x, View y) {
   const int64_t n = x.numel();
   check_numel(y, n, "cast", "y");
+  if (x.dtype == DType::BF16 || x.dtype == DType::F16 || y.dtype == DType::BF16 || y.dtype == DType::F16)
+    return cast16(x, y, n);
   switch (x.dtype) {
     case DType::F32: cast_from(x.as<float>(), y, n); return;
     case DType::F64: cast_from(x.as<double>(), y, n); return;
     case DType::I64: cast_from(x.as<int64_t>(), y, n); return;
     case DType::U8: cast_from(x.as<uint8_t>(), y, n); return;
+    default: fail(std::string("fy::cpu::cast: unsupported dtype ") + dtype_name(x.dtype));
   }
 }
 
@@ -495,6 +523,12 @@ void fill(View y, double value) {
     case DType::F64: run(Tag<double>{}); return;
     case DType::I64: run(Tag<int64_t>{}); return;
     case DType::U8: run(Tag<uint8_t>{}); return;
+    case DType::BF16: case DType::F16: {
+      uint16_t* p = static_cast<uint16_t*>(y.data);
+      const uint16_t v = y.dtype == DType::BF16 ? bf16_bits(float(value)) : fp16_bits(float(value));
+      parallel_n(n, [&](int64_t i) { p[i] = v; });
+      return;
+    }
   }
 }
 

@@ -9,6 +9,10 @@
 #include <type_traits>
 #include <vector>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/half.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels.h"
 
@@ -16,6 +20,7 @@ namespace fy::cuda {
 namespace {
 
 namespace cd = ::fy::cpu::detail;
+using detail::cf;
 using detail::check;
 using detail::check_dtype;
 using detail::check_numel;
@@ -23,6 +28,7 @@ using detail::check_shape;
 using detail::current_stream;
 using detail::DevStrided;
 using detail::grid_for;
+using detail::mf;
 using detail::aligned16;
 using detail::host_shapes;
 using detail::offsets;
@@ -60,6 +66,7 @@ template <int K, class F> void run_strided(const cd::Strided& it, F f) {
 template <class F> void with_bits(DType dt, F&& f) {
   switch (dtype_size(dt)) {
     case 1: f(cd::Tag<uint8_t>{}); return;
+    case 2: f(cd::Tag<uint16_t>{}); return;
     case 4: f(cd::Tag<uint32_t>{}); return;
     case 8: f(cd::Tag<uint64_t>{}); return;
     default: fail("fy::cuda: unsupported element size");
@@ -320,6 +327,17 @@ template <class From, class To> __global__ void k_cast(const From* x, To* y, int
   for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) y[i] = cast_one<To>(x[i]);
 }
 
+// 16-bit floats (storage) to and from F32, to nearest even as on the CPU
+// (core/half.h); bf16 (true) or fp16.
+__global__ void k_widen16(const uint16_t* x, float* y, int64_t n, bool bf16) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>())
+    y[i] = bf16 ? __bfloat162float(__ushort_as_bfloat16(x[i])) : __half2float(__ushort_as_half(x[i]));
+}
+__global__ void k_narrow16(const float* x, uint16_t* y, int64_t n, bool bf16) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>())
+    y[i] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x[i])) : __half_as_ushort(__float2half_rn(x[i]));
+}
+
 template <class U> __global__ void k_fill(U* p, int64_t n, U v) {
   for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) p[i] = v;
 }
@@ -571,6 +589,20 @@ void cast(View x, View y) {
   if (n == 0) return;
   // Same dtype is a plain copy, except U8 -> U8, which maps nonzero to 1.
   if (x.dtype == y.dtype && x.dtype != DType::U8) return copy(x, y);
+  const bool x16 = x.dtype == DType::BF16 || x.dtype == DType::F16, y16 = y.dtype == DType::BF16 || y.dtype == DType::F16;
+  if (x16 || y16) {
+    check((x16 && y.dtype == DType::F32) || (y16 && x.dtype == DType::F32), "cast",
+          std::string("a 16-bit float casts to or from F32 only, not ") + dtype_name(x.dtype) + " to " +
+              dtype_name(y.dtype));
+    if (x16)
+      k_widen16<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(static_cast<const uint16_t*>(x.data),
+                                                                           mf(y), n, x.dtype == DType::BF16);
+    else
+      k_narrow16<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(cf(x), static_cast<uint16_t*>(y.data), n,
+                                                                            y.dtype == DType::BF16);
+    FY_CUDA_LAUNCHED("k_cast16");
+    return;
+  }
   auto to = [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
     auto run = [&](auto to_tag) {
@@ -603,6 +635,8 @@ void fill(View y, double value) {
     case DType::F64: return fill_bits<uint64_t>(y.data, n, bits_of(value));
     case DType::I64: return fill_bits<uint64_t>(y.data, n, bits_of(static_cast<int64_t>(value)));
     case DType::U8: return fill_bits<uint8_t>(y.data, n, static_cast<uint8_t>(value));
+    case DType::BF16: return fill_bits<uint16_t>(y.data, n, bf16_bits(float(value)));
+    case DType::F16: return fill_bits<uint16_t>(y.data, n, fp16_bits(float(value)));
   }
 }
 

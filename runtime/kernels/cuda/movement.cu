@@ -165,6 +165,7 @@ bool transpose_tiled(const cd::Strided& it, size_t es, const void* x, void* y) {
   g.ntiles = it.numel() / (g.A * g.L) * g.tilesA * g.tilesL;
   switch (es) {
     case 1: launch_tiled<uint8_t>(g, x, y); return true;
+    case 2: launch_tiled<uint16_t>(g, x, y); return true;
     case 4: launch_tiled<uint32_t>(g, x, y); return true;
     case 8: launch_tiled<uint64_t>(g, x, y); return true;
     default: return false;
