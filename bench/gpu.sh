@@ -64,7 +64,7 @@ stage_test() {
 stage_e2e() {
   for m in ${E2E_MODELS:-gpt2 llama}; do
     progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute bf16_selective bf16_devopt bf16_chunks
-           bf16_early_no bf16_fused fp32_fused"
+           bf16_early_no bf16_fused fp32_fused bf16_half"
     for p in $progs; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" & done
     wait  # side by side; a row from a background job would not reach TABLE
     for p in $progs; do [ -x "$G/$m/train_$p" ] || row "e2e $m: build of train_$p failed"; done
@@ -87,7 +87,7 @@ stage_speed() {
   # The same model placed otherwise: activations recomputed, in host memory,
   # the planner's choice under --gpu-mem, weights streamed (bench/gpu/prepare.sh).
   v=()
-  names=${VARIANTS-gpt124r gpt124sel gpt124h0 gpt124h1 gpt124h gpt124ha8 gpt124p gpt124s gpt124s4 gpt124s16 gpt124fused}
+  names=${VARIANTS-gpt124r gpt124sel gpt124h0 gpt124h1 gpt124h gpt124ha8 gpt124p gpt124s gpt124s4 gpt124s16 gpt124fused gpt124half}
   for x in $names; do [ -d "$G/$x" ] && program "$G/$x/train.cpp" "$G/$x/train" & done
   wait  # the builds side by side: the GPU machine has the cores
   for x in $names; do [ -x "$G/$x/train" ] && v+=("$G/$x/train"); done

@@ -16,6 +16,7 @@
 #   .gpu/gpt124{s,s4,s16}/ the same with its weights streamed, copied 0, 4 or 16 launches ahead
 #   .gpu/gpt124f/         the same at --precision fp16 (dynamic loss scaling)
 #   .gpu/gpt124fused/     the same with attention and the loss fused (--fuse all)
+#   .gpu/gpt124half/      ... and its activations stored in 16 bits (--half-activations yes)
 #   .gpu/planner/         bench/gpu/planner.py's configs: chosen and keep-all programs, plans,
 #                         and the chosen plan compiled with each schedule rule otherwise
 #   .gpu/gpt350/          GPT-2 350M-shaped program for the out-of-core run (likewise)
@@ -64,7 +65,10 @@ for m in gpt2 llama; do
   for p in bf16 fp32; do
     $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_${p}_fused" --target cuda --precision $p --fuse all 2>/dev/null
   done
-  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt,chunks,early_no,fused} "$OUT/$m/train_fp32_fused"
+  # Activations stored in 16 bits (their casts), against torch's autocast.
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_half" --target cuda --precision bf16 --half-activations yes 2>/dev/null
+  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt,chunks,early_no,fused,half} \
+    "$OUT/$m/train_fp32_fused"
 done
 
 # Big models: compiled from ONNX exported here, weights drawn on the GPU
@@ -107,6 +111,7 @@ big gpt124s 8 1024 12 12 768 --params stream          # weights copied in per ph
 big gpt124s4 8 1024 12 12 768 --params stream --param-prefetch 4  # ... 4 launches ahead
 big gpt124s16 8 1024 12 12 768 --params stream --param-prefetch 16  # ... 16
 big gpt124fused 8 1024 12 12 768 --fuse all  # attention and the loss fused: their time and memory
+big gpt124half 8 1024 12 12 768 --fuse all --half-activations yes  # ... with activations in 16 bits
 big gpt350 1 128 24 16 1024
 big gpt350s 1 128 24 16 1024 --params stream  # no resident weights: copied in per phase
 # The planner's configs, planned with the H100 profile (bench/gpu/planner.py).

@@ -73,7 +73,9 @@ def e2e(name, d):
     for prec, oracle_args, tol in (("bf16", ["--autocast", "bf16"], 2e-2),
                                    ("fp16", ["--operands", "fp16"] + scale, 2e-2), ("fp32", [], 1e-4),
                                    # attention and the loss fused (--fuse all)
-                                   ("bf16_fused", ["--autocast", "bf16"], 2e-2), ("fp32_fused", [], 1e-4)):
+                                   ("bf16_fused", ["--autocast", "bf16"], 2e-2), ("fp32_fused", [], 1e-4),
+                                   # activations stored in 16 bits (--half-activations yes)
+                                   ("bf16_half", ["--autocast", "bf16"], 2e-2)):
         exe = os.path.join(d, f"train_{prec}")
         ours = os.path.join(OUT, f"{name}_{prec}.jsonl")
         ref = os.path.join(OUT, f"{name}_{prec}_torch.jsonl")
