@@ -16,7 +16,12 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     that softmax with v, its scores' product of q and k and a constant
     causal or sliding-window mask become one fygraph.attention, which writes
     no T x T tensor in either pass, for head dims up to `attention-max-head-dim`
-    (0: any; the CUDA kernel's tiles take 128). With `cross-entropy`, a
+    (0: any; the CUDA kernel's tiles take 128). It reads grouped-query k and
+    v unrepeated (Hugging Face's repeat_kv goes), and, where q, k and v are
+    swapped into heads from the Linears' [B, T, heads, D] and the result
+    swapped back, reads and writes that layout ({seq_major}); a swap before
+    RoPE's rotation (neg, slices, concat, products with cos and sin) moves
+    below it first. With `cross-entropy`, a
     softmax_cross_entropy_loss of a Linear's logits (x w^T) becomes one
     fygraph.linear_cross_entropy, which never forms the [N, V] logits and
     keeps no log-probabilities for backward.

@@ -1,6 +1,7 @@
 // fy-recompose: fused ops from the chains of elementwise ops that exporters
 // write for GELU, SiLU, RMSNorm, LayerNorm and attention's masked softmax,
-// and (by option) fused attention and a loss that never forms its logits.
+// and (by option) fused attention, in the layout the Linears write, and a
+// loss that never forms its logits.
 #include "passes/Passes.h"
 
 #include "mlir/IR/Matchers.h"
@@ -584,6 +585,126 @@ struct FoldAttentionTransposes : OpRewritePattern<fg::AttentionOp> {
   }
 };
 
+// x [B, Hkv, T, D] repeated for grouped-query heads as Hugging Face's
+// repeat_kv writes it, reshape(expand(reshape(x) [B, Hkv, 1, T, D]) [B, Hkv,
+// n, T, D]) [B, Hkv * n, T, D]; else null.
+Value repeatedHeads(Value v) {
+  auto outer = def<fg::ReshapeOp>(v);
+  auto e = outer ? def<fg::ExpandOp>(outer.getInput()) : fg::ExpandOp();
+  auto inner = e ? def<fg::ReshapeOp>(e.getInput()) : fg::ReshapeOp();
+  if (!inner)
+    return nullptr;
+  auto x = cast<RankedTensorType>(inner.getInput().getType());
+  auto one = cast<RankedTensorType>(inner.getType()), rep = cast<RankedTensorType>(e.getType());
+  auto out = cast<RankedTensorType>(v.getType());
+  if (x.getRank() != 4 || one.getRank() != 5 || rep.getRank() != 5 || out.getRank() != 4)
+    return nullptr;
+  const int64_t B = x.getDimSize(0), H = x.getDimSize(1), T = x.getDimSize(2), D = x.getDimSize(3);
+  const int64_t n = rep.getDimSize(2);
+  if (one.getShape() != ArrayRef<int64_t>{B, H, 1, T, D} || rep.getShape() != ArrayRef<int64_t>{B, H, n, T, D} ||
+      out.getShape() != ArrayRef<int64_t>{B, H * n, T, D})
+    return nullptr;
+  return inner.getInput();
+}
+
+// attention(q, repeat_kv(k), repeat_kv(v)) -> attention(q, k, v): the kernel
+// reads query head h's keys and values from head h / n, so the repeated
+// copies are never made, kept for backward, or summed back in it.
+struct AbsorbRepeatedHeads : OpRewritePattern<fg::AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::AttentionOp a, PatternRewriter &rw) const override {
+    Value k = repeatedHeads(a.getK()), v = repeatedHeads(a.getV());
+    if (a.getSeqMajor() || !k || !v || k.getType() != v.getType())
+      return failure();
+    rw.modifyOpInPlace(a, [&] {
+      a.getKMutable().assign(k);
+      a.getVMutable().assign(v);
+    });
+    return success();
+  }
+};
+
+// A transpose swapping heads and tokens ([B, T, heads, D] <-> [B, heads, T,
+// D]) whose every reader is an op it can move below.
+bool sinkableSwap(Value v) {
+  auto t = def<fg::TransposeOp>(v);
+  return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3} && llvm::all_of(t->getUsers(), [](Operation *u) {
+           return isa<fg::NegOp, fg::SliceOp, fg::ConcatOp, fg::MulOp, fg::AddOp, fg::SubOp>(u);
+         });
+}
+
+// Whether v is computed by the ops a swap moves below from a swap that has
+// not moved yet: it will be a swap itself, so an op reading it waits.
+bool pendingSwap(Value v, int depth = 8) {
+  Operation *d = v.getDefiningOp();
+  if (!d || depth == 0 || !isa<fg::NegOp, fg::SliceOp, fg::ConcatOp, fg::MulOp, fg::AddOp, fg::SubOp>(d))
+    return false;
+  return llvm::any_of(d->getOperands(), [&](Value x) { return sinkableSwap(x) || pendingSwap(x, depth - 1); });
+}
+
+// The shape an operand broadcast against a head-major value has against the
+// token-major one: left-padded to rank 4, heads and tokens swapped, where
+// one of them is 1 (so the same bytes, reshaped); else none.
+std::optional<SmallVector<int64_t>> swappedBroadcast(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getRank() > 4)
+    return std::nullopt;
+  SmallVector<int64_t> s(4 - t.getRank(), 1);
+  llvm::append_range(s, t.getShape());
+  if (s[1] != 1 && s[2] != 1)
+    return std::nullopt;
+  std::swap(s[1], s[2]);
+  return s;
+}
+
+// op(swap(x), ...) -> swap(op(x, ...)) for the ops of RoPE (neg, slices and
+// a concat along the head dim, products with cos and sin broadcast over
+// heads, sums): the swap Llama's q and k take before their rotation moves
+// below it, where attention folds it (FoldAttentionTransposes). Only for
+// swaps whose readers all move it, so none stays behind.
+struct SinkHeadSwap : RewritePattern {
+  SinkHeadSwap(MLIRContext *ctx) : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
+  LogicalResult matchAndRewrite(Operation *op, PatternRewriter &rw) const override {
+    if (!isa<fg::NegOp, fg::SliceOp, fg::ConcatOp, fg::MulOp, fg::AddOp, fg::SubOp>(op))
+      return failure();
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    const bool elementwise = isa<fg::MulOp, fg::AddOp, fg::SubOp>(op);
+    bool any = false;
+    for (Value v : op->getOperands()) {
+      const bool swap = sinkableSwap(v);
+      any |= swap;
+      if (type.getRank() != 4 || (!swap && (!elementwise || pendingSwap(v) || !swappedBroadcast(v))))
+        return failure();
+    }
+    if (!any)
+      return failure();
+    SmallVector<Value> operands;
+    for (Value v : op->getOperands()) {
+      if (sinkableSwap(v)) {
+        operands.push_back(def<fg::TransposeOp>(v).getInput());
+        continue;
+      }
+      auto s = *swappedBroadcast(v);
+      auto t = RankedTensorType::get(s, cast<RankedTensorType>(v.getType()).getElementType());
+      operands.push_back(rw.create<fg::ReshapeOp>(op->getLoc(), t, v));
+    }
+    SmallVector<NamedAttribute> attrs(op->getAttrs());
+    for (NamedAttribute &a : attrs) {
+      if (auto arr = dyn_cast<DenseI64ArrayAttr>(a.getValue()); arr && arr.size() == 4)  // slice's starts, steps
+        a.setValue(rw.getDenseI64ArrayAttr({arr[0], arr[2], arr[1], arr[3]}));
+      if (auto axis = dyn_cast<IntegerAttr>(a.getValue()); axis && isa<fg::ConcatOp>(op)) {
+        int64_t x = axis.getInt() < 0 ? axis.getInt() + 4 : axis.getInt();
+        a.setValue(rw.getI64IntegerAttr(x == 1 ? 2 : x == 2 ? 1 : x));
+      }
+    }
+    auto swapped = RankedTensorType::get({type.getDimSize(0), type.getDimSize(2), type.getDimSize(1), type.getDimSize(3)},
+                                         type.getElementType());
+    Operation *moved = rw.create(op->getLoc(), op->getName().getIdentifier(), operands, {swapped}, attrs);
+    rw.replaceOpWithNewOp<fg::TransposeOp>(op, type, moved->getResult(0), rw.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    return success();
+  }
+};
+
 // softmax_cross_entropy_loss(reshape?(matmul(x, w {trans_b})), labels) ->
 // linear_cross_entropy(x, w, labels): the [N, V] logits are never formed
 // whole, nor their log-probabilities kept for backward. Only where the
@@ -627,7 +748,7 @@ struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
     if (attention)
       patterns.add<FormAttention>(&getContext(), attentionMaxHeadDim);
     if (attention)
-      patterns.add<FoldAttentionTransposes>(&getContext());
+      patterns.add<AbsorbRepeatedHeads, SinkHeadSwap, FoldAttentionTransposes>(&getContext());
     if (crossEntropy)
       patterns.add<FormLinearCrossEntropy>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))

@@ -139,3 +139,51 @@ func.func @broadcast_k(%q: tensor<1x2x4x8xf32>, %kt: tensor<1x1x8x4xf32>, %v: te
   %o = fygraph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Llama's attention: q and k rotated (RoPE, Hugging Face's rotate_half) after
+// the swap into heads, k and v repeated for grouped-query heads (repeat_kv).
+// The swaps move below the rotation, the repeats go (the kernel reads head
+// h's keys from h / 2), and attention {seq_major} reads q, k, v where the
+// Linears wrote them: no transpose or expand is left, only cos and sin
+// reshaped to the token-major layout.
+// CHECK-LABEL: func.func @rope_gqa
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x2x8xf32>, %[[K:.*]]: tensor<2x4x1x8xf32>, %[[V:.*]]: tensor<2x4x1x8xf32>, %[[COS:.*]]: tensor<1x1x4x8xf32>, %[[SIN:.*]]: tensor<1x1x4x8xf32>)
+// CHECK-NOT: fygraph.{{transpose|expand}}
+// CHECK: fygraph.reshape %[[COS]] : tensor<1x1x4x8xf32> -> tensor<1x4x1x8xf32>
+// CHECK-NOT: fygraph.{{transpose|expand}}
+// CHECK: %[[O:.*]], %{{.*}} = fygraph.attention {{.*}}, %[[V]] {{{.*}}seq_major}
+// CHECK-SAME: (tensor<2x4x2x8xf32>, tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>)
+// CHECK-NEXT: return %[[O]]
+func.func @rope_gqa(%q: tensor<2x4x2x8xf32>, %k: tensor<2x4x1x8xf32>, %v: tensor<2x4x1x8xf32>, %cos: tensor<1x1x4x8xf32>, %sin: tensor<1x1x4x8xf32>) -> tensor<2x4x2x8xf32> {
+  %mask = fygraph.constant dense<[[[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]]]> : tensor<1x1x4x4xi1>
+  %qh = fygraph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %qc = fygraph.mul %qh, %cos : (tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %qlo = fygraph.slice %qh {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : tensor<2x2x4x8xf32> -> tensor<2x2x4x4xf32>
+  %qhi = fygraph.slice %qh {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : tensor<2x2x4x8xf32> -> tensor<2x2x4x4xf32>
+  %qn = fygraph.neg %qhi : tensor<2x2x4x4xf32>
+  %qrot = fygraph.concat %qn, %qlo {axis = 3 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x8xf32>
+  %qs = fygraph.mul %qrot, %sin : (tensor<2x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %qr = fygraph.add %qc, %qs : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %kh = fygraph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x1x8xf32> -> tensor<2x1x4x8xf32>
+  %kc = fygraph.mul %kh, %cos : (tensor<2x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+  %klo = fygraph.slice %kh {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : tensor<2x1x4x8xf32> -> tensor<2x1x4x4xf32>
+  %khi = fygraph.slice %kh {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : tensor<2x1x4x8xf32> -> tensor<2x1x4x4xf32>
+  %kn = fygraph.neg %khi : tensor<2x1x4x4xf32>
+  %krot = fygraph.concat %kn, %klo {axis = 3 : i64} : (tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x8xf32>
+  %ks = fygraph.mul %krot, %sin : (tensor<2x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+  %kr = fygraph.add %kc, %ks : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+  %k5 = fygraph.reshape %kr : tensor<2x1x4x8xf32> -> tensor<2x1x1x4x8xf32>
+  %kx = fygraph.expand %k5 : tensor<2x1x1x4x8xf32> -> tensor<2x1x2x4x8xf32>
+  %krep = fygraph.reshape %kx : tensor<2x1x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  %vh = fygraph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x1x8xf32> -> tensor<2x1x4x8xf32>
+  %v5 = fygraph.reshape %vh : tensor<2x1x4x8xf32> -> tensor<2x1x1x4x8xf32>
+  %vx = fygraph.expand %v5 : tensor<2x1x1x4x8xf32> -> tensor<2x1x2x4x8xf32>
+  %vrep = fygraph.reshape %vx : tensor<2x1x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  %s = fygraph.matmul %qr, %krep {trans_b} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %p = fygraph.masked_softmax %s, %mask {scale = 0.353553385 : f32} : (tensor<2x2x4x4xf32>, tensor<1x1x4x4xi1>) -> tensor<2x2x4x4xf32>
+  %o = fygraph.matmul %p, %vrep : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %ot = fygraph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  return %ot : tensor<2x4x2x8xf32>
+}
