@@ -140,6 +140,14 @@ LogicalResult biasGeluRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, Muta
   return success();
 }
 
+LogicalResult swigluRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
+  auto s = cast<fg::SwiGLUOp>(op);
+  auto g = b.create<fg::SwiGLUGradOp>(op->getLoc(), s.getGate(), s.getUp(), dy[0]);
+  dx[0] = g.getDgate();
+  dx[1] = g.getDup();
+  return success();
+}
+
 LogicalResult matmulRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
   auto mm = cast<fg::MatMulOp>(op);
   Value a = mm.getLhs(), c = mm.getRhs(), g = dy[0];
@@ -390,6 +398,7 @@ const llvm::StringMap<fuyou::GradientRule> &registry() {
       {fg::SiluOp::getOperationName(), unaryRule<kSilu>},
       {fg::GeluOp::getOperationName(), geluRule},
       {fg::BiasGeluOp::getOperationName(), biasGeluRule},
+      {fg::SwiGLUOp::getOperationName(), swigluRule},
       {fg::MatMulOp::getOperationName(), matmulRule},
       {fg::TransposeOp::getOperationName(), transposeRule},
       {fg::ReshapeOp::getOperationName(), reshapeRule},

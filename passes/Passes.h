@@ -71,7 +71,7 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Opt<bool> paramWaits{*this, "param-waits", llvm::cl::desc("fy-param-waits"), llvm::cl::init(true)};
   Opt<bool> earlyHold{*this, "early-hold", llvm::cl::desc("fy-early-offload's held hand-over"), llvm::cl::init(true)};
   Opt<std::string> fuse{*this, "fuse",
-                        llvm::cl::desc("fy-recompose's fused attention and loss: yes (where the target's kernels "
+                        llvm::cl::desc("fy-recompose's fused attention, loss and SwiGLU: yes (where the target's kernels "
                                        "are measured), no, or all (the CUDA target's new kernels too)"),
                         llvm::cl::init("yes")};
   Opt<std::string> halfActivations{*this, "half-activations",

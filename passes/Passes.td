@@ -24,7 +24,8 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     below it first. With `cross-entropy`, a
     softmax_cross_entropy_loss of a Linear's logits (x w^T) becomes one
     fygraph.linear_cross_entropy, which never forms the [N, V] logits and
-    keeps no log-probabilities for backward.
+    keeps no log-probabilities for backward. With `swiglu`, silu(gate) * up
+    becomes one fygraph.swiglu, whose backward does not keep the silu.
   }];
   let options = [
     Option<"attention", "attention", "bool", /*default=*/"false",
@@ -32,7 +33,9 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     Option<"crossEntropy", "cross-entropy", "bool", /*default=*/"false",
            "form fygraph.linear_cross_entropy from a loss of a Linear's logits">,
     Option<"attentionMaxHeadDim", "attention-max-head-dim", "int64_t", /*default=*/"0",
-           "the largest head dim the target's attention kernel takes (0: any)">
+           "the largest head dim the target's attention kernel takes (0: any)">,
+    Option<"swiglu", "swiglu", "bool", /*default=*/"false",
+           "form fygraph.swiglu from silu(gate) * up">
   ];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }

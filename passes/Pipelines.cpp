@@ -72,6 +72,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   const bool cpu = o.target == "cpu" && o.precision == "fp32";
   recompose.attention = (o.fuse == "yes" && cpu) || (o.fuse == "all" && (cpu || o.target == "cuda"));
   recompose.crossEntropy = recompose.attention;
+  // SwiGLU's kernel multiplies no matrices, so the CPU's serves every precision.
+  recompose.swiglu = (o.fuse == "yes" && o.target == "cpu") || o.fuse == "all";
   if (o.target == "cuda")
     recompose.attentionMaxHeadDim = fy::cuda::kAttentionMaxHeadDim;
   pm.addPass(createRecompose(recompose));

@@ -151,6 +151,19 @@ struct FormGelu : OpRewritePattern<fg::MulOp> {
   }
 };
 
+// silu(g) * u, the silu read by the product alone -> swiglu(g, u): its
+// backward computes the silu again instead of keeping it.
+struct FormSwiGLU : OpRewritePattern<fg::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::MulOp mul, PatternRewriter &rw) const override {
+    auto parts = split(mul, [](Value v) { return def<fg::SiluOp>(v) && v.hasOneUse(); });
+    if (!parts || parts->second.getType() != mul.getType() || parts->first.getType() != mul.getType())
+      return failure();
+    rw.replaceOpWithNewOp<fg::SwiGLUOp>(mul, def<fg::SiluOp>(parts->first).getInput(), parts->second);
+    return success();
+  }
+};
+
 // gelu(x + b), b a bias along x's last dim, only read by the gelu (perhaps
 // through a reshape keeping that dim) -> bias_gelu(x, b): the sum is never
 // written out.
@@ -751,6 +764,8 @@ struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
       patterns.add<AbsorbRepeatedHeads, SinkHeadSwap, FoldAttentionTransposes>(&getContext());
     if (crossEntropy)
       patterns.add<FormLinearCrossEntropy>(&getContext());
+    if (swiglu)
+      patterns.add<FormSwiGLU>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -108,6 +108,27 @@ def FyGraph_GeluOp : FyGraph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def FyGraph_SwiGLUOp : FyGraph_Op<"swiglu", [Pure, AllTypesMatch<["gate", "up", "result"]>]> {
+  let summary = "silu(gate) * up, fused: a SwiGLU MLP's product";
+  let description = [{
+    fy-recompose forms it from mul(silu(gate), up). The silu is rounded to
+    f32 before the product, so the bits are those of the two ops. Its
+    backward computes silu(gate) again instead of keeping it, so the MLP
+    keeps two of its three hidden-width tensors for backward.
+  }];
+  let arguments = (ins FyFloatTensor:$gate, FyFloatTensor:$up);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
+def FyGraph_SwiGLUGradOp : FyGraph_Op<"swiglu_grad",
+    [Pure, AllTypesMatch<["gate", "up", "dy", "dgate", "dup"]>]> {
+  let summary = "swiglu's gradients: dup = dy * silu(gate), dgate = silu'(gate) * (dy * up)";
+  let arguments = (ins FyFloatTensor:$gate, FyFloatTensor:$up, FyFloatTensor:$dy);
+  let results = (outs FyFloatTensor:$dgate, FyFloatTensor:$dup);
+  let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($gate)";
+}
+
 def FyGraph_BiasGeluOp : FyGraph_Op<"bias_gelu", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "gelu(input + bias), fused; bias is 1-D along the last dim";
   let description = [{

@@ -162,7 +162,7 @@ private:
       fn.consume_front("unary_grad_");
       fn.consume_front("bias_");
       fn.consume_back("_grad");
-      if (p_.transcendentalElems > 0 && (fn == "gelu" || fn == "gelu_tanh" || fn == "silu" || fn == "sigmoid" ||
+      if (p_.transcendentalElems > 0 && (fn == "gelu" || fn == "gelu_tanh" || fn == "silu" || fn == "swiglu" || fn == "sigmoid" ||
                                          fn == "tanh" || fn == "exp" || fn == "erf"))
         t = std::max(t, elems / p_.transcendentalElems);
       if (p_.softmaxElems > 0 && (kernel == "softmax" || kernel == "masked_softmax" ||

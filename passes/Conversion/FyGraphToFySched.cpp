@@ -122,7 +122,7 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
 
   for (StringRef n : {"add", "sub", "mul", "div", "pow", "equal", "neg", "sqrt", "reciprocal",
                       "exp", "tanh", "erf", "sigmoid", "silu", "where", "cast", "gather",
-                      "gather_grad", "gather_grad_add"})
+                      "gather_grad", "gather_grad_add", "swiglu", "swiglu_grad"})
     named(("fygraph." + n).str(), n);
   named(fg::ExpandOp::getOperationName(), "broadcast_to");
   named(fg::ReduceToOp::getOperationName(), "reduce_sum");

@@ -153,6 +153,11 @@ void bias_gelu_tanh(Runtime* rt, View x, View b, View y);
 void bias_gelu_grad(Runtime* rt, View x, View b, View y, View dy, View dx);
 void bias_gelu_tanh_grad(Runtime* rt, View x, View b, View y, View dy, View dx);
 
+// y = silu(gate) * up (a SwiGLU MLP's product); its gradients from gate, up
+// and dy, silu(gate) computed again rather than kept.
+void swiglu(Runtime* rt, View gate, View up, View y);
+void swiglu_grad(Runtime* rt, View gate, View up, View dy, View dgate, View dup);
+
 void where(Runtime* rt, View cond, View a, View b, View out);
 void cast(Runtime* rt, View x, View y);
 void broadcast_to(Runtime* rt, View x, View y);

@@ -492,6 +492,27 @@ func.func @forward() -> tensor<f32> {
 
 // -----
 
+// swiglu: both gradients from one swiglu_grad, which reads gate and up (not
+// the silu).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[G:.*]] = fygraph.get_param @g
+// CHECK: %[[U:.*]] = fygraph.get_param @u
+// CHECK: fygraph.swiglu %[[G]], %[[U]]
+// CHECK: %[[DY:.*]] = fygraph.expand
+// CHECK: %[[DG:.*]], %[[DU:.*]] = fygraph.swiglu_grad %[[G]], %[[U]], %[[DY]] : tensor<4x8xf32>
+// CHECK: return %{{.*}}, %[[DG]], %[[DU]]
+fygraph.param @g trainable : tensor<4x8xf32>
+fygraph.param @u trainable : tensor<4x8xf32>
+func.func @forward() -> tensor<f32> {
+  %g = fygraph.get_param @g : tensor<4x8xf32>
+  %u = fygraph.get_param @u : tensor<4x8xf32>
+  %s = fygraph.swiglu %g, %u : tensor<4x8xf32>
+  %l = fygraph.reduce_sum %s {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // bias_gelu: the input's gradient from bias_gelu_grad, the bias's its sum
 // over the rows.
 // CHECK-LABEL: func.func @train_step

@@ -527,6 +527,17 @@ TEST_F(CudaKernels, UnaryGradAllOpsWithAndWithoutY) {
     }
 }
 
+TEST_F(CudaKernels, SwiGLU) {
+  for (Shape s : {Shape{1001}, Shape{4, 64, 688}}) {
+    HostTensor g = rand_f32(s, rng, -8, 8), u = rand_f32(s, rng), dy = rand_f32(s, rng);
+    check_op("swiglu " + s.str(), {g, u}, {out(s)}, [](auto& in, auto& o) { cpu::swiglu(in[0], in[1], o[0]); },
+             [](auto& in, auto& o) { gpu::swiglu(in[0], in[1], o[0]); });
+    check_op("swiglu_grad " + s.str(), {g, u, dy}, {out(s), out(s)},
+             [](auto& in, auto& o) { cpu::swiglu_grad(in[0], in[1], in[2], o[0], o[1]); },
+             [](auto& in, auto& o) { gpu::swiglu_grad(in[0], in[1], in[2], o[0], o[1]); });
+  }
+}
+
 // ---- reductions / broadcasting ----------------------------------------------------
 
 struct ReduceCase {

@@ -14,7 +14,7 @@ namespace {
 using fy::cpu::BinOp;
 using fy::cpu::UnOp;
 namespace k = fy::cpu;
-constexpr DType F64 = DType::F64;
+constexpr DType F64 = DType::F64, F32 = DType::F32;
 
 View null_view(Shape s) { return View{nullptr, s, F64}; }
 
@@ -264,6 +264,31 @@ TEST(Grad, Dropout) {
   GradCase c{{&x}, {&dx}, {&y}, {&dy}, [&] { k::dropout(x, y, mask, 0.25, 9); },
              [&] { k::dropout_grad(dy, mask, dx, 0.25); }};
   check_grad(c);
+}
+
+// swiglu and its gradient give the bits of the kernels it fuses: silu then
+// mul, and mul, unary_grad's silu and mul (those are checked against finite
+// differences above), at sizes that take the vectorised and threaded paths.
+TEST(Grad, SwiGLUIsSiluTimesUp) {
+  Rng rng(1200);
+  for (int64_t n : {int64_t(7), int64_t(1) << 16}) {
+    SCOPED_TRACE(n);
+    HostTensor g = rand_tensor({n}, F32, rng, -8, 8), u = rand_tensor({n}, F32, rng), dy = rand_tensor({n}, F32, rng);
+    HostTensor y({n}, F32), dg({n}, F32), du({n}, F32);
+    k::swiglu(g, u, y);
+    k::swiglu_grad(g, u, dy, dg, du);
+    HostTensor s({n}, F32), want_y({n}, F32), ds({n}, F32), want_dg({n}, F32), want_du({n}, F32);
+    k::unary(UnOp::Silu, g, s);
+    k::binary(BinOp::Mul, s, u, want_y);
+    k::binary(BinOp::Mul, dy, u, ds);
+    k::unary_grad(UnOp::Silu, g, s, ds, want_dg);
+    k::binary(BinOp::Mul, dy, s, want_du);
+    EXPECT_TRUE(same_bits(y, want_y));
+    EXPECT_TRUE(same_bits(dg, want_dg));
+    EXPECT_TRUE(same_bits(du, want_du));
+  }
+  HostTensor a({4}, F32), b({5}, F32), out({4}, F32);
+  EXPECT_THROW(k::swiglu(a, b, out), fy::Error);
 }
 
 }  // namespace

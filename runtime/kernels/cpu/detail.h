@@ -51,6 +51,14 @@ inline void check_dtype(const View& v, DType dt, const char* op, const char* nam
 inline void check_shape(const View& v, const Shape& s, const char* op, const char* name) {
   check(v.shape == s, op, std::string(name) + " has shape " + v.shape.str() + ", expected " + s.str());
 }
+// Every view F32 and of the first's shape.
+inline void check_same_f32(const char* op, std::initializer_list<View> views) {
+  const View& first = *views.begin();
+  for (const View& v : views) {
+    check_dtype(v, DType::F32, op, "every operand");
+    check(v.shape == first.shape, op, "operands of shapes " + first.shape.str() + " and " + v.shape.str());
+  }
+}
 inline void check_numel(const View& v, int64_t n, const char* op, const char* name) {
   check(v.numel() == n, op,
         std::string(name) + " has " + std::to_string(v.numel()) + " elements, expected " + std::to_string(n));

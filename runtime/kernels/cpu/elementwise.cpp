@@ -278,6 +278,13 @@ inline float gelu_tanh_grad_vec(float v) {
   return s + 2.f * v * s * (1.f - s) * (C::kSqrt2OverPi * (1.f + 3.f * C::kGeluC * v * v));
 }
 
+// SiLU and its derivative.
+inline float silu_vec(float v) { return v * sigmoid_vec(v); }
+inline float silu_grad_vec(float v) {
+  const float s = sigmoid_vec(v);
+  return s * (1.f + v * (1.f - s));
+}
+
 // y[i] = f(x[i]) (or f(x[i], y[i]) for two inputs), vectorised: f is a
 // lambda over one of the call-free functions above, so each op gets its own
 // simd loop (a function pointer stays a call, and the loop scalar: tanh-GELU
@@ -296,7 +303,7 @@ template <class F> void map2_vec(const float* x, const float* dy, float* dx, int
 bool unary_vec(UnOp op, const float* x, float* y, int64_t n) {
   switch (op) {
     case UnOp::GeluTanh: map_vec(x, y, n, [](float v) { return gelu_tanh_vec(v); }); return true;
-    case UnOp::Silu: map_vec(x, y, n, [](float v) { return v * sigmoid_vec(v); }); return true;
+    case UnOp::Silu: map_vec(x, y, n, [](float v) { return silu_vec(v); }); return true;
     case UnOp::Sigmoid: map_vec(x, y, n, [](float v) { return sigmoid_vec(v); }); return true;
     default: return false;
   }
@@ -307,12 +314,7 @@ bool unary_grad_vec(UnOp op, const float* x, const float* dy, float* dx, int64_t
   if (!x) return false;
   switch (op) {
     case UnOp::GeluTanh: map2_vec(x, dy, dx, n, [](float v) { return gelu_tanh_grad_vec(v); }); return true;
-    case UnOp::Silu:
-      map2_vec(x, dy, dx, n, [](float v) {
-        const float s = sigmoid_vec(v);
-        return s * (1.f + v * (1.f - s));
-      });
-      return true;
+    case UnOp::Silu: map2_vec(x, dy, dx, n, [](float v) { return silu_grad_vec(v); }); return true;
     case UnOp::Sigmoid:
       map2_vec(x, dy, dx, n, [](float v) {
         const float s = sigmoid_vec(v);
@@ -414,6 +416,34 @@ void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx) {
     for_bias_sums(x, b.as<float>(), n, [=](int64_t i, float t) { pdx[i] = pdy[i] * gelu_tanh_grad_vec(t); });
   else
     for_bias_sums(x, b.as<float>(), n, [=](int64_t i, float t) { pdx[i] = unary_bwd(op, t, py[i], pdy[i]); });
+}
+
+// swiglu's products round as the unfused kernels' do: silu_vec is
+// unary_vec's SiLU and silu_grad_vec unary_grad_vec's factor.
+void swiglu(View gate, View up, View y) {
+  check_same_f32("swiglu", {gate, up, y});
+  const float* g = gate.as<float>();
+  const float* u = up.as<float>();
+  float* py = y.as<float>();
+  const int64_t n = gate.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) py[i] = silu_vec(g[i]) * u[i];
+}
+
+void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
+  check_same_f32("swiglu_grad", {gate, up, dy, dgate, dup});
+  const float* g = gate.as<float>();
+  const float* u = up.as<float>();
+  const float* d = dy.as<float>();
+  float* dg = dgate.as<float>();
+  float* du = dup.as<float>();
+  const int64_t n = gate.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float ds = d[i] * u[i];
+    du[i] = d[i] * silu_vec(g[i]);
+    dg[i] = ds * silu_grad_vec(g[i]);
+  }
 }
 
 // ---- data movement ---------------------------------------------------------

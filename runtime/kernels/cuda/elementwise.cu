@@ -558,6 +558,39 @@ void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx) {
   });
 }
 
+namespace {
+// swiglu: silu(g) * u, its silu as unary's; the gradient's products as
+// binary's mul and unary_grad's silu, so the bits are the unfused kernels'.
+__global__ void k_swiglu(const float* g, const float* u, float* y, int64_t n) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>())
+    y[i] = mul(unary_fwd<UnOp::Silu>(g[i]), u[i]);
+}
+__global__ void k_swiglu_grad(const float* g, const float* u, const float* dy, float* dg, float* du, int64_t n) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) {
+    const float gi = g[i], d = dy[i];
+    du[i] = mul(d, unary_fwd<UnOp::Silu>(gi));
+    dg[i] = unary_bwd<UnOp::Silu>(gi, 0.0f, mul(d, u[i]));
+  }
+}
+}  // namespace
+
+void swiglu(View gate, View up, View y) {
+  host_shapes([&] { cd::check_same_f32("swiglu", {gate, up, y}); });
+  const int64_t n = gate.numel();
+  if (n == 0) return;
+  k_swiglu<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(cf(gate), cf(up), mf(y), n);
+  FY_CUDA_LAUNCHED("k_swiglu");
+}
+
+void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
+  host_shapes([&] { cd::check_same_f32("swiglu_grad", {gate, up, dy, dgate, dup}); });
+  const int64_t n = gate.numel();
+  if (n == 0) return;
+  k_swiglu_grad<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(cf(gate), cf(up), cf(dy), mf(dgate),
+                                                                          mf(dup), n);
+  FY_CUDA_LAUNCHED("k_swiglu_grad");
+}
+
 void broadcast_to(View x, View y) {
   check(x.dtype == y.dtype, "broadcast_to", "dtype mismatch");
   const cd::Strided it = host_shapes([&] { return cd::broadcast_iter(y.shape, {x.shape}, "broadcast_to"); });
