@@ -52,12 +52,13 @@ fs::BufferType asF32(Type t) {
 // copy of each, made just before it, and writes an fp32 result narrowed
 // just after ("cast" launches), so the memory plan counts the copies, alive
 // for that launch alone, and the cost model their traffic.
-void widenAround(fs::LaunchOp launch) {
+void widenAround(fs::LaunchOp launch, ArrayRef<std::string> native) {
   SmallVector<Value> floats;
   for (Value v : launch->getOperands())
     if (auto b = dyn_cast<fs::BufferType>(v.getType()); b && isa<FloatType>(b.getElementType()))
       floats.push_back(v);
-  if (llvm::none_of(floats, [](Value v) { return is16(v.getType()); }))
+  if (llvm::none_of(floats, [](Value v) { return is16(v.getType()); }) ||
+      llvm::is_contained(native, launch.getKernel().str()))
     return;
   auto elem = [](Value v) { return cast<fs::BufferType>(v.getType()).getElementType(); };
   if (movesOnly(launch.getKernel()) && llvm::all_of(floats, [&](Value v) { return elem(v) == elem(floats.front()); }))
@@ -193,7 +194,7 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
     SmallVector<fs::LaunchOp> launches;
     f.walk([&](fs::LaunchOp l) { launches.push_back(l); });
     for (fs::LaunchOp l : launches)
-      widenAround(l);
+      widenAround(l, native);
   }
 };
 

@@ -128,7 +128,8 @@ def HalfActivations : Pass<"fy-half-activations", "mlir::ModuleOp"> {
     the copies that swap them and the traffic the cost model prices. The
     kernels compute in fp32: each launch reads fp32 copies of its 16-bit
     operands and writes an fp32 result narrowed after it (`cast` launches;
-    kernels that only move elements take 16 bits as they are), so a buffer
+    kernels that only move elements, and those listed in `native`, take 16
+    bits as they are), so a buffer
     handed straight from one launch to the next stays fp32. Also stay
     fp32: parameter gradients and the parts they are summed from (a tied
     weight's two gradients, a table's rows added onto its other gradient),
@@ -137,7 +138,9 @@ def HalfActivations : Pass<"fy-half-activations", "mlir::ModuleOp"> {
     (autocast runs it in fp32), a kernel's scratch, and scalars.
   }];
   let options = [
-    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"", "bf16 or fp16">
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"", "bf16 or fp16">,
+    ListOption<"native", "native", "std::string",
+               "kernels of the target that take 16-bit operands themselves (no casts around them)">
   ];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

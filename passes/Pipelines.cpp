@@ -90,6 +90,11 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   if (halfActivations(o)) {
     HalfActivationsOptions half;
     half.dtype = o.precision;
+    // The CPU's matmul widens and narrows 16-bit operands itself. (The
+    // option is an ArrayRef: its strings must outlive the pass's creation.)
+    static const std::vector<std::string> cpuNative = {"matmul"};
+    if (o.target == "cpu")
+      half.native = cpuNative;
     pm.addPass(createHalfActivations(half));
   }
   PartitionGroupsOptions groups;

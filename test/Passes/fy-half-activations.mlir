@@ -1,6 +1,7 @@
 // RUN: fuyou-opt %s -split-input-file --fy-half-activations | FileCheck %s
 // RUN: fuyou-opt %s -split-input-file --fy-half-activations=dtype=fp16 | FileCheck %s --check-prefix=FP16
 // RUN: not fuyou-opt %s -split-input-file --fy-half-activations=dtype=int8 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fuyou-opt %s -split-input-file --fy-half-activations=native=matmul | FileCheck %s --check-prefix=NATIVE
 
 // Activations (through views too) and their gradients that live while other
 // launches run become bf16; the layer norm's statistics, the loss, a returned
@@ -36,6 +37,10 @@
 // CHECK-NEXT: fysched.cpu_adamw @w, %[[G]]
 // CHECK: return %[[L]], %[[R]]
 // FP16: fysched.alloc : <device, tensor<4x8xf16>>
+// A kernel the target lists as taking 16 bits itself gets no casts.
+// NATIVE-LABEL: func.func @train_step
+// NATIVE: %[[H:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// NATIVE-NEXT: fysched.launch "matmul" ins({{.*}}) outs(%[[H]] :
 // BAD: fy-half-activations: dtype must be bf16 or fp16, got 'int8'
 fygraph.param @w trainable : tensor<8x8xf32>
 fygraph.param @s trainable : tensor<8xf32>

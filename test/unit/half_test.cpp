@@ -117,4 +117,23 @@ TEST(Half, MovementKernelsMoveSixteenBits) {
     for (int j = 0; j < 6; ++j) EXPECT_EQ(pd[i * 6 + j], i % 2 ? ph[i * 6 + j] : 0) << i << "," << j;
 }
 
+// The CPU's matmul takes 16-bit operands and result itself: the bits of
+// casts around the F32 product (at the precision's operand rounding).
+TEST(Half, MatmulWidensAndNarrows) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    k::set_matmul_operands(dt == DType::BF16 ? k::MatmulOperands::BF16 : k::MatmulOperands::FP16);
+    HostTensor x = random({2, 64, 96}, 3), w = random({80, 96}, 4);
+    for (int64_t i = 0; i < w.view().numel(); ++i) w.view().as<float>()[i] *= 1e-3f;
+    HostTensor x16({2, 64, 96}, dt), y16({2, 64, 80}, dt);
+    k::cast(x.view(), x16.view());
+    k::matmul(x16.view(), w.view(), y16.view(), false, true);
+    HostTensor xw({2, 64, 96}, DType::F32), yw({2, 64, 80}, DType::F32), want({2, 64, 80}, dt);
+    k::cast(x16.view(), xw.view());
+    k::matmul(xw.view(), w.view(), yw.view(), false, true);
+    k::cast(yw.view(), want.view());
+    EXPECT_EQ(std::memcmp(y16.view().data, want.view().data, y16.view().nbytes()), 0) << fy::dtype_name(dt);
+  }
+  k::set_matmul_operands(k::MatmulOperands::FP32);
+}
+
 }  // namespace

@@ -151,6 +151,28 @@ template <class T> void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
 }  // namespace
 
 void matmul(View a, View b, View c, bool ta, bool tb) {
+  // Operands stored in 16 bits (fy-half-activations) go in as F32 copies and
+  // a 16-bit product comes back narrowed: the bits of cast launches around
+  // an F32 product, without their buffers in the plan.
+  auto is16 = [](const View& v) { return v.dtype == DType::BF16 || v.dtype == DType::F16; };
+  if (is16(a) || is16(b) || is16(c)) {
+    std::vector<float> wa, wb, wc;
+    auto wide = [](const View& v, std::vector<float>& buf) {
+      buf.resize(size_t(v.numel()));
+      View w{buf.data(), v.shape, DType::F32};
+      cast(v, w);
+      return w;
+    };
+    const View fa = is16(a) ? wide(a, wa) : a, fb = is16(b) ? wide(b, wb) : b;
+    View fc = c;
+    if (is16(c)) {
+      wc.resize(size_t(c.numel()));
+      fc = View{wc.data(), c.shape, DType::F32};
+    }
+    matmul(fa, fb, fc, ta, tb);
+    if (is16(c)) cast(fc, c);
+    return;
+  }
   check(a.dtype == b.dtype && a.dtype == c.dtype, "matmul", "dtype mismatch");
   const int ra = a.shape.rank, rb = b.shape.rank;
   check(ra >= 2 && rb >= 2, "matmul", "operands need rank >= 2, got " + a.shape.str() + " and " + b.shape.str());
