@@ -42,11 +42,12 @@ bool is16(Type t) {
   return e.isBF16() || e.isF16();
 }
 
-fs::BufferType asF32(Type t) {
+// The buffer type t with elements of type `elem`.
+fs::BufferType withElement(Type t, Type elem) {
   auto b = cast<fs::BufferType>(t);
-  return fs::BufferType::get(b.getContext(), b.getSpace(),
-                             RankedTensorType::get(b.getShape(), Float32Type::get(b.getContext())));
+  return fs::BufferType::get(b.getContext(), b.getSpace(), RankedTensorType::get(b.getShape(), elem));
 }
+fs::BufferType asF32(Type t) { return withElement(t, Float32Type::get(t.getContext())); }
 
 // The kernels compute in fp32: a launch with 16-bit operands reads an fp32
 // copy of each, made just before it, and writes an fp32 result narrowed
@@ -91,7 +92,6 @@ void widenAround(fs::LaunchOp launch, ArrayRef<std::string> native) {
 
 // A buffer and the views of it.
 struct Storage {
-  fs::AllocOp alloc;
   SmallVector<Value> values;
 };
 
@@ -119,7 +119,7 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
       auto t = cast<fs::BufferType>(a.getType());
       if (!t.getElementType().isF32() || t.getNumElements() <= 1)
         return;
-      Storage s{a, {a.getResult()}};
+      Storage s{{a.getResult()}};
       for (size_t i = 0; i < s.values.size(); ++i)
         for (Operation *user : s.values[i].getUsers())
           if (auto v = dyn_cast<fs::ViewOp>(user))
@@ -185,11 +185,8 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
     for (auto [i, s] : llvm::enumerate(storages)) {
       if (keep[i])
         continue;
-      for (Value v : s.values) {
-        auto t = cast<fs::BufferType>(v.getType());
-        auto tensor = RankedTensorType::get(t.getShape(), half);
-        v.setType(fs::BufferType::get(t.getContext(), t.getSpace(), tensor));
-      }
+      for (Value v : s.values)
+        v.setType(withElement(v.getType(), half));
     }
     SmallVector<fs::LaunchOp> launches;
     f.walk([&](fs::LaunchOp l) { launches.push_back(l); });

@@ -571,6 +571,10 @@ struct FormAttention : OpRewritePattern<fg::MatMulOp> {
   }
 };
 
+// Whether t swaps heads and tokens ([B, T, heads, D] <-> [B, heads, T, D]),
+// how a Linear's output is split into heads.
+bool swapsHeads(fg::TransposeOp t) { return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3}; }
+
 // attention(transpose(q), transpose(k), transpose(v)) whose result is only
 // transposed back, each transpose swapping heads and tokens ([B, T, heads,
 // D] <-> [B, heads, T, D], how a Linear's output is split into heads):
@@ -580,14 +584,14 @@ struct FoldAttentionTransposes : OpRewritePattern<fg::AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
   static Value swapped(Value v) {
     auto t = def<fg::TransposeOp>(v);
-    return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3} ? t.getInput() : Value();
+    return swapsHeads(t) ? t.getInput() : Value();
   }
   LogicalResult matchAndRewrite(fg::AttentionOp a, PatternRewriter &rw) const override {
     if (a.getSeqMajor() || !a.getResult().hasOneUse())
       return failure();
     auto back = dyn_cast<fg::TransposeOp>(*a.getResult().getUsers().begin());
     Value q = swapped(a.getQ()), k = swapped(a.getK()), v = swapped(a.getV());
-    if (!back || back.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3} || !q || !k || !v)
+    if (!swapsHeads(back) || !q || !k || !v)
       return failure();
     auto s = rw.create<fg::AttentionOp>(a.getLoc(), TypeRange{back.getType(), a.getLse().getType()}, q, k, v,
                                         a.getScaleAttr(), a.getWindowAttr(), rw.getUnitAttr());
@@ -637,11 +641,10 @@ struct AbsorbRepeatedHeads : OpRewritePattern<fg::AttentionOp> {
   }
 };
 
-// A transpose swapping heads and tokens ([B, T, heads, D] <-> [B, heads, T,
-// D]) whose every reader is an op it can move below.
+// A swap of heads and tokens whose every reader is an op it can move below.
 bool sinkableSwap(Value v) {
   auto t = def<fg::TransposeOp>(v);
-  return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3} && llvm::all_of(t->getUsers(), [](Operation *u) {
+  return swapsHeads(t) && llvm::all_of(t->getUsers(), [](Operation *u) {
            return isa<fg::NegOp, fg::SliceOp, fg::ConcatOp, fg::MulOp, fg::AddOp, fg::SubOp>(u);
          });
 }

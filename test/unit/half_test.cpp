@@ -67,12 +67,9 @@ TEST(Half, BitsRoundTripAndAgreeWithRounding) {
   }
 }
 
-HostTensor random(fy::Shape s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.f);
-  HostTensor t(s, DType::F32);
-  for (int64_t i = 0; i < t.view().numel(); ++i) t.view().as<float>()[i] = n(rng) * 1e3f;
-  return t;
+HostTensor random(fy::Shape s, uint64_t seed) {
+  fyt::Rng rng(seed);
+  return fyt::rand_tensor(s, DType::F32, rng, -3000, 3000);
 }
 
 // cast narrows F32 to the nearest 16-bit value and widens it back exactly;
