@@ -90,11 +90,28 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   if (halfActivations(o)) {
     HalfActivationsOptions half;
     half.dtype = o.precision;
-    // The CPU's matmul widens and narrows 16-bit operands itself. (The
-    // option is an ArrayRef: its strings must outlive the pass's creation.)
+    // Kernels that take 16-bit operands and results as they are: both
+    // targets' matmul (the CPU widens and narrows them itself, cuBLASLt
+    // reads them), and on the GPU the elementwise and norm kernels, which
+    // load and store them (kernels/cuda/half.cuh). (The option is an ArrayRef: its
+    // strings must outlive the pass's creation.)
     static const std::vector<std::string> cpuNative = {"matmul"};
-    if (o.target == "cpu")
-      half.native = cpuNative;
+    static const std::vector<std::string> cudaNative = [] {
+      std::vector<std::string> k = {"matmul",           "add",       "sub",     "mul",          "div",
+                                    "pow",              "swiglu",    "swiglu_grad", "layer_norm", "layer_norm_nobias",
+                                    "layer_norm_grad",  "rms_norm",  "rms_norm_grad"};
+      for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",
+                            "gelu_tanh"}) {
+        k.push_back(u);
+        k.push_back(std::string("unary_grad_") + u);
+      }
+      for (const char *b : {"bias_gelu", "bias_gelu_tanh"}) {
+        k.push_back(b);
+        k.push_back(std::string(b) + "_grad");
+      }
+      return k;
+    }();
+    half.native = o.target == "cuda" ? cudaNative : cpuNative;
     pm.addPass(createHalfActivations(half));
   }
   PartitionGroupsOptions groups;

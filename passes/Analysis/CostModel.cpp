@@ -246,6 +246,8 @@ private:
       // conversion costs about as much (the logits' input gradient at d 1024
       // on an H100: 2.00 ms, priced so 2.03); a batched product too large
       // keeps fp32 operands, priced at the calibrated rate.
+      // Operands stored in 16 bits (fy-half-activations) need no copy, and
+      // a product with any such has no fp32 fallback: it runs in blocks.
       double na = double(a.getNumElements()), nb = double(b.getNumElements());
       auto batches = [](RankedTensorType t) {
         int64_t n = 1;
@@ -253,11 +255,14 @@ private:
           n *= t.getDimSize(i);
         return n;
       };
-      bool fits = 2 * (na + nb) + 256 <= double(fy::cuda::kMatmulConvertBytes);
+      auto f32 = [](RankedTensorType t) { return t.getElementType().isF32(); };
+      double rounded = (f32(a) ? na : 0) + (f32(b) ? nb : 0);
+      bool fits = 2 * rounded + 256 <= double(fy::cuda::kMatmulConvertBytes);
       bool oneGemm = batches(b) == 1 && (batches(a) == 1 || !transA);
-      if (operands16_ && (fits || oneGemm)) {
-        double moved = 2 * (na + nb) + 4 * double(out.getNumElements());
-        t = 6 * (na + nb) / p_.memBytes + std::max(moved / p_.memBytes, flops / p_.matmulRate(flops, true));
+      bool stored16 = !f32(a) || !f32(b) || !f32(out);
+      if (operands16_ && (fits || oneGemm || stored16)) {
+        double moved = 2 * (na + nb) + (f32(out) ? 4 : 2) * double(out.getNumElements());
+        t = 6 * rounded / p_.memBytes + std::max(moved / p_.memBytes, flops / p_.matmulRate(flops, true));
       } else {
         t = std::max(t, flops / p_.matmulRate(cuda_ ? flops : slice));
       }

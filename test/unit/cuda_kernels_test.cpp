@@ -120,8 +120,9 @@ struct Out {
   double tol = kTol;
   bool null = false;
 };
+bool is_half(DType dt) { return dt == DType::BF16 || dt == DType::F16; }
 Out out(Shape s, DType dt = F32, double tol = kTol) {
-  return Out{s, dt, (dt == F32 || dt == DType::F64) ? Cmp::Close : Cmp::Exact, tol, false};
+  return Out{s, dt, (dt == F32 || dt == DType::F64 || is_half(dt)) ? Cmp::Close : Cmp::Exact, tol, false};
 }
 Out exact(Shape s, DType dt = F32) { return Out{s, dt, Cmp::Exact, 0, false}; }
 Out none(Shape s, DType dt = F32) { return Out{s, dt, Cmp::Exact, 0, true}; }
@@ -155,7 +156,7 @@ void compare(const std::string& what, const View& got, const View& want, const O
   ASSERT_EQ(got.numel(), want.numel()) << what;
   ASSERT_EQ(got.dtype, want.dtype) << what;
   const int64_t n = want.numel();
-  if (o.cmp == Cmp::Close && is_float(want.dtype)) {
+  if (o.cmp == Cmp::Close && (is_float(want.dtype) || is_half(want.dtype))) {
     double num = 0, den = 0, worst = -1;
     int64_t worst_i = -1, bad = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -538,6 +539,117 @@ TEST_F(CudaKernels, SwiGLU) {
   }
 }
 
+// ---- 16-bit operands (fy-half-activations' buffers) ---------------------------------
+
+// fn run as fy-half-activations runs a kernel that does not take 16 bits:
+// on fp32 copies of the 16-bit operands, its 16-bit results narrowed after.
+// cast / alloc: the target's (host or device) cast kernel and allocator.
+template <class Cast, class Alloc>
+void around_casts(const std::vector<View>& ins, const std::vector<View>& outs, const Fn& fn, Cast cast, Alloc alloc) {
+  auto wide = [&](const View& v) {
+    if (!v.data || !is_half(v.dtype)) return v;
+    View w{alloc(size_t(v.numel()) * 4), v.shape, F32};
+    return w;
+  };
+  std::vector<View> wi, wo;
+  for (const View& v : ins) {
+    wi.push_back(wide(v));
+    if (wi.back().data != v.data) cast(v, wi.back());
+  }
+  for (const View& v : outs) wo.push_back(wide(v));
+  fn(wi, wo);
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (wo[k].data != outs[k].data) cast(wo[k], outs[k]);
+}
+
+Fn cpu_around_casts(Fn fn) {
+  return [fn](auto& in, auto& o) {
+    std::vector<std::vector<float>> keep;
+    around_casts(in, o, fn, [](View x, View y) { cpu::cast(x, y); },
+                 [&](size_t bytes) {
+                   keep.emplace_back(bytes / 4);
+                   return static_cast<void*>(keep.back().data());
+                 });
+  };
+}
+
+Fn gpu_around_casts(Fn fn) {
+  return [fn](auto& in, auto& o) {
+    std::vector<DevPtr> keep;
+    around_casts(in, o, fn, [](View x, View y) { gpu::cast(x, y); },
+                 [&](size_t bytes) {
+                   keep.push_back(dev_alloc(bytes));
+                   return keep.back().get();
+                 });
+    gpu::synchronize();  // before the copies are freed
+  };
+}
+
+// A kernel on 16-bit operands: against the CPU's fp32 kernel between casts
+// (outs' tolerance), and bit for bit what the GPU's fp32 kernel between
+// casts gives (the kernel computes what it computes on fp32 operands).
+void check_native16(const std::string& what, const std::vector<View>& ins, const std::vector<Out>& outs,
+                    const Fn& cpu_fn, const Fn& gpu_fn) {
+  Results native = check_op(what, ins, outs, cpu_around_casts(cpu_fn), gpu_fn);
+  Results casts = check_op(what + " between casts", ins, outs, cpu_around_casts(cpu_fn), gpu_around_casts(gpu_fn));
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (native.gpu[k].view().data == nullptr) continue;
+    EXPECT_EQ(std::memcmp(native.gpu[k].view().data, casts.gpu[k].view().data, native.gpu[k].view().nbytes()), 0)
+        << what << ": output " << k << " differs from the fp32 kernel's between casts";
+  }
+}
+
+TEST_F(CudaKernels, ElementwiseSixteenBits) {
+  const double tol16 = 1e-3;
+  for (DType h : {DType::BF16, DType::F16}) {
+    const std::string hn = name(h);
+    const Shape s{4, 64, 768}, row{768};
+    // A residual add and a bias, 16-bit and fp32 mixed; a product into fp32.
+    HostTensor a = rand_tensor(s, h, rng, -4, 4), b = rand_tensor(s, h, rng, -4, 4), bias = rand_f32(row, rng);
+    HostTensor af = rand_f32(s, rng, -4, 4);
+    for (auto [op, gop] : {std::pair{cpu::BinOp::Add, BinOp::Add}, std::pair{cpu::BinOp::Mul, BinOp::Mul},
+                           std::pair{cpu::BinOp::Div, BinOp::Div}}) {
+      auto c = [op](auto& in, auto& o) { cpu::binary(op, in[0], in[1], o[0]); };
+      auto g = [gop](auto& in, auto& o) { gpu::binary(gop, in[0], in[1], o[0]); };
+      check_native16("binary " + hn + " + " + hn, {a, b}, {out(s, h, tol16)}, c, g);
+      check_native16("binary " + hn + " + F32 row", {a, bias}, {out(s, h, tol16)}, c, g);
+      check_native16("binary F32 + " + hn + " into F32", {af, b}, {out(s)}, c, g);
+    }
+    // Unary ops and their gradients (y given, and recomputed from x).
+    for (UnOp op : {UnOp::GeluTanh, UnOp::Gelu, UnOp::Silu, UnOp::Exp, UnOp::Neg}) {
+      HostTensor x = rand_tensor(s, h, rng, -3, 3), dy = rand_tensor(s, h, rng, -1, 1), y(s, h);
+      cpu_around_casts([op](auto& in, auto& o) { cpu::unary(to_cpu(op), in[0], o[0]); })({x.view()}, {y.view()});
+      const std::string un = std::string(name(op)) + " " + hn;
+      check_native16("unary " + un, {x}, {out(s, h, tol16)},
+                     [op](auto& in, auto& o) { cpu::unary(to_cpu(op), in[0], o[0]); },
+                     [op](auto& in, auto& o) { gpu::unary(op, in[0], o[0]); });
+      auto cg = [op](auto& in, auto& o) { cpu::unary_grad(to_cpu(op), in[0], in[1], in[2], o[0]); };
+      auto gg = [op](auto& in, auto& o) { gpu::unary_grad(op, in[0], in[1], in[2], o[0]); };
+      check_native16("unary_grad " + un, {x, y, dy}, {out(s, h, tol16)}, cg, gg);
+      check_native16("unary_grad " + un + " without y", {x, nullv(s, h), af}, {out(s, h, tol16)}, cg, gg);
+    }
+    // bias + GELU and its gradient: x, y, dy, dx 16-bit, b fp32.
+    for (UnOp op : {UnOp::Gelu, UnOp::GeluTanh}) {
+      HostTensor x = rand_tensor(s, h, rng, -5, 5), dy = rand_tensor(s, h, rng, -1, 1), y(s, h);
+      auto cf = [op](auto& in, auto& o) { cpu::bias_unary(to_cpu(op), in[0], in[1], o[0]); };
+      cpu_around_casts(cf)({x.view(), bias.view()}, {y.view()});
+      check_native16("bias_unary " + std::string(name(op)) + " " + hn, {x, bias}, {out(s, h, tol16)}, cf,
+                     [op](auto& in, auto& o) { gpu::bias_unary(op, in[0], in[1], o[0]); });
+      check_native16("bias_unary_grad " + std::string(name(op)) + " " + hn, {x, bias, y, dy}, {out(s, h, tol16)},
+                     [op](auto& in, auto& o) { cpu::bias_unary_grad(to_cpu(op), in[0], in[1], in[2], in[3], o[0]); },
+                     [op](auto& in, auto& o) { gpu::bias_unary_grad(op, in[0], in[1], in[2], in[3], o[0]); });
+    }
+    // SwiGLU (the gate 16-bit, the up projection fp32).
+    HostTensor gate = rand_tensor(s, h, rng, -6, 6), dy = rand_tensor(s, h, rng, -1, 1);
+    check_native16("swiglu " + hn, {gate, af}, {out(s, h, tol16)},
+                   [](auto& in, auto& o) { cpu::swiglu(in[0], in[1], o[0]); },
+                   [](auto& in, auto& o) { gpu::swiglu(in[0], in[1], o[0]); });
+    check_native16("swiglu_grad " + hn, {gate, af, dy}, {out(s, h, tol16), out(s)},
+                   [](auto& in, auto& o) { cpu::swiglu_grad(in[0], in[1], in[2], o[0], o[1]); },
+                   [](auto& in, auto& o) { gpu::swiglu_grad(in[0], in[1], in[2], o[0], o[1]); });
+  }
+}
+
 // ---- reductions / broadcasting ----------------------------------------------------
 
 struct ReduceCase {
@@ -688,6 +800,61 @@ TEST_F(CudaKernels, MatmulPastTheScratchInBlocks) {
     check_matmul({400, 20000}, {20000, 3000}, false, false, rng, p, kTolBF16);
     check_matmul({20000, 400}, {3000, 20000}, true, true, rng, p, kTolBF16);
   }
+}
+
+// Operands and results stored in 16 bits (fy-half-activations' buffers) go
+// to cuBLASLt as they are; fp32 operands beside them are rounded. The CPU
+// reference widens the 16-bit ones and rounds the fp32 ones the same way,
+// so the two differ by the order of fp32 sums, then one rounding of a
+// 16-bit result.
+void check_matmul16(Shape as, DType at, Shape bs, DType bt, DType ct, bool ta, bool tb, Rng& rng,
+                    bool accumulate = false) {
+  const DType h = is_half(at) ? at : is_half(bt) ? bt : ct;
+  const cpu::MatmulOperands ref = h == DType::BF16 ? cpu::MatmulOperands::BF16 : cpu::MatmulOperands::FP16;
+  HostTensor a = rand_tensor(as, at, rng, -1, 1), b = rand_tensor(bs, bt, rng, -1, 1);
+  const Shape cs = matmul_shape(as, bs, ta, tb);
+  std::vector<View> ins = {a.view(), b.view()};
+  HostTensor c0 = rand_tensor(cs, ct, rng, -1, 1);
+  if (accumulate) ins.push_back(c0.view());
+  check_op(std::string("matmul ") + name(at) + " " + as.str() + (ta ? "^T" : "") + " x " + name(bt) + " " +
+               bs.str() + (tb ? "^T" : "") + (accumulate ? " added into " : " into ") + name(ct),
+           ins, {out(cs, ct, is_half(ct) ? 4e-3 : kTol)},
+           [=](auto& in, auto& o) {
+             cpu::set_matmul_operands(ref);
+             if (accumulate) {  // c0 + a x b, in fp32
+               HostTensor p(o[0].shape, F32);
+               cpu::matmul(in[0], in[1], p.view(), ta, tb);
+               cpu::binary(cpu::BinOp::Add, p.view(), in[2], o[0]);
+             } else {
+               cpu::matmul(in[0], in[1], o[0], ta, tb);
+             }
+             cpu::set_matmul_operands(cpu::MatmulOperands::FP32);
+           },
+           [=](auto& in, auto& o) {
+             if (accumulate) gpu::copy(in[2], o[0]);
+             gpu::matmul_into(in[0], in[1], o[0], ta, tb, accumulate);
+           });
+}
+
+TEST_F(CudaKernels, MatmulSixteenBitBuffers) {
+  const DType F16 = DType::F16, BF16 = DType::BF16;
+  for (DType h : {BF16, F16}) {
+    // A Linear: y = x W^T (x, y 16-bit, W fp32), dx = dy W, dW = dy^T x (+=).
+    check_matmul16({8, 128, 768}, h, {2304, 768}, F32, h, false, true, rng);
+    check_matmul16({8, 128, 2304}, h, {2304, 768}, F32, h, false, false, rng);
+    check_matmul16({1024, 2304}, h, {1024, 768}, h, F32, true, false, rng);
+    check_matmul16({1024, 2304}, h, {1024, 768}, h, F32, true, false, rng, /*accumulate=*/true);
+    // Attention's products, all 16-bit, batched and broadcast.
+    check_matmul16({2, 12, 128, 64}, h, {2, 12, 128, 64}, h, h, false, true, rng);
+    check_matmul16({3, 1, 40, 24}, h, {1, 5, 24, 16}, h, h, false, false, rng);
+    // An fp32 product narrowed.
+    check_matmul16({64, 96}, F32, {96, 80}, F32, h, false, false, rng);
+  }
+  // A weight past the scratch (128 MiB of copies): c's columns in blocks.
+  check_matmul16({256, 1600}, BF16, {50257, 1600}, F32, BF16, false, true, rng);
+  check_matmul16({256, 1600}, BF16, {1600, 50257}, F32, F32, false, false, rng);
+  // An fp32 a past it: c's rows in blocks, b as it is.
+  check_matmul16({40000, 1700}, F32, {1700, 64}, BF16, BF16, false, false, rng);
 }
 
 TEST_F(CudaKernels, MatmulFP16) {
@@ -1088,6 +1255,50 @@ TEST_F(CudaKernels, RmsNormGrad) {
     check_op(norm_name("rms_norm_grad", c, "no scale"), {dy, x, nullv(c.params), inv_rms0}, {out(c.x), none(c.params)},
              cpu_fn, gpu_fn);
   }
+}
+
+// 16-bit rows (x, y, dy, dx; fy-half-activations' buffers), fp32 parameters
+// and statistics: against the CPU's fp32 kernels between casts.
+TEST_F(CudaKernels, NormsSixteenBits) {
+  const double tol16 = 4e-3;
+  for (DType h : {DType::BF16, DType::F16})
+    for (const NormCase& c : kNorms) {
+      const std::string hn = std::string(" ") + name(h);
+      HostTensor x = rand_tensor(c.x, h, rng, 2, 4), scale = rand_f32(c.params, rng, 0.5, 1.5);
+      HostTensor bias = rand_f32(c.params, rng), dy = rand_tensor(c.x, h, rng, -1, 1), dyf = rand_f32(c.x, rng);
+      check_op(norm_name("layer_norm", c, "scale+bias") + hn, {x, scale, bias},
+               {out(c.x, h, tol16), out(c.stats), out(c.stats)},
+               cpu_around_casts([&c](auto& in, auto& o) {
+                 cpu::layer_norm(in[0], in[1], in[2], o[0], o[1], o[2], c.axis, 1e-5);
+               }),
+               [&c](auto& in, auto& o) { gpu::layer_norm(in[0], in[1], in[2], o[0], o[1], o[2], c.axis, 1e-5); });
+      HostTensor mean(c.stats, F32), inv_std(c.stats, F32), y(c.x, h);
+      cpu_around_casts([&c](auto& in, auto& o) {
+        cpu::layer_norm(in[0], in[1], in[2], o[0], o[1], o[2], c.axis, 1e-5);
+      })({x.view(), scale.view(), nullv(c.params)}, {y.view(), mean.view(), inv_std.view()});
+      auto lng_cpu = cpu_around_casts([&c](auto& in, auto& o) {
+        cpu::layer_norm_grad(in[0], in[1], in[2], in[3], in[4], o[0], o[1], o[2], c.axis);
+      });
+      auto lng_gpu = [&c](auto& in, auto& o) {
+        gpu::layer_norm_grad(in[0], in[1], in[2], in[3], in[4], o[0], o[1], o[2], c.axis);
+      };
+      check_op(norm_name("layer_norm_grad", c, "dx dscale dbias") + hn, {dy, x, scale, mean, inv_std},
+               {out(c.x, h, tol16), out(c.params, F32, 1e-4), out(c.params, F32, 1e-4)}, lng_cpu, lng_gpu);
+      check_op(norm_name("layer_norm_grad", c, "fp32 dy into fp32 dx") + hn, {dyf, x, scale, mean, inv_std},
+               {out(c.x), none(c.params), none(c.params)}, lng_cpu, lng_gpu);
+      HostTensor inv_rms(c.stats, F32);
+      check_op(norm_name("rms_norm", c, "scale") + hn, {x, scale}, {out(c.x, h, tol16), out(c.stats)},
+               cpu_around_casts([&c](auto& in, auto& o) { cpu::rms_norm(in[0], in[1], o[0], o[1], c.axis, 1e-6); }),
+               [&c](auto& in, auto& o) { gpu::rms_norm(in[0], in[1], o[0], o[1], c.axis, 1e-6); });
+      cpu_around_casts([&c](auto& in, auto& o) { cpu::rms_norm(in[0], in[1], o[0], o[1], c.axis, 1e-6); })(
+          {x.view(), scale.view()}, {y.view(), inv_rms.view()});
+      check_op(norm_name("rms_norm_grad", c, "dx dscale") + hn, {dy, x, scale, inv_rms},
+               {out(c.x, h, tol16), out(c.params, F32, 1e-4)},
+               cpu_around_casts([&c](auto& in, auto& o) {
+                 cpu::rms_norm_grad(in[0], in[1], in[2], in[3], o[0], o[1], c.axis);
+               }),
+               [&c](auto& in, auto& o) { gpu::rms_norm_grad(in[0], in[1], in[2], in[3], o[0], o[1], c.axis); });
+    }
 }
 
 // ---- softmax / loss ----------------------------------------------------------------------

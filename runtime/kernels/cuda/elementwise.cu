@@ -14,6 +14,7 @@
 
 #include "core/half.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/half.cuh"
 #include "kernels/cuda/kernels.h"
 
 namespace fy::cuda {
@@ -26,7 +27,12 @@ using detail::check_dtype;
 using detail::check_numel;
 using detail::check_shape;
 using detail::current_stream;
+using detail::any16;
 using detail::DevStrided;
+using detail::FIn;
+using detail::fin;
+using detail::FOut;
+using detail::fout;
 using detail::grid_for;
 using detail::mf;
 using detail::aligned16;
@@ -91,6 +97,13 @@ template <class Op, class T> struct BinaryF {
   const T* b;
   T* o;
   __device__ void operator()(const int64_t* off) const { o[off[0]] = Op::f(a[off[1]], b[off[2]]); }
+};
+
+// 16-bit operands or out (half.cuh): the same fp32 arithmetic.
+template <class Op> struct Binary16F {
+  FIn a, b;
+  FOut o;
+  __device__ void operator()(const int64_t* off) const { o.set(off[0], Op::f(a[off[1]], b[off[2]])); }
 };
 
 __device__ __forceinline__ float4 splat4(float v) { return make_float4(v, v, v, v); }
@@ -295,6 +308,26 @@ template <UnOp OP> __global__ void k_bias_unary_grad(const float* x, const float
   }
 }
 
+// The unary kernels on 16-bit operands (half.cuh), element by element: the
+// fp32 kernels' arithmetic, so their bits are those of casts around them.
+template <UnOp OP> __global__ void k_unary16(FIn x, FOut y, int64_t n) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) y.set(i, unary_fwd<OP>(x[i]));
+}
+template <UnOp OP> __global__ void k_unary_grad16(FIn x, FIn y, FIn dy, FOut dx, int64_t n) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) {
+    const float xi = x.p ? x[i] : 0.0f;
+    dx.set(i, unary_bwd<OP>(xi, y.p ? y[i] : unary_fwd<OP>(xi), dy[i]));
+  }
+}
+template <UnOp OP> __global__ void k_bias_unary16(FIn x, FIn b, FOut y, int64_t n, int64_t nb) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>())
+    y.set(i, unary_fwd<OP>(__fadd_rn(x[i], b[i % nb])));
+}
+template <UnOp OP> __global__ void k_bias_unary_grad16(FIn x, FIn b, FIn y, FIn dy, FOut dx, int64_t n, int64_t nb) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>())
+    dx.set(i, unary_bwd<OP>(__fadd_rn(x[i], b[i % nb]), y[i], dy[i]));
+}
+
 // ---- where / broadcast / equal / cast / fill ---------------------------------------
 
 template <class T> struct WhereF {
@@ -415,9 +448,21 @@ __global__ void k_dropout_grad(const float* dy, const uint8_t* m, float* dx, int
 // ---- entry points ------------------------------------------------------------------
 
 void binary(BinOp op, View a, View b, View out) {
-  check(a.dtype == b.dtype && a.dtype == out.dtype, "binary", "dtype mismatch");
   check_shape(out, host_shapes([&] { return cd::broadcast_shape(a.shape, b.shape, "binary"); }), "binary", "out");
   const cd::Strided it = host_shapes([&] { return cd::broadcast_iter(out.shape, {a.shape, b.shape}, "binary"); });
+  if (any16({a, b, out})) {
+    const FIn fa = fin(a, "binary", "a"), fb = fin(b, "binary", "b");
+    const FOut fo = fout(out, "binary", "out");
+    switch (op) {
+      case BinOp::Add: return run_strided<3>(it, Binary16F<AddOp>{fa, fb, fo});
+      case BinOp::Sub: return run_strided<3>(it, Binary16F<SubOp>{fa, fb, fo});
+      case BinOp::Mul: return run_strided<3>(it, Binary16F<MulOp>{fa, fb, fo});
+      case BinOp::Div: return run_strided<3>(it, Binary16F<DivOp>{fa, fb, fo});
+      case BinOp::Pow: return run_strided<3>(it, Binary16F<PowOp>{fa, fb, fo});
+    }
+    return;
+  }
+  check(a.dtype == b.dtype && a.dtype == out.dtype, "binary", "dtype mismatch");
   switch (a.dtype) {
     case DType::F32: {
       const float* pa = static_cast<const float*>(a.data);
@@ -479,6 +524,16 @@ void equal(View a, View b, View out) {
 
 void unary(UnOp op, View x, View y) {
   check_numel(y, x.numel(), "unary", "y");
+  if (any16({x, y}) && (op != UnOp::Identity || x.dtype != y.dtype)) {
+    const FIn fx = fin(x, "unary", "x");
+    const FOut fy = fout(y, "unary", "y");
+    const int64_t n = x.numel();
+    if (n == 0) return;
+    return with_unop(op, [&](auto c) {
+      k_unary16<decltype(c)::value><<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(fx, fy, n);
+      FY_CUDA_LAUNCHED("k_unary16");
+    });
+  }
   check(x.dtype == y.dtype, "unary", "dtype mismatch");
   if (op == UnOp::Identity) return copy(x, y);
   if (x.dtype != DType::F32) only_f32("unary", x.dtype);
@@ -497,6 +552,17 @@ void unary_grad(UnOp op, View x, View y, View dy, View dx) {
   const int64_t n = x.numel();
   check_numel(dy, n, "unary_grad", "dy");
   check_numel(dx, n, "unary_grad", "dx");
+  if (any16({x, y, dy, dx})) {
+    if (y.data) check_numel(y, n, "unary_grad", "y");
+    check(x.data || y.data, "unary_grad", "needs x or y");
+    const FIn fx = fin(x, "unary_grad", "x"), fy = fin(y, "unary_grad", "y"), fdy = fin(dy, "unary_grad", "dy");
+    const FOut fdx = fout(dx, "unary_grad", "dx");
+    if (n == 0) return;
+    return with_unop(op, [&](auto c) {
+      k_unary_grad16<decltype(c)::value><<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(fx, fy, fdy, fdx, n);
+      FY_CUDA_LAUNCHED("k_unary_grad16");
+    });
+  }
   check(x.dtype == dy.dtype && x.dtype == dx.dtype, "unary_grad", "dtype mismatch");
   if (y.data) check_numel(y, n, "unary_grad", "y");
   if (x.dtype != DType::F32) only_f32("unary_grad", x.dtype);
@@ -531,7 +597,28 @@ int64_t bias_len(const char* who, View x, View b, std::initializer_list<View> sa
 }
 }  // namespace
 
+namespace {
+// bias_len's checks for 16-bit operands (half.cuh): b's length.
+int64_t bias_len16(const char* who, View x, View b, std::initializer_list<View> same) {
+  const int64_t nb = b.numel();
+  check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == nb, who,
+        "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
+  for (const View& v : same) check_numel(v, x.numel(), who, "operand");
+  return nb;
+}
+}  // namespace
+
 void bias_unary(UnOp op, View x, View b, View y) {
+  if (any16({x, b, y})) {
+    const int64_t nb = bias_len16("bias_unary", x, b, {y}), n = x.numel();
+    const FIn fx = fin(x, "bias_unary", "x"), fb = fin(b, "bias_unary", "b");
+    const FOut fy = fout(y, "bias_unary", "y");
+    if (n == 0) return;
+    return with_unop(op, [&](auto c) {
+      k_bias_unary16<decltype(c)::value><<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(fx, fb, fy, n, nb);
+      FY_CUDA_LAUNCHED("k_bias_unary16");
+    });
+  }
   const int64_t nb = bias_len("bias_unary", x, b, {y}), n = x.numel();
   if (n == 0) return;
   const float *px = static_cast<const float*>(x.data), *pb = static_cast<const float*>(b.data);
@@ -545,6 +632,18 @@ void bias_unary(UnOp op, View x, View b, View y) {
 }
 
 void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx) {
+  if (any16({x, b, y, dy, dx})) {
+    const char* who = "bias_unary_grad";
+    const int64_t nb = bias_len16(who, x, b, {y, dy, dx}), n = x.numel();
+    const FIn fx = fin(x, who, "x"), fb = fin(b, who, "b"), fy = fin(y, who, "y"), fdy = fin(dy, who, "dy");
+    const FOut fdx = fout(dx, who, "dx");
+    if (n == 0) return;
+    return with_unop(op, [&](auto c) {
+      k_bias_unary_grad16<decltype(c)::value><<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(
+          fx, fb, fy, fdy, fdx, n, nb);
+      FY_CUDA_LAUNCHED("k_bias_unary_grad16");
+    });
+  }
   const int64_t nb = bias_len("bias_unary_grad", x, b, {y, dy, dx}), n = x.numel();
   if (n == 0) return;
   const float *px = static_cast<const float*>(x.data), *pb = static_cast<const float*>(b.data);
@@ -574,7 +673,37 @@ __global__ void k_swiglu_grad(const float* g, const float* u, const float* dy, f
 }
 }  // namespace
 
+namespace {
+__global__ void k_swiglu16(FIn g, FIn u, FOut y, int64_t n) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>())
+    y.set(i, mul(unary_fwd<UnOp::Silu>(g[i]), u[i]));
+}
+__global__ void k_swiglu_grad16(FIn g, FIn u, FIn dy, FOut dg, FOut du, int64_t n) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) {
+    const float gi = g[i], d = dy[i];
+    du.set(i, mul(d, unary_fwd<UnOp::Silu>(gi)));
+    dg.set(i, unary_bwd<UnOp::Silu>(gi, 0.0f, mul(d, u[i])));
+  }
+}
+// Every operand of the first's shape (any float format).
+void check_same_shape(const char* op, std::initializer_list<View> views) {
+  for (const View& v : views)
+    check(v.shape == views.begin()->shape, op,
+          "operands of shapes " + views.begin()->shape.str() + " and " + v.shape.str());
+}
+}  // namespace
+
 void swiglu(View gate, View up, View y) {
+  if (any16({gate, up, y})) {
+    check_same_shape("swiglu", {gate, up, y});
+    const int64_t n = gate.numel();
+    const FIn g = fin(gate, "swiglu", "gate"), u = fin(up, "swiglu", "up");
+    const FOut o = fout(y, "swiglu", "y");
+    if (n == 0) return;
+    k_swiglu16<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(g, u, o, n);
+    FY_CUDA_LAUNCHED("k_swiglu16");
+    return;
+  }
   host_shapes([&] { cd::check_same_f32("swiglu", {gate, up, y}); });
   const int64_t n = gate.numel();
   if (n == 0) return;
@@ -583,6 +712,17 @@ void swiglu(View gate, View up, View y) {
 }
 
 void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
+  if (any16({gate, up, dy, dgate, dup})) {
+    const char* who = "swiglu_grad";
+    check_same_shape(who, {gate, up, dy, dgate, dup});
+    const int64_t n = gate.numel();
+    const FIn g = fin(gate, who, "gate"), u = fin(up, who, "up"), d = fin(dy, who, "dy");
+    const FOut dg = fout(dgate, who, "dgate"), du = fout(dup, who, "dup");
+    if (n == 0) return;
+    k_swiglu_grad16<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(g, u, d, dg, du, n);
+    FY_CUDA_LAUNCHED("k_swiglu_grad16");
+    return;
+  }
   host_shapes([&] { cd::check_same_f32("swiglu_grad", {gate, up, dy, dgate, dup}); });
   const int64_t n = gate.numel();
   if (n == 0) return;
@@ -649,6 +789,7 @@ void cast(View x, View y) {
       case DType::F64: return run(cd::Tag<double>{});
       case DType::I64: return run(cd::Tag<int64_t>{});
       case DType::U8: return run(cd::Tag<uint8_t>{});
+      case DType::BF16: case DType::F16: break;  // above
     }
   };
   switch (x.dtype) {
@@ -656,6 +797,7 @@ void cast(View x, View y) {
     case DType::F64: return to(cd::Tag<double>{});
     case DType::I64: return to(cd::Tag<int64_t>{});
     case DType::U8: return to(cd::Tag<uint8_t>{});
+    case DType::BF16: case DType::F16: break;  // above
   }
 }
 

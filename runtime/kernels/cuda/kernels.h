@@ -3,7 +3,9 @@
 // The kernels of both targets (kernels/kernels.inc), with fy::cpu's
 // argument order and semantics, on Views whose data is device memory; and
 // the CUDA target's own (the stream, matmul precision, AdamW, table rows). Float data
-// is F32 (no F64 on the device); indices I64; masks and booleans U8.
+// is F32 (no F64 on the device), or BF16 / F16 where fy-half-activations stores
+// it so (matmul, cast, fill and the kernels that only move elements); indices
+// I64; masks and booleans U8.
 // Kernels are asynchronous: they are queued on the current stream
 // (set_stream) and return at once; errors in a launch are reported by the
 // next checked call. Results are deterministic: no atomics in reductions,
@@ -45,7 +47,9 @@ bool matmul_blocks();
 size_t matmul_scratch_bytes(MatmulPrecision p);
 
 // c = a b, or with `accumulate` c += a b, for rank-2 a and b: matmul's
-// products at its precision (matmul is matmul_into(..., false)).
+// products at its precision (matmul is matmul_into(..., false)). Any of a,
+// b and c may be BF16 (or all those F16): the product then has 16-bit
+// operands whatever the precision, its fp32 ones rounded.
 void matmul_into(View a, View b, View c, bool trans_a, bool trans_b, bool accumulate);
 
 // Blocks until every queued kernel on the current stream is done; fails

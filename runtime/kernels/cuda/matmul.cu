@@ -15,6 +15,11 @@
 // scratch runs as blocks that do (split16); a batched product that does not
 // fit keeps fp32 operands with cuBLAS's COMPUTE_32F_FAST_16BF (_16F),
 // slower: TF32-like rates.
+//
+// Operands or a result stored in 16 bits (fy-half-activations' buffers) go
+// to cuBLASLt as they are, with fp32 accumulation; only fp32 operands are
+// rounded to copies, whole or, for one GEMM, in blocks of c's rows or
+// columns (a Linear's weight too large for the scratch).
 #include "abi/sizes.h"
 
 #include <cublasLt.h>
@@ -66,8 +71,9 @@ enum class Mode : int64_t { FP32, TF32, BF16Fast, BF16Operands, FP16Fast, FP16Op
 bool operands16(Mode m) { return m == Mode::BF16Operands || m == Mode::FP16Operands; }
 
 // m, n, k, batch, stride_a, stride_b, stride_c, trans_a, trans_b, precision,
-// align_a, align_b, align_c (strides in elements, alignments in bytes).
-using Key = std::array<int64_t, 13>;
+// align_a, align_b, align_c, c in 16 bits, c's leading dim (strides and the
+// leading dim in elements, alignments in bytes).
+using Key = std::array<int64_t, 15>;
 struct KeyHash {
   size_t operator()(const Key& k) const {
     uint64_t h = 1469598103934665603ull;
@@ -131,10 +137,11 @@ int64_t alignment(const void* p, int64_t batch, int64_t stride, size_t elem) {
   return int64_t(a & (~a + 1));
 }
 
+// Column-major [rows, cols] with columns `ld` apart (0: rows).
 cublasLtMatrixLayout_t make_layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t batch,
-                                   int64_t stride) {
+                                   int64_t stride, int64_t ld = 0) {
   cublasLtMatrixLayout_t l = nullptr;
-  FY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, int64_t(rows)));
+  FY_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld > 0 ? ld : int64_t(rows)));
   if (batch > 1) {
     const int32_t count = int32_t(batch);
     FY_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
@@ -168,7 +175,7 @@ const Plan& plan_for(const Key& k) {
   // column-major [N,K] (or [K,N]); likewise a; c is column-major [N,M].
   p.la = tb ? make_layout(in, K, N, batch, k[5]) : make_layout(in, N, K, batch, k[5]);
   p.lb = ta ? make_layout(in, M, K, batch, k[4]) : make_layout(in, K, M, batch, k[4]);
-  p.lc = make_layout(CUDA_R_32F, N, M, batch, k[6]);
+  p.lc = make_layout(k[13] ? in : CUDA_R_32F, N, M, batch, k[6], k[14]);
 
   cublasLtMatmulPreference_t pref = nullptr;
   FY_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -204,16 +211,19 @@ const Plan& plan_for(const Key& k) {
 }
 
 // One (strided-batched) GEMM: `batch` products of a [M,K] (or [K,M]) and
-// b [K,N] (or [N,K]) into c [M,N]; strides in elements. T: float, or
-// __nv_bfloat16 / __half with 16-bit operands, where it returns false
-// (nothing launched) when cuBLASLt has no algorithm for the operands.
+// b [K,N] (or [N,K]) into c [M,N], whose rows are ldc apart (0: N); strides
+// in elements. T: float, or __nv_bfloat16 / __half with 16-bit operands,
+// where c may be 16-bit too (c16) and it returns false (nothing launched)
+// when cuBLASLt has no algorithm for the operands.
 template <class T>
-bool gemm(const T* a, const T* b, float* c, int64_t M, int64_t N, int64_t K, bool ta, bool tb, int64_t batch,
-          int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s, float beta = 0.f) {
+bool gemm(const T* a, const T* b, void* c, bool c16, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+          int64_t batch, int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s, float beta = 0.f,
+          int64_t ldc = 0) {
   check(batch <= INT32_MAX, "matmul", "too many batches");
   if (batch == 1) sa = sb = sc = 0;
   const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
-                 alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, sizeof(float))};
+                 alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, c16 ? 2 : 4), c16,
+                 ldc > 0 ? ldc : N};
   const Plan& p = plan_for(k);
   if (!p.op) return false;
   const float alpha = 1.f;
@@ -275,37 +285,83 @@ constexpr size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // One GEMM c[Mt,N] = a[Mt,K] (a^T: [K,Mt]) x b (b^T) whose 16-bit operands do
 // not fit the scratch together: in row blocks of c, each a product of the
-// same K with all of b, when b's copy leaves room for 1024 rows of a or more.
-// False otherwise (the caller runs it on fp32 operands), or when cuBLASLt has
-// no algorithm for a block (c perhaps partly written). Blocks of K added into
-// c instead were slower than fp32 operands on an H100 for the one such
-// product in our models, the logits' input gradient (2.68 against 2.00 ms at
-// d 1024, bench/RESULTS.md, the H100 run of 2026-11-27, commit ca5437b).
+// same K with all of b (rounded first when fp32, fb), when b's copy leaves
+// room for 1024 rows of a or more. False otherwise (the caller runs it on
+// fp32 operands), or when cuBLASLt has no algorithm for a block (c perhaps
+// partly written). Blocks of K added into c instead were slower than fp32
+// operands on an H100 for the one such product in our models, the logits'
+// input gradient (2.68 against 2.00 ms at d 1024, bench/RESULTS.md, the
+// H100 run of 2026-11-27, commit ca5437b).
 template <class H, class H2>
-bool split16(const float* pa, const float* pb, float* pc, int64_t Mt, int64_t N, int64_t K, bool ta, bool tb,
-             Mode mode, char* scratch, cudaStream_t s) {
+bool split_rows(const float* pa, const void* pb, bool fb, void* pc, bool c16, int64_t Mt, int64_t N, int64_t K,
+                bool ta, bool tb, Mode mode, char* scratch, cudaStream_t s, float beta) {
   constexpr int64_t kMinRows = 1024;
   const size_t room = kConvertBytes - 256;
-  const size_t b16 = align256(size_t(K) * size_t(N) * 2);
+  const size_t b16 = fb ? align256(size_t(K) * size_t(N) * 2) : 0;
   if (b16 >= room || int64_t((room - b16) / (size_t(K) * 2)) < kMinRows) return false;
   // c's rows m0.. come from a's rows (a^T: columns) m0.. and all of b.
   int64_t rows = int64_t((room - b16) / (size_t(K) * 2)) / 64 * 64;
   const int64_t pieces = (Mt + rows - 1) / rows;
   rows = ((Mt + pieces - 1) / pieces + 63) / 64 * 64;
-  H* B = reinterpret_cast<H*>(scratch);
+  const H* B = static_cast<const H*>(pb);
+  if (fb) {
+    launch_to_16bit<H, H2>(static_cast<const float*>(pb), reinterpret_cast<H*>(scratch), K * N, s);
+    B = reinterpret_cast<const H*>(scratch);
+  }
   H* A = reinterpret_cast<H*>(scratch + b16);
-  launch_to_16bit<H, H2>(pb, B, K * N, s);
+  const size_t ces = c16 ? 2 : 4;
   for (int64_t m0 = 0; m0 < Mt; m0 += rows) {
     const int64_t m = std::min(rows, Mt - m0);
     if (ta)
       launch_block_to_16bit<H, H2>(pa + m0, Mt, K, m, A, s);  // dense [K, m]
     else
       launch_to_16bit<H, H2>(pa + m0 * K, A, m * K, s);
-    if (!gemm(static_cast<const H*>(A), static_cast<const H*>(B), pc + m0 * N, m, N, K, ta, tb, 1, 0, 0, 0, mode,
-              s))
+    if (!gemm(static_cast<const H*>(A), B, static_cast<char*>(pc) + size_t(m0 * N) * ces, c16, m, N, K, ta, tb, 1,
+              0, 0, 0, mode, s, beta))
       return false;
   }
   return true;
+}
+
+// One GEMM c[Mt,N] = a x b (b^T) whose a is 16-bit and whose fp32 b does not
+// fit the scratch (a Linear's weight over the vocabulary): in blocks of c's
+// columns, each from a block of b's columns (b^T's rows) rounded in turn.
+// False when the scratch holds fewer than 64 of them or cuBLASLt has no
+// algorithm for a block.
+template <class H, class H2>
+bool split_cols(const H* A, const float* pb, void* pc, bool c16, int64_t Mt, int64_t N, int64_t K, bool ta,
+                bool tb, Mode mode, char* scratch, cudaStream_t s, float beta) {
+  int64_t cols = int64_t(kConvertBytes / (size_t(K) * 2)) / 64 * 64;
+  if (cols < 64) return false;
+  const int64_t pieces = (N + cols - 1) / cols;
+  cols = ((N + pieces - 1) / pieces + 63) / 64 * 64;
+  H* B = reinterpret_cast<H*>(scratch);
+  const size_t ces = c16 ? 2 : 4;
+  for (int64_t n0 = 0; n0 < N; n0 += cols) {
+    const int64_t n = std::min(cols, N - n0);
+    if (tb)
+      launch_to_16bit<H, H2>(pb + n0 * K, B, n * K, s);  // b^T's rows: [n, K]
+    else
+      launch_block_to_16bit<H, H2>(pb + n0, N, K, n, B, s);  // dense [K, n]
+    if (!gemm(A, static_cast<const H*>(B), static_cast<char*>(pc) + size_t(n0) * ces, c16, Mt, n, K, ta, tb, 1, 0,
+              0, 0, mode, s, beta, N))
+      return false;
+  }
+  return true;
+}
+
+// The 16-bit type among a product's operands and result, F32 when none is;
+// one 16-bit type per product.
+DType sixteen_bits(const View& a, const View& b, const View& c, const char* op) {
+  DType h = DType::F32;
+  for (const View* v : {&a, &b, &c}) {
+    if (v->dtype == DType::F32) continue;
+    check(v->dtype == DType::BF16 || v->dtype == DType::F16, op,
+          std::string("operands and result are F32, BF16 or F16, got ") + dtype_name(v->dtype));
+    check(h == DType::F32 || h == v->dtype, op, "BF16 and F16 in one product");
+    h = v->dtype;
+  }
+  return h;
 }
 
 }  // namespace
@@ -318,9 +374,7 @@ void matmul(View a, View b, View c, bool ta, bool tb) { matmul_into(a, b, c, ta,
 
 void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
   const char* op = "matmul";
-  check_dtype(a, DType::F32, op, "a");
-  check_dtype(b, DType::F32, op, "b");
-  check_dtype(c, DType::F32, op, "c");
+  const DType h = sixteen_bits(a, b, c, op);
   const int ra = a.shape.rank, rb = b.shape.rank;
   check(ra >= 2 && rb >= 2, op, "operands need rank >= 2, got " + a.shape.str() + " and " + b.shape.str());
   // (A product that falls back to other operands runs again from the start:
@@ -350,22 +404,23 @@ void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
   check_shape(c, cs, op, "c");
   if (c.numel() == 0) return;
   cudaStream_t s = current_stream();
-  float* pc = static_cast<float*>(c.data);
+  char* pc = static_cast<char*>(c.data);
+  const bool c16 = c.dtype != DType::F32;
+  const size_t ces = c16 ? 2 : 4;
   if (K == 0) {
     if (!accumulate) FY_CUDA_CHECK(cudaMemsetAsync(pc, 0, c.nbytes(), s));
     return;
   }
   const float beta = accumulate ? 1.f : 0.f;
-  const float* pa = static_cast<const float*>(a.data);
-  const float* pb = static_cast<const float*>(b.data);
   const MatmulPrecision prec = matmul_precision();
   const int64_t nbatch = c.numel() / (M * N);
-  // Each operand's copy starts on a 256-byte boundary of the scratch.
-  const size_t a16 = align256(size_t(a.numel()) * 2), b16 = size_t(b.numel()) * 2;
+  // a's batches stack into the rows of one GEMM: b shared, a not transposed
+  // (or unbatched).
+  const bool oneGemm = bb.numel() == 1 && (ab.numel() == 1 || !ta);
   auto run = [&](const auto* A, const auto* B, Mode mode) {
     if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
       // x @ W with a shared W: a's batches stacked into one tall GEMM.
-      return gemm(A, B, pc, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s, beta);
+      return gemm(A, B, pc, c16, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s, beta);
     }
     // Coalesced batch iteration: the innermost dim is one strided-batched
     // call (stride 0 where broadcast); any outer dims loop.
@@ -376,22 +431,58 @@ void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
     int64_t off[cpu::detail::Strided::kMaxOps];
     for (int64_t r = 0; r < it.rows(); ++r) {
       it.row_offsets(r, off);
-      if (!gemm(A + off[1] * M * K, B + off[2] * K * N, pc + off[0] * M * N, M, N, K, ta, tb, batch, sa, sb, sc,
-                mode, s, beta))
+      if (!gemm(A + off[1] * M * K, B + off[2] * K * N, pc + size_t(off[0] * M * N) * ces, c16, M, N, K, ta, tb,
+                batch, sa, sb, sc, mode, s, beta))
         return false;  // any products already written are written again
     }
     return true;
   };
+  // Each operand's copy starts on a 256-byte boundary of the scratch.
+  const bool fa = a.dtype == DType::F32, fb = b.dtype == DType::F32;
+  const size_t a16 = fa ? align256(size_t(a.numel()) * 2) : 0, b16 = fb ? size_t(b.numel()) * 2 : 0;
+  auto scratch = [&] { return static_cast<char*>(per_stream(lt().convert, s, kConvertBytes)); };
+  // 16-bit operands, the fp32 ones among them rounded to copies.
   auto run16 = [&](auto* tag, auto* tag2, Mode mode) {
     using H = std::remove_pointer_t<decltype(tag)>;
     using H2 = std::remove_pointer_t<decltype(tag2)>;
-    auto* scratch = static_cast<char*>(per_stream(lt().convert, s, kConvertBytes));
-    auto* A = reinterpret_cast<H*>(scratch);
-    auto* B = reinterpret_cast<H*>(scratch + a16);
-    launch_to_16bit<H, H2>(pa, A, a.numel(), s);
-    launch_to_16bit<H, H2>(pb, B, b.numel(), s);
-    return run(static_cast<const H*>(A), static_cast<const H*>(B), mode);
+    char* sc = fa || fb ? scratch() : nullptr;
+    const H* A = static_cast<const H*>(a.data);
+    const H* B = static_cast<const H*>(b.data);
+    if (fa) {
+      launch_to_16bit<H, H2>(static_cast<const float*>(a.data), reinterpret_cast<H*>(sc), a.numel(), s);
+      A = reinterpret_cast<const H*>(sc);
+    }
+    if (fb) {
+      launch_to_16bit<H, H2>(static_cast<const float*>(b.data), reinterpret_cast<H*>(sc + a16), b.numel(), s);
+      B = reinterpret_cast<const H*>(sc + a16);
+    }
+    return run(A, B, mode);
   };
+  if (h != DType::F32) {
+    // Stored 16-bit: no fp32 operands to fall back on.
+    const Mode mode = h == DType::BF16 ? Mode::BF16Operands : Mode::FP16Operands;
+    auto mixed = [&](auto* tag, auto* tag2) {
+      using H = std::remove_pointer_t<decltype(tag)>;
+      using H2 = std::remove_pointer_t<decltype(tag2)>;
+      if (a16 + b16 <= kConvertBytes) return run16(tag, tag2, mode);
+      check(oneGemm, op, "a batched product of " + a.shape.str() + " and " + b.shape.str() +
+                             " whose fp32 operands' 16-bit copies exceed the scratch");
+      if (fa)
+        return split_rows<H, H2>(static_cast<const float*>(a.data), b.data, fb, pc, c16, nbatch * M, N, K, ta, tb,
+                                 mode, scratch(), s, beta);
+      return split_cols<H, H2>(static_cast<const H*>(a.data), static_cast<const float*>(b.data), pc, c16,
+                               nbatch * M, N, K, ta, tb, mode, scratch(), s, beta);
+    };
+    const bool done = h == DType::BF16
+                          ? mixed(static_cast<__nv_bfloat16*>(nullptr), static_cast<__nv_bfloat162*>(nullptr))
+                          : mixed(static_cast<__half*>(nullptr), static_cast<__half2*>(nullptr));
+    check(done, op, std::string("no way to run ") + dtype_name(a.dtype) + " " + a.shape.str() + (ta ? "^T" : "") +
+                        " x " + dtype_name(b.dtype) + " " + b.shape.str() + (tb ? "^T" : "") + " into " +
+                        dtype_name(c.dtype) + ": cuBLASLt has no algorithm, or the scratch no block, for it");
+    return;
+  }
+  const float* pa = static_cast<const float*>(a.data);
+  const float* pb = static_cast<const float*>(b.data);
   if (a16 + b16 <= kConvertBytes) {
     if (prec == MatmulPrecision::BF16 &&
         run16(static_cast<__nv_bfloat16*>(nullptr), static_cast<__nv_bfloat162*>(nullptr), Mode::BF16Operands))
@@ -400,15 +491,16 @@ void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
         run16(static_cast<__half*>(nullptr), static_cast<__half2*>(nullptr), Mode::FP16Operands))
       return;
   } else if ((prec == MatmulPrecision::BF16 || prec == MatmulPrecision::FP16) && matmul_blocks() && !accumulate &&
-             bb.numel() == 1 && (ab.numel() == 1 || !ta)) {
+             oneGemm) {
     // One GEMM (a's batches stack into rows) too large for the scratch: in
     // blocks whose copies fit, still on the tensor cores' 16-bit operands.
-    auto* scratch = static_cast<char*>(per_stream(lt().convert, s, kConvertBytes));
     if (prec == MatmulPrecision::BF16 &&
-        split16<__nv_bfloat16, __nv_bfloat162>(pa, pb, pc, nbatch * M, N, K, ta, tb, Mode::BF16Operands, scratch, s))
+        split_rows<__nv_bfloat16, __nv_bfloat162>(pa, pb, true, pc, false, nbatch * M, N, K, ta, tb,
+                                                  Mode::BF16Operands, scratch(), s, 0.f))
       return;
     if (prec == MatmulPrecision::FP16 &&
-        split16<__half, __half2>(pa, pb, pc, nbatch * M, N, K, ta, tb, Mode::FP16Operands, scratch, s))
+        split_rows<__half, __half2>(pa, pb, true, pc, false, nbatch * M, N, K, ta, tb, Mode::FP16Operands,
+                                    scratch(), s, 0.f))
       return;
   }
   const Mode mode = prec == MatmulPrecision::FP32   ? Mode::FP32

@@ -20,6 +20,8 @@
 #include <unordered_map>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/half.cuh"
+#include "kernels/cuda/norm16.h"
 #include "kernels/cuda/kernels.h"
 
 namespace fy::cuda {
@@ -1053,8 +1055,8 @@ Lanes check_sce(const char* op, const View& logits, const View& labels, const Vi
 void layer_norm(View x, View scale, View bias, View y, View mean, View inv_std, int64_t axis, double eps) {
   const char* op = "layer_norm";
   const RowsD g = norm_rows(x, axis, op);
-  check_f32(x, op, "x");
-  check_f32(y, op, "y");
+  const bool h = detail::any16({x, y});
+  if (!h) check_f32(x, op, "x"), check_f32(y, op, "y");
   check_shape(y, x.shape, op, "y");
   if (scale.data) check_f32(scale, op, "scale"), check_numel(scale, g.D, op, "scale");
   if (bias.data) check_f32(bias, op, "bias"), check_numel(bias, g.D, op, "bias");
@@ -1062,6 +1064,9 @@ void layer_norm(View x, View scale, View bias, View y, View mean, View inv_std, 
   check_f32(inv_std, op, "inv_std");
   check_numel(mean, g.rows, op, "mean");
   check_numel(inv_std, g.rows, op, "inv_std");
+  if (h)
+    return detail::norm16(false, g.rows, g.D, detail::fin(x, op, "x"), cf(scale), cf(bias), detail::fout(y, op, "y"),
+                          mf(mean), mf(inv_std), float(eps));
   launch_norm_fwd<false>(g, cf(x), cf(scale), cf(bias), mf(y), mf(mean), mf(inv_std), float(eps));
 }
 
@@ -1069,9 +1074,8 @@ void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View 
                      int64_t axis) {
   const char* op = "layer_norm_grad";
   const RowsD g = norm_rows(x, axis, op);
-  check_f32(x, op, "x");
-  check_f32(dy, op, "dy");
-  check_f32(dx, op, "dx");
+  const bool h = detail::any16({dy, x, dx});
+  if (!h) check_f32(x, op, "x"), check_f32(dy, op, "dy"), check_f32(dx, op, "dx");
   check_shape(dy, x.shape, op, "dy");
   check_shape(dx, x.shape, op, "dx");
   if (scale.data) check_f32(scale, op, "scale"), check_numel(scale, g.D, op, "scale");
@@ -1081,33 +1085,41 @@ void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View 
   check_f32(inv_std, op, "inv_std");
   check_numel(mean, g.rows, op, "mean");
   check_numel(inv_std, g.rows, op, "inv_std");
+  if (h)
+    return detail::norm16_grad(false, g.rows, g.D, detail::fin(dy, op, "dy"), detail::fin(x, op, "x"), cf(scale),
+                               cf(mean), cf(inv_std), detail::fout(dx, op, "dx"), mf(dscale), mf(dbias));
   launch_norm_bwd<false>(g, cf(dy), cf(x), cf(scale), cf(mean), cf(inv_std), mf(dx), mf(dscale), mf(dbias));
 }
 
 void rms_norm(View x, View scale, View y, View inv_rms, int64_t axis, double eps) {
   const char* op = "rms_norm";
   const RowsD g = norm_rows(x, axis, op);
-  check_f32(x, op, "x");
-  check_f32(y, op, "y");
+  const bool h = detail::any16({x, y});
+  if (!h) check_f32(x, op, "x"), check_f32(y, op, "y");
   check_shape(y, x.shape, op, "y");
   if (scale.data) check_f32(scale, op, "scale"), check_numel(scale, g.D, op, "scale");
   check_f32(inv_rms, op, "inv_rms");
   check_numel(inv_rms, g.rows, op, "inv_rms");
+  if (h)
+    return detail::norm16(true, g.rows, g.D, detail::fin(x, op, "x"), cf(scale), nullptr, detail::fout(y, op, "y"),
+                          nullptr, mf(inv_rms), float(eps));
   launch_norm_fwd<true>(g, cf(x), cf(scale), nullptr, mf(y), nullptr, mf(inv_rms), float(eps));
 }
 
 void rms_norm_grad(View dy, View x, View scale, View inv_rms, View dx, View dscale, int64_t axis) {
   const char* op = "rms_norm_grad";
   const RowsD g = norm_rows(x, axis, op);
-  check_f32(x, op, "x");
-  check_f32(dy, op, "dy");
-  check_f32(dx, op, "dx");
+  const bool h = detail::any16({dy, x, dx});
+  if (!h) check_f32(x, op, "x"), check_f32(dy, op, "dy"), check_f32(dx, op, "dx");
   check_shape(dy, x.shape, op, "dy");
   check_shape(dx, x.shape, op, "dx");
   if (scale.data) check_f32(scale, op, "scale"), check_numel(scale, g.D, op, "scale");
   if (dscale.data) check_f32(dscale, op, "dscale"), check_numel(dscale, g.D, op, "dscale");
   check_f32(inv_rms, op, "inv_rms");
   check_numel(inv_rms, g.rows, op, "inv_rms");
+  if (h)
+    return detail::norm16_grad(true, g.rows, g.D, detail::fin(dy, op, "dy"), detail::fin(x, op, "x"), cf(scale),
+                               nullptr, cf(inv_rms), detail::fout(dx, op, "dx"), mf(dscale), nullptr);
   launch_norm_bwd<true>(g, cf(dy), cf(x), cf(scale), nullptr, cf(inv_rms), mf(dx), mf(dscale), nullptr);
 }
 
