@@ -92,14 +92,16 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
     half.dtype = o.precision;
     // Kernels that take 16-bit operands and results as they are: both
     // targets' matmul (the CPU widens and narrows them itself, cuBLASLt
-    // reads them), and on the GPU the elementwise and norm kernels, which
-    // load and store them (kernels/cuda/half.cuh). (The option is an ArrayRef: its
+    // reads them), and on the GPU the elementwise, norm and attention
+    // kernels, which load and store them (kernels/cuda/half.cuh). (The option is an ArrayRef: its
     // strings must outlive the pass's creation.)
     static const std::vector<std::string> cpuNative = {"matmul"};
     static const std::vector<std::string> cudaNative = [] {
-      std::vector<std::string> k = {"matmul",           "add",       "sub",     "mul",          "div",
-                                    "pow",              "swiglu",    "swiglu_grad", "layer_norm", "layer_norm_nobias",
-                                    "layer_norm_grad",  "rms_norm",  "rms_norm_grad"};
+      std::vector<std::string> k = {"matmul",     "add",        "sub",        "mul",
+                                    "div",        "pow",        "swiglu",     "swiglu_grad",
+                                    "layer_norm", "layer_norm_nobias",        "layer_norm_grad",
+                                    "rms_norm",   "rms_norm_grad",            "attention",
+                                    "attention_grad"};
       for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",
                             "gelu_tanh"}) {
         k.push_back(u);

@@ -1558,6 +1558,42 @@ TEST_F(CudaKernels, Attention) {
     }
 }
 
+// q, k, v, out, dout and the gradients stored in 16 bits (lse fp32): the
+// fp32 kernels' sums over the widened values, so the fp32 kernels' bits
+// between casts.
+TEST_F(CudaKernels, AttentionSixteenBits) {
+  struct Case {
+    int64_t B, H, Hkv, T, D, window;
+    bool seq_major;
+  };
+  for (DType h : {DType::BF16, DType::F16})
+    for (const Case& c : {Case{2, 4, 2, 100, 64, 0, true}, Case{1, 2, 2, 77, 128, 24, false}}) {
+      const Shape qs = c.seq_major ? Shape{c.B, c.T, c.H, c.D} : Shape{c.B, c.H, c.T, c.D};
+      const Shape ks = c.seq_major ? Shape{c.B, c.T, c.Hkv, c.D} : Shape{c.B, c.Hkv, c.T, c.D};
+      const Shape ls{c.B, c.H, c.T};
+      HostTensor q = rand_tensor(qs, h, rng, -2, 2), k = rand_tensor(ks, h, rng, -2, 2);
+      HostTensor v = rand_tensor(ks, h, rng, -1, 1);
+      const double scale = 1.0 / std::sqrt(double(c.D));
+      const int64_t w = c.window;
+      const bool sm = c.seq_major;
+      const std::string what = std::string(name(h)) + " " + qs.str() + " kv heads " + std::to_string(c.Hkv) +
+                               " window " + std::to_string(w);
+      auto fwd_cpu = [=](auto& in, auto& o) { cpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w, sm); };
+      check_native16("attention " + what, {q, k, v}, {out(qs, h, 4e-3), out(ls)}, fwd_cpu,
+                     [=](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w, sm); });
+      HostTensor o(qs, h), lse(ls, F32), dout = rand_tensor(qs, h, rng, -1, 1);
+      cpu_around_casts(fwd_cpu)({q.view(), k.view(), v.view()}, {o.view(), lse.view()});
+      check_native16("attention_grad " + what, {q, k, v, o, lse, dout},
+                     {out(qs, h, 4e-3), out(ks, h, 4e-3), out(ks, h, 4e-3)},
+                     [=](auto& in, auto& r) {
+                       cpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
+                     },
+                     [=](auto& in, auto& r) {
+                       gpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
+                     });
+    }
+}
+
 // The loss of x w^T a block of rows at a time: the loss, dx and dw against the
 // CPU's kernel, with ignored labels, mean and sum, vocabularies on the warp
 // and the block path, N not always a multiple of the block's rows. Without

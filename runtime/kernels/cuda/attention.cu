@@ -2,8 +2,10 @@
 // tensor (FlashAttention-2's scheme): a tile of 32 query rows meets tiles of
 // 32 keys in shared memory; the forward's online softmax keeps each row's
 // log-sum-exp, from which the backward recomputes the probabilities a tile
-// at a time. fp32 operands and sums on the CUDA cores: the program's
-// activations are fp32, and these match the CPU's kernels (cpu/attention.cpp)
+// at a time. fp32 sums on the CUDA cores over operands stored in fp32 or,
+// where fy-half-activations stores them so, 16 bits (half.cuh: widened as
+// they are loaded into the tiles, results narrowed as they are stored); the
+// log-sum-exp is fp32. These match the CPU's kernels (cpu/attention.cpp)
 // within rounding.
 //
 // Deterministic: each output element is summed by one thread in a fixed
@@ -12,6 +14,7 @@
 // query tile for dq, rather than adding dq's pieces atomically.
 #include "abi/sizes.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/half.cuh"
 #include "kernels/cuda/kernels.h"
 
 namespace fy::cuda {
@@ -47,14 +50,14 @@ __device__ __forceinline__ bool sees(int64_t i, int64_t j, const Geo& g) {
   return i < g.T && j <= i && j >= first_key(i, g.window);
 }
 
-// Rows [row0, row0 + kTile) of a head (its rows `rows` apart) into shared
-// memory, rows padded to ld = D + 1 floats (a warp's eight rows fall in
-// different banks); rows past T are zero.
-__device__ void load_tile(float* s, const float* head, int64_t rows, int64_t row0, const Geo& g) {
+// Rows [row0, row0 + kTile) of a head (starting at x's element `head`, its
+// rows `rows` apart) into shared memory, rows padded to ld = D + 1 floats (a
+// warp's eight rows fall in different banks); rows past T are zero.
+__device__ void load_tile(float* s, FIn x, int64_t head, int64_t rows, int64_t row0, const Geo& g) {
   const int ld = g.D + 1;
   for (int e = threadIdx.x; e < kTile * g.D; e += kThreads) {
     const int r = e / g.D, c = e - r * g.D;
-    s[r * ld + c] = row0 + r < g.T ? head[(row0 + r) * rows + c] : 0.f;
+    s[r * ld + c] = row0 + r < g.T ? x[head + (row0 + r) * rows + c] : 0.f;
   }
 }
 
@@ -82,13 +85,13 @@ __device__ __forceinline__ float row_max(float v) {
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
-// delta = rowsum(dO * O) of query row i (in all four threads of its row).
-__device__ __forceinline__ float row_delta(const float* dout, const float* out, int64_t rows, int64_t i,
-                                           const Geo& g) {
+// delta = rowsum(dO * O) of query row i of the head at `head` (in all four
+// threads of its row).
+__device__ __forceinline__ float row_delta(FIn dout, FIn out, int64_t head, int64_t rows, int64_t i, const Geo& g) {
   const int lane = threadIdx.x % kLanes;
   float s = 0.f;
   if (i < g.T)
-    for (int d = lane; d < g.D; d += kLanes) s = fmaf(dout[i * rows + d], out[i * rows + d], s);
+    for (int d = lane; d < g.D; d += kLanes) s = fmaf(dout[head + i * rows + d], out[head + i * rows + d], s);
   return row_sum(s);
 }
 
@@ -102,19 +105,19 @@ size_t tiles_bytes(int D, int tiles, int scores) {
 // [i0, i1), this thread's row i, where head bh starts in q (out, dout, dq)
 // and its key and value head in k and v, and their row strides.
 struct QueryTile {
-  int64_t bh, i0, i1, i, qoff, lq, lk;
-  const float *kh, *vh;
+  int64_t bh, i0, i1, i, qoff, lq, lk, kvoff;
+  FIn k, v;
 };
-__device__ __forceinline__ QueryTile query_tile(const float* k, const float* v, const Geo& g) {
+__device__ __forceinline__ QueryTile query_tile(FIn k, FIn v, const Geo& g) {
   QueryTile t;
   t.bh = blockIdx.x;
   const int64_t b = t.bh / g.H, h = t.bh % g.H;
   t.qoff = g.head(b, h, g.H);
   t.lq = g.ld(g.H);
   t.lk = g.ld(g.Hkv);
-  const int64_t kvoff = g.head(b, h / (g.H / g.Hkv), g.Hkv);
-  t.kh = k + kvoff;
-  t.vh = v + kvoff;
+  t.kvoff = g.head(b, h / (g.H / g.Hkv), g.Hkv);
+  t.k = k;
+  t.v = v;
   t.i0 = int64_t(blockIdx.y) * kTile;
   t.i1 = min(g.T, t.i0 + kTile);
   t.i = t.i0 + threadIdx.x / kLanes;
@@ -124,8 +127,8 @@ __device__ __forceinline__ QueryTile query_tile(const float* k, const float* v, 
 // The next key tile's keys and values, once every thread is done with the last.
 __device__ __forceinline__ void load_keys(float* Ks, float* Vs, const QueryTile& t, int64_t j0, const Geo& g) {
   __syncthreads();
-  load_tile(Ks, t.kh, t.lk, j0, g);
-  load_tile(Vs, t.vh, t.lk, j0, g);
+  load_tile(Ks, t.k, t.kvoff, t.lk, j0, g);
+  load_tile(Vs, t.v, t.kvoff, t.lk, j0, g);
   __syncthreads();
 }
 
@@ -174,13 +177,13 @@ __device__ __forceinline__ void tile_grads(const float* Qs, const float* Ks, con
 // NK: a thread's accumulators, ceil(D / 4) at most (its columns lane + 4 k).
 template <int NK>
 __global__ void __launch_bounds__(kThreads)
-    attention_fwd(const float* q, const float* k, const float* v, float* out, float* lse, Geo g) {
+    attention_fwd(FIn q, FIn k, FIn v, FOut out, float* lse, Geo g) {
   extern __shared__ float sm[];
   const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
   float *Qs = row_tile(sm, 0, g), *Ks = row_tile(sm, 1, g), *Vs = row_tile(sm, 2, g), *Ps = score_tile(sm, 3, 0, g);
   const QueryTile t = query_tile(k, v, g);
   const int64_t bh = t.bh, i = t.i;
-  load_tile(Qs, q + t.qoff, t.lq, t.i0, g);
+  load_tile(Qs, q, t.qoff, t.lq, t.i0, g);
   float m = -INFINITY, l = 0.f, o[NK] = {};
   for (int64_t j0 = first_key(t.i0, g.window); j0 < t.i1; j0 += kTile) {
     load_keys(Ks, Vs, t, j0, g);
@@ -211,11 +214,11 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (i >= g.T) return;
   const float inv = 1.f / l;
-  float* oh = out + t.qoff + i * t.lq;
+  const int64_t oh = t.qoff + i * t.lq;
 #pragma unroll
   for (int kk = 0; kk < NK; ++kk) {
     const int d = lane + kLanes * kk;
-    if (d < g.D) oh[d] = o[kk] * inv;
+    if (d < g.D) out.set(oh + d, o[kk] * inv);
   }
   if (lane == 0) lse[bh * g.T + i] = m + logf(l);
 }
@@ -224,8 +227,7 @@ __global__ void __launch_bounds__(kThreads)
 // its group and the query tiles that see the keys.
 template <int NK>
 __global__ void __launch_bounds__(kThreads)
-    attention_grad_kv(const float* q, const float* k, const float* v, const float* out, const float* lse,
-                      const float* dout, float* dk, float* dv, Geo g) {
+    attention_grad_kv(FIn q, FIn k, FIn v, FIn out, const float* lse, FIn dout, FOut dk, FOut dv, Geo g) {
   extern __shared__ float sm[];
   const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
   float *Ks = row_tile(sm, 0, g), *Vs = row_tile(sm, 1, g), *Qs = row_tile(sm, 2, g), *dOs = row_tile(sm, 3, g);
@@ -233,23 +235,20 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t bkv = blockIdx.x, b = bkv / g.Hkv, kvh = bkv % g.Hkv, group = g.H / g.Hkv;
   const int64_t j0 = int64_t(blockIdx.y) * kTile, j1 = min(g.T, j0 + kTile);
   const int64_t lq = g.ld(g.H), lk = g.ld(g.Hkv), kvoff = g.head(b, kvh, g.Hkv);
-  load_tile(Ks, k + kvoff, lk, j0, g);
-  load_tile(Vs, v + kvoff, lk, j0, g);
+  load_tile(Ks, k, kvoff, lk, j0, g);
+  load_tile(Vs, v, kvoff, lk, j0, g);
   // The last query that sees a key of the tile.
   const int64_t q_end = g.window > 0 ? min(g.T, j1 - 1 + g.window) : g.T;
   float dka[NK] = {}, dva[NK] = {};
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
     const int64_t bh = b * g.H + h;
     const int64_t qoff = g.head(b, h, g.H);
-    const float* qh = q + qoff;
-    const float* oh = out + qoff;
-    const float* doh = dout + qoff;
     for (int64_t i0 = j0; i0 < q_end; i0 += kTile) {
       const int64_t i = i0 + r;
       __syncthreads();  // the last tile's rows and scores are read
-      load_tile(Qs, qh, lq, i0, g);
-      load_tile(dOs, doh, lq, i0, g);
-      const float delta = row_delta(doh, oh, lq, i, g);
+      load_tile(Qs, q, qoff, lq, i0, g);
+      load_tile(dOs, dout, qoff, lq, i0, g);
+      const float delta = row_delta(dout, out, qoff, lq, i, g);
       const float l = i < g.T ? lse[bh * g.T + i] : 0.f;
       __syncthreads();
       tile_grads(Qs, Ks, dOs, Vs, g, i, j0, l, delta, Ps, dSs);
@@ -265,25 +264,24 @@ __global__ void __launch_bounds__(kThreads)
   for (int kk = 0; kk < NK; ++kk) {
     const int d = lane + kLanes * kk;
     if (d >= g.D) continue;
-    dk[kvoff + j * lk + d] = dka[kk] * g.scale;
-    dv[kvoff + j * lk + d] = dva[kk];
+    dk.set(kvoff + j * lk + d, dka[kk] * g.scale);
+    dv.set(kvoff + j * lk + d, dva[kk]);
   }
 }
 
 // dq of a tile of query rows: over the key tiles they see.
 template <int NK>
 __global__ void __launch_bounds__(kThreads)
-    attention_grad_q(const float* q, const float* k, const float* v, const float* out, const float* lse,
-                     const float* dout, float* dq, Geo g) {
+    attention_grad_q(FIn q, FIn k, FIn v, FIn out, const float* lse, FIn dout, FOut dq, Geo g) {
   extern __shared__ float sm[];
   const int r = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
   float *Qs = row_tile(sm, 0, g), *dOs = row_tile(sm, 1, g), *Ks = row_tile(sm, 2, g), *Vs = row_tile(sm, 3, g);
   float* dSs = score_tile(sm, 4, 0, g);
   const QueryTile t = query_tile(k, v, g);
   const int64_t bh = t.bh, i = t.i;
-  load_tile(Qs, q + t.qoff, t.lq, t.i0, g);
-  load_tile(dOs, dout + t.qoff, t.lq, t.i0, g);
-  const float delta = row_delta(dout + t.qoff, out + t.qoff, t.lq, i, g);
+  load_tile(Qs, q, t.qoff, t.lq, t.i0, g);
+  load_tile(dOs, dout, t.qoff, t.lq, t.i0, g);
+  const float delta = row_delta(dout, out, t.qoff, t.lq, i, g);
   const float l = i < g.T ? lse[bh * g.T + i] : 0.f;
   float dqa[NK] = {};
   for (int64_t j0 = first_key(t.i0, g.window); j0 < t.i1; j0 += kTile) {
@@ -296,7 +294,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int kk = 0; kk < NK; ++kk) {
     const int d = lane + kLanes * kk;
-    if (d < g.D) dq[t.qoff + i * t.lq + d] = dqa[kk] * g.scale;
+    if (d < g.D) dq.set(t.qoff + i * t.lq + d, dqa[kk] * g.scale);
   }
 }
 
@@ -309,7 +307,8 @@ void allow_smem(Kernel* kern, size_t bytes) {
 
 Geo check_dims(const char* op, const View& q, const View& k, const View& v, const View& out, const View& lse,
                double scale, int64_t window, bool seq_major) {
-  for (const View* t : {&q, &k, &v, &out, &lse}) check_dtype(*t, DType::F32, op, "each operand");
+  for (const View* t : {&q, &k, &v, &out}) fmt_of(*t, op, "each of q, k, v and out");
+  check_dtype(lse, DType::F32, op, "lse");
   check(q.shape.rank == 4 && k.shape.rank == 4 && v.shape.rank == 4, op,
         seq_major ? "q, k, v must be [B, T, H, D]" : "q, k, v must be [B, H, T, D]");
   const int h = seq_major ? 2 : 1, t = seq_major ? 1 : 2;
@@ -339,7 +338,9 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
   const size_t bytes = tiles_bytes(g.D, 3, 1);
   auto go = [&](auto kern) {
     allow_smem(kern, bytes);
-    kern<<<grid(g.T, g.B * g.H), kThreads, bytes, current_stream()>>>(cf(q), cf(k), cf(v), mf(out), mf(lse), g);
+    kern<<<grid(g.T, g.B * g.H), kThreads, bytes, current_stream()>>>(fin(q, op, "q"), fin(k, op, "k"),
+                                                                       fin(v, op, "v"), fout(out, op, "out"),
+                                                                       mf(lse), g);
   };
   if (g.D <= 64)
     go(attention_fwd<16>);
@@ -352,19 +353,21 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
                     int64_t window, bool seq_major) {
   const char* op = "attention_grad";
   const Geo g = check_dims(op, q, k, v, out, lse, scale, window, seq_major);
-  for (const View* t : {&dout, &dq, &dk, &dv}) check_dtype(*t, DType::F32, op, "each operand");
+  for (const View* t : {&dout, &dq, &dk, &dv}) fmt_of(*t, op, "each of dout, dq, dk and dv");
   check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape, op,
         "dout and dq must have q's shape, dk and dv k's");
   if (g.T == 0 || g.B * g.H == 0) return;
   cudaStream_t s = current_stream();
   const size_t kv_bytes = tiles_bytes(g.D, 4, 2), q_bytes = tiles_bytes(g.D, 4, 1);
+  const FIn fq = fin(q, op, "q"), fk = fin(k, op, "k"), fv = fin(v, op, "v"), fo = fin(out, op, "out");
+  const FIn fdo = fin(dout, op, "dout");
   auto go = [&](auto kv, auto qk) {
     allow_smem(kv, kv_bytes);
     allow_smem(qk, q_bytes);
-    kv<<<grid(g.T, g.B * g.Hkv), kThreads, kv_bytes, s>>>(cf(q), cf(k), cf(v), cf(out), cf(lse), cf(dout), mf(dk),
-                                                          mf(dv), g);
+    kv<<<grid(g.T, g.B * g.Hkv), kThreads, kv_bytes, s>>>(fq, fk, fv, fo, cf(lse), fdo, fout(dk, op, "dk"),
+                                                          fout(dv, op, "dv"), g);
     FY_CUDA_LAUNCHED(op);
-    qk<<<grid(g.T, g.B * g.H), kThreads, q_bytes, s>>>(cf(q), cf(k), cf(v), cf(out), cf(lse), cf(dout), mf(dq), g);
+    qk<<<grid(g.T, g.B * g.H), kThreads, q_bytes, s>>>(fq, fk, fv, fo, cf(lse), fdo, fout(dq, op, "dq"), g);
   };
   if (g.D <= 64)
     go(attention_grad_kv<16>, attention_grad_q<16>);
