@@ -639,6 +639,19 @@ TEST_F(CudaKernels, ElementwiseSixteenBits) {
                      [op](auto& in, auto& o) { cpu::bias_unary_grad(to_cpu(op), in[0], in[1], in[2], in[3], o[0]); },
                      [op](auto& in, auto& o) { gpu::bias_unary_grad(op, in[0], in[1], in[2], in[3], o[0]); });
     }
+    // q of a fused qkv product (fp32) sliced into 16 bits, and its gradient
+    // back into fp32: converted as they move.
+    {
+      const Shape qkv{4, 64, 3 * 768};
+      HostTensor x = rand_f32(qkv, rng), dq = rand_tensor(s, h, rng, -1, 1);
+      const std::vector<int64_t> starts = {0, 0, 768}, steps = {1, 1, 1};
+      check_native16("slice F32 -> " + hn, {x}, {exact(s, h)},
+                     [&](auto& in, auto& o) { cpu::slice(in[0], o[0], starts, steps); },
+                     [&](auto& in, auto& o) { gpu::slice(in[0], o[0], starts, steps); });
+      check_native16("slice_grad " + hn + " -> F32", {dq}, {exact(qkv)},
+                     [&](auto& in, auto& o) { cpu::slice_grad(in[0], o[0], starts, steps); },
+                     [&](auto& in, auto& o) { gpu::slice_grad(in[0], o[0], starts, steps); });
+    }
     // SwiGLU (the gate 16-bit, the up projection fp32).
     HostTensor gate = rand_tensor(s, h, rng, -6, 6), dy = rand_tensor(s, h, rng, -1, 1);
     check_native16("swiglu " + hn, {gate, af}, {out(s, h, tol16)},

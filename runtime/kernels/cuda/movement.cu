@@ -1,6 +1,8 @@
 // Data movement on the device: transpose, slice (+ grad), concat, gather
 // (+ grad). Copies are bit-exact; gather_grad adds each table row's
 // gradients in position order, as the CPU does, so it matches bit for bit.
+// slice and slice_grad between float formats (half.cuh) convert as they
+// move: a cast's bits.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/half.cuh"
 #include "kernels/cuda/kernels.h"
 
 namespace fy::cuda {
@@ -96,6 +99,31 @@ void strided_copy(cd::Strided it, size_t es, void* dst, const void* src) {
     case 16: return launch_copy<uint4>(it, dst, src);
     default: fail("fy::cuda: unsupported element size");
   }
+}
+
+// ---- strided conversion: dst[off0] = src[off1] between float formats ------------------
+
+__global__ void k_strided_convert(DevStrided s, int64_t n, detail::FOut dst, detail::FIn src) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) {
+    int64_t off[2];
+    offsets<2>(s, i, off);
+    dst.set(off[0], src[off[1]]);
+  }
+}
+
+// Operand 0 indexes dst, operand 1 src: a strided copy when the formats
+// agree, else a conversion.
+void strided_move(const cd::Strided& it, View dst, View src, const char* op) {
+  if (dst.dtype == src.dtype || !detail::any16({dst, src})) {
+    check(dst.dtype == src.dtype, op, "dtype mismatch");
+    return strided_copy(it, dtype_size(dst.dtype), dst.data, src.data);
+  }
+  const int64_t n = it.numel();
+  if (n == 0) return;
+  const detail::FOut d = detail::fout(dst, op, "out");
+  const detail::FIn x = detail::fin(src, op, "in");
+  k_strided_convert<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(DevStrided(it), n, d, x);
+  FY_CUDA_LAUNCHED("k_strided_convert");
 }
 
 // ---- transpose: tiled when y's last dim is not x's last ---------------------------
@@ -305,14 +333,13 @@ void transpose(View x, View y, const std::vector<int64_t>& perm) {
 }
 
 void slice(View x, View y, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps) {
-  check(x.dtype == y.dtype, "slice", "dtype mismatch");
   const cd::Strided it = slice_iter(x.shape, y.shape, starts, steps, "slice");
   if (y.numel() == 0) return;
-  strided_copy(it, dtype_size(x.dtype), y.data, x.data);
+  strided_move(it, y, x, "slice");
 }
 
 void slice_grad(View dy, View dx, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps) {
-  check(dx.dtype == dy.dtype, "slice_grad", "dtype mismatch");
+  check(dx.dtype == dy.dtype || detail::any16({dx, dy}), "slice_grad", "dtype mismatch");
   cd::Strided it = slice_iter(dx.shape, dy.shape, starts, steps, "slice_grad");
   // Zero bits are zero in every dtype.
   if (dx.nbytes()) FY_CUDA_CHECK(cudaMemsetAsync(dx.data, 0, dx.nbytes(), current_stream()));
@@ -320,7 +347,7 @@ void slice_grad(View dy, View dx, const std::vector<int64_t>& starts, const std:
   // The walk of slice with the copy direction reversed: swap operands.
   for (int i = 0; i < it.rank; ++i) std::swap(it.stride[0][i], it.stride[1][i]);
   std::swap(it.base[0], it.base[1]);
-  strided_copy(it, dtype_size(dx.dtype), dx.data, dy.data);
+  strided_move(it, dx, dy, "slice_grad");
 }
 
 void concat(const std::vector<View>& ins, View out, int64_t axis) {
