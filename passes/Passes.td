@@ -40,6 +40,20 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }
 
+def FuseBias : Pass<"fy-fuse-bias", "mlir::ModuleOp"> {
+  let summary = "Adds a Linear's bias in its product's kernel (fygraph.matmul_bias)";
+  let description = [{
+    add(matmul(a, b), bias), with bias 1-D along the product's last dim and
+    the product read by the add alone, becomes one fygraph.matmul_bias: the
+    product is never stored without its bias. cuBLASLt adds it in its
+    epilogue; the CPU adds it to the fp32 product before any rounding to 16
+    bits, so there its bits are those of the two kernels. It runs after
+    fy-autodiff: the bias's gradient is the sum of dy either way, so the op
+    needs no gradient rule of its own.
+  }];
+  let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
+}
+
 def ProgramAttrs : Pass<"fy-program-attrs", "mlir::ModuleOp"> {
   let summary = "Records on the module what the compile's flags decide for the program";
   let description = [{

@@ -83,6 +83,10 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   AutodiffOptions autodiff;
   autodiff.lossScale = o.lossScale;
   pm.addPass(createAutodiff(autodiff));
+  // A Linear's bias in its product's kernel: on the CPU the two kernels'
+  // bits; on the CUDA target (cuBLASLt's epilogue) with the new kernels.
+  if (o.fuse == "all" || (o.fuse == "yes" && o.target == "cpu"))
+    pm.addPass(createFuseBias());
   pm.addPass(createInsertAdamW());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
@@ -96,9 +100,9 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
     // kernels, which load and store them (kernels/cuda/half.cuh), and
     // slice, which converts as it moves. (The option is an ArrayRef: its
     // strings must outlive the pass's creation.)
-    static const std::vector<std::string> cpuNative = {"matmul"};
+    static const std::vector<std::string> cpuNative = {"matmul", "matmul_bias"};
     static const std::vector<std::string> cudaNative = [] {
-      std::vector<std::string> k = {"matmul",     "add",        "sub",        "mul",
+      std::vector<std::string> k = {"matmul",     "matmul_bias", "add",        "sub",        "mul",
                                     "div",        "pow",        "swiglu",     "swiglu_grad",
                                     "layer_norm", "layer_norm_nobias",        "layer_norm_grad",
                                     "rms_norm",   "rms_norm_grad",            "attention",

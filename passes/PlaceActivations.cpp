@@ -297,7 +297,8 @@ struct PlaceActivations : fuyou::impl::PlaceActivationsBase<PlaceActivations> {
       memo[root] = false;  // a cycle (none in a step) stays put
       auto ws = writers.lookup(root);
       auto launch = ws.size() == 1 ? dyn_cast<fs::LaunchOp>(ws[0]) : nullptr;
-      if (!launch || phases.backward(launch) || (launch.getKernel() == "matmul" && readsWeights(launch)))
+      const bool product = launch && (launch.getKernel() == "matmul" || launch.getKernel() == "matmul_bias");
+      if (!launch || phases.backward(launch) || (product && readsWeights(launch)))
         return false;
       for (Value in : launch.getIns()) {
         Value r = fuyou::rootBuffer(in);

@@ -232,24 +232,35 @@ OpFoldResult ReduceToOp::fold(FoldAdaptor) {
   return getInput().getType() == getType() ? getInput() : nullptr;
 }
 
-LogicalResult MatMulOp::verify() {
-  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
+template <typename Op> static LogicalResult verifyMatMul(Op op) {
+  ArrayRef<int64_t> a = shapeOf(op.getLhs()), b = shapeOf(op.getRhs());
   if (a.size() < 2 || b.size() < 2)
-    return emitOpError("operands must have rank >= 2 (1-D operands are reshaped at import)");
+    return op.emitOpError("operands must have rank >= 2 (1-D operands are reshaped at import)");
   int64_t m = a[a.size() - 2], ka = a.back(), kb = b[b.size() - 2], n = b.back();
-  if (getTransA())
+  if (op.getTransA())
     std::swap(m, ka);
-  if (getTransB())
+  if (op.getTransB())
     std::swap(kb, n);
   if (ka != kb)
-    return emitOpError("contraction dims differ: ") << ka << " vs " << kb;
+    return op.emitOpError("contraction dims differ: ") << ka << " vs " << kb;
   SmallVector<int64_t> batch;
   if (!OpTrait::util::getBroadcastedShape(a.drop_back(2), b.drop_back(2), batch))
-    return emitOpError("batch dims do not broadcast");
+    return op.emitOpError("batch dims do not broadcast");
   batch.push_back(m);
   batch.push_back(n);
-  if (ArrayRef<int64_t>(batch) != shapeOf(getResult()))
-    return emitOpError("result shape must be [") << batch << "]"; 
+  if (ArrayRef<int64_t>(batch) != shapeOf(op.getResult()))
+    return op.emitOpError("result shape must be [") << batch << "]";
+  return success();
+}
+
+LogicalResult MatMulOp::verify() { return verifyMatMul(*this); }
+
+LogicalResult MatMulBiasOp::verify() {
+  if (failed(verifyMatMul(*this)))
+    return failure();
+  ArrayRef<int64_t> bias = shapeOf(getBias());
+  if (bias.size() != 1 || bias[0] != shapeOf(getResult()).back())
+    return emitOpError("bias must be 1-D with the result's last dim, got [") << bias << "]";
   return success();
 }
 

@@ -221,6 +221,20 @@ def FyGraph_MatMulOp : FyGraph_Op<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
+def FyGraph_MatMulBiasOp : FyGraph_Op<"matmul_bias", [Pure]> {
+  let summary = "matmul(lhs, rhs) + bias, bias 1-D along the result's last dim";
+  let description = [{
+    A Linear's product and its bias in one kernel (fy-fuse-bias forms it
+    from add(matmul, bias) after autodiff). The bias is added to the
+    product's fp32 result, so a 16-bit result is rounded once.
+  }];
+  let arguments = (ins FyFloatTensor:$lhs, FyFloatTensor:$rhs, FyFloatTensor:$bias,
+                       UnitAttr:$trans_a, UnitAttr:$trans_b);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def FyGraph_LayerNormOp : FyGraph_Op<"layer_norm", [Pure]> {
   let summary = "Layer normalisation over dims [axis, rank)";
   let description = [{

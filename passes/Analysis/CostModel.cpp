@@ -224,7 +224,9 @@ private:
         c += (std::ceil(N / rows) - 1) * 8 * V * D / p_.memBytes;
       t = std::max(t, c);
     }
-    if (kernel == "matmul" && launch.getIns().size() == 2 && launch.getOuts().size() == 1) {
+    // (matmul_bias: its bias is added in the product's epilogue.)
+    if ((kernel == "matmul" || kernel == "matmul_bias") && launch.getIns().size() >= 2 &&
+        launch.getOuts().size() == 1) {
       auto a = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
       auto out = cast<fs::BufferType>(launch.getOuts()[0].getType()).getTensorType();
       bool transA = false;

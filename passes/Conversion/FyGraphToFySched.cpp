@@ -159,6 +159,11 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
     s.kernel = "matmul";
     s.args = {b.getBoolAttr(mm.getTransA()), b.getBoolAttr(mm.getTransB())};
   });
+  with(fg::MatMulBiasOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
+    auto mm = cast<fg::MatMulBiasOp>(op);
+    s.kernel = "matmul_bias";
+    s.args = {b.getBoolAttr(mm.getTransA()), b.getBoolAttr(mm.getTransB())};
+  });
   with(fg::TransposeOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
     s.kernel = "transpose";
     s.args = {cast<fg::TransposeOp>(op).getPermAttr()};

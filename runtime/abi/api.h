@@ -166,6 +166,7 @@ void broadcast_to(Runtime* rt, View x, View y);
 void reduce_sum(Runtime* rt, View x, View y);
 void reduce_mean(Runtime* rt, View x, View y);
 void matmul(Runtime* rt, View a, View b, View c, bool trans_a, bool trans_b);
+void matmul_bias(Runtime* rt, View a, View b, View bias, View c, bool trans_a, bool trans_b);
 
 // ---- data movement ----
 void transpose(Runtime* rt, View x, View y, std::initializer_list<int64_t> perm);

@@ -21,7 +21,7 @@
   X(gelu_tanh) X(grad_landed) X(grad_offload) X(grad_offload_early) X(group_adamw) X(group_wait) \
   X(group_wait_param) X(group_wait_rows) X(layer_norm) X(layer_norm_grad) X(layer_norm_nobias) \
   X(linear_cross_entropy) \
-  X(loss_scale) X(masked_softmax) X(matmul) X(mul) X(neg) X(param) X(param_host) X(pow) \
+  X(loss_scale) X(masked_softmax) X(matmul) X(matmul_bias) X(mul) X(neg) X(param) X(param_host) X(pow) \
   X(reciprocal) X(reduce_mean) X(reduce_sum) X(rms_norm) X(rms_norm_grad) X(set_weight_sources) \
   X(sigmoid) X(silu) X(slice) X(slice_grad) X(softmax) X(softmax_cross_entropy) \
   X(softmax_cross_entropy_grad) X(softmax_grad) X(sqrt) X(ssd_wait) X(state_read) X(state_write) \

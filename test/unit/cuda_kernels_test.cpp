@@ -870,6 +870,35 @@ TEST_F(CudaKernels, MatmulSixteenBitBuffers) {
   check_matmul16({40000, 1700}, F32, {1700, 64}, BF16, BF16, false, false, rng);
 }
 
+// A Linear's product and bias: in cuBLASLt's epilogue for one GEMM, else an
+// add after the product (batched products, blocks past the scratch).
+void check_matmul_bias(Shape as, DType at, Shape bs, DType ct, bool ta, bool tb, Rng& rng) {
+  const Shape cs = matmul_shape(as, bs, ta, tb);
+  HostTensor a = rand_tensor(as, at, rng, -1, 1), b = rand_f32(bs, rng), bias = rand_f32({cs[cs.rank - 1]}, rng);
+  check_op(std::string("matmul_bias ") + name(at) + " " + as.str() + (ta ? "^T" : "") + " x " + bs.str() +
+               (tb ? "^T" : "") + " into " + name(ct),
+           {a, b, bias}, {out(cs, ct, is_half(ct) ? 4e-3 : kTol)},
+           [=](auto& in, auto& o) {
+             cpu::set_matmul_operands(cpu::MatmulOperands::BF16);
+             cpu::matmul_bias(in[0], in[1], in[2], o[0], ta, tb);
+             cpu::set_matmul_operands(cpu::MatmulOperands::FP32);
+           },
+           [=](auto& in, auto& o) {
+             gpu::set_matmul_precision(MatmulPrecision::BF16);
+             gpu::matmul_bias(in[0], in[1], in[2], o[0], ta, tb);
+           });
+  gpu::set_matmul_precision(MatmulPrecision::FP32);
+}
+
+TEST_F(CudaKernels, MatmulBias) {
+  const DType BF16 = DType::BF16;
+  check_matmul_bias({8, 128, 768}, F32, {2304, 768}, F32, false, true, rng);  // stacked rows: one GEMM
+  check_matmul_bias({8192, 1600}, BF16, {1600, 4800}, F32, false, false, rng);
+  check_matmul_bias({8192, 1600}, BF16, {1600, 1600}, BF16, false, false, rng);
+  check_matmul_bias({2, 3, 17, 33}, F32, {2, 3, 29, 33}, F32, false, true, rng);  // batched: added after
+  check_matmul_bias({256, 1600}, BF16, {50257, 1600}, BF16, false, true, rng);     // column blocks
+}
+
 TEST_F(CudaKernels, MatmulFP16) {
   check_matmul({64, 96}, {96, 80}, false, false, rng, MatmulPrecision::FP16, kTolBF16);
   check_matmul({2, 3, 17, 33}, {2, 3, 29, 17}, true, true, rng, MatmulPrecision::FP16, kTolBF16);

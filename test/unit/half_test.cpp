@@ -133,4 +133,21 @@ TEST(Half, MatmulWidensAndNarrows) {
   k::set_matmul_operands(k::MatmulOperands::FP32);
 }
 
+// A Linear's product and bias in one kernel: the bits of matmul into an fp32
+// buffer, add, and (a 16-bit result) cast, the kernels it stands for.
+TEST(Half, MatmulBiasIsMatmulAddCast) {
+  HostTensor x = random({2, 64, 96}, 5), w = random({80, 96}, 6), b = random({80}, 7);
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    HostTensor y({2, 64, 80}, dt), p({2, 64, 80}, DType::F32), want({2, 64, 80}, dt);
+    k::matmul_bias(x.view(), w.view(), b.view(), y.view(), false, true);
+    k::matmul(x.view(), w.view(), p.view(), false, true);
+    k::binary(k::BinOp::Add, p.view(), b.view(), p.view());
+    k::cast(p.view(), want.view());
+    EXPECT_EQ(std::memcmp(y.view().data, want.view().data, y.view().nbytes()), 0) << fy::dtype_name(dt);
+  }
+  // The add reads the bias along the last dim: a wrong length is refused.
+  HostTensor y({2, 64, 80}, DType::F32), b2 = random({96}, 8);
+  EXPECT_THROW(k::matmul_bias(x.view(), w.view(), b2.view(), y.view(), false, true), fy::Error);
+}
+
 }  // namespace

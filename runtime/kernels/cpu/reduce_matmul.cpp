@@ -232,4 +232,22 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
   });
 }
 
+void matmul_bias(View a, View b, View bias, View c, bool ta, bool tb) {
+  const char* op = "matmul_bias";
+  check_dtype(bias, DType::F32, op, "bias");
+  check(bias.shape.rank == 1 && c.shape.rank >= 1 && bias.shape[0] == c.shape[c.shape.rank - 1], op,
+        "bias must be 1-D with c's last dim, got " + bias.shape.str() + " for " + c.shape.str());
+  // The product in fp32, its bias added in place, then a 16-bit c narrowed:
+  // what matmul into an fp32 buffer, add and cast kernels write.
+  if (c.dtype == DType::BF16 || c.dtype == DType::F16) {
+    std::vector<float> wide(size_t(c.numel()));
+    const View f{wide.data(), c.shape, DType::F32};
+    matmul(a, b, f, ta, tb);
+    binary(BinOp::Add, f, bias, f);
+    return cast(f, c);
+  }
+  matmul(a, b, c, ta, tb);
+  binary(BinOp::Add, c, bias, c);
+}
+
 }  // namespace fy::cpu

@@ -71,9 +71,9 @@ enum class Mode : int64_t { FP32, TF32, BF16Fast, BF16Operands, FP16Fast, FP16Op
 bool operands16(Mode m) { return m == Mode::BF16Operands || m == Mode::FP16Operands; }
 
 // m, n, k, batch, stride_a, stride_b, stride_c, trans_a, trans_b, precision,
-// align_a, align_b, align_c, c in 16 bits, c's leading dim (strides and the
-// leading dim in elements, alignments in bytes).
-using Key = std::array<int64_t, 15>;
+// align_a, align_b, align_c, c in 16 bits, c's leading dim, a bias in the
+// epilogue (strides and the leading dim in elements, alignments in bytes).
+using Key = std::array<int64_t, 16>;
 struct KeyHash {
   size_t operator()(const Key& k) const {
     uint64_t h = 1469598103934665603ull;
@@ -171,6 +171,14 @@ const Plan& plan_for(const Key& k) {
   const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   FY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   FY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  if (k[15]) {
+    // An fp32 bias along c's rows (cuBLAS's column-major D's rows).
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    FY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    FY_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
   // Layouts as stored: b is [K,N] (or [N,K] with trans_b) row-major, i.e.
   // column-major [N,K] (or [K,N]); likewise a; c is column-major [N,M].
   p.la = tb ? make_layout(in, K, N, batch, k[5]) : make_layout(in, N, K, batch, k[5]);
@@ -197,8 +205,9 @@ const Plan& plan_for(const Key& k) {
       cublasLtMatmulAlgoGetHeuristic(ctx.handle, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    if (operands16(mode)) {
-      // Remembered as none (op null): the caller keeps fp32 operands instead.
+    if (operands16(mode) || k[15]) {
+      // Remembered as none (op null): the caller keeps fp32 operands, or adds
+      // the bias after the product, instead.
       for (cublasLtMatrixLayout_t l : {p.la, p.lb, p.lc}) cublasLtMatrixLayoutDestroy(l);
       cublasLtMatmulDescDestroy(p.op);
       return ctx.plans.emplace(k, Plan{}).first->second;
@@ -210,20 +219,40 @@ const Plan& plan_for(const Key& k) {
   return ctx.plans.emplace(k, p).first->second;
 }
 
+// A bias for c's columns, added in the epilogue of a single product when
+// cuBLASLt has one for it (`added` says whether it did).
+struct Bias {
+  const float* data = nullptr;
+  bool added = false;
+};
+
 // One (strided-batched) GEMM: `batch` products of a [M,K] (or [K,M]) and
 // b [K,N] (or [N,K]) into c [M,N], whose rows are ldc apart (0: N); strides
 // in elements. T: float, or __nv_bfloat16 / __half with 16-bit operands,
 // where c may be 16-bit too (c16) and it returns false (nothing launched)
-// when cuBLASLt has no algorithm for the operands.
+// when cuBLASLt has no algorithm for the operands. With a bias (batch 1),
+// in the epilogue where cuBLASLt has one.
 template <class T>
 bool gemm(const T* a, const T* b, void* c, bool c16, int64_t M, int64_t N, int64_t K, bool ta, bool tb,
           int64_t batch, int64_t sa, int64_t sb, int64_t sc, Mode mode, cudaStream_t s, float beta = 0.f,
-          int64_t ldc = 0) {
+          int64_t ldc = 0, Bias* bias = nullptr) {
   check(batch <= INT32_MAX, "matmul", "too many batches");
   if (batch == 1) sa = sb = sc = 0;
-  const Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
-                 alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, c16 ? 2 : 4), c16,
-                 ldc > 0 ? ldc : N};
+  Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
+           alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, c16 ? 2 : 4), c16, ldc > 0 ? ldc : N, 0};
+  if (bias && bias->data && batch == 1 && beta == 0.f) {
+    k[15] = 1;
+    if (const Plan& pb = plan_for(k); pb.op) {
+      FY_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(pb.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias->data, sizeof(bias->data)));
+      const float alpha = 1.f;
+      FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, pb.op, &alpha, b, pb.la, a, pb.lb, &beta, c, pb.lc, c, pb.lc,
+                                     &pb.algo, workspace(s), kWorkspaceBytes, s));
+      bias->added = true;
+      return true;
+    }
+    k[15] = 0;
+  }
   const Plan& p = plan_for(k);
   if (!p.op) return false;
   const float alpha = 1.f;
@@ -372,7 +401,11 @@ size_t matmul_scratch_bytes(MatmulPrecision p) {
 
 void matmul(View a, View b, View c, bool ta, bool tb) { matmul_into(a, b, c, ta, tb, false); }
 
-void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
+namespace {
+
+// matmul_into, with a bias for c's columns added in the epilogue where the
+// product is one GEMM and cuBLASLt has one for it (bias->added says so).
+void product(View a, View b, View c, bool ta, bool tb, bool accumulate, Bias* bias) {
   const char* op = "matmul";
   const DType h = sixteen_bits(a, b, c, op);
   const int ra = a.shape.rank, rb = b.shape.rank;
@@ -420,7 +453,7 @@ void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
   auto run = [&](const auto* A, const auto* B, Mode mode) {
     if (bb.numel() == 1 && !ta && ab.numel() == nbatch) {
       // x @ W with a shared W: a's batches stacked into one tall GEMM.
-      return gemm(A, B, pc, c16, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s, beta);
+      return gemm(A, B, pc, c16, nbatch * M, N, K, false, tb, 1, 0, 0, 0, mode, s, beta, 0, bias);
     }
     // Coalesced batch iteration: the innermost dim is one strided-batched
     // call (stride 0 where broadcast); any outer dims loop.
@@ -432,7 +465,7 @@ void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
     for (int64_t r = 0; r < it.rows(); ++r) {
       it.row_offsets(r, off);
       if (!gemm(A + off[1] * M * K, B + off[2] * K * N, pc + size_t(off[0] * M * N) * ces, c16, M, N, K, ta, tb,
-                batch, sa, sb, sc, mode, s, beta))
+                batch, sa, sb, sc, mode, s, beta, 0, it.rows() == 1 ? bias : nullptr))
         return false;  // any products already written are written again
     }
     return true;
@@ -508,6 +541,22 @@ void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
                     : prec == MatmulPrecision::FP16 ? Mode::FP16Fast
                                                     : Mode::BF16Fast;
   run(pa, pb, mode);
+}
+
+}  // namespace
+
+void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
+  product(a, b, c, ta, tb, accumulate, nullptr);
+}
+
+void matmul_bias(View a, View b, View bias, View c, bool ta, bool tb) {
+  const char* op = "matmul_bias";
+  check_dtype(bias, DType::F32, op, "bias");
+  check(bias.shape.rank == 1 && c.shape.rank >= 1 && bias.shape[0] == c.shape[c.shape.rank - 1], op,
+        "bias must be 1-D with c's last dim, got " + bias.shape.str() + " for " + c.shape.str());
+  Bias e{static_cast<const float*>(bias.data)};
+  product(a, b, c, ta, tb, false, &e);
+  if (!e.added) binary(BinOp::Add, c, bias, c);
 }
 
 }  // namespace fy::cuda

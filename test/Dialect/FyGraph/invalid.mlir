@@ -24,6 +24,22 @@ func.func @matmul_k(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) -> tensor<2x5xf32>
 
 // -----
 
+func.func @matmul_bias_len(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>, %bias: tensor<4xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{bias must be 1-D with the result's last dim, got [4]}}
+  %0 = fygraph.matmul_bias %a, %b, %bias : (tensor<2x3xf32>, tensor<3x5xf32>, tensor<4xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @matmul_bias_k(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>, %bias: tensor<5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{contraction dims differ: 3 vs 4}}
+  %0 = fygraph.matmul_bias %a, %b, %bias : (tensor<2x3xf32>, tensor<4x5xf32>, tensor<5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
 func.func @reshape_count(%a: tensor<2x3xf32>) -> tensor<7xf32> {
   // expected-error @+1 {{must keep the element count and type}}
   %0 = fygraph.reshape %a : tensor<2x3xf32> -> tensor<7xf32>
