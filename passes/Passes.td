@@ -40,6 +40,20 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }
 
+def ConcatSliceGrads : Pass<"fy-concat-slice-grads", "mlir::ModuleOp"> {
+  let summary = "A sliced value's gradient as one concat of its slices' gradients";
+  let description = [{
+    Where slices cut a value along one axis into pieces that tile it
+    (GPT-2's q, k and v of one product, RoPE's halves), autodiff's gradient
+    of the value is a sum of slice_grads, each a zero tensor of the value's
+    shape with one piece written. That sum becomes one concat of the pieces'
+    gradients, which writes the value's gradient once instead of zeroing it
+    and adding into it once per piece. Each element is its piece's value
+    either way (x + 0 is x), but for the sign of a zero: -0 + 0 is +0.
+  }];
+  let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
+}
+
 def FuseBias : Pass<"fy-fuse-bias", "mlir::ModuleOp"> {
   let summary = "Adds a Linear's bias in its product's kernel (fygraph.matmul_bias)";
   let description = [{

@@ -83,6 +83,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   AutodiffOptions autodiff;
   autodiff.lossScale = o.lossScale;
   pm.addPass(createAutodiff(autodiff));
+  if (o.fuse != "no")
+    pm.addPass(createConcatSliceGrads());
   // A Linear's bias in its product's kernel: on the CPU the two kernels'
   // bits; on the CUDA target (cuBLASLt's epilogue) with the new kernels.
   if (o.fuse == "all" || (o.fuse == "yes" && o.target == "cpu"))
