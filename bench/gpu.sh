@@ -5,9 +5,9 @@
 # OpenBLAS, liburing and GoogleTest come unpacked from .gpu/debs), runs the
 # tests, the e2e oracle, the speed comparison and the out-of-core run, and
 # prints a table. Run from the repository root: bench/gpu.sh [STAGES]
-# where STAGES is any of "test e2e speed ooc planner optrate xl" (default: all
-# but optrate, which needs the planner stage's programs, and xl), run in
-# the order given: a lease can end before the last.
+# where STAGES is any of "test e2e speed ooc planner optrate xl headline"
+# (default: all but optrate, which needs the planner stage's programs, xl and
+# headline), run in the order given: a lease can end before the last.
 set -uo pipefail
 ROOT=$(pwd)
 G=$ROOT/.gpu
@@ -64,7 +64,7 @@ stage_test() {
 stage_e2e() {
   for m in ${E2E_MODELS:-gpt2 llama}; do
     progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute bf16_selective bf16_devopt bf16_chunks
-           bf16_early_no bf16_fused fp32_fused bf16_half"
+           bf16_early_no bf16_fused fp32_fused bf16_half bf16_fused_half"
     for p in $progs; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" & done
     wait  # side by side; a row from a background job would not reach TABLE
     for p in $progs; do [ -x "$G/$m/train_$p" ] || row "e2e $m: build of train_$p failed"; done
@@ -128,6 +128,20 @@ stage_xl() {
   while read -r l; do row "$l"; done < <(grep '^xl' "$OUT/xl.txt")
 }
 
+stage_headline() {
+  # Ours (default and --fuse all --half-activations yes) against PyTorch eager and
+  # torch.compile on GPT-2 124M, the Llama-shaped 162M and GPT-2 XL's shape
+  # (bench/gpu/headline.py prepare).
+  d=$G/headline
+  [ -d "$d" ] || { row "headline: no .gpu/headline/ (prepare.sh needs make deps' torch 2.x)"; return; }
+  for m in gpt124 llama162 xl; do
+    for p in default fast; do [ -f "$d/$m/$p.cpp" ] && program "$d/$m/$p.cpp" "$d/$m/$p" & done
+  done
+  wait
+  python3 "$ROOT/bench/gpu/headline.py" run "$d" 2>&1 | tee "$OUT/headline.txt"
+  while read -r l; do row "$l"; done < <(grep '^headline' "$OUT/headline.txt")
+}
+
 stage_optrate() {
   # The CPU AdamW's rate in the planner's programs (built by the planner
   # stage) at several optimizer thread counts: the programs ran it slower
@@ -139,7 +153,7 @@ stage_optrate() {
 }
 
 for st in $STAGES; do
-  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test e2e speed ooc planner optrate xl)"; exit 1; }
+  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test e2e speed ooc planner optrate xl headline)"; exit 1; }
   s0=$(date +%s)
   "stage_$st"
   echo "gpu.sh: stage $st took $(( $(date +%s) - s0 )) s"

@@ -65,9 +65,12 @@ for m in gpt2 llama; do
   for p in bf16 fp32; do
     $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_${p}_fused" --target cuda --precision $p --fuse all 2>/dev/null
   done
-  # Activations stored in 16 bits (their casts), against torch's autocast.
+  # Activations stored in 16 bits, against torch's autocast: alone, and with
+  # the fused kernels (--fuse all).
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_half" --target cuda --precision bf16 --half-activations yes 2>/dev/null
-  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt,chunks,early_no,fused,half} \
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_fused_half" --target cuda --precision bf16 --fuse all \
+    --half-activations yes 2>/dev/null
+  rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt,chunks,early_no,fused,half,fused_half} \
     "$OUT/$m/train_fp32_fused"
 done
 
@@ -122,7 +125,9 @@ TORCH2=${FUYOU_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/fuyou-compile/torch2
 if [ -x "$TORCH2" ]; then
   "$TORCH2" "$ROOT/bench/gpu/planner_xl.py" prepare \
     "${PLANNER_PROFILE:-$ROOT/bench/gpu/results/profile_h100_2026-11-27.json}" "$OUT/xl"
+  # Ours against PyTorch eager and torch.compile (bench/gpu/headline.py).
+  "$TORCH2" "$ROOT/bench/gpu/headline.py" prepare "$OUT/headline"
 else
-  echo "prepare.sh: no torch 2.x at $TORCH2 (make deps): .gpu/xl/ left out"
+  echo "prepare.sh: no torch 2.x at $TORCH2 (make deps): .gpu/xl/ and .gpu/headline/ left out"
 fi
 du -sh "$OUT"

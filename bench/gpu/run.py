@@ -75,7 +75,8 @@ def e2e(name, d):
                                    # attention and the loss fused (--fuse all)
                                    ("bf16_fused", ["--autocast", "bf16"], 2e-2), ("fp32_fused", [], 1e-4),
                                    # activations stored in 16 bits (--half-activations yes)
-                                   ("bf16_half", ["--autocast", "bf16"], 2e-2)):
+                                   ("bf16_half", ["--autocast", "bf16"], 2e-2),
+                                   ("bf16_fused_half", ["--autocast", "bf16"], 2e-2)):
         exe = os.path.join(d, f"train_{prec}")
         ours = os.path.join(OUT, f"{name}_{prec}.jsonl")
         ref = os.path.join(OUT, f"{name}_{prec}_torch.jsonl")
