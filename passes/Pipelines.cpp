@@ -100,7 +100,7 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
     // targets' matmul (the CPU widens and narrows them itself, cuBLASLt
     // reads them), and on the GPU the elementwise, norm and attention
     // kernels, which load and store them (kernels/cuda/half.cuh), and
-    // slice, which converts as it moves. (The option is an ArrayRef: its
+    // slice and concat, which convert as they move. (The option is an ArrayRef: its
     // strings must outlive the pass's creation.)
     static const std::vector<std::string> cpuNative = {"matmul", "matmul_bias"};
     static const std::vector<std::string> cudaNative = [] {
@@ -108,7 +108,7 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
                                     "div",        "pow",        "swiglu",     "swiglu_grad",
                                     "layer_norm", "layer_norm_nobias",        "layer_norm_grad",
                                     "rms_norm",   "rms_norm_grad",            "attention",
-                                    "attention_grad",  "slice",   "slice_grad"};
+                                    "attention_grad",  "slice",   "slice_grad",  "concat"};
       for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",
                             "gelu_tanh"}) {
         k.push_back(u);

@@ -651,6 +651,11 @@ TEST_F(CudaKernels, ElementwiseSixteenBits) {
       check_native16("slice_grad " + hn + " -> F32", {dq}, {exact(qkv)},
                      [&](auto& in, auto& o) { cpu::slice_grad(in[0], o[0], starts, steps); },
                      [&](auto& in, auto& o) { gpu::slice_grad(in[0], o[0], starts, steps); });
+      // RoPE's halves: a 16-bit and an fp32 piece into one fp32 value.
+      HostTensor lo = rand_tensor({4, 64, 12, 32}, h, rng, -1, 1), hi = rand_f32({4, 64, 12, 32}, rng);
+      check_native16("concat " + hn + ", F32 -> F32", {lo, hi}, {exact({4, 64, 12, 64})},
+                     [](auto& in, auto& o) { cpu::concat({in[0], in[1]}, o[0], 3); },
+                     [](auto& in, auto& o) { gpu::concat({in[0], in[1]}, o[0], 3); });
     }
     // SwiGLU (the gate 16-bit, the up projection fp32).
     HostTensor gate = rand_tensor(s, h, rng, -6, 6), dy = rand_tensor(s, h, rng, -1, 1);

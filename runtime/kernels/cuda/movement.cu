@@ -1,8 +1,8 @@
 // Data movement on the device: transpose, slice (+ grad), concat, gather
 // (+ grad). Copies are bit-exact; gather_grad adds each table row's
 // gradients in position order, as the CPU does, so it matches bit for bit.
-// slice and slice_grad between float formats (half.cuh) convert as they
-// move: a cast's bits.
+// slice, slice_grad and concat between float formats (half.cuh) convert as
+// they move: a cast's bits.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cstdint>
@@ -352,11 +352,15 @@ void slice_grad(View dy, View dx, const std::vector<int64_t>& starts, const std:
 
 void concat(const std::vector<View>& ins, View out, int64_t axis) {
   const int R = out.shape.rank;
-  const int a = host_shapes([&] { return cd::concat_axis(ins, out, axis); });
+  // Float formats may differ (half.cuh): shapes checked as out's dtype, each
+  // input converted as it moves.
+  std::vector<View> as_out(ins);
+  for (View& v : as_out)
+    if (detail::any16({v, out})) v.dtype = out.dtype;
+  const int a = host_shapes([&] { return cd::concat_axis(as_out, out, axis); });
   // Each input is a [outer, len] block at column pos of out's [outer, out_len].
   const int64_t outer = cd::prod(out.shape, 0, a), inner = cd::prod(out.shape, a + 1, R);
   const int64_t out_len = out.shape[a] * inner;
-  const size_t es = dtype_size(out.dtype);
   int64_t pos = 0;
   for (const View& v : ins) {
     const int64_t len = v.shape[a] * inner;
@@ -372,7 +376,7 @@ void concat(const std::vector<View>& ins, View out, int64_t axis) {
       it.stride[1][1] = 1;
       it.base[0] = pos;
       it.coalesce();
-      strided_copy(it, es, out.data, v.data);
+      strided_move(it, out, v, "concat");
     }
     pos += len;
   }
