@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -897,11 +898,18 @@ void check_matmul_bias(Shape as, DType at, Shape bs, DType ct, bool ta, bool tb,
 
 TEST_F(CudaKernels, MatmulBias) {
   const DType BF16 = DType::BF16;
-  check_matmul_bias({8, 128, 768}, F32, {2304, 768}, F32, false, true, rng);  // stacked rows: one GEMM
+  // Stacked rows, one GEMM: in the epilogue (fp32 c and bias, both runs).
+  const size_t before = gpu::matmul_bias_epilogues();
+  check_matmul_bias({8, 128, 768}, F32, {2304, 768}, F32, false, true, rng);
+  EXPECT_EQ(gpu::matmul_bias_epilogues() - before, 2u) << "the fp32 product's bias was not added in the epilogue";
+  const size_t fp32_done = gpu::matmul_bias_epilogues();
   check_matmul_bias({8192, 1600}, BF16, {1600, 4800}, F32, false, false, rng);
   check_matmul_bias({8192, 1600}, BF16, {1600, 1600}, BF16, false, false, rng);
   check_matmul_bias({2, 3, 17, 33}, F32, {2, 3, 29, 33}, F32, false, true, rng);  // batched: added after
   check_matmul_bias({256, 1600}, BF16, {50257, 1600}, BF16, false, true, rng);     // column blocks
+  // Whether cuBLASLt took an fp32 bias with 16-bit results: recorded, either way correct.
+  std::printf("MatmulBias: %zu of the 16-bit products' biases added in the epilogue\n",
+              gpu::matmul_bias_epilogues() - fp32_done);
 }
 
 TEST_F(CudaKernels, MatmulFP16) {

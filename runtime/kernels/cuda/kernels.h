@@ -51,6 +51,9 @@ size_t matmul_scratch_bytes(MatmulPrecision p);
 // b and c may be BF16 (or all those F16): the product then has 16-bit
 // operands whatever the precision, its fp32 ones rounded.
 void matmul_into(View a, View b, View c, bool trans_a, bool trans_b, bool accumulate);
+// How many matmul_bias calls added their bias in cuBLASLt's epilogue (the
+// others add it after the product, a 16-bit c rounded twice): for tests.
+size_t matmul_bias_epilogues();
 
 // Blocks until every queued kernel on the current stream is done; fails
 // with the first error a kernel raised.

@@ -71,8 +71,9 @@ enum class Mode : int64_t { FP32, TF32, BF16Fast, BF16Operands, FP16Fast, FP16Op
 bool operands16(Mode m) { return m == Mode::BF16Operands || m == Mode::FP16Operands; }
 
 // m, n, k, batch, stride_a, stride_b, stride_c, trans_a, trans_b, precision,
-// align_a, align_b, align_c, c in 16 bits, c's leading dim, a bias in the
-// epilogue (strides and the leading dim in elements, alignments in bytes).
+// align_a, align_b, align_c, c in 16 bits, c's leading dim, the alignment of
+// a bias added in the epilogue (0: none) (strides and the leading dim in
+// elements, alignments in bytes).
 using Key = std::array<int64_t, 16>;
 struct KeyHash {
   size_t operator()(const Key& k) const {
@@ -178,6 +179,12 @@ const Plan& plan_for(const Key& k) {
     FY_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     FY_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    // The heuristic reads the bias pointer's alignment from its value (it is
+    // not dereferenced here): an address with the key's alignment stands in
+    // until each call sets the real one.
+    const void* stand_in = reinterpret_cast<const void*>(uintptr_t(k[15]));
+    FY_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &stand_in, sizeof(stand_in)));
   }
   // Layouts as stored: b is [K,N] (or [N,K] with trans_b) row-major, i.e.
   // column-major [N,K] (or [K,N]); likewise a; c is column-major [N,M].
@@ -241,7 +248,7 @@ bool gemm(const T* a, const T* b, void* c, bool c16, int64_t M, int64_t N, int64
   Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
            alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, c16 ? 2 : 4), c16, ldc > 0 ? ldc : N, 0};
   if (bias && bias->data && batch == 1 && beta == 0.f) {
-    k[15] = 1;
+    k[15] = alignment(bias->data, 1, 0, sizeof(float));
     if (const Plan& pb = plan_for(k); pb.op) {
       FY_CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(pb.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias->data, sizeof(bias->data)));
@@ -549,6 +556,12 @@ void matmul_into(View a, View b, View c, bool ta, bool tb, bool accumulate) {
   product(a, b, c, ta, tb, accumulate, nullptr);
 }
 
+namespace {
+size_t bias_epilogues = 0;
+}  // namespace
+
+size_t matmul_bias_epilogues() { return bias_epilogues; }
+
 void matmul_bias(View a, View b, View bias, View c, bool ta, bool tb) {
   const char* op = "matmul_bias";
   check_dtype(bias, DType::F32, op, "bias");
@@ -556,7 +569,10 @@ void matmul_bias(View a, View b, View bias, View c, bool ta, bool tb) {
         "bias must be 1-D with c's last dim, got " + bias.shape.str() + " for " + c.shape.str());
   Bias e{static_cast<const float*>(bias.data)};
   product(a, b, c, ta, tb, false, &e);
-  if (!e.added) binary(BinOp::Add, c, bias, c);
+  if (e.added)
+    ++bias_epilogues;
+  else
+    binary(BinOp::Add, c, bias, c);  // a 16-bit c rounded twice: the product's, then the sum's
 }
 
 }  // namespace fy::cuda
