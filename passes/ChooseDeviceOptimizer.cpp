@@ -18,6 +18,21 @@ using namespace mlir;
 
 namespace {
 
+// The numbers of groups tried, in increasing order: 0 to 4, then powers of
+// two, then all but one and all (Passes.td says why), none past `most`.
+SmallVector<int64_t> candidates(int64_t groups, int64_t most) {
+  const int64_t top = most < 0 ? groups : std::min(most, groups);
+  SmallVector<int64_t> ns;
+  for (int64_t n = 0; n <= std::min<int64_t>(4, top); ++n)
+    ns.push_back(n);
+  for (int64_t n = 8; n < top - 1; n *= 2)
+    ns.push_back(n);
+  for (int64_t n : {top - 1, top})
+    if (n > ns.back())
+      ns.push_back(n);
+  return ns;
+}
+
 struct ChooseDeviceOptimizer : fuyou::impl::ChooseDeviceOptimizerBase<ChooseDeviceOptimizer> {
   using ChooseDeviceOptimizerBase::ChooseDeviceOptimizerBase;
 
@@ -50,7 +65,7 @@ struct ChooseDeviceOptimizer : fuyou::impl::ChooseDeviceOptimizerBase<ChooseDevi
     OwningOpRef<ModuleOp> chosen;
     int64_t chosenN = 0;
     double best = -1, none = -1;
-    for (int64_t n = 0; n <= std::min(most.getValue(), groups); ++n) {
+    for (int64_t n : candidates(groups, most)) {
       OwningOpRef<ModuleOp> trial = module.clone();
       bool ok;
       {
@@ -58,11 +73,19 @@ struct ChooseDeviceOptimizer : fuyou::impl::ChooseDeviceOptimizerBase<ChooseDevi
         ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
         ok = succeeded(carryOut(*trial, n));
       }
-      if (!ok)
+      // Past 4, one that does not fit ends the search: more groups hold more
+      // moments on the device.
+      if (!ok) {
+        if (n > 4)
+          break;
         continue;
+      }
       fuyou::Prediction p = fuyou::predictStep(*trial, prof, /*stateOnSsd=*/false);
-      if ((gpuMem > 0 && p.deviceBytes > gpuMem) || (cpuMem > 0 && p.hostBytes > cpuMem))
+      if ((gpuMem > 0 && p.deviceBytes > gpuMem) || (cpuMem > 0 && p.hostBytes > cpuMem)) {
+        if (n > 4)
+          break;
         continue;
+      }
       if (n == 0)
         none = p.stepS;
       if (best < 0 || p.stepS < best)

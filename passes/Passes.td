@@ -209,10 +209,13 @@ def DeviceOptimizer : Pass<"fy-device-optimizer", "mlir::ModuleOp"> {
 }
 
 def ChooseDeviceOptimizer : Pass<"fy-choose-device-optimizer", "mlir::ModuleOp"> {
-  let summary = "How many layer groups' AdamW runs on the GPU: the fastest of 0 to 4 that fits";
+  let summary = "How many layer groups' AdamW runs on the GPU: the fastest tried that fits";
   let description = [{
     `fuyou-compile --device-optimizer auto`. For each number N of the layer
-    groups at the step's boundary (0 up to `most`, no more than there are),
+    groups at the step's boundary tried (0 to 4, then 8, 16, ..., then all
+    but one and all the groups, none past `most`: an in-core model is often
+    fastest with every group's AdamW on the GPU, which 0 to 4 miss at
+    depth; past 4 a number that does not fit ends the search),
     a copy of the module goes through fy-device-optimizer with `last` N and
     then the `rest` of the pipeline (the optimizer's and the placement's
     passes, the planner among them), and is priced by the cost model with
@@ -225,7 +228,7 @@ def ChooseDeviceOptimizer : Pass<"fy-choose-device-optimizer", "mlir::ModuleOp">
   let options = [
     ListOption<"rest", "rest", "mlir::OpPassManager",
                "the passes after fy-device-optimizer, run on each trial (one pipeline)">,
-    Option<"most", "most", "int64_t", /*default=*/"4", "the most groups tried">,
+    Option<"most", "most", "int64_t", /*default=*/"-1", "the most groups tried (-1: all)">,
     Option<"gpuMem", "gpu-mem", "int64_t", /*default=*/"0", "device budget in bytes (0: none)">,
     Option<"cpuMem", "cpu-mem", "int64_t", /*default=*/"0", "host budget in bytes (0: none)">,
     Option<"profile", "profile", "std::string", /*default=*/"\"\"", "profile file (empty: built-in figures)">,
