@@ -99,16 +99,15 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
     // Kernels that take 16-bit operands and results as they are: both
     // targets' matmul (the CPU widens and narrows them itself, cuBLASLt
     // reads them), and on the GPU the elementwise, norm and attention
-    // kernels, which load and store them (kernels/cuda/half.cuh), and
-    // slice and concat, which convert as they move. (The option is an ArrayRef: its
-    // strings must outlive the pass's creation.)
+    // kernels, which load and store them (kernels/cuda/half.cuh), and slice
+    // and concat, which convert as they move. (The option is an ArrayRef:
+    // its strings must outlive the pass's creation.)
     static const std::vector<std::string> cpuNative = {"matmul", "matmul_bias"};
     static const std::vector<std::string> cudaNative = [] {
-      std::vector<std::string> k = {"matmul",     "matmul_bias", "add",        "sub",        "mul",
-                                    "div",        "pow",        "swiglu",     "swiglu_grad",
-                                    "layer_norm", "layer_norm_nobias",        "layer_norm_grad",
-                                    "rms_norm",   "rms_norm_grad",            "attention",
-                                    "attention_grad",  "slice",   "slice_grad",  "concat"};
+      std::vector<std::string> k = {"matmul", "matmul_bias", "add", "sub", "mul", "div", "pow",
+                                    "swiglu", "swiglu_grad", "layer_norm", "layer_norm_nobias",
+                                    "layer_norm_grad", "rms_norm", "rms_norm_grad", "attention",
+                                    "attention_grad", "slice", "slice_grad", "concat"};
       for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",
                             "gelu_tanh"}) {
         k.push_back(u);

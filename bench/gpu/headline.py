@@ -30,7 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -47,7 +46,7 @@ XL = dict(model="gpt2", vocab_size=50257, n_layer=48, n_head=25, d_model=1600, b
 FAST = ["--fuse", "all", "--half-activations", "yes", "--device-optimizer", "auto"]
 FLAGS = {"default": ["--state", "memory"], "fast": ["--state", "memory"] + FAST}
 XL_FLAGS = ["--gpu-mem", "24G", "--state", "memory"]
-STEPS, TORCH_STEPS, WARM = 20, 25, 5
+STEPS, TORCH_STEPS = 20, 25
 
 
 def sh(cmd):
@@ -123,35 +122,6 @@ def ours(exe, weights, tokens):
     return statistics.median(x["ms"] for x in rows[3:]), None
 
 
-def torch_step_ms(cfg, compiled):
-    """Median ms of PyTorch's step (bf16 autocast), eager or torch.compile'd, and its peak memory."""
-    import torch
-    from models import ModelConfig, build_model
-    torch.manual_seed(0)
-    model = build_model(ModelConfig.from_dict(cfg)).cuda().train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=compiled)
-    step_model = torch.compile(model) if compiled else model
-    g = torch.Generator().manual_seed(0)
-    idx = torch.randint(0, cfg["vocab_size"], (B, T), generator=g).cuda()
-    tgt = torch.randint(0, cfg["vocab_size"], (B, T), generator=g).cuda()
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(TORCH_STEPS):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_model(idx, tgt)
-        loss.backward()
-        opt.step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    peak = torch.cuda.max_memory_allocated()
-    del model, opt, step_model
-    torch.cuda.empty_cache()
-    return statistics.median(times[WARM:]) * 1e3, peak
-
-
 def run(top):
     import run as gpurun
     import planner_xl
@@ -179,7 +149,7 @@ def run(top):
             row[prog] = {"ms": ms} if ms else {"error": err}
         for label, compiled in (("eager", False), ("compile", True)):
             try:
-                ms, peak = torch_step_ms(cfg, compiled)
+                ms, peak = gpurun.torch_eager(cfg, B, T, TORCH_STEPS, compiled)
                 row[label] = {"ms": ms, "peak_bytes": peak}
             except Exception as e:  # an out-of-memory eager run is a figure too
                 row[label] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}

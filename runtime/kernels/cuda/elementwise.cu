@@ -582,35 +582,27 @@ void unary_grad(UnOp op, View x, View y, View dy, View dx) {
 }
 
 namespace {
-// b's length, after checking it runs along x's last dim; every view F32.
-int64_t bias_len(const char* who, View x, View b, std::initializer_list<View> same) {
-  check_dtype(x, DType::F32, who, "x");
-  check_dtype(b, DType::F32, who, "b");
+// b's length, after checking it runs along x's last dim; with f32, every
+// view F32 (the 16-bit kernels check each view's format as they take it).
+int64_t bias_len(const char* who, View x, View b, std::initializer_list<View> same, bool f32 = true) {
+  if (f32) {
+    check_dtype(x, DType::F32, who, "x");
+    check_dtype(b, DType::F32, who, "b");
+  }
   const int64_t nb = b.numel();
   check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == nb, who,
         "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
   for (const View& v : same) {
     check_numel(v, x.numel(), who, "operand");
-    check_dtype(v, DType::F32, who, "operand");
+    if (f32) check_dtype(v, DType::F32, who, "operand");
   }
-  return nb;
-}
-}  // namespace
-
-namespace {
-// bias_len's checks for 16-bit operands (half.cuh): b's length.
-int64_t bias_len16(const char* who, View x, View b, std::initializer_list<View> same) {
-  const int64_t nb = b.numel();
-  check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == nb, who,
-        "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
-  for (const View& v : same) check_numel(v, x.numel(), who, "operand");
   return nb;
 }
 }  // namespace
 
 void bias_unary(UnOp op, View x, View b, View y) {
   if (any16({x, b, y})) {
-    const int64_t nb = bias_len16("bias_unary", x, b, {y}), n = x.numel();
+    const int64_t nb = bias_len("bias_unary", x, b, {y}, false), n = x.numel();
     const FIn fx = fin(x, "bias_unary", "x"), fb = fin(b, "bias_unary", "b");
     const FOut fy = fout(y, "bias_unary", "y");
     if (n == 0) return;
@@ -634,7 +626,7 @@ void bias_unary(UnOp op, View x, View b, View y) {
 void bias_unary_grad(UnOp op, View x, View b, View y, View dy, View dx) {
   if (any16({x, b, y, dy, dx})) {
     const char* who = "bias_unary_grad";
-    const int64_t nb = bias_len16(who, x, b, {y, dy, dx}), n = x.numel();
+    const int64_t nb = bias_len(who, x, b, {y, dy, dx}, false), n = x.numel();
     const FIn fx = fin(x, who, "x"), fb = fin(b, who, "b"), fy = fin(y, who, "y"), fdy = fin(dy, who, "dy");
     const FOut fdx = fout(dx, who, "dx");
     if (n == 0) return;

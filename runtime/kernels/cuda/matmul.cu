@@ -247,20 +247,20 @@ bool gemm(const T* a, const T* b, void* c, bool c16, int64_t M, int64_t N, int64
   if (batch == 1) sa = sb = sc = 0;
   Key k = {M, N, K, batch, sa, sb, sc, ta, tb, int64_t(mode), alignment(a, batch, sa, sizeof(T)),
            alignment(b, batch, sb, sizeof(T)), alignment(c, batch, sc, c16 ? 2 : 4), c16, ldc > 0 ? ldc : N, 0};
+  const Plan* plan = nullptr;
   if (bias && bias->data && batch == 1 && beta == 0.f) {
     k[15] = alignment(bias->data, 1, 0, sizeof(float));
     if (const Plan& pb = plan_for(k); pb.op) {
       FY_CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(pb.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias->data, sizeof(bias->data)));
-      const float alpha = 1.f;
-      FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, pb.op, &alpha, b, pb.la, a, pb.lb, &beta, c, pb.lc, c, pb.lc,
-                                     &pb.algo, workspace(s), kWorkspaceBytes, s));
       bias->added = true;
-      return true;
+      plan = &pb;
+    } else {
+      k[15] = 0;
     }
-    k[15] = 0;
   }
-  const Plan& p = plan_for(k);
+  if (!plan) plan = &plan_for(k);
+  const Plan& p = *plan;
   if (!p.op) return false;
   const float alpha = 1.f;
   FY_CUBLAS_CHECK(cublasLtMatmul(lt().handle, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &p.algo,
