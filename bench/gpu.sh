@@ -5,7 +5,7 @@
 # OpenBLAS, liburing and GoogleTest come unpacked from .gpu/debs), runs the
 # tests, the e2e oracle, the speed comparison and the out-of-core run, and
 # prints a table. Run from the repository root: bench/gpu.sh [STAGES]
-# where STAGES is any of "test e2e speed ooc planner optrate xl headline"
+# where STAGES is any of "test attention e2e speed ooc planner optrate xl headline"
 # (default: all but optrate, which needs the planner stage's programs, xl and
 # headline), run in the order given: a lease can end before the last.
 set -uo pipefail
@@ -30,7 +30,7 @@ cmake -S "$ROOT" -B $BUILD -G Ninja -DFUYOU_BUILD_COMPILER=OFF -DCMAKE_PREFIX_PA
   -DFY_CBLAS_INCLUDE=$DEPS/usr/include/x86_64-linux-gnu/openblas-pthread \
   -DFY_URING_LIB=$LIB/liburing.so -DCMAKE_CXX_FLAGS="-I$DEPS/usr/include" > "$OUT/cmake.log" 2>&1 \
   || { tail -30 "$OUT/cmake.log"; exit 1; }
-ninja -C $BUILD fuyou_rt_cuda fuyou_cuda_tests fuyou-calibrate-cuda fuyou-bench-matmul-cuda > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 error "$OUT/build.log"; exit 1; }
+ninja -C $BUILD fuyou_rt_cuda fuyou_cuda_tests fuyou-calibrate-cuda fuyou-bench-matmul-cuda fuyou-bench-attention-cuda > "$OUT/build.log" 2>&1 || { grep -B2 -A12 -m3 error "$OUT/build.log"; exit 1; }
 echo "built the runtime and GPU tests in $(( $(date +%s) - t0 )) s"
 
 # The CUDA libraries CMake found (FindCUDAToolkit's cache entries: full paths).
@@ -59,6 +59,12 @@ stage_test() {
   rc=$?
   row "gpu kernel tests: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_tests.log" | tr '\n' ' ') (exit $rc)"
   grep -E "^\[  FAILED  \]|Failure|error" "$OUT/gpu_tests.log" | head -20
+}
+
+stage_attention() {
+  # Our fused attention (tensor cores and CUDA cores) against PyTorch's SDPA, kernels alone.
+  python3 "$ROOT/bench/gpu/attention.py" run $BUILD/bin/fuyou-bench-attention-cuda 2>&1 | tee "$OUT/attention.txt"
+  while read -r l; do row "$l"; done < <(grep '^attention' "$OUT/attention.txt")
 }
 
 stage_e2e() {
@@ -153,7 +159,7 @@ stage_optrate() {
 }
 
 for st in $STAGES; do
-  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test e2e speed ooc planner optrate xl headline)"; exit 1; }
+  declare -F "stage_$st" > /dev/null || { echo "gpu.sh: no stage $st (test attention e2e speed ooc planner optrate xl headline)"; exit 1; }
   s0=$(date +%s)
   "stage_$st"
   echo "gpu.sh: stage $st took $(( $(date +%s) - s0 )) s"

@@ -31,5 +31,5 @@ for item in "$@"; do
   rc=$?
   [ $rc -ne 124 ] || echo "lease.sh: $stage cut at $cap s"
   # A cut stage leaves its programs running on the GPU: end them.
-  pkill -f "$PWD/.gpu/"; pkill -f "bench/gpu/(run|planner|planner_xl|headline).py"; true
+  pkill -f "$PWD/.gpu/"; pkill -f "bench/gpu/(run|planner|planner_xl|headline|attention).py"; true
 done

@@ -1614,15 +1614,32 @@ TEST_F(CudaKernels, Attention) {
 }
 
 // q, k, v, out, dout and the gradients stored in 16 bits (lse fp32): the
-// fp32 kernels' sums over the widened values, so the fp32 kernels' bits
-// between casts.
-TEST_F(CudaKernels, AttentionSixteenBits) {
+// products on the tensor cores (attention_tc.cu), the probabilities and dS
+// rounded to 16 bits before theirs, as FlashAttention does; against the
+// CPU's fp32 kernels between casts. T not a multiple of the 64-row tiles,
+// grouped-query heads, windows, both layouts, head dims 64 and 128 (T 1
+// forward only: its gradients dq and dk are 0 but for rounding, which a
+// relative comparison cannot judge). Then fp32 operands at a bf16 matmul
+// precision, rounded as they are loaded.
+TEST_F(CudaKernels, AttentionTensorCores) {
+  // Every case runs on the tensor cores where the device has sm_90's shared
+  // memory (the backward's d 128 tiles need 169.5 KiB a block): H100, H200.
+  int dev = 0, smem = 0, major = 0;
+  FYT_CUDA(cudaGetDevice(&dev));
+  FYT_CUDA(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  FYT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  const bool all_fit = major >= 9 && smem >= 173568;
   struct Case {
     int64_t B, H, Hkv, T, D, window;
     bool seq_major;
   };
-  for (DType h : {DType::BF16, DType::F16})
-    for (const Case& c : {Case{2, 4, 2, 100, 64, 0, true}, Case{1, 2, 2, 77, 128, 24, false}}) {
+  const Case cases[] = {{2, 4, 2, 1000, 64, 0, true},  {1, 2, 2, 77, 128, 24, false}, {1, 6, 2, 130, 64, 0, false},
+                        {1, 2, 1, 256, 128, 0, true},  {2, 2, 2, 200, 64, 70, true},  {1, 2, 2, 1, 64, 0, false}};
+  for (DType h : {DType::BF16, DType::F16, F32})
+    for (const Case& c : cases) {
+      // F32 operands: at bf16 products (fp32 ones at FP32 are the Attention test's).
+      if (h == F32) gpu::set_matmul_precision(MatmulPrecision::BF16);
+      const double tol = h == DType::F16 ? 3e-3 : 2e-2;
       const Shape qs = c.seq_major ? Shape{c.B, c.T, c.H, c.D} : Shape{c.B, c.H, c.T, c.D};
       const Shape ks = c.seq_major ? Shape{c.B, c.T, c.Hkv, c.D} : Shape{c.B, c.Hkv, c.T, c.D};
       const Shape ls{c.B, c.H, c.T};
@@ -1634,19 +1651,37 @@ TEST_F(CudaKernels, AttentionSixteenBits) {
       const std::string what = std::string(name(h)) + " " + qs.str() + " kv heads " + std::to_string(c.Hkv) +
                                " window " + std::to_string(w);
       auto fwd_cpu = [=](auto& in, auto& o) { cpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w, sm); };
-      check_native16("attention " + what, {q, k, v}, {out(qs, h, 4e-3), out(ls)}, fwd_cpu,
-                     [=](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w, sm); });
+      const size_t before = gpu::attention_tensor_core_calls();
+      check_op("attention " + what, {q, k, v}, {out(qs, h, tol), out(ls, F32, tol)}, cpu_around_casts(fwd_cpu),
+               [=](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w, sm); });
+      if (c.T == 1) {
+        if (all_fit) EXPECT_EQ(gpu::attention_tensor_core_calls() - before, 2u) << what << ": not on the tensor cores";
+        gpu::set_matmul_precision(MatmulPrecision::FP32);
+        continue;
+      }
       HostTensor o(qs, h), lse(ls, F32), dout = rand_tensor(qs, h, rng, -1, 1);
       cpu_around_casts(fwd_cpu)({q.view(), k.view(), v.view()}, {o.view(), lse.view()});
-      check_native16("attention_grad " + what, {q, k, v, o, lse, dout},
-                     {out(qs, h, 4e-3), out(ks, h, 4e-3), out(ks, h, 4e-3)},
-                     [=](auto& in, auto& r) {
-                       cpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
-                     },
-                     [=](auto& in, auto& r) {
-                       gpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
-                     });
+      check_op("attention_grad " + what, {q, k, v, o, lse, dout}, {out(qs, h, tol), out(ks, h, tol), out(ks, h, tol)},
+               cpu_around_casts([=](auto& in, auto& r) {
+                 cpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
+               }),
+               [=](auto& in, auto& r) {
+                 gpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
+               });
+      // Two runs of each (check_op's determinism check), on the tensor cores.
+      if (all_fit) EXPECT_EQ(gpu::attention_tensor_core_calls() - before, 4u) << what << ": not on the tensor cores";
+      gpu::set_matmul_precision(MatmulPrecision::FP32);
     }
+  // 16-bit operands 4 bytes off 16-byte alignment take the CUDA-core kernels.
+  const Shape qs{1, 2, 100, 64}, ls{1, 2, 100};
+  HostTensor q = rand_tensor(qs, DType::BF16, rng, -2, 2), k = rand_tensor(qs, DType::BF16, rng, -2, 2),
+             v = rand_tensor(qs, DType::BF16, rng, -1, 1);
+  const size_t before = gpu::attention_tensor_core_calls();
+  check_op("attention BF16 misaligned", {q, k, v}, {out(qs, DType::BF16, 4e-3), out(ls)},
+           cpu_around_casts([](auto& in, auto& o) { cpu::attention(in[0], in[1], in[2], o[0], o[1], 0.125, 0, false); }),
+           [](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], 0.125, 0, false); },
+           RunOpts{2, 4});
+  EXPECT_EQ(gpu::attention_tensor_core_calls(), before) << "a misaligned operand went to the tensor cores";
 }
 
 // The loss of x w^T a block of rows at a time: the loss, dx and dw against the

@@ -13,6 +13,8 @@
 // (summed over the group's query heads, then their tiles, in order) and by
 // query tile for dq, rather than adding dq's pieces atomically.
 #include "abi/sizes.h"
+#include "kernels/cuda/attention_geo.cuh"
+#include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/half.cuh"
 #include "kernels/cuda/kernels.h"
@@ -28,27 +30,6 @@ constexpr int kLanes = 4;
 constexpr int kCols = kTile / kLanes;
 constexpr int kMaxD = int(kAttentionMaxHeadDim);
 constexpr int kLdS = kTile + 1;  // a score tile's row stride
-
-struct Geo {
-  int64_t B, H, Hkv, T;
-  int D;
-  float scale;
-  int64_t window;  // 0: causal
-  bool seq_major;  // [B, T, heads, D], else [B, heads, T, D]
-  // Row 0 of head h (of `heads`) of batch b, and the distance between rows.
-  __host__ __device__ int64_t head(int64_t b, int64_t h, int64_t heads) const {
-    return seq_major ? (b * T * heads + h) * D : (b * heads + h) * T * D;
-  }
-  __host__ __device__ int64_t ld(int64_t heads) const { return seq_major ? heads * D : D; }
-};
-
-// The keys row i sees are [first_key(i), i].
-__device__ __forceinline__ int64_t first_key(int64_t i, int64_t window) {
-  return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
-}
-__device__ __forceinline__ bool sees(int64_t i, int64_t j, const Geo& g) {
-  return i < g.T && j <= i && j >= first_key(i, g.window);
-}
 
 // Rows [row0, row0 + kTile) of a head (starting at x's element `head`, its
 // rows `rows` apart) into shared memory, rows padded to ld = D + 1 floats (a
@@ -329,12 +310,41 @@ Geo check_dims(const char* op, const View& q, const View& k, const View& v, cons
 
 dim3 grid(int64_t T, int64_t heads) { return dim3(unsigned(heads), unsigned((T + kTile - 1) / kTile)); }
 
+// The 16-bit format attention_tc runs these operands' products in, or F32
+// where it does not take them (these kernels then run): their one 16-bit
+// format where some are stored in 16 bits, else the matmuls' precision's
+// when that is BF16 or FP16 (autocast runs attention so).
+Fmt tc_format(std::initializer_list<const View*> views, const Geo& g, bool grad) {
+  if (!attention_tc_fits(g.D, g.B * g.H * g.T, grad)) return Fmt::F32;
+  Fmt f = Fmt::F32;
+  for (const View* v : views) {
+    if (!is16(*v)) continue;
+    const Fmt x = v->dtype == DType::BF16 ? Fmt::BF16 : Fmt::F16;
+    // Mixed formats, or a 16-bit operand its 16-byte loads cannot take.
+    if ((f != Fmt::F32 && f != x) || reinterpret_cast<uintptr_t>(v->data) % 16 != 0) return Fmt::F32;
+    f = x;
+  }
+  if (f != Fmt::F32) return f;
+  const MatmulPrecision p = matmul_precision();
+  return p == MatmulPrecision::BF16 ? Fmt::BF16 : p == MatmulPrecision::FP16 ? Fmt::F16 : Fmt::F32;
+}
+
+size_t tc_calls = 0;
+
 }  // namespace
+
+size_t attention_tensor_core_calls() { return tc_calls; }
 
 void attention(View q, View k, View v, View out, View lse, double scale, int64_t window, bool seq_major) {
   const char* op = "attention";
   const Geo g = check_dims(op, q, k, v, out, lse, scale, window, seq_major);
   if (g.T == 0 || g.B * g.H == 0) return;
+  if (const Fmt f = tc_format({&q, &k, &v, &out}, g, false); f != Fmt::F32) {
+    attention_tc(g, f, fin(q, op, "q"), fin(k, op, "k"), fin(v, op, "v"), fout(out, op, "out"), mf(lse));
+    ++tc_calls;
+    FY_CUDA_LAUNCHED(op);
+    return;
+  }
   const size_t bytes = tiles_bytes(g.D, 3, 1);
   auto go = [&](auto kern) {
     allow_smem(kern, bytes);
@@ -361,6 +371,12 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
   const size_t kv_bytes = tiles_bytes(g.D, 4, 2), q_bytes = tiles_bytes(g.D, 4, 1);
   const FIn fq = fin(q, op, "q"), fk = fin(k, op, "k"), fv = fin(v, op, "v"), fo = fin(out, op, "out");
   const FIn fdo = fin(dout, op, "dout");
+  if (const Fmt f = tc_format({&q, &k, &v, &out, &dout, &dq, &dk, &dv}, g, true); f != Fmt::F32) {
+    attention_grad_tc(g, f, fq, fk, fv, fo, cf(lse), fdo, fout(dq, op, "dq"), fout(dk, op, "dk"), fout(dv, op, "dv"));
+    ++tc_calls;
+    FY_CUDA_LAUNCHED(op);
+    return;
+  }
   auto go = [&](auto kv, auto qk) {
     allow_smem(kv, kv_bytes);
     allow_smem(qk, q_bytes);

@@ -18,6 +18,10 @@ namespace fy::cuda::detail {
 #define FY_CUDA_LAUNCHED(name) FY_CUDA_CHECK(cudaGetLastError())
 
 cudaStream_t current_stream();
+// The current stream's scratch in which matmul rounds fp32 operands to 16
+// bits (kMatmulConvertBytes, counted in matmul_scratch_bytes at 16-bit
+// precisions): another kernel on the stream may use it between matmuls.
+void* convert_scratch();
 
 inline void check(bool ok, const char* op, const std::string& what) {
   if (!ok) fail(std::string("fy::cuda::") + op + ": " + what);

@@ -402,6 +402,8 @@ DType sixteen_bits(const View& a, const View& b, const View& c, const char* op) 
 
 }  // namespace
 
+void* detail::convert_scratch() { return per_stream(lt().convert, current_stream(), kConvertBytes); }
+
 size_t matmul_scratch_bytes(MatmulPrecision p) {
   return kWorkspaceBytes + (p == MatmulPrecision::BF16 || p == MatmulPrecision::FP16 ? kConvertBytes : 0);
 }
