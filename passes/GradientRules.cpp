@@ -377,6 +377,15 @@ LogicalResult dropoutRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
   return success();
 }
 
+// rope's gradient is dy rotated by the transposed rotation; cos and sin get
+// none (fy-recompose forms rope only where they need none).
+LogicalResult ropeRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
+  auto r = cast<fg::RopeOp>(op);
+  dx[0] = b.create<fg::RopeOp>(op->getLoc(), r.getType(), dy[0], r.getCos(), r.getSin(), r.getSeqAxisAttr(),
+                               r.getTransposed() ? UnitAttr() : b.getUnitAttr());
+  return success();
+}
+
 LogicalResult noGradient(OpBuilder &, Operation *, ArrayRef<Value>, MutableArrayRef<Value>) {
   return success();
 }
@@ -399,6 +408,7 @@ const llvm::StringMap<fuyou::GradientRule> &registry() {
       {fg::GeluOp::getOperationName(), geluRule},
       {fg::BiasGeluOp::getOperationName(), biasGeluRule},
       {fg::SwiGLUOp::getOperationName(), swigluRule},
+      {fg::RopeOp::getOperationName(), ropeRule},
       {fg::MatMulOp::getOperationName(), matmulRule},
       {fg::TransposeOp::getOperationName(), transposeRule},
       {fg::ReshapeOp::getOperationName(), reshapeRule},

@@ -25,7 +25,9 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     softmax_cross_entropy_loss of a Linear's logits (x w^T) becomes one
     fygraph.linear_cross_entropy, which never forms the [N, V] logits and
     keeps no log-probabilities for backward. With `swiglu`, silu(gate) * up
-    becomes one fygraph.swiglu, whose backward does not keep the silu.
+    becomes one fygraph.swiglu, whose backward does not keep the silu. With
+    `rope`, RoPE's rotation of q or k (x cos + rotate_half(x) sin, seven
+    ops) becomes one fygraph.rope.
   }];
   let options = [
     Option<"attention", "attention", "bool", /*default=*/"false",
@@ -35,7 +37,9 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     Option<"attentionMaxHeadDim", "attention-max-head-dim", "int64_t", /*default=*/"0",
            "the largest head dim the target's attention kernel takes (0: any)">,
     Option<"swiglu", "swiglu", "bool", /*default=*/"false",
-           "form fygraph.swiglu from silu(gate) * up">
+           "form fygraph.swiglu from silu(gate) * up">,
+    Option<"rope", "rope", "bool", /*default=*/"false",
+           "form fygraph.rope from RoPE's rotation of the halves">
   ];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }

@@ -72,8 +72,9 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   const bool cpu = o.target == "cpu" && o.precision == "fp32";
   recompose.attention = (o.fuse == "yes" && cpu) || (o.fuse == "all" && (cpu || o.target == "cuda"));
   recompose.crossEntropy = recompose.attention;
-  // SwiGLU's kernel multiplies no matrices, so the CPU's serves every precision.
+  // SwiGLU's and RoPE's kernels multiply no matrices, so the CPU's serve every precision.
   recompose.swiglu = (o.fuse == "yes" && o.target == "cpu") || o.fuse == "all";
+  recompose.rope = recompose.swiglu;
   if (o.target == "cuda")
     recompose.attentionMaxHeadDim = fy::cuda::kAttentionMaxHeadDim;
   pm.addPass(createRecompose(recompose));
@@ -107,7 +108,7 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
       std::vector<std::string> k = {"matmul", "matmul_bias", "add", "sub", "mul", "div", "pow",
                                     "swiglu", "swiglu_grad", "layer_norm", "layer_norm_nobias",
                                     "layer_norm_grad", "rms_norm", "rms_norm_grad", "attention",
-                                    "attention_grad", "slice", "slice_grad", "concat"};
+                                    "attention_grad", "slice", "slice_grad", "concat", "rope"};
       for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",
                             "gelu_tanh"}) {
         k.push_back(u);

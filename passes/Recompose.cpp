@@ -721,6 +721,103 @@ struct SinkHeadSwap : RewritePattern {
   }
 };
 
+// Which half of x's last dim slice s takes whole (0 the first, 1 the
+// second), keeping every other dim whole; -1 for any other slice.
+int halfOf(fg::SliceOp s, Value x) {
+  if (!s || s.getInput() != x)
+    return -1;
+  auto in = cast<RankedTensorType>(x.getType()), out = cast<RankedTensorType>(s.getType());
+  const int64_t r = in.getRank(), D = in.getDimSize(r - 1);
+  ArrayRef<int64_t> starts = s.getStarts(), steps = s.getSteps();
+  for (int64_t d = 0; d < r; ++d)
+    if (steps[d] != 1 || (d < r - 1 && (starts[d] != 0 || out.getDimSize(d) != in.getDimSize(d))))
+      return -1;
+  if (2 * out.getDimSize(r - 1) != D)
+    return -1;
+  return starts[r - 1] == 0 ? 0 : starts[r - 1] == D / 2 ? 1 : -1;
+}
+
+// The dim of x that a table broadcast against it indexes: the table's last
+// dim is x's, and of its others (right-aligned with x's) exactly one is not
+// 1 and equals x's there. -1: not such a table.
+int64_t tableAxis(Value table, RankedTensorType x) {
+  auto t = cast<RankedTensorType>(table.getType());
+  const int64_t r = x.getRank(), tr = t.getRank();
+  if (tr < 2 || tr > r || t.getDimSize(tr - 1) != x.getDimSize(r - 1))
+    return -1;
+  int64_t axis = -1;
+  for (int64_t d = 0; d < tr - 1; ++d) {
+    if (t.getDimSize(d) == 1)
+      continue;
+    if (axis >= 0 || t.getDimSize(d) != x.getDimSize(d + r - tr))
+      return -1;
+    axis = d + r - tr;
+  }
+  return axis;
+}
+
+// Whether v is computed from a trainable parameter (so would need a gradient).
+bool fromTrainable(Value v, int depth = 16) {
+  Operation *d = v.getDefiningOp();
+  if (!d)
+    return false;
+  if (auto gp = dyn_cast<fg::GetParamOp>(d)) {
+    auto p = SymbolTable::lookupNearestSymbolFrom<fg::ParamOp>(d, gp.getNameAttr());
+    return !p || p.getTrainable();
+  }
+  if (depth == 0)
+    return true;  // (too deep to tell: assume so)
+  return llvm::any_of(d->getOperands(), [&](Value x) { return fromTrainable(x, depth - 1); });
+}
+
+// x * cos + concat(-x[..., D/2:], x[..., :D/2]) * sin -> rope(x, cos, sin):
+// one pass over x instead of seven ops' (Llama's and Hugging Face's RoPE),
+// cos and sin [.., T, .., D] tables reshaped to [T, D]. Not while a swap of
+// heads above x is still to move below the rotation (`waitForSwaps`, with
+// attention: the swap must reach attention first), nor for tables that
+// would need a gradient.
+struct FormRope : OpRewritePattern<fg::AddOp> {
+  FormRope(MLIRContext *ctx, bool waitForSwaps) : OpRewritePattern(ctx), waitForSwaps(waitForSwaps) {}
+  bool waitForSwaps;
+
+  LogicalResult matchAndRewrite(fg::AddOp add, PatternRewriter &rw) const override {
+    auto type = cast<RankedTensorType>(add.getType());
+    if (type.getRank() < 2)
+      return failure();
+    for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
+      auto byCos = def<fg::MulOp>(a), bySin = def<fg::MulOp>(b);
+      if (!byCos || !bySin)
+        continue;
+      auto parts = split(bySin, [](Value v) { return bool(def<fg::ConcatOp>(v)); });
+      if (!parts)
+        continue;
+      auto cat = def<fg::ConcatOp>(parts->first);
+      Value sin = parts->second;
+      if (cat.getInputs().size() != 2 || (cat.getAxis() != type.getRank() - 1 && cat.getAxis() != -1))
+        continue;
+      auto neg = def<fg::NegOp>(cat.getInputs()[0]);
+      auto hi = neg ? def<fg::SliceOp>(neg.getInput()) : fg::SliceOp();
+      if (!hi)
+        continue;
+      Value x = hi.getInput();
+      Value cos = other(byCos, x);
+      if (!cos || x.getType() != type || halfOf(hi, x) != 1 || halfOf(def<fg::SliceOp>(cat.getInputs()[1]), x) != 0)
+        continue;
+      const int64_t axis = tableAxis(cos, type);
+      if (axis < 0 || cos.getType() != sin.getType() || tableAxis(sin, type) != axis)
+        continue;
+      if ((waitForSwaps && (sinkableSwap(x) || pendingSwap(x))) || fromTrainable(cos) || fromTrainable(sin))
+        return failure();
+      auto table = RankedTensorType::get({type.getDimSize(axis), type.getDimSize(type.getRank() - 1)},
+                                         cast<RankedTensorType>(cos.getType()).getElementType());
+      auto flat = [&](Value t) { return t.getType() == table ? t : rw.create<fg::ReshapeOp>(add.getLoc(), table, t); };
+      rw.replaceOpWithNewOp<fg::RopeOp>(add, type, x, flat(cos), flat(sin), rw.getI64IntegerAttr(axis), UnitAttr());
+      return success();
+    }
+    return failure();
+  }
+};
+
 // softmax_cross_entropy_loss(reshape?(matmul(x, w {trans_b})), labels) ->
 // linear_cross_entropy(x, w, labels): the [N, V] logits are never formed
 // whole, nor their log-probabilities kept for backward. Only where the
@@ -769,6 +866,8 @@ struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
       patterns.add<FormLinearCrossEntropy>(&getContext());
     if (swiglu)
       patterns.add<FormSwiGLU>(&getContext());
+    if (rope)
+      patterns.add<FormRope>(&getContext(), /*waitForSwaps=*/attention);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

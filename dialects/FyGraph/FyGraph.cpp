@@ -172,6 +172,21 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+// x's last dim is even and its dim seq_axis (not the last) indexes the
+// rows of the [T, D] tables.
+LogicalResult RopeOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType()), c = cast<RankedTensorType>(getCos().getType());
+  const int64_t rank = x.getRank(), axis = getSeqAxis();
+  if (rank < 2 || axis < 0 || axis >= rank - 1)
+    return emitOpError("seq_axis must be a dim of the input other than its last, got ") << axis;
+  const int64_t D = x.getDimSize(rank - 1);
+  if (D % 2 != 0)
+    return emitOpError("the input's last dim must be even (two halves), got ") << D;
+  if (c.getRank() != 2 || c.getDimSize(0) != x.getDimSize(axis) || c.getDimSize(1) != D)
+    return emitOpError("cos and sin must be [T, D] = [") << x.getDimSize(axis) << ", " << D << "], got " << c;
+  return success();
+}
+
 // A bias along the last dim of `input`, and a known GELU form.
 static LogicalResult verifyBiasGelu(Operation *op, Value input, Value bias, StringRef approximate) {
   if (approximate != "none" && approximate != "tanh")

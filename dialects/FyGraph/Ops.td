@@ -129,6 +129,25 @@ def FyGraph_SwiGLUGradOp : FyGraph_Op<"swiglu_grad",
   let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($gate)";
 }
 
+def FyGraph_RopeOp : FyGraph_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>, AllTypesMatch<["cos", "sin"]>]> {
+  let summary = "rotary position embedding, the halves' convention: x cos + rotate_half(x) sin";
+  let description = [{
+    rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2]) along the last dim
+    (Llama's and Hugging Face's convention). `cos` and `sin` are [T, D]:
+    row t rotates x's elements at index t of dim `seq_axis`. fy-recompose
+    forms it from the exported products, slices, neg and concat; each
+    product is rounded to f32 before the sum, so the bits are those of the
+    unfused ops. With `transposed`, the rotation's transpose, which is its
+    gradient: x cos + rotate_half^T(x sin), rotate_half^T(y) =
+    concat(y[..., D/2:], -y[..., :D/2]). cos and sin get no gradient.
+  }];
+  let arguments = (ins FyFloatTensor:$input, FyFloatTensor:$cos, FyFloatTensor:$sin, I64Attr:$seq_axis,
+                       UnitAttr:$transposed);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input `,` $cos `,` $sin attr-dict `:` type($input) `,` type($cos)";
+  let hasVerifier = 1;
+}
+
 def FyGraph_BiasGeluOp : FyGraph_Op<"bias_gelu", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "gelu(input + bias), fused; bias is 1-D along the last dim";
   let description = [{

@@ -212,6 +212,11 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
     s.kernel = "masked_softmax";
     s.args = {cast<fg::MaskedSoftmaxOp>(op).getScaleAttr()};
   });
+  with(fg::RopeOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
+    auto r = cast<fg::RopeOp>(op);
+    s.kernel = "rope";
+    s.args = {r.getSeqAxisAttr(), b.getBoolAttr(r.getTransposed())};
+  });
   with(fg::AttentionOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto a = cast<fg::AttentionOp>(op);
     s.kernel = "attention";

@@ -158,6 +158,11 @@ void bias_gelu_tanh_grad(Runtime* rt, View x, View b, View y, View dy, View dx);
 void swiglu(Runtime* rt, View gate, View up, View y);
 void swiglu_grad(Runtime* rt, View gate, View up, View dy, View dgate, View dup);
 
+// RoPE's rotation of the halves (fygraph.rope): y = x cos + rotate_half(x)
+// sin, cos and sin [T, D] indexed by x's dim seq_axis; with `transposed` the
+// rotation's transpose (its gradient).
+void rope(Runtime* rt, View x, View cos, View sin, View y, int64_t seq_axis, bool transposed);
+
 void where(Runtime* rt, View cond, View a, View b, View out);
 void cast(Runtime* rt, View x, View y);
 void broadcast_to(Runtime* rt, View x, View y);

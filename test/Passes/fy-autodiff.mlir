@@ -513,6 +513,26 @@ func.func @forward() -> tensor<f32> {
 
 // -----
 
+// rope: the input's gradient is dy rotated by the transposed rotation; the
+// constant tables get none.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[X:.*]] = fygraph.get_param @x
+// CHECK: fygraph.rope %[[X]], %[[C:.*]], %[[S:.*]] {seq_axis = 1 : i64}
+// CHECK: %[[DY:.*]] = fygraph.expand
+// CHECK: %[[DX:.*]] = fygraph.rope %[[DY]], %[[C]], %[[S]] {seq_axis = 1 : i64, transposed}
+// CHECK: return %{{.*}}, %[[DX]]
+fygraph.param @x trainable : tensor<2x3x4xf32>
+func.func @forward() -> tensor<f32> {
+  %x = fygraph.get_param @x : tensor<2x3x4xf32>
+  %c = fygraph.constant dense<5.000000e-01> : tensor<3x4xf32>
+  %s = fygraph.constant dense<2.500000e-01> : tensor<3x4xf32>
+  %y = fygraph.rope %x, %c, %s {seq_axis = 1 : i64} : tensor<2x3x4xf32>, tensor<3x4xf32>
+  %l = fygraph.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x3x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // bias_gelu: the input's gradient from bias_gelu_grad, the bias's its sum
 // over the rows.
 // CHECK-LABEL: func.func @train_step

@@ -1684,6 +1684,29 @@ TEST_F(CudaKernels, AttentionTensorCores) {
   EXPECT_EQ(gpu::attention_tensor_core_calls(), before) << "a misaligned operand went to the tensor cores";
 }
 
+// RoPE's rotation and its transpose: the CPU's bits at fp32 (both round
+// each product, then the sum), and 16-bit x and y within rounding of them.
+TEST_F(CudaKernels, Rope) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  for (const Case& c : {Case{{2, 100, 12, 64}, 1}, Case{{2, 4, 77, 128}, 2}, Case{{3, 33, 16}, 1}})
+    for (bool transposed : {false, true})
+      for (DType h : {F32, DType::BF16, DType::F16}) {
+        const int64_t T = c.x[int(c.axis)], D = c.x[c.x.rank - 1];
+        HostTensor x = rand_tensor(c.x, h, rng, -2, 2), cos = rand_f32({T, D}, rng), sin = rand_f32({T, D}, rng);
+        const int64_t axis = c.axis;
+        const std::string what = std::string("rope ") + name(h) + " " + c.x.str() + (transposed ? " transposed" : "");
+        auto cf = [=](auto& in, auto& o) { cpu::rope(in[0], in[1], in[2], o[0], axis, transposed); };
+        auto gf = [=](auto& in, auto& o) { gpu::rope(in[0], in[1], in[2], o[0], axis, transposed); };
+        if (h == F32)
+          check_op(what, {x, cos, sin}, {exact(c.x)}, cf, gf);
+        else
+          check_native16(what, {x, cos, sin}, {out(c.x, h, 2e-3)}, cf, gf);
+      }
+}
+
 // The loss of x w^T a block of rows at a time: the loss, dx and dw against the
 // CPU's kernel, with ignored labels, mean and sum, vocabularies on the warp
 // and the block path, N not always a multiple of the block's rows. Without

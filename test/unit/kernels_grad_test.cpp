@@ -291,5 +291,72 @@ TEST(Grad, SwiGLUIsSiluTimesUp) {
   EXPECT_THROW(k::swiglu(a, b, out), fy::Error);
 }
 
+// rope gives the bits of the seven ops it fuses (x cos + concat(-x2, x1)
+// sin), and transposed those of the ops autodiff writes for their gradient
+// (dy cos + concat(dy2 s2, -(dy1 s1))); the transposed rotation is the
+// adjoint of the rotation: <rope(x), dy> = <x, rope^T(dy)>. Token-major and
+// head-major layouts, a rank-3 x, and a size that takes the threaded path.
+TEST(Grad, RopeIsTheUnfusedRotation) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  Rng rng(1300);
+  for (const Case& c : {Case{{2, 5, 3, 8}, 1}, Case{{2, 3, 5, 8}, 2}, Case{{2, 5, 8}, 1}, Case{{4, 64, 8, 64}, 1}}) {
+    SCOPED_TRACE(c.x.str());
+    const int r = c.x.rank;
+    const int64_t T = c.x[int(c.axis)], D = c.x[r - 1], h = D / 2;
+    HostTensor x = rand_tensor(c.x, F32, rng, -2, 2), dy = rand_tensor(c.x, F32, rng, -2, 2);
+    HostTensor cos = rand_tensor({T, D}, F32, rng), sin = rand_tensor({T, D}, F32, rng);
+    Shape tb = c.x;  // the tables broadcast against x
+    for (int d = 0; d < r; ++d) tb.d[d] = (d == c.axis || d == r - 1) ? c.x[d] : 1;
+    const View cb{cos.view().data, tb, F32}, sb{sin.view().data, tb, F32};
+    Shape half = c.x;
+    half.d[r - 1] = h;
+    std::vector<int64_t> lo(size_t(r), 0), hi(size_t(r), 0), steps(size_t(r), 1);
+    hi[size_t(r - 1)] = h;
+    auto tmp = [&](const Shape& s) { return HostTensor(s, F32); };
+
+    HostTensor y = tmp(c.x), dx = tmp(c.x);
+    k::rope(x, cos, sin, y, c.axis, false);
+    k::rope(dy, cos, sin, dx, c.axis, true);
+
+    HostTensor t1 = tmp(c.x), x1 = tmp(half), x2 = tmp(half), n2 = tmp(half), rot = tmp(c.x), t2 = tmp(c.x),
+               want = tmp(c.x);
+    k::binary(BinOp::Mul, x, cb, t1);
+    k::slice(x, x1, lo, steps);
+    k::slice(x, x2, hi, steps);
+    k::unary(UnOp::Neg, x2, n2);
+    k::concat({n2, x1}, rot, r - 1);
+    k::binary(BinOp::Mul, rot, sb, t2);
+    k::binary(BinOp::Add, t1, t2, want);
+    EXPECT_TRUE(same_bits(y, want)) << "rope";
+
+    HostTensor a = tmp(c.x), p = tmp(c.x), p1 = tmp(half), p2 = tmp(half), n1 = tmp(half), q = tmp(c.x),
+               want_dx = tmp(c.x);
+    k::binary(BinOp::Mul, dy, cb, a);
+    k::binary(BinOp::Mul, dy, sb, p);
+    k::slice(p, p1, lo, steps);
+    k::slice(p, p2, hi, steps);
+    k::unary(UnOp::Neg, p1, n1);
+    k::concat({p2, n1}, q, r - 1);
+    k::binary(BinOp::Add, a, q, want_dx);
+    EXPECT_TRUE(same_bits(dx, want_dx)) << "rope transposed";
+
+    double lhs = 0, rhs = 0, scale = 0;
+    for (int64_t i = 0; i < x.view().numel(); ++i) {
+      lhs += get(y, i) * get(dy, i);
+      rhs += get(x, i) * get(dx, i);
+      scale += std::fabs(get(y, i) * get(dy, i));
+    }
+    EXPECT_NEAR(lhs, rhs, 1e-5 * scale) << "the transposed rotation is not the adjoint";
+  }
+  HostTensor x({2, 4, 7}, F32), y({2, 4, 7}, F32), t({4, 7}, F32);
+  EXPECT_THROW(k::rope(x, t, t, y, 1, false), fy::Error);  // odd D
+  HostTensor x8({2, 4, 8}, F32), y8({2, 4, 8}, F32), t8({4, 8}, F32), t5({5, 8}, F32);
+  EXPECT_THROW(k::rope(x8, t5, t5, y8, 1, false), fy::Error);  // T 5, x's 4
+  EXPECT_THROW(k::rope(x8, t8, t8, y8, 2, false), fy::Error);  // the last dim
+}
+
 }  // namespace
 }  // namespace fyt

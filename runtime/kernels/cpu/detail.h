@@ -63,6 +63,31 @@ inline void check_numel(const View& v, int64_t n, const char* op, const char* na
   check(v.numel() == n, op,
         std::string(name) + " has " + std::to_string(v.numel()) + " elements, expected " + std::to_string(n));
 }
+// rope's geometry (both targets check it so): x as [outer, T, inner, D]
+// around its dim seq_axis, `rows` rows of D.
+struct RopeGeo {
+  int64_t T = 0, inner = 1, D = 0, rows = 0;
+};
+inline RopeGeo rope_geo(const char* op, const View& x, const View& cos, const View& sin, const View& y, int64_t seq_axis) {
+  const int r = x.shape.rank;
+  check(r >= 2 && seq_axis >= 0 && seq_axis < r - 1, op,
+        "seq_axis must be a dim of x other than its last, got " + std::to_string(seq_axis) + " of rank " +
+            std::to_string(r));
+  RopeGeo g;
+  g.D = x.shape[r - 1];
+  g.T = x.shape[int(seq_axis)];
+  check(g.D % 2 == 0, op, "the last dim must be even, got " + std::to_string(g.D));
+  check(y.shape == x.shape, op, "y must have x's shape " + x.shape.str() + ", got " + y.shape.str());
+  for (const View* t : {&cos, &sin}) {
+    check_dtype(*t, DType::F32, op, "cos and sin");
+    check(t->shape == Shape{g.T, g.D}, op, "cos and sin must be [T, D] = " + Shape{g.T, g.D}.str() + ", got " +
+                                               t->shape.str());
+  }
+  for (int d = int(seq_axis) + 1; d < r - 1; ++d) g.inner *= x.shape[d];
+  g.rows = g.D ? x.numel() / g.D : 0;
+  return g;
+}
+
 inline int64_t norm_axis(int64_t axis, int rank, const char* op) {
   int64_t a = axis < 0 ? axis + rank : axis;
   check(a >= 0 && a < (rank == 0 ? 1 : rank), op, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));

@@ -446,6 +446,34 @@ void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
   }
 }
 
+void rope(View x, View cos, View sin, View y, int64_t seq_axis, bool transposed) {
+  check_same_f32("rope", {x, y});
+  const detail::RopeGeo g = detail::rope_geo("rope", x, cos, sin, y, seq_axis);
+  const float* px = x.as<float>();
+  const float* pc = cos.as<float>();
+  const float* ps = sin.as<float>();
+  float* py = y.as<float>();
+  const int64_t h = g.D / 2;
+  // Each product rounded to float, then the sum (no FMA: -ffp-contract=off),
+  // as the unfused kernels; x may be y.
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelMin)
+  for (int64_t row = 0; row < g.rows; ++row) {
+    const int64_t t = (row / g.inner) % g.T;
+    const float *xr = px + row * g.D, *c = pc + t * g.D, *s = ps + t * g.D;
+    float* yr = py + row * g.D;
+    for (int64_t d = 0; d < h; ++d) {
+      const float a = xr[d], b = xr[d + h];
+      if (!transposed) {
+        yr[d] = a * c[d] + -b * s[d];
+        yr[d + h] = b * c[d + h] + a * s[d + h];
+      } else {
+        yr[d] = a * c[d] + b * s[d + h];
+        yr[d + h] = b * c[d + h] + -a * s[d];
+      }
+    }
+  }
+}
+
 // ---- data movement ---------------------------------------------------------
 
 void broadcast_to(View x, View y) {

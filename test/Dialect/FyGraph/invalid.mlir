@@ -197,3 +197,27 @@ func.func @loss_scale_not_scalar() -> tensor<2xf32> {
   %s = fygraph.loss_scale : tensor<2xf32>
   return %s : tensor<2xf32>
 }
+
+// -----
+
+func.func @rope_odd_dim(%x: tensor<2x3x5xf32>, %t: tensor<3x5xf32>) -> tensor<2x3x5xf32> {
+  // expected-error @+1 {{the input's last dim must be even (two halves), got 5}}
+  %0 = fygraph.rope %x, %t, %t {seq_axis = 1 : i64} : tensor<2x3x5xf32>, tensor<3x5xf32>
+  return %0 : tensor<2x3x5xf32>
+}
+
+// -----
+
+func.func @rope_table(%x: tensor<2x3x4xf32>, %t: tensor<2x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{cos and sin must be [T, D] = [3, 4]}}
+  %0 = fygraph.rope %x, %t, %t {seq_axis = 1 : i64} : tensor<2x3x4xf32>, tensor<2x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @rope_axis(%x: tensor<2x3x4xf32>, %t: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{seq_axis must be a dim of the input other than its last, got 2}}
+  %0 = fygraph.rope %x, %t, %t {seq_axis = 2 : i64} : tensor<2x3x4xf32>, tensor<3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
