@@ -342,6 +342,15 @@ LogicalResult attentionRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, Mut
   return success();
 }
 
+LogicalResult attentionQKVRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
+  auto a = cast<fg::AttentionQKVOp>(op);
+  if (dy[1])
+    return op->emitError("gradient through attention's log-sum-exps is not supported");
+  dx[0] = b.create<fg::AttentionQKVGradOp>(op->getLoc(), a.getQkv().getType(), a.getQkv(), a.getResult(), a.getLse(),
+                                           dy[0], a.getKvHeadsAttr(), a.getScaleAttr(), a.getWindowAttr());
+  return success();
+}
+
 LogicalResult sceRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
   auto s = cast<fg::SoftmaxCrossEntropyLossOp>(op);
   if (dy[1])
@@ -426,6 +435,7 @@ const llvm::StringMap<fuyou::GradientRule> &registry() {
       {fg::SoftmaxOp::getOperationName(), softmaxRule},
       {fg::MaskedSoftmaxOp::getOperationName(), maskedSoftmaxRule},
       {fg::AttentionOp::getOperationName(), attentionRule},
+      {fg::AttentionQKVOp::getOperationName(), attentionQKVRule},
       {fg::SoftmaxCrossEntropyLossOp::getOperationName(), sceRule},
       {fg::LinearCrossEntropyOp::getOperationName(), linearCrossEntropyRule},
       {fg::DropoutOp::getOperationName(), dropoutRule},

@@ -21,7 +21,7 @@ namespace {
 bool keepsF32(StringRef kernel, unsigned out) {
   if (kernel == "layer_norm" || kernel == "layer_norm_nobias")
     return out == 1 || out == 2;  // mean, inv_std
-  if (kernel == "rms_norm" || kernel == "attention")
+  if (kernel == "rms_norm" || kernel == "attention" || kernel == "attention_qkv")
     return out == 1;  // inv_rms, lse
   if (kernel == "softmax_cross_entropy" || kernel == "loss_scale")
     return true;

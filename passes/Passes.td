@@ -21,7 +21,8 @@ def Recompose : Pass<"fy-recompose", "mlir::ModuleOp"> {
     swapped into heads from the Linears' [B, T, heads, D] and the result
     swapped back, reads and writes that layout ({seq_major}); a swap before
     RoPE's rotation (neg, slices, concat, products with cos and sin) moves
-    below it first. With `cross-entropy`, a
+    below it first. Where q, k and v are slices of one fused qkv Linear's
+    output (GPT-2's c_attn), fygraph.attention_qkv reads them there. With `cross-entropy`, a
     softmax_cross_entropy_loss of a Linear's logits (x w^T) becomes one
     fygraph.linear_cross_entropy, which never forms the [N, V] logits and
     keeps no log-probabilities for backward. With `swiglu`, silu(gate) * up

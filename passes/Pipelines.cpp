@@ -108,7 +108,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
       std::vector<std::string> k = {"matmul", "matmul_bias", "add", "sub", "mul", "div", "pow",
                                     "swiglu", "swiglu_grad", "layer_norm", "layer_norm_nobias",
                                     "layer_norm_grad", "rms_norm", "rms_norm_grad", "attention",
-                                    "attention_grad", "slice", "slice_grad", "concat", "rope"};
+                                    "attention_grad", "attention_qkv", "attention_qkv_grad", "slice",
+                                    "slice_grad", "concat", "rope"};
       for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",
                             "gelu_tanh"}) {
         k.push_back(u);

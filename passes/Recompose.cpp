@@ -495,12 +495,18 @@ std::optional<int64_t> causalWindow(Value mask) {
   return window;
 }
 
-// The value before a multiplication by a splat constant, and the constant.
+// The value before a multiplication by a splat constant (perhaps reshaped),
+// and the constant.
 std::pair<Value, float> unscaled(Value v) {
+  auto splat = [](Value x) {
+    if (auto r = def<fg::ReshapeOp>(x))
+      x = r.getInput();
+    return splatValue(x);
+  };
   if (auto mul = def<fg::MulOp>(v))
-    if (auto s = split(mul, [](Value x) { return splatValue(x).has_value(); }); s && s->second.hasOneUse())
+    if (auto s = split(mul, [&](Value x) { return splat(x).has_value(); }); s && s->second.hasOneUse())
       if (cast<RankedTensorType>(s->second.getType()) == cast<RankedTensorType>(v.getType()))
-        return {s->second, *splatValue(s->first)};
+        return {s->second, *splat(s->first)};
   return {v, 1.f};
 }
 
@@ -637,6 +643,66 @@ struct AbsorbRepeatedHeads : OpRewritePattern<fg::AttentionOp> {
       a.getKMutable().assign(k);
       a.getVMutable().assign(v);
     });
+    return success();
+  }
+};
+
+// attention(q c, k, v, scale s), c a splat constant and the product read by
+// the attention alone -> attention(q, k, v, scale s c): the factor torch
+// 2.x's exporter leaves on q (it scales q and k by the scale's square root
+// each; k's folds as the scores form) costs no pass over q, and q stays the
+// slice FormPackedAttention looks for.
+struct FoldQueryScale : OpRewritePattern<fg::AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::AttentionOp a, PatternRewriter &rw) const override {
+    auto [q, c] = unscaled(a.getQ());
+    if (q == a.getQ() || !a.getQ().hasOneUse())
+      return failure();
+    const double scale = a.getScaleAttr().getValueAsDouble() * double(c);
+    rw.modifyOpInPlace(a, [&] {
+      a.getQMutable().assign(q);
+      a.setScaleAttr(rw.getF32FloatAttr(float(scale)));
+    });
+    return success();
+  }
+};
+
+// attention {seq_major} of q, k and v cut in that order from one x [B, T,
+// (H + 2 Hkv) D] along its last dim (a fused qkv Linear's output, GPT-2's
+// c_attn), each slice reshaped into heads and read by the attention alone ->
+// attention_qkv(x as [B, T, H + 2 Hkv, D]): no slice is copied out, and the
+// gradient comes back as one tensor, not a concat of three.
+struct FormPackedAttention : OpRewritePattern<fg::AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(fg::AttentionOp a, PatternRewriter &rw) const override {
+    if (!a.getSeqMajor())
+      return failure();
+    Value x;
+    int64_t at = 0;  // where the next slice must start
+    for (Value part : {a.getQ(), a.getK(), a.getV()}) {
+      auto r = def<fg::ReshapeOp>(part);
+      auto s = r ? def<fg::SliceOp>(r.getInput()) : fg::SliceOp();
+      if (!s || !r->hasOneUse() || !s->hasOneUse() || (x && s.getInput() != x))
+        return failure();
+      x = s.getInput();
+      auto in = cast<RankedTensorType>(x.getType()), out = cast<RankedTensorType>(s.getType());
+      if (in.getRank() != 3)
+        return failure();
+      ArrayRef<int64_t> starts = s.getStarts(), steps = s.getSteps();
+      for (int64_t d = 0; d < 3; ++d)
+        if (steps[d] != 1 || starts[d] != (d == 2 ? at : 0) || (d < 2 && out.getDimSize(d) != in.getDimSize(d)))
+          return failure();
+      at += out.getDimSize(2);
+    }
+    auto in = cast<RankedTensorType>(x.getType());
+    auto q = cast<RankedTensorType>(a.getQ().getType()), k = cast<RankedTensorType>(a.getK().getType());
+    const int64_t H = q.getDimSize(2), Hkv = k.getDimSize(2), D = q.getDimSize(3);
+    if (at != in.getDimSize(2) || at != (H + 2 * Hkv) * D)
+      return failure();
+    auto packed = RankedTensorType::get({in.getDimSize(0), in.getDimSize(1), H + 2 * Hkv, D}, in.getElementType());
+    Value qkv = rw.create<fg::ReshapeOp>(a.getLoc(), packed, x);
+    rw.replaceOpWithNewOp<fg::AttentionQKVOp>(a, TypeRange{a.getResult().getType(), a.getLse().getType()}, qkv,
+                                              rw.getI64IntegerAttr(Hkv), a.getScaleAttr(), a.getWindowAttr());
     return success();
   }
 };
@@ -793,7 +859,8 @@ struct FormRope : OpRewritePattern<fg::AddOp> {
         continue;
       auto cat = def<fg::ConcatOp>(parts->first);
       Value sin = parts->second;
-      if (cat.getInputs().size() != 2 || (cat.getAxis() != type.getRank() - 1 && cat.getAxis() != -1))
+      const int64_t axis = int64_t(cat.getAxis());
+      if (cat.getInputs().size() != 2 || (axis != type.getRank() - 1 && axis != -1))
         continue;
       auto neg = def<fg::NegOp>(cat.getInputs()[0]);
       auto hi = neg ? def<fg::SliceOp>(neg.getInput()) : fg::SliceOp();
@@ -803,15 +870,15 @@ struct FormRope : OpRewritePattern<fg::AddOp> {
       Value cos = other(byCos, x);
       if (!cos || x.getType() != type || halfOf(hi, x) != 1 || halfOf(def<fg::SliceOp>(cat.getInputs()[1]), x) != 0)
         continue;
-      const int64_t axis = tableAxis(cos, type);
-      if (axis < 0 || cos.getType() != sin.getType() || tableAxis(sin, type) != axis)
+      const int64_t seq = tableAxis(cos, type);
+      if (seq < 0 || cos.getType() != sin.getType() || tableAxis(sin, type) != seq)
         continue;
       if ((waitForSwaps && (sinkableSwap(x) || pendingSwap(x))) || fromTrainable(cos) || fromTrainable(sin))
         return failure();
-      auto table = RankedTensorType::get({type.getDimSize(axis), type.getDimSize(type.getRank() - 1)},
+      auto table = RankedTensorType::get({type.getDimSize(seq), type.getDimSize(type.getRank() - 1)},
                                          cast<RankedTensorType>(cos.getType()).getElementType());
       auto flat = [&](Value t) { return t.getType() == table ? t : rw.create<fg::ReshapeOp>(add.getLoc(), table, t); };
-      rw.replaceOpWithNewOp<fg::RopeOp>(add, type, x, flat(cos), flat(sin), rw.getI64IntegerAttr(axis), UnitAttr());
+      rw.replaceOpWithNewOp<fg::RopeOp>(add, type, x, flat(cos), flat(sin), rw.getI64IntegerAttr(seq), UnitAttr());
       return success();
     }
     return failure();
@@ -861,7 +928,8 @@ struct Recompose : fuyou::impl::RecomposeBase<Recompose> {
     if (attention)
       patterns.add<FormAttention>(&getContext(), attentionMaxHeadDim);
     if (attention)
-      patterns.add<AbsorbRepeatedHeads, SinkHeadSwap, FoldAttentionTransposes>(&getContext());
+      patterns.add<AbsorbRepeatedHeads, SinkHeadSwap, FoldAttentionTransposes, FoldQueryScale, FormPackedAttention>(
+          &getContext());
     if (crossEntropy)
       patterns.add<FormLinearCrossEntropy>(&getContext());
     if (swiglu)

@@ -165,6 +165,38 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
+// qkv [B, T, H + 2 kv_heads, D] holds result's [B, T, H, D] heads and the
+// keys' and values'; lse [B, H, T].
+static LogicalResult verifyAttentionQKV(Operation *op, Value qkv, Value result, Value lse, int64_t kvHeads,
+                                        int64_t window) {
+  auto x = cast<RankedTensorType>(qkv.getType()), r = cast<RankedTensorType>(result.getType()),
+       l = cast<RankedTensorType>(lse.getType());
+  if (x.getRank() != 4 || r.getRank() != 4)
+    return op->emitOpError("qkv must be [B, T, H + 2 Hkv, D] and the result [B, T, H, D]");
+  const int64_t B = r.getDimSize(0), T = r.getDimSize(1), H = r.getDimSize(2), D = r.getDimSize(3);
+  if (kvHeads < 1 || H % kvHeads != 0)
+    return op->emitOpError("kv_heads must divide the result's ") << H << " heads, got " << kvHeads;
+  if (x.getDimSize(0) != B || x.getDimSize(1) != T || x.getDimSize(3) != D || x.getDimSize(2) != H + 2 * kvHeads)
+    return op->emitOpError("qkv ") << x << " must hold the result's heads and twice " << kvHeads << " more";
+  if (l.getShape() != ArrayRef<int64_t>{B, H, T})
+    return op->emitOpError("lse must be [B, H, T], got ") << l;
+  if (window < 0)
+    return op->emitOpError("window must be 0 (causal) or positive, got ") << window;
+  return success();
+}
+
+LogicalResult AttentionQKVOp::verify() {
+  return verifyAttentionQKV(*this, getQkv(), getResult(), getLse(), getKvHeads(), getWindow());
+}
+
+LogicalResult AttentionQKVGradOp::verify() {
+  if (failed(verifyAttentionQKV(*this, getQkv(), getResult(), getLse(), getKvHeads(), getWindow())))
+    return failure();
+  if (getDy().getType() != getResult().getType() || getDqkv().getType() != getQkv().getType())
+    return emitOpError("dy must have the result's type, dqkv qkv's");
+  return success();
+}
+
 LogicalResult GeluOp::verify() {
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("approximate must be \"none\" or \"tanh\", got \"")

@@ -345,6 +345,32 @@ def FyGraph_AttentionGradOp : FyGraph_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def FyGraph_AttentionQKVOp : FyGraph_Op<"attention_qkv", [Pure]> {
+  let summary = "attention of q, k and v packed in one tensor: a fused qkv Linear's output";
+  let description = [{
+    `qkv` [B, T, H + 2 Hkv, D]: q's H heads, then k's and v's `kv_heads`
+    each, as a fused qkv Linear (GPT-2's c_attn) writes them. The same
+    attention as fygraph.attention {seq_major} on the three slices, read
+    where they are: no slice is copied out, and the gradient
+    (attention_qkv_grad) is one tensor of qkv's shape, no concat of three.
+    `result` [B, T, H, D], `lse` [B, H, T]. fy-recompose forms it.
+  }];
+  let arguments = (ins FyFloatTensor:$qkv, I64Attr:$kv_heads, F32Attr:$scale,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs FyFloatTensor:$result, FyFloatTensor:$lse);
+  let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_AttentionQKVGradOp : FyGraph_Op<"attention_qkv_grad", [Pure]> {
+  let summary = "attention_qkv's gradient for its qkv, from its result and log-sum-exps";
+  let arguments = (ins FyFloatTensor:$qkv, FyFloatTensor:$result, FyFloatTensor:$lse, FyFloatTensor:$dy,
+                       I64Attr:$kv_heads, F32Attr:$scale, DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs FyFloatTensor:$dqkv);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def FyGraph_SoftmaxGradOp : FyGraph_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
   let summary = "dx = (y * (dy - sum(dy * y))) * scale along axis";
   let description = [{

@@ -177,20 +177,25 @@ private:
     // Fused attention: its products over the scores a row sees (causal, or
     // within the window), and an exp a score (the backward: five products,
     // the scores again among them).
-    if ((kernel == "attention" || kernel == "attention_grad") && launch.getIns().size() >= 3) {
-      auto q = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
+    // (attention_qkv: q's shape is its result's, [B, T, H, D].)
+    const bool packed = kernel == "attention_qkv" || kernel == "attention_qkv_grad";
+    const size_t ins = launch.getIns().size();
+    const bool unpacked = (kernel == "attention" || kernel == "attention_grad") && ins >= 3;
+    if (unpacked || (packed && ins >= (kernel == "attention_qkv" ? 1u : 2u) && !launch.getOuts().empty())) {
+      Value qv = !packed ? launch.getIns()[0] : kernel == "attention_qkv" ? launch.getOuts()[0] : launch.getIns()[1];
+      auto q = cast<fs::BufferType>(qv.getType()).getTensorType();
       int64_t window = 0;
-      bool seqMajor = false;  // args: scale, window, seq_major
+      bool seqMajor = packed;  // args: scale, window, seq_major; packed: kv_heads, scale, window
       if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && args.size() == 3) {
-        if (auto w = dyn_cast<IntegerAttr>(args[1]))
+        if (auto w = dyn_cast<IntegerAttr>(args[packed ? 2 : 1]))
           window = w.getInt();
-        if (auto s = dyn_cast<BoolAttr>(args[2]))
+        if (auto s = dyn_cast<BoolAttr>(args[2]); s && !packed)
           seqMajor = s.getValue();
       }
       const double B = double(q.getDimSize(0)), H = double(q.getDimSize(seqMajor ? 2 : 1)),
                    T = double(q.getDimSize(seqMajor ? 1 : 2)), D = double(q.getDimSize(3));
       const double seen = window > 0 && window < T ? window * (T - (window - 1) / 2.0) : T * (T + 1) / 2;
-      const bool grad = kernel == "attention_grad";
+      const bool grad = kernel == "attention_grad" || kernel == "attention_qkv_grad";
       const double flops = (grad ? 5 : 2) * 2 * B * H * seen * D;
       const double block = (grad ? 5 : 2) * 2 * 64 * std::min(T, 64.0 + (window > 0 ? window : T)) * D;
       // The calibrated rate of the kernel itself (its exps included), else

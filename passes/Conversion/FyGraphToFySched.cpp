@@ -227,6 +227,16 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
     s.kernel = "attention_grad";
     s.args = {a.getScaleAttr(), a.getWindowAttr(), b.getBoolAttr(a.getSeqMajor())};
   });
+  with(fg::AttentionQKVOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+    auto a = cast<fg::AttentionQKVOp>(op);
+    s.kernel = "attention_qkv";
+    s.args = {a.getKvHeadsAttr(), a.getScaleAttr(), a.getWindowAttr()};
+  });
+  with(fg::AttentionQKVGradOp::getOperationName(), [](Operation *op, Builder &, KernelSpec &s) {
+    auto a = cast<fg::AttentionQKVGradOp>(op);
+    s.kernel = "attention_qkv_grad";
+    s.args = {a.getKvHeadsAttr(), a.getScaleAttr(), a.getWindowAttr()};
+  });
   with(fg::SoftmaxGradOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto sm = cast<fg::SoftmaxGradOp>(op);
     s.kernel = "softmax_grad";

@@ -210,6 +210,11 @@ void attention(Runtime* rt, View q, View k, View v, View out, View lse, double s
                bool seq_major);
 void attention_grad(Runtime* rt, View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv,
                     double scale, int64_t window, bool seq_major);
+// The same of q, k and v packed in one qkv [B, T, H + 2 Hkv, D]
+// (fygraph.attention_qkv), its gradient into one dqkv.
+void attention_qkv(Runtime* rt, View qkv, View out, View lse, int64_t kv_heads, double scale, int64_t window);
+void attention_qkv_grad(Runtime* rt, View qkv, View out, View lse, View dout, View dqkv, int64_t kv_heads,
+                        double scale, int64_t window);
 // The loss of a Linear's logits x w^T (fygraph.linear_cross_entropy), never
 // formed whole: x [..., D], w [V, D], labels [N]; with `grads`, dx and dw the
 // loss's gradients for a gradient of 1 on it; block [R, V] f32 holds R rows'

@@ -513,6 +513,24 @@ func.func @forward() -> tensor<f32> {
 
 // -----
 
+// attention_qkv: the packed qkv's gradient is one attention_qkv_grad (no
+// concat of three).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[X:.*]] = fygraph.get_param @qkv
+// CHECK: %[[O:.*]], %[[L:.*]] = fygraph.attention_qkv %[[X]]
+// CHECK: %[[DX:.*]] = fygraph.attention_qkv_grad %[[X]], %[[O]], %[[L]], %{{.*}} {kv_heads = 1 : i64, scale = 5.000000e-01 : f32, window = 2 : i64}
+// CHECK-NOT: fygraph.concat
+// CHECK: return %{{.*}}, %[[DX]]
+fygraph.param @qkv trainable : tensor<1x3x4x8xf32>
+func.func @forward() -> tensor<f32> {
+  %x = fygraph.get_param @qkv : tensor<1x3x4x8xf32>
+  %o, %l = fygraph.attention_qkv %x {kv_heads = 1 : i64, scale = 0.5 : f32, window = 2 : i64} : (tensor<1x3x4x8xf32>) -> (tensor<1x3x2x8xf32>, tensor<1x2x3xf32>)
+  %s = fygraph.reduce_sum %o {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : tensor<1x3x2x8xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
 // rope: the input's gradient is dy rotated by the transposed rotation; the
 // constant tables get none.
 // CHECK-LABEL: func.func @train_step

@@ -220,3 +220,40 @@ TEST(Attention, NoTxTBuffer) {
   EXPECT_LT(grew, matrix_kb / 4) << "the peak grew by " << grew << " kB; one T x T matrix is " << matrix_kb << " kB";
   RecordProperty("peak_growth_kb", std::to_string(grew));
 }
+
+namespace fyt {
+namespace {
+
+// q, k and v as the heads of one packed qkv [B, T, H + 2 Hkv, D] (a fused
+// qkv Linear's output): the bits of attention on the three slices
+// (seq_major), and the gradient the three gradients side by side.
+TEST(Attention, PackedQKVIsTheSlicesAttention) {
+  for (const Case& c : {Case{2, 4, 4, 77, 64, 0}, Case{1, 8, 2, 130, 64, 32}}) {
+    SCOPED_TRACE(c.name());
+    Rng rng(17);
+    const int64_t Hrow = c.H + 2 * c.Hkv;
+    const Shape ps{c.B, c.T, Hrow, c.D}, qs{c.B, c.T, c.H, c.D}, ks{c.B, c.T, c.Hkv, c.D}, ls{c.B, c.H, c.T};
+    HostTensor qkv = rand_tensor(ps, DType::F32, rng), dout = rand_tensor(qs, DType::F32, rng);
+    // The slices, as fy-recompose finds them: q's heads, then k's and v's.
+    HostTensor q(qs, DType::F32), kk(ks, DType::F32), v(ks, DType::F32);
+    k::slice(qkv, q, {0, 0, 0, 0}, {1, 1, 1, 1});
+    k::slice(qkv, kk, {0, 0, c.H, 0}, {1, 1, 1, 1});
+    k::slice(qkv, v, {0, 0, c.H + c.Hkv, 0}, {1, 1, 1, 1});
+    const double scale = 1 / std::sqrt(double(c.D));
+    HostTensor out(qs, DType::F32), lse(ls, DType::F32), dq(qs, DType::F32), dk(ks, DType::F32), dv(ks, DType::F32);
+    k::attention(q, kk, v, out, lse, scale, c.window, true);
+    k::attention_grad(q, kk, v, out, lse, dout, dq, dk, dv, scale, c.window, true);
+    HostTensor pout(qs, DType::F32), plse(ls, DType::F32), dqkv(ps, DType::F32), want(ps, DType::F32);
+    k::attention_qkv(qkv, pout, plse, c.Hkv, scale, c.window);
+    k::attention_qkv_grad(qkv, pout, plse, dout, dqkv, c.Hkv, scale, c.window);
+    k::concat({dq, dk, dv}, want, 2);
+    EXPECT_TRUE(same_bits(pout, out));
+    EXPECT_TRUE(same_bits(plse, lse));
+    EXPECT_TRUE(same_bits(dqkv, want));
+  }
+  HostTensor qkv(Shape{1, 8, 10, 64}, DType::F32), out(Shape{1, 8, 4, 64}, DType::F32), lse(Shape{1, 4, 8}, DType::F32);
+  EXPECT_THROW(k::attention_qkv(qkv, out, lse, 2, 0.125, 0), fy::Error);  // 4 + 2 x 2 heads, not 10
+}
+
+}  // namespace
+}  // namespace fyt

@@ -1655,7 +1655,9 @@ TEST_F(CudaKernels, AttentionTensorCores) {
       check_op("attention " + what, {q, k, v}, {out(qs, h, tol), out(ls, F32, tol)}, cpu_around_casts(fwd_cpu),
                [=](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], scale, w, sm); });
       if (c.T == 1) {
-        if (all_fit) EXPECT_EQ(gpu::attention_tensor_core_calls() - before, 2u) << what << ": not on the tensor cores";
+        if (all_fit) {
+          EXPECT_EQ(gpu::attention_tensor_core_calls() - before, 2u) << what << ": not on the tensor cores";
+        }
         gpu::set_matmul_precision(MatmulPrecision::FP32);
         continue;
       }
@@ -1669,7 +1671,9 @@ TEST_F(CudaKernels, AttentionTensorCores) {
                  gpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], scale, w, sm);
                });
       // Two runs of each (check_op's determinism check), on the tensor cores.
-      if (all_fit) EXPECT_EQ(gpu::attention_tensor_core_calls() - before, 4u) << what << ": not on the tensor cores";
+      if (all_fit) {
+        EXPECT_EQ(gpu::attention_tensor_core_calls() - before, 4u) << what << ": not on the tensor cores";
+      }
       gpu::set_matmul_precision(MatmulPrecision::FP32);
     }
   // 16-bit operands 4 bytes off 16-byte alignment take the CUDA-core kernels.
@@ -1682,6 +1686,69 @@ TEST_F(CudaKernels, AttentionTensorCores) {
            [](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], 0.125, 0, false); },
            RunOpts{2, 4});
   EXPECT_EQ(gpu::attention_tensor_core_calls(), before) << "a misaligned operand went to the tensor cores";
+}
+
+// q, k and v packed in one qkv [B, T, H + 2 Hkv, D]: against the CPU's
+// packed kernels, and bit for bit the GPU's attention on the three slices
+// (their gradients concatenated), on the CUDA cores (fp32) and the tensor
+// cores (bf16).
+TEST_F(CudaKernels, AttentionPackedQKV) {
+  struct Case {
+    int64_t B, H, Hkv, T, D, window;
+  };
+  for (DType h : {F32, DType::BF16})
+    for (const Case& c : {Case{2, 4, 4, 100, 64, 0}, Case{1, 8, 2, 130, 128, 40}}) {
+      const int64_t Hrow = c.H + 2 * c.Hkv, H = c.H, Hkv = c.Hkv, w = c.window;
+      const Shape ps{c.B, c.T, Hrow, c.D}, qs{c.B, c.T, c.H, c.D}, ks{c.B, c.T, c.Hkv, c.D}, ls{c.B, c.H, c.T};
+      const double scale = 1.0 / std::sqrt(double(c.D)), tol = h == F32 ? kTol : 2e-2;
+      const std::string what = std::string("attention_qkv ") + name(h) + " " + ps.str();
+      HostTensor qkv = rand_tensor(ps, h, rng, -2, 2), dout = rand_tensor(qs, h, rng, -1, 1);
+      // The GPU's attention on slices of qkv.
+      auto sliced = [=](const View& x, std::vector<DevPtr>& keep) {
+        std::vector<View> parts;
+        const int64_t starts[] = {0, H, H + Hkv};
+        for (int p = 0; p < 3; ++p) {
+          View t{nullptr, p == 0 ? qs : ks, h};
+          keep.push_back(dev_alloc(t.nbytes()));
+          t.data = keep.back().get();
+          gpu::slice(x, t, {0, 0, starts[p], 0}, {1, 1, 1, 1});
+          parts.push_back(t);
+        }
+        return parts;
+      };
+      auto cpu_fwd = cpu_around_casts([=](auto& in, auto& o) { cpu::attention_qkv(in[0], o[0], o[1], Hkv, scale, w); });
+      const std::vector<Out> fwd_outs = {out(qs, h, tol), out(ls, F32, tol)};
+      Results packed = check_op(what, {qkv}, fwd_outs, cpu_fwd,
+                                [=](auto& in, auto& o) { gpu::attention_qkv(in[0], o[0], o[1], Hkv, scale, w); });
+      Results slices = check_op(what + " on slices", {qkv}, fwd_outs, cpu_fwd, [=](auto& in, auto& o) {
+        std::vector<DevPtr> keep;
+        std::vector<View> p = sliced(in[0], keep);
+        gpu::attention(p[0], p[1], p[2], o[0], o[1], scale, w, true);
+        gpu::synchronize();
+      });
+      HostTensor o(qs, h), lse(ls, F32);
+      cpu_fwd({qkv.view()}, {o.view(), lse.view()});
+      auto cpu_bwd = cpu_around_casts([=](auto& in, auto& r) {
+        cpu::attention_qkv_grad(in[0], in[1], in[2], in[3], r[0], Hkv, scale, w);
+      });
+      Results dpacked = check_op(what + " grad", {qkv, o, lse, dout}, {out(ps, h, tol)}, cpu_bwd, [=](auto& in, auto& r) {
+        gpu::attention_qkv_grad(in[0], in[1], in[2], in[3], r[0], Hkv, scale, w);
+      });
+      Results dslices = check_op(what + " grad on slices", {qkv, o, lse, dout}, {out(ps, h, tol)}, cpu_bwd,
+                                 [=](auto& in, auto& r) {
+                                   std::vector<DevPtr> keep;
+                                   std::vector<View> p = sliced(in[0], keep), d = sliced(in[0], keep);
+                                   gpu::attention_grad(p[0], p[1], p[2], in[1], in[2], in[3], d[0], d[1], d[2], scale,
+                                                       w, true);
+                                   gpu::concat({d[0], d[1], d[2]}, r[0], 2);
+                                   gpu::synchronize();
+                                 });
+      for (size_t k = 0; k < 2; ++k)
+        EXPECT_EQ(std::memcmp(packed.gpu[k].view().data, slices.gpu[k].view().data, packed.gpu[k].view().nbytes()), 0)
+            << what << ": output " << k << " differs from attention on the slices";
+      EXPECT_EQ(std::memcmp(dpacked.gpu[0].view().data, dslices.gpu[0].view().data, dpacked.gpu[0].view().nbytes()), 0)
+          << what << ": dqkv differs from attention_grad's on the slices";
+    }
 }
 
 // RoPE's rotation and its transpose: the CPU's bits at fp32 (both round

@@ -27,14 +27,22 @@ constexpr int64_t kBlock = 64;  // query rows a block
 
 // Sizes, and where a head's rows are: [B, heads, T, D] (a head's T rows
 // contiguous) or, seq_major, [B, T, heads, D] (its rows heads x D apart).
+// Packed (Hrow > 0): q, k and v (and dq, dk, dv) are the heads of one
+// [B, T, Hrow, D] tensor, Hrow = H + 2 Hkv, each from its own first head.
 struct Dims {
   int64_t B, H, Hkv, T, D;
   bool seq_major;
+  int64_t Hrow = 0;
   // Row 0 of head h (of `heads`) of batch b, and the distance between rows.
   int64_t head(int64_t b, int64_t h, int64_t heads) const {
     return seq_major ? (b * T * heads + h) * D : (b * heads + h) * T * D;
   }
   int64_t ld(int64_t heads) const { return seq_major ? heads * D : D; }
+  // The same in q's (dq's) tensor and in k's and v's (dk's, dv's).
+  int64_t qhead(int64_t b, int64_t h) const { return Hrow ? head(b, h, Hrow) : head(b, h, H); }
+  int64_t khead(int64_t b, int64_t h) const { return Hrow ? head(b, h, Hrow) : head(b, h, Hkv); }
+  int64_t ldq() const { return Hrow ? ld(Hrow) : ld(H); }
+  int64_t ldk() const { return Hrow ? ld(Hrow) : ld(Hkv); }
 };
 
 Dims check_dims(const char* op, const View& q, const View& k, const View& v, const View& out, const View& lse,
@@ -74,10 +82,10 @@ void scores(const float* q, int64_t ldq, const float* k, int64_t ldk, int64_t i0
   }
 }
 
-}  // namespace
 
-void attention(View q, View k, View v, View out, View lse, double scale, int64_t window, bool seq_major) {
-  const Dims d = check_dims("attention", q, k, v, out, lse, seq_major);
+// The forward over q, k, v, out and lse laid out as d says.
+void forward(const Dims& d, const float* q, const float* k, const float* v, float* out, float* lse, double scale,
+             int64_t window) {
   check(window >= 0, "attention", "the window must be 0 (causal) or positive");
   blas_on_one_thread();
   const int64_t blocks = (d.T + kBlock - 1) / kBlock, group = d.H / d.Hkv;
@@ -89,12 +97,12 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
     for (int64_t bh = 0; bh < d.B * d.H; ++bh)
       for (int64_t blk = 0; blk < blocks; ++blk) {
         const int64_t b = bh / d.H, h = bh % d.H, kvh = h / group;
-        const int64_t lq = d.ld(d.H), lk = d.ld(d.Hkv);
-        const float* qh = q.as<float>() + d.head(b, h, d.H);
-        const float* kh = k.as<float>() + d.head(b, kvh, d.Hkv);
-        const float* vh = v.as<float>() + d.head(b, kvh, d.Hkv);
-        float* oh = out.as<float>() + d.head(b, h, d.H);
-        float* lh = lse.as<float>() + bh * d.T;
+        const int64_t lq = d.ldq(), lk = d.ldk(), lo = d.ld(d.H);
+        const float* qh = q + d.qhead(b, h);
+        const float* kh = k + d.khead(b, kvh);
+        const float* vh = v + d.khead(b, kvh);
+        float* oh = out + d.head(b, h, d.H);
+        float* lh = lse + bh * d.T;
         const int64_t i0 = blk * kBlock, i1 = std::min(d.T, i0 + kBlock), j0 = first_key(i0, window);
         const int64_t keys = i1 - j0;
         S.resize(size_t(kBlock * d.T));
@@ -108,16 +116,14 @@ void attention(View q, View k, View v, View out, View lse, double scale, int64_t
           lh[i0 + r] = m + float(std::log(softmax_from_max(s, s, keys, m)));
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(i1 - i0), int(d.D), int(keys), 1.0f, S.data(),
-                    int(keys), vh + j0 * lk, int(lk), 0.0f, oh + i0 * lq, int(lq));
+                    int(keys), vh + j0 * lk, int(lk), 0.0f, oh + i0 * lo, int(lo));
       }
   }
 }
 
-void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
-                    int64_t window, bool seq_major) {
-  const Dims d = check_dims("attention_grad", q, k, v, out, lse, seq_major);
-  check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape,
-        "attention_grad", "dout and dq must have q's shape, dk and dv k's");
+// The backward, laid out as d says (dq, dk, dv as q, k, v; dout as out).
+void backward(const Dims& d, const float* q, const float* k, const float* v, const float* out, const float* lse,
+              const float* dout, float* dq, float* dk, float* dv, double scale, int64_t window) {
   blas_on_one_thread();
   const int64_t blocks = (d.T + kBlock - 1) / kBlock, group = d.H / d.Hkv;
   const float sc = float(scale);
@@ -132,22 +138,22 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
       P.resize(size_t(kBlock * d.T));
       dS.resize(size_t(kBlock * d.T));
       delta.resize(size_t(kBlock));
-      const int64_t lq = d.ld(d.H), lk = d.ld(d.Hkv), kvoff = d.head(b, kvh, d.Hkv);
-      const float* kh = k.as<float>() + kvoff;
-      const float* vh = v.as<float>() + kvoff;
-      float* dkh = dk.as<float>() + kvoff;
-      float* dvh = dv.as<float>() + kvoff;
+      const int64_t lq = d.ldq(), lk = d.ldk(), lo = d.ld(d.H), kvoff = d.khead(b, kvh);
+      const float* kh = k + kvoff;
+      const float* vh = v + kvoff;
+      float* dkh = dk + kvoff;
+      float* dvh = dv + kvoff;
       for (int64_t j = 0; j < d.T; ++j) {
         std::fill(dkh + j * lk, dkh + j * lk + d.D, 0.0f);
         std::fill(dvh + j * lk, dvh + j * lk + d.D, 0.0f);
       }
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const int64_t bh = b * d.H + h, qoff = d.head(b, h, d.H);
-        const float* qh = q.as<float>() + qoff;
-        const float* oh = out.as<float>() + qoff;
-        const float* doh = dout.as<float>() + qoff;
-        const float* lh = lse.as<float>() + bh * d.T;
-        float* dqh = dq.as<float>() + qoff;
+        const int64_t bh = b * d.H + h, qoff = d.qhead(b, h), ooff = d.head(b, h, d.H);
+        const float* qh = q + qoff;
+        const float* oh = out + ooff;
+        const float* doh = dout + ooff;
+        const float* lh = lse + bh * d.T;
+        float* dqh = dq + qoff;
         for (int64_t blk = 0; blk < blocks; ++blk) {
           const int64_t i0 = blk * kBlock, i1 = std::min(d.T, i0 + kBlock), j0 = first_key(i0, window);
           const int64_t rows = i1 - i0, keys = i1 - j0;
@@ -160,15 +166,15 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
             for (int64_t c = 0; c < keys; ++c) p[c] = exp_nonpos(p[c] - l);
             // delta = rowsum(dO * O) = rowsum(P * dP).
             double dsum = 0;
-            for (int64_t x = 0; x < d.D; ++x) dsum += double(doh[(i0 + r) * lq + x]) * oh[(i0 + r) * lq + x];
+            for (int64_t x = 0; x < d.D; ++x) dsum += double(doh[(i0 + r) * lo + x]) * oh[(i0 + r) * lo + x];
             delta[size_t(r)] = float(dsum);
           }
           // dV += P^T dO
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), 1.0f, P.data(),
-                      int(keys), doh + i0 * lq, int(lq), 1.0f, dvh + j0 * lk, int(lk));
+                      int(keys), doh + i0 * lo, int(lo), 1.0f, dvh + j0 * lk, int(lk));
           // dP = dO V^T, then dS = P (dP - delta)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(d.D), 1.0f,
-                      doh + i0 * lq, int(lq), vh + j0 * lk, int(lk), 0.0f, dS.data(), int(keys));
+                      doh + i0 * lo, int(lo), vh + j0 * lk, int(lk), 0.0f, dS.data(), int(keys));
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t c = 0; c < keys; ++c) {
               float& s = dS[size_t(r * keys + c)];
@@ -183,6 +189,54 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
       }
     }
   }
+}
+
+// q, k and v packed in one [B, T, H + 2 Hkv, D] tensor (a fused qkv
+// Linear's output): the same kernels reading them where they are.
+Dims packed_dims(const char* op, const View& qkv, const View& out, const View& lse, int64_t kv_heads) {
+  check(qkv.dtype == DType::F32 && out.dtype == DType::F32 && lse.dtype == DType::F32, op, "wants F32 tensors");
+  check(qkv.shape.rank == 4 && out.shape.rank == 4, op, "qkv must be [B, T, H + 2 Hkv, D] and out [B, T, H, D]");
+  Dims d{out.shape[0], out.shape[2], kv_heads, out.shape[1], out.shape[3], true, qkv.shape[2]};
+  check(qkv.shape[0] == d.B && qkv.shape[1] == d.T && qkv.shape[3] == d.D && d.Hrow == d.H + 2 * d.Hkv, op,
+        "qkv " + qkv.shape.str() + " must hold out's " + out.shape.str() + " heads and twice " +
+            std::to_string(kv_heads) + " key/value heads");
+  check(d.Hkv > 0 && d.H % d.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
+  check(lse.shape == Shape{d.B, d.H, d.T}, op, "lse must be [B, H, T]");
+  return d;
+}
+
+}  // namespace
+
+void attention(View q, View k, View v, View out, View lse, double scale, int64_t window, bool seq_major) {
+  const Dims d = check_dims("attention", q, k, v, out, lse, seq_major);
+  forward(d, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), lse.as<float>(), scale, window);
+}
+
+void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
+                    int64_t window, bool seq_major) {
+  const Dims d = check_dims("attention_grad", q, k, v, out, lse, seq_major);
+  check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape,
+        "attention_grad", "dout and dq must have q's shape, dk and dv k's");
+  backward(d, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), lse.as<float>(), dout.as<float>(),
+           dq.as<float>(), dk.as<float>(), dv.as<float>(), scale, window);
+}
+
+void attention_qkv(View qkv, View out, View lse, int64_t kv_heads, double scale, int64_t window) {
+  const Dims d = packed_dims("attention_qkv", qkv, out, lse, kv_heads);
+  const float* q = qkv.as<float>();
+  forward(d, q, q + d.H * d.D, q + (d.H + d.Hkv) * d.D, out.as<float>(), lse.as<float>(), scale, window);
+}
+
+void attention_qkv_grad(View qkv, View out, View lse, View dout, View dqkv, int64_t kv_heads, double scale,
+                        int64_t window) {
+  const Dims d = packed_dims("attention_qkv_grad", qkv, out, lse, kv_heads);
+  check(dout.shape == out.shape && dqkv.shape == qkv.shape && dout.dtype == DType::F32 && dqkv.dtype == DType::F32,
+        "attention_qkv_grad", "dout must be F32 of out's shape, dqkv of qkv's");
+  const float* q = qkv.as<float>();
+  float* dq = dqkv.as<float>();
+  const int64_t k0 = d.H * d.D, v0 = (d.H + d.Hkv) * d.D;
+  backward(d, q, q + k0, q + v0, out.as<float>(), lse.as<float>(), dout.as<float>(), dq, dq + k0, dq + v0, scale,
+           window);
 }
 
 }  // namespace fy::cpu

@@ -86,17 +86,19 @@ size_t tiles_bytes(int D, int tiles, int scores) {
 // [i0, i1), this thread's row i, where head bh starts in q (out, dout, dq)
 // and its key and value head in k and v, and their row strides.
 struct QueryTile {
-  int64_t bh, i0, i1, i, qoff, lq, lk, kvoff;
+  int64_t bh, i0, i1, i, qoff, lq, lk, kvoff, ooff, lo;  // ooff, lo: out's and dout's
   FIn k, v;
 };
 __device__ __forceinline__ QueryTile query_tile(FIn k, FIn v, const Geo& g) {
   QueryTile t;
   t.bh = blockIdx.x;
   const int64_t b = t.bh / g.H, h = t.bh % g.H;
-  t.qoff = g.head(b, h, g.H);
-  t.lq = g.ld(g.H);
-  t.lk = g.ld(g.Hkv);
-  t.kvoff = g.head(b, h / (g.H / g.Hkv), g.Hkv);
+  t.qoff = g.qhead(b, h);
+  t.lq = g.ldq();
+  t.lk = g.ldk();
+  t.kvoff = g.khead(b, h / (g.H / g.Hkv));
+  t.ooff = g.head(b, h, g.H);
+  t.lo = g.ld(g.H);
   t.k = k;
   t.v = v;
   t.i0 = int64_t(blockIdx.y) * kTile;
@@ -195,7 +197,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (i >= g.T) return;
   const float inv = 1.f / l;
-  const int64_t oh = t.qoff + i * t.lq;
+  const int64_t oh = t.ooff + i * t.lo;
 #pragma unroll
   for (int kk = 0; kk < NK; ++kk) {
     const int d = lane + kLanes * kk;
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(kThreads)
   float *Ps = score_tile(sm, 4, 0, g), *dSs = score_tile(sm, 4, 1, g);
   const int64_t bkv = blockIdx.x, b = bkv / g.Hkv, kvh = bkv % g.Hkv, group = g.H / g.Hkv;
   const int64_t j0 = int64_t(blockIdx.y) * kTile, j1 = min(g.T, j0 + kTile);
-  const int64_t lq = g.ld(g.H), lk = g.ld(g.Hkv), kvoff = g.head(b, kvh, g.Hkv);
+  const int64_t lq = g.ldq(), lk = g.ldk(), lo = g.ld(g.H), kvoff = g.khead(b, kvh);
   load_tile(Ks, k, kvoff, lk, j0, g);
   load_tile(Vs, v, kvoff, lk, j0, g);
   // The last query that sees a key of the tile.
@@ -223,13 +225,13 @@ __global__ void __launch_bounds__(kThreads)
   float dka[NK] = {}, dva[NK] = {};
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
     const int64_t bh = b * g.H + h;
-    const int64_t qoff = g.head(b, h, g.H);
+    const int64_t qoff = g.qhead(b, h), ooff = g.head(b, h, g.H);
     for (int64_t i0 = j0; i0 < q_end; i0 += kTile) {
       const int64_t i = i0 + r;
       __syncthreads();  // the last tile's rows and scores are read
       load_tile(Qs, q, qoff, lq, i0, g);
-      load_tile(dOs, dout, qoff, lq, i0, g);
-      const float delta = row_delta(dout, out, qoff, lq, i, g);
+      load_tile(dOs, dout, ooff, lo, i0, g);
+      const float delta = row_delta(dout, out, ooff, lo, i, g);
       const float l = i < g.T ? lse[bh * g.T + i] : 0.f;
       __syncthreads();
       tile_grads(Qs, Ks, dOs, Vs, g, i, j0, l, delta, Ps, dSs);
@@ -261,8 +263,8 @@ __global__ void __launch_bounds__(kThreads)
   const QueryTile t = query_tile(k, v, g);
   const int64_t bh = t.bh, i = t.i;
   load_tile(Qs, q, t.qoff, t.lq, t.i0, g);
-  load_tile(dOs, dout, t.qoff, t.lq, t.i0, g);
-  const float delta = row_delta(dout, out, t.qoff, t.lq, i, g);
+  load_tile(dOs, dout, t.ooff, t.lo, t.i0, g);
+  const float delta = row_delta(dout, out, t.ooff, t.lo, i, g);
   const float l = i < g.T ? lse[bh * g.T + i] : 0.f;
   float dqa[NK] = {};
   for (int64_t j0 = first_key(t.i0, g.window); j0 < t.i1; j0 += kTile) {
@@ -286,6 +288,15 @@ void allow_smem(Kernel* kern, size_t bytes) {
     FY_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+// The common limits of both layouts' geometry.
+void check_geo(const char* op, const Geo& g) {
+  check(g.D >= 1 && g.D <= kMaxD, op, "head dims up to " + std::to_string(kMaxD) + ", got " + std::to_string(g.D));
+  check(g.Hkv > 0 && g.H % g.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
+  check(g.window >= 0, op, "the window must be 0 (causal) or positive");
+  // (Heads on the grid's x, tiles on its y, whose limit is 65535.)
+  check((g.T + kTile - 1) / kTile <= 65535, op, "T must be at most " + std::to_string(65535 * kTile));
+}
+
 Geo check_dims(const char* op, const View& q, const View& k, const View& v, const View& out, const View& lse,
                double scale, int64_t window, bool seq_major) {
   for (const View* t : {&q, &k, &v, &out}) fmt_of(*t, op, "each of q, k, v and out");
@@ -296,15 +307,10 @@ Geo check_dims(const char* op, const View& q, const View& k, const View& v, cons
   Geo g{q.shape[0], q.shape[h], k.shape[h], q.shape[t], int(q.shape[3]), float(scale), window, seq_major};
   check(k.shape == v.shape && k.shape[0] == g.B && k.shape[t] == g.T && k.shape[3] == g.D, op,
         "k and v must have q's B, T and D, with Hkv heads");
-  check(g.Hkv > 0 && g.H % g.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
   check(out.shape == q.shape, op, "out must have q's shape");
   check(lse.shape.rank == 3 && lse.shape[0] == g.B && lse.shape[1] == g.H && lse.shape[2] == g.T, op,
         "lse must be [B, H, T]");
-  check(q.shape[3] >= 1 && q.shape[3] <= kMaxD, op, "head dims up to " + std::to_string(kMaxD) + ", got " +
-                                                        std::to_string(q.shape[3]));
-  check(window >= 0, op, "the window must be 0 (causal) or positive");
-  // (Heads on the grid's x, tiles on its y, whose limit is 65535.)
-  check((g.T + kTile - 1) / kTile <= 65535, op, "T must be at most " + std::to_string(65535 * kTile));
+  check_geo(op, g);
   return g;
 }
 
@@ -331,6 +337,80 @@ Fmt tc_format(std::initializer_list<const View*> views, const Geo& g, bool grad)
 
 size_t tc_calls = 0;
 
+// The forward and the backward over operands laid out as g says, on the
+// tensor cores in format f, or (F32) on the CUDA cores.
+void forward(const Geo& g, Fmt f, FIn q, FIn k, FIn v, FOut out, float* lse) {
+  if (g.T == 0 || g.B * g.H == 0) return;
+  if (f != Fmt::F32) {
+    attention_tc(g, f, q, k, v, out, lse);
+    ++tc_calls;
+    FY_CUDA_LAUNCHED("attention");
+    return;
+  }
+  const size_t bytes = tiles_bytes(g.D, 3, 1);
+  auto go = [&](auto kern) {
+    allow_smem(kern, bytes);
+    kern<<<grid(g.T, g.B * g.H), kThreads, bytes, current_stream()>>>(q, k, v, out, lse, g);
+  };
+  if (g.D <= 64)
+    go(attention_fwd<16>);
+  else
+    go(attention_fwd<32>);
+  FY_CUDA_LAUNCHED("attention");
+}
+
+void backward(const Geo& g, Fmt f, FIn q, FIn k, FIn v, FIn out, const float* lse, FIn dout, FOut dq, FOut dk,
+              FOut dv) {
+  if (g.T == 0 || g.B * g.H == 0) return;
+  if (f != Fmt::F32) {
+    attention_grad_tc(g, f, q, k, v, out, lse, dout, dq, dk, dv);
+    ++tc_calls;
+    FY_CUDA_LAUNCHED("attention_grad");
+    return;
+  }
+  cudaStream_t s = current_stream();
+  const size_t kv_bytes = tiles_bytes(g.D, 4, 2), q_bytes = tiles_bytes(g.D, 4, 1);
+  auto go = [&](auto kv, auto qk) {
+    allow_smem(kv, kv_bytes);
+    allow_smem(qk, q_bytes);
+    kv<<<grid(g.T, g.B * g.Hkv), kThreads, kv_bytes, s>>>(q, k, v, out, lse, dout, dk, dv, g);
+    FY_CUDA_LAUNCHED("attention_grad");
+    qk<<<grid(g.T, g.B * g.H), kThreads, q_bytes, s>>>(q, k, v, out, lse, dout, dq, g);
+  };
+  if (g.D <= 64)
+    go(attention_grad_kv<16>, attention_grad_q<16>);
+  else
+    go(attention_grad_kv<32>, attention_grad_q<32>);
+  FY_CUDA_LAUNCHED("attention_grad");
+}
+
+// x's element n on: the heads of a packed qkv after its first.
+FIn shifted(FIn x, int64_t n) {
+  x.p = static_cast<const char*>(x.p) + n * (x.f == Fmt::F32 ? 4 : 2);
+  return x;
+}
+FOut shifted(FOut x, int64_t n) {
+  x.p = static_cast<char*>(x.p) + n * (x.f == Fmt::F32 ? 4 : 2);
+  return x;
+}
+
+// The geometry of a packed qkv [B, T, H + 2 Hkv, D] beside out [B, T, H, D].
+Geo packed_geo(const char* op, const View& qkv, const View& out, const View& lse, int64_t kv_heads, double scale,
+               int64_t window) {
+  fmt_of(qkv, op, "qkv");
+  fmt_of(out, op, "out");
+  check_dtype(lse, DType::F32, op, "lse");
+  check(qkv.shape.rank == 4 && out.shape.rank == 4, op, "qkv must be [B, T, H + 2 Hkv, D] and out [B, T, H, D]");
+  Geo g{out.shape[0], out.shape[2], kv_heads, out.shape[1], int(out.shape[3]), float(scale), window, true,
+        qkv.shape[2]};
+  check(qkv.shape[0] == g.B && qkv.shape[1] == g.T && qkv.shape[3] == g.D && g.Hrow == g.H + 2 * g.Hkv, op,
+        "qkv " + qkv.shape.str() + " must hold out's " + out.shape.str() + " heads and twice " +
+            std::to_string(kv_heads) + " key/value heads");
+  check(lse.shape == Shape{g.B, g.H, g.T}, op, "lse must be [B, H, T]");
+  check_geo(op, g);
+  return g;
+}
+
 }  // namespace
 
 size_t attention_tensor_core_calls() { return tc_calls; }
@@ -338,25 +418,8 @@ size_t attention_tensor_core_calls() { return tc_calls; }
 void attention(View q, View k, View v, View out, View lse, double scale, int64_t window, bool seq_major) {
   const char* op = "attention";
   const Geo g = check_dims(op, q, k, v, out, lse, scale, window, seq_major);
-  if (g.T == 0 || g.B * g.H == 0) return;
-  if (const Fmt f = tc_format({&q, &k, &v, &out}, g, false); f != Fmt::F32) {
-    attention_tc(g, f, fin(q, op, "q"), fin(k, op, "k"), fin(v, op, "v"), fout(out, op, "out"), mf(lse));
-    ++tc_calls;
-    FY_CUDA_LAUNCHED(op);
-    return;
-  }
-  const size_t bytes = tiles_bytes(g.D, 3, 1);
-  auto go = [&](auto kern) {
-    allow_smem(kern, bytes);
-    kern<<<grid(g.T, g.B * g.H), kThreads, bytes, current_stream()>>>(fin(q, op, "q"), fin(k, op, "k"),
-                                                                       fin(v, op, "v"), fout(out, op, "out"),
-                                                                       mf(lse), g);
-  };
-  if (g.D <= 64)
-    go(attention_fwd<16>);
-  else
-    go(attention_fwd<32>);
-  FY_CUDA_LAUNCHED(op);
+  forward(g, tc_format({&q, &k, &v, &out}, g, false), fin(q, op, "q"), fin(k, op, "k"), fin(v, op, "v"),
+          fout(out, op, "out"), mf(lse));
 }
 
 void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
@@ -366,30 +429,31 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
   for (const View* t : {&dout, &dq, &dk, &dv}) fmt_of(*t, op, "each of dout, dq, dk and dv");
   check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape, op,
         "dout and dq must have q's shape, dk and dv k's");
-  if (g.T == 0 || g.B * g.H == 0) return;
-  cudaStream_t s = current_stream();
-  const size_t kv_bytes = tiles_bytes(g.D, 4, 2), q_bytes = tiles_bytes(g.D, 4, 1);
-  const FIn fq = fin(q, op, "q"), fk = fin(k, op, "k"), fv = fin(v, op, "v"), fo = fin(out, op, "out");
-  const FIn fdo = fin(dout, op, "dout");
-  if (const Fmt f = tc_format({&q, &k, &v, &out, &dout, &dq, &dk, &dv}, g, true); f != Fmt::F32) {
-    attention_grad_tc(g, f, fq, fk, fv, fo, cf(lse), fdo, fout(dq, op, "dq"), fout(dk, op, "dk"), fout(dv, op, "dv"));
-    ++tc_calls;
-    FY_CUDA_LAUNCHED(op);
-    return;
-  }
-  auto go = [&](auto kv, auto qk) {
-    allow_smem(kv, kv_bytes);
-    allow_smem(qk, q_bytes);
-    kv<<<grid(g.T, g.B * g.Hkv), kThreads, kv_bytes, s>>>(fq, fk, fv, fo, cf(lse), fdo, fout(dk, op, "dk"),
-                                                          fout(dv, op, "dv"), g);
-    FY_CUDA_LAUNCHED(op);
-    qk<<<grid(g.T, g.B * g.H), kThreads, q_bytes, s>>>(fq, fk, fv, fo, cf(lse), fdo, fout(dq, op, "dq"), g);
-  };
-  if (g.D <= 64)
-    go(attention_grad_kv<16>, attention_grad_q<16>);
-  else
-    go(attention_grad_kv<32>, attention_grad_q<32>);
-  FY_CUDA_LAUNCHED(op);
+  backward(g, tc_format({&q, &k, &v, &out, &dout, &dq, &dk, &dv}, g, true), fin(q, op, "q"), fin(k, op, "k"),
+           fin(v, op, "v"), fin(out, op, "out"), cf(lse), fin(dout, op, "dout"), fout(dq, op, "dq"),
+           fout(dk, op, "dk"), fout(dv, op, "dv"));
+}
+
+void attention_qkv(View qkv, View out, View lse, int64_t kv_heads, double scale, int64_t window) {
+  const char* op = "attention_qkv";
+  const Geo g = packed_geo(op, qkv, out, lse, kv_heads, scale, window);
+  const FIn q = fin(qkv, op, "qkv");
+  forward(g, tc_format({&qkv, &out}, g, false), q, shifted(q, g.H * g.D), shifted(q, (g.H + g.Hkv) * g.D),
+          fout(out, op, "out"), mf(lse));
+}
+
+void attention_qkv_grad(View qkv, View out, View lse, View dout, View dqkv, int64_t kv_heads, double scale,
+                        int64_t window) {
+  const char* op = "attention_qkv_grad";
+  const Geo g = packed_geo(op, qkv, out, lse, kv_heads, scale, window);
+  fmt_of(dout, op, "dout");
+  fmt_of(dqkv, op, "dqkv");
+  check(dout.shape == out.shape && dqkv.shape == qkv.shape, op, "dout must have out's shape, dqkv qkv's");
+  const FIn q = fin(qkv, op, "qkv");
+  const FOut dq = fout(dqkv, op, "dqkv");
+  const int64_t k0 = g.H * g.D, v0 = (g.H + g.Hkv) * g.D;
+  backward(g, tc_format({&qkv, &out, &dout, &dqkv}, g, true), q, shifted(q, k0), shifted(q, v0),
+           fin(out, op, "out"), cf(lse), fin(dout, op, "dout"), dq, shifted(dq, k0), shifted(dq, v0));
 }
 
 }  // namespace fy::cuda

@@ -13,11 +13,20 @@ struct Geo {
   float scale;
   int64_t window;  // 0: causal
   bool seq_major;  // [B, T, heads, D], else [B, heads, T, D]
-  // Row 0 of head h (of `heads`) of batch b, and the distance between rows.
+  // Packed (> 0): q, k and v (dq, dk, dv) are the heads of one [B, T, Hrow,
+  // D] tensor, Hrow = H + 2 Hkv, each pointer at its own first head.
+  int64_t Hrow = 0;
+  // Row 0 of head h (of `heads`) of batch b, and the distance between rows:
+  // out's and dout's with H heads.
   __host__ __device__ int64_t head(int64_t b, int64_t h, int64_t heads) const {
     return seq_major ? (b * T * heads + h) * D : (b * heads + h) * T * D;
   }
   __host__ __device__ int64_t ld(int64_t heads) const { return seq_major ? heads * D : D; }
+  // The same in q's (dq's) tensor and in k's and v's (dk's, dv's).
+  __host__ __device__ int64_t qhead(int64_t b, int64_t h) const { return head(b, h, Hrow ? Hrow : H); }
+  __host__ __device__ int64_t khead(int64_t b, int64_t h) const { return head(b, h, Hrow ? Hrow : Hkv); }
+  __host__ __device__ int64_t ldq() const { return ld(Hrow ? Hrow : H); }
+  __host__ __device__ int64_t ldk() const { return ld(Hrow ? Hrow : Hkv); }
 };
 
 // The keys row i sees are [first_key(i), i].

@@ -176,14 +176,16 @@ __device__ __forceinline__ float warp_delta(FIn dout, FIn out, int64_t at, int D
 // where the head starts in q (out, dout, dq) and its key/value head in k and
 // v, their row strides, the rows [i0, i1), warp w's first row and the lane's.
 struct QueryBlock {
-  int64_t bh, qoff, lq, lk, kvoff, i0, i1, wi0, i;
+  int64_t bh, qoff, lq, lk, kvoff, ooff, lo, i0, i1, wi0, i;  // ooff, lo: out's and dout's
   __device__ QueryBlock(const Geo& g, int w, const Lane& ln) {
     bh = blockIdx.x;
     const int64_t b = bh / g.H, h = bh % g.H;
-    qoff = g.head(b, h, g.H);
-    lq = g.ld(g.H);
-    lk = g.ld(g.Hkv);
-    kvoff = g.head(b, h / (g.H / g.Hkv), g.Hkv);
+    qoff = g.qhead(b, h);
+    lq = g.ldq();
+    lk = g.ldk();
+    kvoff = g.khead(b, h / (g.H / g.Hkv));
+    ooff = g.head(b, h, g.H);
+    lo = g.ld(g.H);
     i0 = int64_t(blockIdx.y) * kRows;
     i1 = min(g.T, i0 + kRows);
     wi0 = i0 + 16 * w;
@@ -256,7 +258,7 @@ __global__ void __launch_bounds__(kThreads) tc_fwd(FIn q, FIn k, FIn v, FOut out
     add_product<T, D>(P, Vs, O);
     __syncwarp();
   }
-  store_rows<D>(O, l > 0.f ? 1.f / l : 0.f, out, qoff, lq, wi0, g.T);
+  store_rows<D>(O, l > 0.f ? 1.f / l : 0.f, out, qb.ooff, qb.lo, wi0, g.T);
   if (ln.half == 0 && i < g.T) lse[bh * g.T + i] = (m + log2f(l)) * kLn2;
 #endif
 }
@@ -292,7 +294,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int64_t bkv = blockIdx.x, b = bkv / g.Hkv, kvh = bkv % g.Hkv, group = g.H / g.Hkv;
   const int64_t j0 = int64_t(blockIdx.y) * kRows, j1 = min(g.T, j0 + kRows);
-  const int64_t lq = g.ld(g.H), lk = g.ld(g.Hkv), kvoff = g.head(b, kvh, g.Hkv);
+  const int64_t lq = g.ldq(), lk = g.ldk(), lo = g.ld(g.H), kvoff = g.khead(b, kvh);
   const Lane ln;
   const int64_t wj0 = j0 + 16 * w, j = wj0 + ln.r;  // the warp's first key, this lane's
   load_rows<T, D>(Ks, k, kvoff, lk, j0, g.T);
@@ -303,11 +305,11 @@ __global__ void __launch_bounds__(kThreads)
   // The last query that sees a key of the tile.
   const int64_t q_end = g.window > 0 ? min(g.T, j1 - 1 + g.window) : g.T;
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-    const int64_t bh = b * g.H + h, qoff = g.head(b, h, g.H);
+    const int64_t bh = b * g.H + h, qoff = g.qhead(b, h), ooff = g.head(b, h, g.H);
     for (int64_t i0 = j0; i0 < q_end; i0 += kRows) {
       __syncthreads();  // the last query tile is read
       load_rows<T, D>(Qs, q, qoff, lq, i0, g.T);
-      load_rows<T, D>(dOs, dout, qoff, lq, i0, g.T);
+      load_rows<T, D>(dOs, dout, ooff, lo, i0, g.T);
       // The tile's rows' statistics (lse in log2 units).
       if (threadIdx.x < kRows) {
         const int64_t qi = i0 + threadIdx.x;
@@ -372,7 +374,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t bh = qb.bh, qoff = qb.qoff, lq = qb.lq, lk = qb.lk, kvoff = qb.kvoff, i0 = qb.i0, i1 = qb.i1;
   const int64_t wi0 = qb.wi0, i = qb.i;
   load_rows<T, D>(Qs, q, qoff, lq, i0, g.T);
-  load_rows<T, D>(dOs, dout, qoff, lq, i0, g.T);
+  load_rows<T, D>(dOs, dout, qb.ooff, qb.lo, i0, g.T);
   zero_acc<D>(dQa);
   const float delta = i < g.T ? delta_g[bh * g.T + i] : 0.f;
   const float lse2 = i < g.T ? lse[bh * g.T + i] * kLog2e : 0.f;

@@ -221,3 +221,11 @@ func.func @rope_axis(%x: tensor<2x3x4xf32>, %t: tensor<3x4xf32>) -> tensor<2x3x4
   %0 = fygraph.rope %x, %t, %t {seq_axis = 2 : i64} : tensor<2x3x4xf32>, tensor<3x4xf32>
   return %0 : tensor<2x3x4xf32>
 }
+
+// -----
+
+func.func @attention_qkv_heads(%x: tensor<2x5x5x8xf32>) -> tensor<2x5x2x8xf32> {
+  // expected-error @+1 {{must hold the result's heads and twice 2 more}}
+  %o, %l = fygraph.attention_qkv %x {kv_heads = 2 : i64, scale = 0.5 : f32} : (tensor<2x5x5x8xf32>) -> (tensor<2x5x2x8xf32>, tensor<2x2x5xf32>)
+  return %o : tensor<2x5x2x8xf32>
+}
