@@ -65,11 +65,11 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   }
   pm.addPass(createProgramAttrs(attrs));
   RecomposeOptions recompose;
-  // The CPU's kernels multiply fp32 operands (no bf16 or fp16 rounding of
-  // them, which --precision asks of every product). The CUDA target's
-  // (fp32 too) are formed only when asked for by name until a GPU has
+  // The CPU's kernels round their products' operands at --precision
+  // bf16|fp16 as matmul does, so they serve every precision. The CUDA
+  // target's are formed only when asked for by name until a GPU has
   // measured them.
-  const bool cpu = o.target == "cpu" && o.precision == "fp32";
+  const bool cpu = o.target == "cpu";
   recompose.attention = (o.fuse == "yes" && cpu) || (o.fuse == "all" && (cpu || o.target == "cuda"));
   recompose.crossEntropy = recompose.attention;
   // SwiGLU's and RoPE's kernels multiply no matrices, so the CPU's serve every precision.

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
 
@@ -253,6 +254,40 @@ TEST(Attention, PackedQKVIsTheSlicesAttention) {
   }
   HostTensor qkv(Shape{1, 8, 10, 64}, DType::F32), out(Shape{1, 8, 4, 64}, DType::F32), lse(Shape{1, 4, 8}, DType::F32);
   EXPECT_THROW(k::attention_qkv(qkv, out, lse, 2, 0.125, 0), fy::Error);  // 4 + 2 x 2 heads, not 10
+}
+
+}  // namespace
+}  // namespace fyt
+
+namespace fyt {
+namespace {
+
+// At a 16-bit matmul_operands() (--precision bf16 on the CPU target) the
+// products round their operands as matmul does (q, k, v, dout, and the
+// probabilities and dS before theirs): the double reference over the
+// rounded q, k, v and dout within the probabilities' rounding, and not the
+// fp32 kernel's numbers.
+TEST(Attention, SixteenBitProductsRoundTheirOperands) {
+  const Case c{1, 4, 2, 130, 64, 40};
+  Outputs fp32 = run(c, 23);
+  k::set_matmul_operands(k::MatmulOperands::BF16);
+  Outputs r = run(c, 23);
+  k::set_matmul_operands(k::MatmulOperands::FP32);
+  auto rounded = [](const HostTensor& t) {
+    HostTensor y(t.shape(), DType::F32);
+    for (int64_t i = 0; i < t.numel(); ++i) y.as<float>()[i] = fy::round_to_bf16(t.as<float>()[i]);
+    return y;
+  };
+  Reference want = reference(c, rounded(r.q), rounded(r.k), rounded(r.v), rounded(r.dout), 1 / std::sqrt(double(c.D)));
+  expect_near_all(r.out, want.out, 1e-2, "out");
+  expect_near_all(r.lse, want.lse, 1e-5, "lse");
+  expect_near_all(r.dq, want.dq, 2e-2, "dq");
+  expect_near_all(r.dk, want.dk, 2e-2, "dk");
+  expect_near_all(r.dv, want.dv, 2e-2, "dv");
+  double diff = 0;
+  for (int64_t i = 0; i < r.out.numel(); ++i)
+    diff = std::max(diff, double(std::fabs(r.out.as<float>()[i] - fp32.out.as<float>()[i])));
+  EXPECT_GT(diff, 1e-4) << "the bf16 products gave the fp32 kernel's numbers";
 }
 
 }  // namespace

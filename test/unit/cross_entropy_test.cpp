@@ -181,3 +181,41 @@ TEST(LinearCrossEntropy, NoNxVBuffer) {
                                  << " kB";
   EXPECT_TRUE(std::isfinite(r.loss.as<float>()[0]));
 }
+
+// At a 16-bit matmul_operands() (--precision bf16 on the CPU target) the
+// loss's products round their operands as matmul does: the unfused graph's
+// numbers (matmul, softmax_cross_entropy and its gradient, matmul), within
+// the sums' order, and not the fp32 products'.
+TEST(LinearCrossEntropy, SixteenBitProductsAreTheUnfusedGraphs) {
+  Case r = make(2, 150, 32, 5000, 21, {4});
+  const std::vector<int64_t> labels = labels_of(r.labels);
+  const int64_t N = 300, D = 32, V = 5000;
+  HostTensor fp32_dw(Shape{V, D}, DType::F32);
+  k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, fp32_dw, r.block, kIgnore, true, true);
+  k::set_matmul_operands(k::MatmulOperands::BF16);
+  k::linear_cross_entropy(r.x, r.w, r.labels, r.loss, r.dx, r.dw, r.block, kIgnore, true, true);
+  const View x2{r.x.view().data, Shape{N, D}, DType::F32};
+  HostTensor logits(Shape{N, V}, DType::F32), lp(Shape{N, V}, DType::F32), loss(Shape{}, DType::F32),
+      one = make_tensor(Shape{}, DType::F32, {1.0}), g(Shape{N, V}, DType::F32), dx(Shape{N, D}, DType::F32),
+      dw(Shape{V, D}, DType::F32);
+  k::matmul(x2, r.w, logits, false, true);
+  k::softmax_cross_entropy(logits, r.labels, loss, lp, kIgnore, true);
+  k::softmax_cross_entropy_grad(one, lp, r.labels, g, kIgnore, true);
+  k::matmul(g, r.w, dx, false, false);
+  k::matmul(g, x2, dw, true, false);
+  k::set_matmul_operands(k::MatmulOperands::FP32);
+  EXPECT_NEAR(r.loss.as<float>()[0], loss.as<float>()[0], 1e-6 * std::fabs(loss.as<float>()[0]));
+  auto as_double = [](const HostTensor& t) {
+    std::vector<double> v(size_t(t.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.as<float>()[i];
+    return v;
+  };
+  expect_near_all(r.dx, as_double(dx), 1e-5, "dx");
+  expect_near_all(r.dw, as_double(dw), 1e-5, "dw");
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < V * D; ++i) {
+    diff = std::max(diff, double(std::fabs(r.dw.as<float>()[i] - fp32_dw.as<float>()[i])));
+    scale = std::max(scale, double(std::fabs(fp32_dw.as<float>()[i])));
+  }
+  EXPECT_GT(diff, 1e-4 * scale) << "dw's products at bf16 gave the fp32 products' numbers";
+}

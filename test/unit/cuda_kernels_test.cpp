@@ -1696,8 +1696,14 @@ TEST_F(CudaKernels, AttentionPackedQKV) {
   struct Case {
     int64_t B, H, Hkv, T, D, window;
   };
+  int dev = 0, smem = 0, major = 0;  // as AttentionTensorCores
+  FYT_CUDA(cudaGetDevice(&dev));
+  FYT_CUDA(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  FYT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  const bool all_fit = major >= 9 && smem >= 173568;
   for (DType h : {F32, DType::BF16})
     for (const Case& c : {Case{2, 4, 4, 100, 64, 0}, Case{1, 8, 2, 130, 128, 40}}) {
+      const size_t before = gpu::attention_tensor_core_calls();
       const int64_t Hrow = c.H + 2 * c.Hkv, H = c.H, Hkv = c.Hkv, w = c.window;
       const Shape ps{c.B, c.T, Hrow, c.D}, qs{c.B, c.T, c.H, c.D}, ks{c.B, c.T, c.Hkv, c.D}, ls{c.B, c.H, c.T};
       const double scale = 1.0 / std::sqrt(double(c.D)), tol = h == F32 ? kTol : 2e-2;
@@ -1748,6 +1754,10 @@ TEST_F(CudaKernels, AttentionPackedQKV) {
             << what << ": output " << k << " differs from attention on the slices";
       EXPECT_EQ(std::memcmp(dpacked.gpu[0].view().data, dslices.gpu[0].view().data, dpacked.gpu[0].view().nbytes()), 0)
           << what << ": dqkv differs from attention_grad's on the slices";
+      // Two runs of each of the four: bf16 on the tensor cores, fp32 (at fp32 products) not.
+      if (all_fit || h == F32) {
+        EXPECT_EQ(gpu::attention_tensor_core_calls() - before, h == F32 ? 0u : 8u) << what;
+      }
     }
 }
 

@@ -33,6 +33,10 @@ struct Dims {
   int64_t B, H, Hkv, T, D;
   bool seq_major;
   int64_t Hrow = 0;
+  // The products' operands rounded as matmul rounds them (at a 16-bit
+  // matmul_operands()): q, k, v and dout come rounded, and the
+  // probabilities and dS are rounded before their products.
+  bool round = false;
   // Row 0 of head h (of `heads`) of batch b, and the distance between rows.
   int64_t head(int64_t b, int64_t h, int64_t heads) const {
     return seq_major ? (b * T * heads + h) * D : (b * heads + h) * T * D;
@@ -115,6 +119,7 @@ void forward(const Dims& d, const float* q, const float* k, const float* v, floa
           for (int64_t c = 0; c < keys; ++c) m = s[c] > m ? s[c] : m;
           lh[i0 + r] = m + float(std::log(softmax_from_max(s, s, keys, m)));
         }
+        if (d.round) round_operands(S.data(), S.data(), (i1 - i0) * keys, false);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(i1 - i0), int(d.D), int(keys), 1.0f, S.data(),
                     int(keys), vh + j0 * lk, int(lk), 0.0f, oh + i0 * lo, int(lo));
       }
@@ -122,14 +127,16 @@ void forward(const Dims& d, const float* q, const float* k, const float* v, floa
 }
 
 // The backward, laid out as d says (dq, dk, dv as q, k, v; dout as out).
+// dout_ops: dout as its products take it (rounded with d.round).
 void backward(const Dims& d, const float* q, const float* k, const float* v, const float* out, const float* lse,
-              const float* dout, float* dq, float* dk, float* dv, double scale, int64_t window) {
+              const float* dout, const float* dout_ops, float* dq, float* dk, float* dv, double scale,
+              int64_t window) {
   blas_on_one_thread();
   const int64_t blocks = (d.T + kBlock - 1) / kBlock, group = d.H / d.Hkv;
   const float sc = float(scale);
 #pragma omp parallel
   {
-    std::vector<float> P, dS, delta;  // made by a thread that takes work
+    std::vector<float> P, Pr, dS, delta;  // made by a thread that takes work
     // A key/value head's gradients are this thread's alone: summed over its
     // query heads and their blocks, in order.
 #pragma omp for schedule(dynamic)
@@ -152,6 +159,7 @@ void backward(const Dims& d, const float* q, const float* k, const float* v, con
         const float* qh = q + qoff;
         const float* oh = out + ooff;
         const float* doh = dout + ooff;
+        const float* dor = dout_ops + ooff;
         const float* lh = lse + bh * d.T;
         float* dqh = dq + qoff;
         for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -170,16 +178,23 @@ void backward(const Dims& d, const float* q, const float* k, const float* v, con
             delta[size_t(r)] = float(dsum);
           }
           // dV += P^T dO
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), 1.0f, P.data(),
-                      int(keys), doh + i0 * lo, int(lo), 1.0f, dvh + j0 * lk, int(lk));
+          const float* pv = P.data();
+          if (d.round) {
+            Pr.resize(P.size());
+            round_operands(P.data(), Pr.data(), rows * keys, false);
+            pv = Pr.data();
+          }
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), 1.0f, pv, int(keys),
+                      dor + i0 * lo, int(lo), 1.0f, dvh + j0 * lk, int(lk));
           // dP = dO V^T, then dS = P (dP - delta)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(d.D), 1.0f,
-                      doh + i0 * lo, int(lo), vh + j0 * lk, int(lk), 0.0f, dS.data(), int(keys));
+                      dor + i0 * lo, int(lo), vh + j0 * lk, int(lk), 0.0f, dS.data(), int(keys));
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t c = 0; c < keys; ++c) {
               float& s = dS[size_t(r * keys + c)];
               s = P[size_t(r * keys + c)] * (s - delta[size_t(r)]);
             }
+          if (d.round) round_operands(dS.data(), dS.data(), rows * keys, false);
           // dQ = scale dS K (this block's rows, whole); dK += scale dS^T Q
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.D), int(keys), sc, dS.data(),
                       int(keys), kh + j0 * lk, int(lk), 0.0f, dqh + i0 * lq, int(lq));
@@ -205,37 +220,53 @@ Dims packed_dims(const char* op, const View& qkv, const View& out, const View& l
   return d;
 }
 
+// x's data as the products take it: x itself, or at a 16-bit
+// matmul_operands() a rounded copy in `buf` (setting d.round).
+const float* operand(const View& x, std::vector<float>& buf, Dims& d) {
+  d.round = matmul_operands() != MatmulOperands::FP32;
+  if (!d.round) return x.as<float>();
+  buf.resize(size_t(x.numel()));
+  round_operands(x.as<float>(), buf.data(), x.numel(), true);
+  return buf.data();
+}
+
 }  // namespace
 
 void attention(View q, View k, View v, View out, View lse, double scale, int64_t window, bool seq_major) {
-  const Dims d = check_dims("attention", q, k, v, out, lse, seq_major);
-  forward(d, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), lse.as<float>(), scale, window);
+  Dims d = check_dims("attention", q, k, v, out, lse, seq_major);
+  std::vector<float> rq, rk, rv;
+  const float *pq = operand(q, rq, d), *pk = operand(k, rk, d), *pv = operand(v, rv, d);
+  forward(d, pq, pk, pv, out.as<float>(), lse.as<float>(), scale, window);
 }
 
 void attention_grad(View q, View k, View v, View out, View lse, View dout, View dq, View dk, View dv, double scale,
                     int64_t window, bool seq_major) {
-  const Dims d = check_dims("attention_grad", q, k, v, out, lse, seq_major);
+  Dims d = check_dims("attention_grad", q, k, v, out, lse, seq_major);
   check(dout.shape == q.shape && dq.shape == q.shape && dk.shape == k.shape && dv.shape == v.shape,
         "attention_grad", "dout and dq must have q's shape, dk and dv k's");
-  backward(d, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), lse.as<float>(), dout.as<float>(),
-           dq.as<float>(), dk.as<float>(), dv.as<float>(), scale, window);
+  std::vector<float> rq, rk, rv, rdo;
+  const float *pq = operand(q, rq, d), *pk = operand(k, rk, d), *pv = operand(v, rv, d), *pdo = operand(dout, rdo, d);
+  backward(d, pq, pk, pv, out.as<float>(), lse.as<float>(), dout.as<float>(), pdo, dq.as<float>(), dk.as<float>(),
+           dv.as<float>(), scale, window);
 }
 
 void attention_qkv(View qkv, View out, View lse, int64_t kv_heads, double scale, int64_t window) {
-  const Dims d = packed_dims("attention_qkv", qkv, out, lse, kv_heads);
-  const float* q = qkv.as<float>();
+  Dims d = packed_dims("attention_qkv", qkv, out, lse, kv_heads);
+  std::vector<float> rqkv;
+  const float* q = operand(qkv, rqkv, d);
   forward(d, q, q + d.H * d.D, q + (d.H + d.Hkv) * d.D, out.as<float>(), lse.as<float>(), scale, window);
 }
 
 void attention_qkv_grad(View qkv, View out, View lse, View dout, View dqkv, int64_t kv_heads, double scale,
                         int64_t window) {
-  const Dims d = packed_dims("attention_qkv_grad", qkv, out, lse, kv_heads);
+  Dims d = packed_dims("attention_qkv_grad", qkv, out, lse, kv_heads);
   check(dout.shape == out.shape && dqkv.shape == qkv.shape && dout.dtype == DType::F32 && dqkv.dtype == DType::F32,
         "attention_qkv_grad", "dout must be F32 of out's shape, dqkv of qkv's");
-  const float* q = qkv.as<float>();
+  std::vector<float> rqkv, rdo;
+  const float *q = operand(qkv, rqkv, d), *pdo = operand(dout, rdo, d);
   float* dq = dqkv.as<float>();
   const int64_t k0 = d.H * d.D, v0 = (d.H + d.Hkv) * d.D;
-  backward(d, q, q + k0, q + v0, out.as<float>(), lse.as<float>(), dout.as<float>(), dq, dq + k0, dq + v0, scale,
+  backward(d, q, q + k0, q + v0, out.as<float>(), lse.as<float>(), dout.as<float>(), pdo, dq, dq + k0, dq + v0, scale,
            window);
 }
 

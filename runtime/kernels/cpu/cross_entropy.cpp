@@ -108,6 +108,17 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
   blas_on_one_thread();
   const int64_t R = block.shape[0];
   std::vector<double> terms(size_t(d.N), 0.0);
+  // At a 16-bit matmul_operands() the gradient products round their
+  // operands as matmul (which the logits' product calls) does: w once, each
+  // block's rows of x and its logits' gradient.
+  const bool round = grads && matmul_operands() != MatmulOperands::FP32;
+  std::vector<float> wr, xr;
+  const float* pw = w.as<float>();
+  if (round) {
+    wr.resize(size_t(w.numel()));
+    round_operands(pw, wr.data(), w.numel(), true);
+    pw = wr.data();
+  }
   for (int64_t r0 = 0; r0 < d.N; r0 += R) {
     const int64_t rows = std::min(R, d.N - r0);
     float* g = block.as<float>();
@@ -133,7 +144,14 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
       l[label] -= factor;
     }
     if (!grads) continue;
-    block_grads(g, px + r0 * d.D, w.as<float>(), dx.as<float>() + r0 * d.D, dw.as<float>(), d, rows, r0 > 0);
+    const float* xb_ops = px + r0 * d.D;
+    if (round) {
+      xr.resize(size_t(rows * d.D));
+      round_operands(xb_ops, xr.data(), rows * d.D, true);
+      xb_ops = xr.data();
+      round_operands(g, g, rows * d.V, true);
+    }
+    block_grads(g, xb_ops, pw, dx.as<float>() + r0 * d.D, dw.as<float>(), d, rows, r0 > 0);
   }
   double sum = 0;
   for (int64_t i = 0; i < d.N; ++i) sum += terms[size_t(i)];

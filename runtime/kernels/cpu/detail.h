@@ -41,6 +41,11 @@ template <class F> void dispatch_bits(DType dt, F&& f) {
 // OpenBLAS on the calling thread alone: the kernels' threads are OpenMP's
 // (reduce_matmul.cpp says why). Call before any BLAS call.
 void blas_on_one_thread();
+// y[i] = x[i] rounded as matmul rounds its operands at matmul_operands() (y
+// may be x; FP32: a copy). `team`: the work shared by OpenMP's threads,
+// else this thread's alone (inside a parallel region). kernels.h declares
+// MatmulOperands.
+void round_operands(const float* x, float* y, int64_t n, bool team);
 
 inline void check(bool ok, const char* op, const std::string& what) {
   if (!ok) fail(std::string("fy::cpu::") + op + ": " + what);

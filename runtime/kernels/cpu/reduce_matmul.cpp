@@ -84,19 +84,26 @@ void detail::blas_on_one_thread() {
   (void)once;
 }
 
+void detail::round_operands(const float* x, float* y, int64_t n, bool team) {
+  const MatmulOperands p = matmul_operands();
+  const bool par = team && n >= kParallelMin;
+  if (p == MatmulOperands::BF16) {
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t i = 0; i < n; ++i) y[i] = round_to_bf16(x[i]);
+  } else if (p == MatmulOperands::FP16) {
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t i = 0; i < n; ++i) y[i] = round_to_fp16(x[i]);
+  } else if (y != x) {
+    std::memcpy(y, x, size_t(n) * sizeof(float));
+  }
+}
+
 namespace {
 // Rounded copies of matmul's operands (per thread: kernels may run on more than one).
-const float* rounded(const float* x, int64_t n, MatmulOperands p, std::vector<float>& buf) {
+const float* rounded(const float* x, int64_t n, std::vector<float>& buf) {
   buf.resize(size_t(n));
-  float* y = buf.data();
-  if (p == MatmulOperands::BF16) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] = round_to_bf16(x[i]);
-  } else {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] = round_to_fp16(x[i]);
-  }
-  return y;
+  round_operands(x, buf.data(), n, true);
+  return buf.data();
 }
 
 // One BLAS call on a block of C: ld* are the full operands' leading dims.
@@ -199,8 +206,8 @@ void matmul(View a, View b, View c, bool ta, bool tb) {
       const MatmulOperands p = matmul_operands();
       if (p != MatmulOperands::FP32) {
         thread_local std::vector<float> ra, rb;
-        pa = rounded(pa, a.numel(), p, ra);
-        pb = rounded(pb, b.numel(), p, rb);
+        pa = rounded(pa, a.numel(), ra);
+        pb = rounded(pb, b.numel(), rb);
       }
     }
     const int64_t nbatch = c.numel() / (M * N);
