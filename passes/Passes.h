@@ -71,8 +71,8 @@ struct TrainPipelineOptions : mlir::PassPipelineOptions<TrainPipelineOptions> {
   Opt<bool> paramWaits{*this, "param-waits", llvm::cl::desc("fy-param-waits"), llvm::cl::init(true)};
   Opt<bool> earlyHold{*this, "early-hold", llvm::cl::desc("fy-early-offload's held hand-over"), llvm::cl::init(true)};
   Opt<std::string> fuse{*this, "fuse",
-                        llvm::cl::desc("fy-recompose's fused attention, loss and SwiGLU: yes (where the target's kernels "
-                                       "are measured), no, or all (the CUDA target's new kernels too)"),
+                        llvm::cl::desc("fy-recompose's fused attention, loss, SwiGLU and RoPE: yes (where the target's "
+                                       "kernels are measured), no, or all (the CUDA target's new kernels too)"),
                         llvm::cl::init("yes")};
   Opt<std::string> halfActivations{*this, "half-activations",
                                    llvm::cl::desc("activations in 16 bits at bf16/fp16: auto (the CPU target), "

@@ -697,7 +697,10 @@ struct FormPackedAttention : OpRewritePattern<fg::AttentionOp> {
     auto in = cast<RankedTensorType>(x.getType());
     auto q = cast<RankedTensorType>(a.getQ().getType()), k = cast<RankedTensorType>(a.getK().getType());
     const int64_t H = q.getDimSize(2), Hkv = k.getDimSize(2), D = q.getDimSize(3);
-    if (at != in.getDimSize(2) || at != (H + 2 * Hkv) * D)
+    // (The reshapes into heads keep the tokens: [B, T, C] -> [B, T, heads, D].)
+    if (at != in.getDimSize(2) || at != (H + 2 * Hkv) * D || q.getDimSize(0) != in.getDimSize(0) ||
+        q.getDimSize(1) != in.getDimSize(1) || k.getDimSize(0) != in.getDimSize(0) ||
+        k.getDimSize(1) != in.getDimSize(1))
       return failure();
     auto packed = RankedTensorType::get({in.getDimSize(0), in.getDimSize(1), H + 2 * Hkv, D}, in.getElementType());
     Value qkv = rw.create<fg::ReshapeOp>(a.getLoc(), packed, x);

@@ -136,8 +136,9 @@ def FyGraph_RopeOp : FyGraph_Op<"rope", [Pure, AllTypesMatch<["input", "result"]
     (Llama's and Hugging Face's convention). `cos` and `sin` are [T, D]:
     row t rotates x's elements at index t of dim `seq_axis`. fy-recompose
     forms it from the exported products, slices, neg and concat; each
-    product is rounded to f32 before the sum, so the bits are those of the
-    unfused ops. With `transposed`, the rotation's transpose, which is its
+    product is rounded to f32 before the sum, so on f32 tensors the bits are
+    those of the unfused ops (16-bit ones round once, not after each op).
+    With `transposed`, the rotation's transpose, which is its
     gradient: x cos + rotate_half^T(x sin), rotate_half^T(y) =
     concat(y[..., D/2:], -y[..., :D/2]). cos and sin get no gradient.
   }];

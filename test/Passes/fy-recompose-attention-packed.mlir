@@ -69,3 +69,40 @@ func.func @query_scale(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %v: ten
   %o, %l = fygraph.attention %qs, %k, %v {scale = 2.500000e-01 : f32, seq_major} : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
   return %o : tensor<2x4x3x8xf32>
 }
+
+// -----
+
+// Not packed: reshapes that do not keep the tokens ([2, 4, 16] into
+// [4, 2, 2, 8]), though the slices tile x in order.
+// CHECK-LABEL: func.func @not_packed_tokens
+// CHECK-NOT: fygraph.attention_qkv
+func.func @not_packed_tokens(%x: tensor<2x4x48xf32>) -> tensor<4x2x2x8xf32> {
+  %a = fygraph.slice %x {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %b = fygraph.slice %x {starts = array<i64: 0, 0, 16>, steps = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %c = fygraph.slice %x {starts = array<i64: 0, 0, 32>, steps = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %ah = fygraph.reshape %a : tensor<2x4x16xf32> -> tensor<4x2x2x8xf32>
+  %bh = fygraph.reshape %b : tensor<2x4x16xf32> -> tensor<4x2x2x8xf32>
+  %ch = fygraph.reshape %c : tensor<2x4x16xf32> -> tensor<4x2x2x8xf32>
+  %o, %l = fygraph.attention %ah, %bh, %ch {scale = 0.353553385 : f32, seq_major} : (tensor<4x2x2x8xf32>, tensor<4x2x2x8xf32>, tensor<4x2x2x8xf32>) -> (tensor<4x2x2x8xf32>, tensor<4x2x2xf32>)
+  return %o : tensor<4x2x2x8xf32>
+}
+
+// -----
+
+// The scale stays apart where q's factor is no splat constant, or where the
+// scaled q is read elsewhere too.
+// CHECK-LABEL: func.func @query_scale_kept
+// CHECK: fygraph.mul
+// CHECK: fygraph.attention {{.*}} {scale = 2.500000e-01 : f32, seq_major}
+// CHECK: fygraph.mul
+// CHECK: fygraph.attention {{.*}} {scale = 2.500000e-01 : f32, seq_major}
+func.func @query_scale_kept(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x4x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) {
+  %c = fygraph.constant dense<[[[[0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.25]]]]> : tensor<1x1x1x8xf32>
+  %qs = fygraph.mul %q, %c : (tensor<2x4x3x8xf32>, tensor<1x1x1x8xf32>) -> tensor<2x4x3x8xf32>
+  %o, %l = fygraph.attention %qs, %k, %v {scale = 2.500000e-01 : f32, seq_major} : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
+  %h = fygraph.constant dense<5.000000e-01> : tensor<f32>
+  %h4 = fygraph.reshape %h : tensor<f32> -> tensor<1x1x1x1xf32>
+  %ks = fygraph.mul %k, %h4 : (tensor<2x4x3x8xf32>, tensor<1x1x1x1xf32>) -> tensor<2x4x3x8xf32>
+  %o2, %l2 = fygraph.attention %ks, %q, %v {scale = 2.500000e-01 : f32, seq_major} : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
+  return %o, %o2, %ks : tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>
+}

@@ -262,32 +262,59 @@ TEST(Attention, PackedQKVIsTheSlicesAttention) {
 namespace fyt {
 namespace {
 
+// ||got - want|| / ||want|| over a whole tensor.
+double rel_norm(const HostTensor& got, const HostTensor& want) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double d = double(got.as<float>()[i]) - double(want.as<float>()[i]);
+    num += d * d;
+    den += double(want.as<float>()[i]) * want.as<float>()[i];
+  }
+  return std::sqrt(num / den);
+}
+
 // At a 16-bit matmul_operands() (--precision bf16 on the CPU target) the
 // products round their operands as matmul does (q, k, v, dout, and the
-// probabilities and dS before theirs): the double reference over the
-// rounded q, k, v and dout within the probabilities' rounding, and not the
-// fp32 kernel's numbers.
-TEST(Attention, SixteenBitProductsRoundTheirOperands) {
-  const Case c{1, 4, 2, 130, 64, 40};
+// probabilities and dS before theirs): the numbers of the unfused graph's
+// kernels at bf16 (matmul, masked_softmax, matmul; back through matmul with
+// FlashAttention's delta = rowsum(dO O)), within the sums' order, and not
+// the fp32 kernel's. Compared by norm: a sum's order moves the odd
+// probability across a rounding boundary; a missing rounding moves them all.
+TEST(Attention, SixteenBitProductsAreTheUnfusedGraphs) {
+  const Case c{2, 3, 3, 130, 64, 0};
+  const float scale = float(1 / std::sqrt(double(c.D)));
   Outputs fp32 = run(c, 23);
   k::set_matmul_operands(k::MatmulOperands::BF16);
   Outputs r = run(c, 23);
+  const Shape qs{c.B, c.H, c.T, c.D}, ss{c.B, c.H, c.T, c.T};
+  HostTensor mask(Shape{1, 1, c.T, c.T}, DType::U8);
+  for (int64_t i = 0; i < c.T; ++i)
+    for (int64_t j = 0; j < c.T; ++j) mask.as<uint8_t>()[i * c.T + j] = j > i;
+  HostTensor S(ss, DType::F32), P(ss, DType::F32), out(qs, DType::F32), dP(ss, DType::F32), dS(ss, DType::F32),
+      dq(qs, DType::F32), dk(qs, DType::F32), dv(qs, DType::F32);
+  k::matmul(r.q, r.k, S, false, true);
+  k::masked_softmax(S, mask, P, scale);
+  k::matmul(P, r.v, out, false, false);
+  k::matmul(r.dout, r.v, dP, false, true);
+  for (int64_t row = 0; row < c.B * c.H * c.T; ++row) {  // dS = P (dP - rowsum(dO O)) scale
+    double delta = 0;
+    for (int64_t x = 0; x < c.D; ++x) delta += double(r.dout.as<float>()[row * c.D + x]) * out.as<float>()[row * c.D + x];
+    for (int64_t j = 0; j < c.T; ++j) {
+      const int64_t e = row * c.T + j;
+      dS.as<float>()[e] = P.as<float>()[e] * (dP.as<float>()[e] - float(delta)) * scale;
+    }
+  }
+  k::matmul(dS, r.k, dq, false, false);
+  k::matmul(dS, r.q, dk, true, false);
+  k::matmul(P, r.dout, dv, true, false);
   k::set_matmul_operands(k::MatmulOperands::FP32);
-  auto rounded = [](const HostTensor& t) {
-    HostTensor y(t.shape(), DType::F32);
-    for (int64_t i = 0; i < t.numel(); ++i) y.as<float>()[i] = fy::round_to_bf16(t.as<float>()[i]);
-    return y;
-  };
-  Reference want = reference(c, rounded(r.q), rounded(r.k), rounded(r.v), rounded(r.dout), 1 / std::sqrt(double(c.D)));
-  expect_near_all(r.out, want.out, 1e-2, "out");
-  expect_near_all(r.lse, want.lse, 1e-5, "lse");
-  expect_near_all(r.dq, want.dq, 2e-2, "dq");
-  expect_near_all(r.dk, want.dk, 2e-2, "dk");
-  expect_near_all(r.dv, want.dv, 2e-2, "dv");
-  double diff = 0;
-  for (int64_t i = 0; i < r.out.numel(); ++i)
-    diff = std::max(diff, double(std::fabs(r.out.as<float>()[i] - fp32.out.as<float>()[i])));
-  EXPECT_GT(diff, 1e-4) << "the bf16 products gave the fp32 kernel's numbers";
+  EXPECT_LE(rel_norm(r.out, out), 1e-4);
+  EXPECT_LE(rel_norm(r.dq, dq), 1e-4);
+  EXPECT_LE(rel_norm(r.dk, dk), 1e-4);
+  EXPECT_LE(rel_norm(r.dv, dv), 1e-4);
+  // What no rounding at all gives, for scale: far outside those bounds.
+  EXPECT_GT(rel_norm(fp32.out, out), 1e-3);
+  EXPECT_GT(rel_norm(fp32.dq, dq), 1e-3);
 }
 
 }  // namespace

@@ -1613,6 +1613,17 @@ TEST_F(CudaKernels, Attention) {
     }
 }
 
+// Whether every attention case of head dim 64 or 128 runs on the tensor
+// cores here: sm_90's shared memory (the backward's d 128 tiles need 169.5
+// KiB a block), as on an H100 or H200.
+bool tensor_cores_take_every_case() {
+  int dev = 0, smem = 0, major = 0;
+  FYT_CUDA(cudaGetDevice(&dev));
+  FYT_CUDA(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  FYT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return major >= 9 && smem >= 173568;
+}
+
 // q, k, v, out, dout and the gradients stored in 16 bits (lse fp32): the
 // products on the tensor cores (attention_tc.cu), the probabilities and dS
 // rounded to 16 bits before theirs, as FlashAttention does; against the
@@ -1622,13 +1633,7 @@ TEST_F(CudaKernels, Attention) {
 // relative comparison cannot judge). Then fp32 operands at a bf16 matmul
 // precision, rounded as they are loaded.
 TEST_F(CudaKernels, AttentionTensorCores) {
-  // Every case runs on the tensor cores where the device has sm_90's shared
-  // memory (the backward's d 128 tiles need 169.5 KiB a block): H100, H200.
-  int dev = 0, smem = 0, major = 0;
-  FYT_CUDA(cudaGetDevice(&dev));
-  FYT_CUDA(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  FYT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  const bool all_fit = major >= 9 && smem >= 173568;
+  const bool all_fit = tensor_cores_take_every_case();
   struct Case {
     int64_t B, H, Hkv, T, D, window;
     bool seq_major;
@@ -1676,6 +1681,28 @@ TEST_F(CudaKernels, AttentionTensorCores) {
       }
       gpu::set_matmul_precision(MatmulPrecision::FP32);
     }
+  // Head dim 32, which the tensor cores do not take: the CUDA-core kernels
+  // on 16-bit operands, the fp32 kernels' bits between casts, both passes.
+  {
+    const Shape qs{2, 70, 4, 32}, ks{2, 70, 2, 32}, ls{2, 4, 70};
+    HostTensor q = rand_tensor(qs, DType::BF16, rng, -2, 2), k = rand_tensor(ks, DType::BF16, rng, -2, 2),
+               v = rand_tensor(ks, DType::BF16, rng, -1, 1);
+    auto fwd = [](auto& in, auto& o) { cpu::attention(in[0], in[1], in[2], o[0], o[1], 0.25, 20, true); };
+    const size_t before = gpu::attention_tensor_core_calls();
+    check_native16("attention BF16 d 32", {q, k, v}, {out(qs, DType::BF16, 4e-3), out(ls)}, fwd,
+                   [](auto& in, auto& o) { gpu::attention(in[0], in[1], in[2], o[0], o[1], 0.25, 20, true); });
+    HostTensor o(qs, DType::BF16), lse(ls, F32), dout = rand_tensor(qs, DType::BF16, rng, -1, 1);
+    cpu_around_casts(fwd)({q.view(), k.view(), v.view()}, {o.view(), lse.view()});
+    check_native16("attention_grad BF16 d 32", {q, k, v, o, lse, dout},
+                   {out(qs, DType::BF16, 4e-3), out(ks, DType::BF16, 4e-3), out(ks, DType::BF16, 4e-3)},
+                   [](auto& in, auto& r) {
+                     cpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], 0.25, 20, true);
+                   },
+                   [](auto& in, auto& r) {
+                     gpu::attention_grad(in[0], in[1], in[2], in[3], in[4], in[5], r[0], r[1], r[2], 0.25, 20, true);
+                   });
+    EXPECT_EQ(gpu::attention_tensor_core_calls(), before) << "head dim 32 went to the tensor cores";
+  }
   // 16-bit operands 4 bytes off 16-byte alignment take the CUDA-core kernels.
   const Shape qs{1, 2, 100, 64}, ls{1, 2, 100};
   HostTensor q = rand_tensor(qs, DType::BF16, rng, -2, 2), k = rand_tensor(qs, DType::BF16, rng, -2, 2),
@@ -1696,11 +1723,7 @@ TEST_F(CudaKernels, AttentionPackedQKV) {
   struct Case {
     int64_t B, H, Hkv, T, D, window;
   };
-  int dev = 0, smem = 0, major = 0;  // as AttentionTensorCores
-  FYT_CUDA(cudaGetDevice(&dev));
-  FYT_CUDA(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  FYT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  const bool all_fit = major >= 9 && smem >= 173568;
+  const bool all_fit = tensor_cores_take_every_case();
   for (DType h : {F32, DType::BF16})
     for (const Case& c : {Case{2, 4, 4, 100, 64, 0}, Case{1, 8, 2, 130, 128, 40}}) {
       const size_t before = gpu::attention_tensor_core_calls();

@@ -131,6 +131,7 @@ void forward(const Dims& d, const float* q, const float* k, const float* v, floa
 void backward(const Dims& d, const float* q, const float* k, const float* v, const float* out, const float* lse,
               const float* dout, const float* dout_ops, float* dq, float* dk, float* dv, double scale,
               int64_t window) {
+  check(window >= 0, "attention_grad", "the window must be 0 (causal) or positive");
   blas_on_one_thread();
   const int64_t blocks = (d.T + kBlock - 1) / kBlock, group = d.H / d.Hkv;
   const float sc = float(scale);
@@ -208,16 +209,11 @@ void backward(const Dims& d, const float* q, const float* k, const float* v, con
 
 // q, k and v packed in one [B, T, H + 2 Hkv, D] tensor (a fused qkv
 // Linear's output): the same kernels reading them where they are.
-Dims packed_dims(const char* op, const View& qkv, const View& out, const View& lse, int64_t kv_heads) {
+Dims packed_dims(const char* op, const View& qkv, const View& out, const View& lse, int64_t kv_heads,
+                 int64_t window, PackedQKV& p) {
   check(qkv.dtype == DType::F32 && out.dtype == DType::F32 && lse.dtype == DType::F32, op, "wants F32 tensors");
-  check(qkv.shape.rank == 4 && out.shape.rank == 4, op, "qkv must be [B, T, H + 2 Hkv, D] and out [B, T, H, D]");
-  Dims d{out.shape[0], out.shape[2], kv_heads, out.shape[1], out.shape[3], true, qkv.shape[2]};
-  check(qkv.shape[0] == d.B && qkv.shape[1] == d.T && qkv.shape[3] == d.D && d.Hrow == d.H + 2 * d.Hkv, op,
-        "qkv " + qkv.shape.str() + " must hold out's " + out.shape.str() + " heads and twice " +
-            std::to_string(kv_heads) + " key/value heads");
-  check(d.Hkv > 0 && d.H % d.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
-  check(lse.shape == Shape{d.B, d.H, d.T}, op, "lse must be [B, H, T]");
-  return d;
+  p = packed_qkv(op, qkv, out, lse, kv_heads, window);
+  return Dims{p.B, p.H, p.Hkv, p.T, p.D, true, p.Hrow};
 }
 
 // x's data as the products take it: x itself, or at a 16-bit
@@ -251,23 +247,24 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
 }
 
 void attention_qkv(View qkv, View out, View lse, int64_t kv_heads, double scale, int64_t window) {
-  Dims d = packed_dims("attention_qkv", qkv, out, lse, kv_heads);
+  PackedQKV p;
+  Dims d = packed_dims("attention_qkv", qkv, out, lse, kv_heads, window, p);
   std::vector<float> rqkv;
   const float* q = operand(qkv, rqkv, d);
-  forward(d, q, q + d.H * d.D, q + (d.H + d.Hkv) * d.D, out.as<float>(), lse.as<float>(), scale, window);
+  forward(d, q, q + p.k0(), q + p.v0(), out.as<float>(), lse.as<float>(), scale, window);
 }
 
 void attention_qkv_grad(View qkv, View out, View lse, View dout, View dqkv, int64_t kv_heads, double scale,
                         int64_t window) {
-  Dims d = packed_dims("attention_qkv_grad", qkv, out, lse, kv_heads);
+  PackedQKV p;
+  Dims d = packed_dims("attention_qkv_grad", qkv, out, lse, kv_heads, window, p);
   check(dout.shape == out.shape && dqkv.shape == qkv.shape && dout.dtype == DType::F32 && dqkv.dtype == DType::F32,
         "attention_qkv_grad", "dout must be F32 of out's shape, dqkv of qkv's");
   std::vector<float> rqkv, rdo;
   const float *q = operand(qkv, rqkv, d), *pdo = operand(dout, rdo, d);
   float* dq = dqkv.as<float>();
-  const int64_t k0 = d.H * d.D, v0 = (d.H + d.Hkv) * d.D;
-  backward(d, q, q + k0, q + v0, out.as<float>(), lse.as<float>(), dout.as<float>(), pdo, dq, dq + k0, dq + v0, scale,
-           window);
+  backward(d, q, q + p.k0(), q + p.v0(), out.as<float>(), lse.as<float>(), dout.as<float>(), pdo, dq, dq + p.k0(),
+           dq + p.v0(), scale, window);
 }
 
 }  // namespace fy::cpu

@@ -108,10 +108,9 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
   blas_on_one_thread();
   const int64_t R = block.shape[0];
   std::vector<double> terms(size_t(d.N), 0.0);
-  // At a 16-bit matmul_operands() the gradient products round their
-  // operands as matmul (which the logits' product calls) does: w once, each
-  // block's rows of x and its logits' gradient.
-  const bool round = grads && matmul_operands() != MatmulOperands::FP32;
+  // At a 16-bit matmul_operands() the products round their operands as
+  // matmul does: w once, and each block's rows of x and its logits' gradient.
+  const bool round = matmul_operands() != MatmulOperands::FP32;
   std::vector<float> wr, xr;
   const float* pw = w.as<float>();
   if (round) {
@@ -122,8 +121,13 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
   for (int64_t r0 = 0; r0 < d.N; r0 += R) {
     const int64_t rows = std::min(R, d.N - r0);
     float* g = block.as<float>();
-    const View xb{const_cast<float*>(px + r0 * d.D), Shape{rows, d.D}, DType::F32};
-    matmul(xb, w, View{g, Shape{rows, d.V}, DType::F32}, false, true);
+    const float* xb = px + r0 * d.D;  // this block's rows of x, as the products take them
+    if (round) {
+      xr.resize(size_t(rows * d.D));
+      round_operands(xb, xr.data(), rows * d.D, true);
+      xb = xr.data();
+    }
+    gemm_rounded(false, true, rows, d.V, d.D, xb, pw, g);
 #pragma omp parallel for schedule(static) if (rows * d.V >= kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
       float* l = g + r * d.V;
@@ -144,14 +148,8 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
       l[label] -= factor;
     }
     if (!grads) continue;
-    const float* xb_ops = px + r0 * d.D;
-    if (round) {
-      xr.resize(size_t(rows * d.D));
-      round_operands(xb_ops, xr.data(), rows * d.D, true);
-      xb_ops = xr.data();
-      round_operands(g, g, rows * d.V, true);
-    }
-    block_grads(g, xb_ops, pw, dx.as<float>() + r0 * d.D, dw.as<float>(), d, rows, r0 > 0);
+    if (round) round_operands(g, g, rows * d.V, true);
+    block_grads(g, xb, pw, dx.as<float>() + r0 * d.D, dw.as<float>(), d, rows, r0 > 0);
   }
   double sum = 0;
   for (int64_t i = 0; i < d.N; ++i) sum += terms[size_t(i)];

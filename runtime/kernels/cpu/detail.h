@@ -46,6 +46,9 @@ void blas_on_one_thread();
 // else this thread's alone (inside a parallel region). kernels.h declares
 // MatmulOperands.
 void round_operands(const float* x, float* y, int64_t n, bool team);
+// matmul's product c [M, N] = op(a) op(b) of operands already rounded as
+// matmul_operands() asks (so not again), the same pieces and bits.
+void gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c);
 
 inline void check(bool ok, const char* op, const std::string& what) {
   if (!ok) fail(std::string("fy::cpu::") + op + ": " + what);
@@ -68,8 +71,8 @@ inline void check_numel(const View& v, int64_t n, const char* op, const char* na
   check(v.numel() == n, op,
         std::string(name) + " has " + std::to_string(v.numel()) + " elements, expected " + std::to_string(n));
 }
-// rope's geometry (both targets check it so): x as [outer, T, inner, D]
-// around its dim seq_axis, `rows` rows of D.
+// rope's geometry (both targets check it so; each its own dtypes): x as
+// [outer, T, inner, D] around its dim seq_axis, `rows` rows of D.
 struct RopeGeo {
   int64_t T = 0, inner = 1, D = 0, rows = 0;
 };
@@ -83,14 +86,33 @@ inline RopeGeo rope_geo(const char* op, const View& x, const View& cos, const Vi
   g.T = x.shape[int(seq_axis)];
   check(g.D % 2 == 0, op, "the last dim must be even, got " + std::to_string(g.D));
   check(y.shape == x.shape, op, "y must have x's shape " + x.shape.str() + ", got " + y.shape.str());
-  for (const View* t : {&cos, &sin}) {
-    check_dtype(*t, DType::F32, op, "cos and sin");
+  for (const View* t : {&cos, &sin})
     check(t->shape == Shape{g.T, g.D}, op, "cos and sin must be [T, D] = " + Shape{g.T, g.D}.str() + ", got " +
                                                t->shape.str());
-  }
   for (int d = int(seq_axis) + 1; d < r - 1; ++d) g.inner *= x.shape[d];
   g.rows = g.D ? x.numel() / g.D : 0;
   return g;
+}
+
+// Packed attention's sizes (both targets check them so; each its own
+// dtypes): qkv [B, T, H + 2 Hkv, D] holding out's [B, T, H, D] heads, then
+// k's and v's kv_heads each; lse [B, H, T].
+struct PackedQKV {
+  int64_t B = 0, T = 0, H = 0, Hkv = 0, D = 0, Hrow = 0;
+  int64_t k0() const { return H * D; }          // k's first element in a row of qkv
+  int64_t v0() const { return (H + Hkv) * D; }  // v's
+};
+inline PackedQKV packed_qkv(const char* op, const View& qkv, const View& out, const View& lse, int64_t kv_heads,
+                            int64_t window) {
+  check(qkv.shape.rank == 4 && out.shape.rank == 4, op, "qkv must be [B, T, H + 2 Hkv, D] and out [B, T, H, D]");
+  PackedQKV p{out.shape[0], out.shape[1], out.shape[2], kv_heads, out.shape[3], qkv.shape[2]};
+  check(qkv.shape[0] == p.B && qkv.shape[1] == p.T && qkv.shape[3] == p.D && p.Hrow == p.H + 2 * p.Hkv, op,
+        "qkv " + qkv.shape.str() + " must hold out's " + out.shape.str() + " heads and twice " +
+            std::to_string(kv_heads) + " key/value heads");
+  check(p.Hkv > 0 && p.H % p.Hkv == 0, op, "q's heads must be a multiple of k's (grouped-query heads)");
+  check(lse.shape == Shape{p.B, p.H, p.T}, op, "lse must be [B, H, T]");
+  check(window >= 0, op, "the window must be 0 (causal) or positive");
+  return p;
 }
 
 inline int64_t norm_axis(int64_t axis, int rank, const char* op) {

@@ -448,6 +448,8 @@ void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
 
 void rope(View x, View cos, View sin, View y, int64_t seq_axis, bool transposed) {
   check_same_f32("rope", {x, y});
+  check_dtype(cos, DType::F32, "rope", "cos");
+  check_dtype(sin, DType::F32, "rope", "sin");
   const detail::RopeGeo g = detail::rope_geo("rope", x, cos, sin, y, seq_axis);
   const float* px = x.as<float>();
   const float* pc = cos.as<float>();

@@ -157,6 +157,11 @@ template <class T> void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
 }
 }  // namespace
 
+void detail::gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b,
+                          float* c) {
+  gemm(ta, tb, M, N, K, a, b, c);
+}
+
 void matmul(View a, View b, View c, bool ta, bool tb) {
   // Operands stored in 16 bits (fy-half-activations) go in as F32 copies and
   // a 16-bit product comes back narrowed: the bits of cast launches around

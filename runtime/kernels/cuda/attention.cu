@@ -400,13 +400,9 @@ Geo packed_geo(const char* op, const View& qkv, const View& out, const View& lse
   fmt_of(qkv, op, "qkv");
   fmt_of(out, op, "out");
   check_dtype(lse, DType::F32, op, "lse");
-  check(qkv.shape.rank == 4 && out.shape.rank == 4, op, "qkv must be [B, T, H + 2 Hkv, D] and out [B, T, H, D]");
-  Geo g{out.shape[0], out.shape[2], kv_heads, out.shape[1], int(out.shape[3]), float(scale), window, true,
-        qkv.shape[2]};
-  check(qkv.shape[0] == g.B && qkv.shape[1] == g.T && qkv.shape[3] == g.D && g.Hrow == g.H + 2 * g.Hkv, op,
-        "qkv " + qkv.shape.str() + " must hold out's " + out.shape.str() + " heads and twice " +
-            std::to_string(kv_heads) + " key/value heads");
-  check(lse.shape == Shape{g.B, g.H, g.T}, op, "lse must be [B, H, T]");
+  const cpu::detail::PackedQKV p =
+      host_shapes([&] { return cpu::detail::packed_qkv(op, qkv, out, lse, kv_heads, window); });
+  Geo g{p.B, p.H, p.Hkv, p.T, int(p.D), float(scale), window, true, p.Hrow};
   check_geo(op, g);
   return g;
 }
@@ -438,8 +434,8 @@ void attention_qkv(View qkv, View out, View lse, int64_t kv_heads, double scale,
   const char* op = "attention_qkv";
   const Geo g = packed_geo(op, qkv, out, lse, kv_heads, scale, window);
   const FIn q = fin(qkv, op, "qkv");
-  forward(g, tc_format({&qkv, &out}, g, false), q, shifted(q, g.H * g.D), shifted(q, (g.H + g.Hkv) * g.D),
-          fout(out, op, "out"), mf(lse));
+  const int64_t k0 = g.H * g.D, v0 = (g.H + g.Hkv) * g.D;  // (cpu::detail::PackedQKV's)
+  forward(g, tc_format({&qkv, &out}, g, false), q, shifted(q, k0), shifted(q, v0), fout(out, op, "out"), mf(lse));
 }
 
 void attention_qkv_grad(View qkv, View out, View lse, View dout, View dqkv, int64_t kv_heads, double scale,

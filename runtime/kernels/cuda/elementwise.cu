@@ -726,8 +726,8 @@ void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
 namespace {
 // rope: a thread per pair (d, d + D/2) of a row; each product rounded, then
 // the sum, as the unfused kernels (and the CPU's rope).
-__global__ void k_rope(FIn x, const float* c, const float* s, FOut y, int64_t pairs, int64_t h, int64_t inner,
-                       int64_t T, bool transposed) {
+__global__ void k_rope(FIn x, FIn c, FIn s, FOut y, int64_t pairs, int64_t h, int64_t inner, int64_t T,
+                       bool transposed) {
   for (int64_t i = thread_index<int64_t>(); i < pairs; i += thread_stride<int64_t>()) {
     const int64_t row = i / h, d = i - row * h, t = (row / inner) % T;
     const int64_t at = row * 2 * h + d, tab = t * 2 * h + d;
@@ -745,12 +745,13 @@ __global__ void k_rope(FIn x, const float* c, const float* s, FOut y, int64_t pa
 
 void rope(View x, View cos, View sin, View y, int64_t seq_axis, bool transposed) {
   const cd::RopeGeo g = host_shapes([&] { return cd::rope_geo("rope", x, cos, sin, y, seq_axis); });
-  const FIn in = fin(x, "rope", "x");
+  // (Tables a kernel computed may be stored in 16 bits, as activations.)
+  const FIn in = fin(x, "rope", "x"), c = fin(cos, "rope", "cos"), s = fin(sin, "rope", "sin");
   const FOut out = fout(y, "rope", "y");
   const int64_t pairs = g.rows * (g.D / 2);
   if (pairs == 0) return;
-  k_rope<<<grid_for(pairs, kThreads), kThreads, 0, current_stream()>>>(in, cf(cos), cf(sin), out, pairs, g.D / 2,
-                                                                      g.inner, g.T, transposed);
+  k_rope<<<grid_for(pairs, kThreads), kThreads, 0, current_stream()>>>(in, c, s, out, pairs, g.D / 2, g.inner, g.T,
+                                                                      transposed);
   FY_CUDA_LAUNCHED("k_rope");
 }
 

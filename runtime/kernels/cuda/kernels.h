@@ -54,9 +54,10 @@ void matmul_into(View a, View b, View c, bool trans_a, bool trans_b, bool accumu
 // How many matmul_bias calls added their bias in cuBLASLt's epilogue (the
 // others add it after the product, a 16-bit c rounded twice): for tests.
 size_t matmul_bias_epilogues();
-// How many attention and attention_grad calls ran on the tensor cores
-// (attention_tc.cu: 16-bit operands, or fp32 ones at a 16-bit matmul
-// precision, head dim 64 or 128, compute capability 8.0 on): for tests.
+// How many attention calls (forward or gradient, packed qkv or not) ran on
+// the tensor cores (attention_tc.cu: 16-bit operands, or fp32 ones at a
+// 16-bit matmul precision, head dim 64 or 128, compute capability 8.0 on):
+// for tests.
 size_t attention_tensor_core_calls();
 
 // Blocks until every queued kernel on the current stream is done; fails

@@ -229,3 +229,27 @@ func.func @attention_qkv_heads(%x: tensor<2x5x5x8xf32>) -> tensor<2x5x2x8xf32> {
   %o, %l = fygraph.attention_qkv %x {kv_heads = 2 : i64, scale = 0.5 : f32} : (tensor<2x5x5x8xf32>) -> (tensor<2x5x2x8xf32>, tensor<2x2x5xf32>)
   return %o : tensor<2x5x2x8xf32>
 }
+
+// -----
+
+func.func @attention_qkv_kv_heads(%x: tensor<2x5x7x8xf32>) -> tensor<2x5x3x8xf32> {
+  // expected-error @+1 {{kv_heads must divide the result's 3 heads, got 2}}
+  %o, %l = fygraph.attention_qkv %x {kv_heads = 2 : i64, scale = 0.5 : f32} : (tensor<2x5x7x8xf32>) -> (tensor<2x5x3x8xf32>, tensor<2x3x5xf32>)
+  return %o : tensor<2x5x3x8xf32>
+}
+
+// -----
+
+func.func @attention_qkv_lse(%x: tensor<2x5x6x8xf32>) -> tensor<2x5x2x8xf32> {
+  // expected-error @+1 {{lse must be [B, H, T]}}
+  %o, %l = fygraph.attention_qkv %x {kv_heads = 2 : i64, scale = 0.5 : f32} : (tensor<2x5x6x8xf32>) -> (tensor<2x5x2x8xf32>, tensor<2x5x2xf32>)
+  return %o : tensor<2x5x2x8xf32>
+}
+
+// -----
+
+func.func @attention_qkv_grad_types(%x: tensor<2x5x6x8xf32>, %o: tensor<2x5x2x8xf32>, %l: tensor<2x2x5xf32>) -> tensor<2x5x6x8xf32> {
+  // expected-error @+1 {{dy must have the result's type, dqkv qkv's}}
+  %d = fygraph.attention_qkv_grad %x, %o, %l, %x {kv_heads = 2 : i64, scale = 0.5 : f32} : (tensor<2x5x6x8xf32>, tensor<2x5x2x8xf32>, tensor<2x2x5xf32>, tensor<2x5x6x8xf32>) -> tensor<2x5x6x8xf32>
+  return %d : tensor<2x5x6x8xf32>
+}
