@@ -726,11 +726,12 @@ void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
 namespace {
 // rope: a thread per pair (d, d + D/2) of a row; each product rounded, then
 // the sum, as the unfused kernels (and the CPU's rope).
-__global__ void k_rope(FIn x, FIn c, FIn s, FOut y, int64_t pairs, int64_t h, int64_t inner, int64_t T,
-                       bool transposed) {
-  for (int64_t i = thread_index<int64_t>(); i < pairs; i += thread_stride<int64_t>()) {
-    const int64_t row = i / h, d = i - row * h, t = (row / inner) % T;
-    const int64_t at = row * 2 * h + d, tab = t * 2 * h + d;
+// I: uint32_t where x fits (32-bit division is several times cheaper).
+template <class I>
+__global__ void k_rope(FIn x, FIn c, FIn s, FOut y, I pairs, I h, I inner, I T, bool transposed) {
+  for (I i = thread_index<I>(); i < pairs; i += thread_stride<I>()) {
+    const I row = i / h, d = i - row * h, t = (row / inner) % T;
+    const int64_t at = int64_t(row) * 2 * h + d, tab = int64_t(t) * 2 * h + d;
     const float a = x[at], b = x[at + h];
     if (!transposed) {
       y.set(at, add(mul(a, c[tab]), mul(-b, s[tab])));
@@ -750,8 +751,12 @@ void rope(View x, View cos, View sin, View y, int64_t seq_axis, bool transposed)
   const FOut out = fout(y, "rope", "y");
   const int64_t pairs = g.rows * (g.D / 2);
   if (pairs == 0) return;
-  k_rope<<<grid_for(pairs, kThreads), kThreads, 0, current_stream()>>>(in, c, s, out, pairs, g.D / 2, g.inner, g.T,
-                                                                      transposed);
+  if (2 * pairs < (int64_t(1) << 31))
+    k_rope<uint32_t><<<grid_for(pairs, kThreads), kThreads, 0, current_stream()>>>(
+        in, c, s, out, uint32_t(pairs), uint32_t(g.D / 2), uint32_t(g.inner), uint32_t(g.T), transposed);
+  else
+    k_rope<int64_t><<<grid_for(pairs, kThreads), kThreads, 0, current_stream()>>>(in, c, s, out, pairs, g.D / 2,
+                                                                                 g.inner, g.T, transposed);
   FY_CUDA_LAUNCHED("k_rope");
 }
 
