@@ -394,14 +394,14 @@ FOut shifted(FOut x, int64_t n) {
   return x;
 }
 
-// The geometry of a packed qkv [B, T, H + 2 Hkv, D] beside out [B, T, H, D].
+// The geometry of a packed qkv [B, T, H + 2 Hkv, D] beside out [B, T, H, D],
+// and its sizes in p.
 Geo packed_geo(const char* op, const View& qkv, const View& out, const View& lse, int64_t kv_heads, double scale,
-               int64_t window) {
+               int64_t window, cpu::detail::PackedQKV& p) {
   fmt_of(qkv, op, "qkv");
   fmt_of(out, op, "out");
   check_dtype(lse, DType::F32, op, "lse");
-  const cpu::detail::PackedQKV p =
-      host_shapes([&] { return cpu::detail::packed_qkv(op, qkv, out, lse, kv_heads, window); });
+  p = host_shapes([&] { return cpu::detail::packed_qkv(op, qkv, out, lse, kv_heads, window); });
   Geo g{p.B, p.H, p.Hkv, p.T, int(p.D), float(scale), window, true, p.Hrow};
   check_geo(op, g);
   return g;
@@ -432,24 +432,25 @@ void attention_grad(View q, View k, View v, View out, View lse, View dout, View 
 
 void attention_qkv(View qkv, View out, View lse, int64_t kv_heads, double scale, int64_t window) {
   const char* op = "attention_qkv";
-  const Geo g = packed_geo(op, qkv, out, lse, kv_heads, scale, window);
+  cpu::detail::PackedQKV p;
+  const Geo g = packed_geo(op, qkv, out, lse, kv_heads, scale, window, p);
   const FIn q = fin(qkv, op, "qkv");
-  const int64_t k0 = g.H * g.D, v0 = (g.H + g.Hkv) * g.D;  // (cpu::detail::PackedQKV's)
-  forward(g, tc_format({&qkv, &out}, g, false), q, shifted(q, k0), shifted(q, v0), fout(out, op, "out"), mf(lse));
+  forward(g, tc_format({&qkv, &out}, g, false), q, shifted(q, p.k0()), shifted(q, p.v0()), fout(out, op, "out"),
+          mf(lse));
 }
 
 void attention_qkv_grad(View qkv, View out, View lse, View dout, View dqkv, int64_t kv_heads, double scale,
                         int64_t window) {
   const char* op = "attention_qkv_grad";
-  const Geo g = packed_geo(op, qkv, out, lse, kv_heads, scale, window);
+  cpu::detail::PackedQKV p;
+  const Geo g = packed_geo(op, qkv, out, lse, kv_heads, scale, window, p);
   fmt_of(dout, op, "dout");
   fmt_of(dqkv, op, "dqkv");
   check(dout.shape == out.shape && dqkv.shape == qkv.shape, op, "dout must have out's shape, dqkv qkv's");
   const FIn q = fin(qkv, op, "qkv");
   const FOut dq = fout(dqkv, op, "dqkv");
-  const int64_t k0 = g.H * g.D, v0 = (g.H + g.Hkv) * g.D;
-  backward(g, tc_format({&qkv, &out, &dout, &dqkv}, g, true), q, shifted(q, k0), shifted(q, v0),
-           fin(out, op, "out"), cf(lse), fin(dout, op, "dout"), dq, shifted(dq, k0), shifted(dq, v0));
+  backward(g, tc_format({&qkv, &out, &dout, &dqkv}, g, true), q, shifted(q, p.k0()), shifted(q, p.v0()),
+           fin(out, op, "out"), cf(lse), fin(dout, op, "dout"), dq, shifted(dq, p.k0()), shifted(dq, p.v0()));
 }
 
 }  // namespace fy::cuda

@@ -18,13 +18,12 @@
 
 #include "core/half.h"
 #include "core/tensor.h"
+#include "kernels/cuda/bench_common.h"
 #include "kernels/cuda/kernels.h"
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fy::fail(std::string(what) + ": " + cudaGetErrorString(e));
-}
+using fy::bench::check;
 
 // A device buffer of shape s and dtype dt holding a fixed pseudo-random
 // pattern in [lo, hi), and the same values as fp32 in `f32` when given.
@@ -82,43 +81,12 @@ double rel_diff(const fy::View& a, const fy::View& b) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-// Median milliseconds of fn over `reps` timed calls, after one warm-up.
-double time_ms(const std::function<void()>& fn, int reps) {
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0), "cudaEventCreate");
-  check(cudaEventCreate(&e1), "cudaEventCreate");
-  fn();
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    check(cudaEventRecord(e0, nullptr), "cudaEventRecord");
-    fn();
-    check(cudaEventRecord(e1, nullptr), "cudaEventRecord");
-    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
-    ms.push_back(t);
-  }
-  fy::cuda::synchronize();
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 struct Shape4 {
   const char* model;
   int64_t B, H, Hkv, T, D;
 };
 
-int run(int argc, char** argv) {
-  int reps = 10;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
-      reps = std::atoi(argv[++i]);
-    else
-      fy::fail(std::string("unknown or bad flag '") + argv[i] + "' (usage: fuyou-bench-attention-cuda [--reps N])");
-  }
-  fy::cuda::set_stream(nullptr);
+int run(int reps) {
   using fy::DType;
   // [B, T, heads, D] (seq_major), as the compiler lays out a Linear's q, k, v.
   for (const Shape4& s : {Shape4{"gpt124", 8, 12, 12, 1024, 64}, Shape4{"xl", 8, 25, 25, 1024, 64},
@@ -140,13 +108,13 @@ int run(int argc, char** argv) {
 
     fy::cuda::set_matmul_precision(fy::cuda::MatmulPrecision::BF16);
     const size_t calls = fy::cuda::attention_tensor_core_calls();
-    const double tc_fwd = time_ms([&] { fy::cuda::attention(q, k, v, out, lse, scale, 0, true); }, reps);
+    const double tc_fwd = fy::bench::median_ms([&] { fy::cuda::attention(q, k, v, out, lse, scale, 0, true); }, reps);
     const double tc_bwd =
-        time_ms([&] { fy::cuda::attention_grad(q, k, v, out, lse, dout, dq, dk, dv, scale, 0, true); }, reps);
+        fy::bench::median_ms([&] { fy::cuda::attention_grad(q, k, v, out, lse, dout, dq, dk, dv, scale, 0, true); }, reps);
     const bool on_tc = fy::cuda::attention_tensor_core_calls() - calls == size_t(2 * (reps + 1));
     fy::cuda::set_matmul_precision(fy::cuda::MatmulPrecision::FP32);
-    const double cc_fwd = time_ms([&] { fy::cuda::attention(qf, kf, vf, outf, lsef, scale, 0, true); }, reps);
-    const double cc_bwd = time_ms(
+    const double cc_fwd = fy::bench::median_ms([&] { fy::cuda::attention(qf, kf, vf, outf, lsef, scale, 0, true); }, reps);
+    const double cc_bwd = fy::bench::median_ms(
         [&] { fy::cuda::attention_grad(qf, kf, vf, outf, lsef, dof, dqf, dkf, dvf, scale, 0, true); }, reps);
     std::printf(
         "{\"model\": \"%s\", \"B\": %lld, \"H\": %lld, \"Hkv\": %lld, \"T\": %lld, \"D\": %lld, \"tensor_cores\": %s, "
@@ -166,10 +134,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fuyou-bench-attention-cuda: error: %s\n", e.what());
-  }
-  return 1;
+  return fy::bench::bench_main("fuyou-bench-attention-cuda", argc, argv, 10, run);
 }

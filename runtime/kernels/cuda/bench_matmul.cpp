@@ -18,12 +18,16 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cuda/bench_common.h"
 #include "kernels/cuda/kernels.h"
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fy::fail(std::string(what) + ": " + cudaGetErrorString(e));
+using fy::bench::check;
+
+// Median milliseconds of one product.
+double time_ms(const fy::View& a, const fy::View& b, const fy::View& c, bool ta, bool tb, int reps) {
+  return fy::bench::median_ms([&] { fy::cuda::matmul(a, b, c, ta, tb); }, reps);
 }
 
 // Device memory of `s`, filled with a fixed pseudo-random pattern in [-1, 1).
@@ -50,38 +54,7 @@ std::vector<float> to_host(const fy::View& v) {
   return h;
 }
 
-// Median milliseconds of one product over `reps` timed calls (after one warm-up).
-double time_ms(const fy::View& a, const fy::View& b, const fy::View& c, bool ta, bool tb, int reps) {
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0), "cudaEventCreate");
-  check(cudaEventCreate(&e1), "cudaEventCreate");
-  fy::cuda::matmul(a, b, c, ta, tb);
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    check(cudaEventRecord(e0, nullptr), "cudaEventRecord");
-    fy::cuda::matmul(a, b, c, ta, tb);
-    check(cudaEventRecord(e1, nullptr), "cudaEventRecord");
-    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
-    ms.push_back(t);
-  }
-  fy::cuda::synchronize();
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-int run(int argc, char** argv) {
-  int reps = 20;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
-      reps = std::atoi(argv[++i]);
-    else
-      fy::fail(std::string("unknown or bad flag '") + argv[i] + "' (usage: fuyou-bench-matmul-cuda [--reps N])");
-  }
-  fy::cuda::set_stream(nullptr);
+int run(int reps) {
   fy::cuda::set_matmul_precision(fy::cuda::MatmulPrecision::BF16);
   const int64_t tokens = 8192, vocab = 50304;
   std::printf("%-34s %9s %9s %9s %8s %10s\n", "product (bf16)", "TFLOP", "blocks ms", "fp32-op ms", "ratio",
@@ -122,11 +95,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "fuyou-bench-matmul-cuda: error: %s\n", e.what());
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return fy::bench::bench_main("fuyou-bench-matmul-cuda", argc, argv, 20, run); }
