@@ -24,7 +24,7 @@ PARTS = {
     "Exec": ["runtime/exec/"],
     "Optim": ["runtime/optim/"],
     "Store": ["runtime/store/"],
-    "Device": ["runtime/device/", "runtime/exec/device.h"],
+    "Device": ["runtime/device/"],
     "Support": ["runtime/data/", "runtime/io/", "runtime/trace/"],
     "Kernels": ["runtime/kernels/"],
     "Core": ["runtime/core/"],
@@ -45,15 +45,7 @@ ARROWS = {
     "Abi": ["Core"],  # the program's API speaks in the core's tensors
 }
 # (file, header): why it is allowed for now.
-KNOWN = {
-    ("runtime/exec/device.h", "exec/runtime.h"):
-        "the device interface takes the Runtime; it should take a device configuration",
-    ("runtime/device/cuda/device.h", "exec/runtime.h"): "likewise",
-    ("runtime/device/cuda/device.cpp", "exec/async_optimizer.h"):
-        "the CUDA device sets the optimizer's callbacks itself; exec should wire them",
-    ("runtime/device/cuda/device.cpp", "optim/adamw_kernels.h"): "the device-side AdamW's scalars",
-    ("runtime/device/cuda/device.cpp", "trace/trace.h"): "the device's trace slices",
-}
+KNOWN = {}
 ROOTS = ("runtime/", "compiler/", "passes/", "dialects/")
 
 

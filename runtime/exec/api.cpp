@@ -1,5 +1,5 @@
 #include "abi/api.h"
-#include "exec/device.h"
+#include "device/device.h"
 #include "exec/runtime.h"
 
 #include "abi/entry_points.h"

@@ -1,10 +1,12 @@
 // The CUDA target's entry points: the same API as api.cpp, with buffers in
-// device memory (device/cuda) and the kernels of kernels/cuda.
-#include "device/cuda/device.h"
+// device memory (device/cuda) and the kernels of kernels/cuda. The
+// optimizer's entry points order its calls around the device's waits.
 #include "abi/api.h"
-#include "exec/device.h"
+#include "exec/cuda_target.h"
 #include "exec/runtime.h"
 #include "kernels/cuda/kernels.h"
+// The step's AdamW scalars as the CPU computes them, for device_adamw.
+#include "optim/adamw_kernels.h"
 #include "trace/trace.h"
 
 namespace fy::rt {
@@ -28,7 +30,7 @@ class KernelSpan {
 
  private:
   TraceSpan host_;
-  cuda::CudaDevice* dev_ = nullptr;
+  cuda::CudaTarget* dev_ = nullptr;
 };
 }  // namespace
 #define FY_KERNEL_SPAN(rt, name, ...) KernelSpan fy_span_((rt), name, (rt)->trace() ? nbytes_of({__VA_ARGS__}) : -1)
@@ -89,23 +91,68 @@ template <class T> View constant_of(Runtime* rt, int64_t offset, Shape shape, st
 namespace K = ::fy::cuda;
 #include "exec/api_kernels.inc"
 
-void cpu_adamw(Runtime* rt, int64_t index, View grad) { device_of(rt).adamw(index, grad); }
+void cpu_adamw(Runtime* rt, int64_t index, View grad) {
+  cuda::CudaTarget& d = device_of(rt);
+  View host;
+  {
+    TraceSpan span(rt->trace(), "device", "gradient out ", index, int64_t(grad.nbytes()));
+    host = d.gradient_to_host(grad);
+  }
+  // As in grad_offload: a started upload of this master reads it first.
+  d.settle_master(index);
+  rt->adamw(index, host);
+  if (!rt->streamed_params()) d.param_up(index);
+}
+
 void device_adamw(Runtime* rt, int64_t index, View grad) {
   FY_KERNEL_SPAN(rt, "adamw", grad, grad, grad, grad, grad, grad, grad);  // p, m, v read and written, g read
-  device_of(rt).device_adamw(index, grad);
+  cuda::CudaTarget& d = device_of(rt);
+  const Runtime::Param& p = rt->param(index);
+  if (!p.trainable) fail("device_adamw: parameter '" + p.name + "' is not trainable");
+  if (grad.dtype != DType::F32 || grad.numel() != p.value.numel())
+    fail("device_adamw: gradient of '" + p.name + "' is " + dtype_name(grad.dtype) + " " + grad.shape.str() +
+         ", parameter is F32 " + p.value.shape.str());
+  const int64_t step = rt->step();
+  if (step < 1) fail("device_adamw: step number must start at 1, got " + std::to_string(step));
+  // The working copy is the master while the device updates it; its moments
+  // start from the host's (zeros, or a checkpoint's).
+  if (rt->streamed_params() || p.q8_block || !p.m.data)
+    fail("device_adamw: '" + p.name + "' is updated on the device (fuyou-compile --device-optimizer), which needs "
+         "resident parameters and fp32 moments in memory: run without --ssd, --params stream and 8-bit state");
+  if (rt->recording_grads()) {  // --dump-grads: step 1's gradient, as cpu_adamw records it
+    std::vector<float> host(size_t(grad.numel()));
+    d.download(grad, host.data());
+    rt->record_grad(index, View{host.data(), grad.shape, DType::F32});
+  }
+  const adamw_detail::Scalars s = adamw_detail::make_scalars(rt->param_config(rt->adamw_config(step), index), step);
+  d.device_adamw(index, grad,
+                 {s.decay, s.beta1, s.one_m_b1, s.beta2, s.one_m_b2, s.neg_step_size, s.bc2_sqrt, s.eps, s.unscale,
+                  s.coef});
 }
 
 int64_t grad_offload_impl(Runtime* rt, int64_t group, std::initializer_list<View> grads) {
-  return device_of(rt).grad_offload(group, grads.begin(), grads.size());
+  TraceSpan span(rt->trace(), "device", "gradients out, group ", group);
+  cuda::CudaTarget& d = device_of(rt);
+  AsyncOptimizer& opt = rt->async_optimizer();
+  d.gradients_ready();
+  // The update this lets go rewrites the group's masters: an upload of them
+  // started before must have read them (no compiled program waits that late).
+  for (int64_t p : opt.group_params(group)) d.settle_master(p);
+  const int64_t token = opt.offload(group, grads.begin(), grads.size());
+  d.gradients_offloaded(group);
+  return token;
 }
 void grad_landed(Runtime* rt, int64_t group) { device_of(rt).grad_landed(group); }
 void group_wait(Runtime* rt, int64_t group) {
   TraceSpan span(rt->trace(), "compute", "wait for group ", group);
-  device_of(rt).group_wait(group);
+  rt->async_optimizer().wait(group);
+  device_of(rt).wait_group_upload(group);
 }
 void group_wait_param(Runtime* rt, int64_t group, int64_t param) {
   TraceSpan span(rt->trace(), "compute", "wait for parameter ", param);
-  device_of(rt).group_wait_param(group, param);
+  rt->async_optimizer().wait_param(group, param);
+  // Streamed parameters are copied up by the program itself.
+  if (!rt->streamed_params()) device_of(rt).wait_param_upload(param);
 }
 void gather_up(Runtime* rt, View table, View idx, View out) {
   FY_KERNEL_SPAN(rt, "gather_up", table, idx, out);
@@ -113,14 +160,33 @@ void gather_up(Runtime* rt, View table, View idx, View out) {
 }
 void group_wait_rows(Runtime* rt, int64_t group, int64_t param, View ids) {
   TraceSpan span(rt->trace(), "compute", "wait for rows of group ", group);
-  device_of(rt).group_wait_rows(group, param, ids);
+  cuda::CudaTarget& d = device_of(rt);
+  // The optimizer compares the host copy of the step's tokens; other ids wait for everything.
+  const int64_t* host_ids = d.step_ids(ids);
+  if (!host_ids) {
+    rt->async_optimizer().wait(group);
+    return d.wait_group_upload(group);
+  }
+  d.wait_rows_upload(group, rt->async_optimizer().wait_rows(group, param, host_ids, ids.numel()));
 }
 void grad_offload_early(Runtime* rt, int64_t group, int64_t param, View grad, View ids) {
   TraceSpan span(rt->trace(), "compute", "early rows out, group ", group);
-  device_of(rt).grad_offload_early(group, param, grad, ids);
+  cuda::CudaTarget& d = device_of(rt);
+  // The optimizer needs the step's tokens on the host; other ids: the whole update later.
+  const int64_t* host_ids = d.step_ids(ids);
+  if (!host_ids) return;
+  // Behind the kernels that wrote the gradient (and, unless the part is
+  // held for early_release, read the table last).
+  d.gradients_ready();
+  d.settle_master(param);
+  if (rt->async_optimizer().offload_early(group, param, grad, host_ids, ids.numel())) d.early_offloaded(group);
 }
 void early_release(Runtime* rt, int64_t group, int64_t param) {
-  device_of(rt).early_release(group, param);
+  cuda::CudaTarget& d = device_of(rt);
+  if (!d.early_held(group)) return;  // declined: the group's update brings it all
+  d.early_read(param);
+  d.settle_master(param);
+  rt->async_optimizer().release_early(group, param);
 }
 
 }  // namespace fy::rt

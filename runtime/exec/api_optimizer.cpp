@@ -2,7 +2,7 @@
 // on every target; grad_offload and group_wait touch the device, so each
 // target's api file has its own.
 #include "abi/api.h"
-#include "exec/device.h"
+#include "device/device.h"
 #include "trace/trace.h"
 #include "exec/runtime.h"
 

@@ -1,7 +1,7 @@
 // The runtime API for activations on SSD, the same on every target: the
 // host arena is host memory on each.
 #include "abi/api.h"
-#include "exec/device.h"
+#include "device/device.h"
 #include "exec/runtime.h"
 #include "trace/trace.h"
 

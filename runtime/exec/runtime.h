@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "exec/arena.h"
+#include "device/arena.h"
+#include "device/device.h"
 #include "exec/ssd_spill.h"
 #include "exec/async_optimizer.h"
 #include "trace/trace.h"
@@ -20,8 +21,6 @@
 #include "optim/lr_schedule.h"
 
 namespace fy {
-
-class Device;
 
 // Command-line options of a training executable (see train_main).
 struct TrainOptions {
@@ -91,24 +90,7 @@ class Runtime {
     std::string checkpoint_name;
   };
 
-  // Pool counters. mallocs only grows when no free buffer of the size asked
-  // is available, so a steady-state step leaves it unchanged.
-  struct PoolStats {
-    int64_t live_buffers = 0;  // alloc'ed and not yet dealloc'ed
-    int64_t live_bytes = 0;
-    int64_t peak_bytes = 0;    // max live_bytes (temporaries only)
-    int64_t reserved_bytes = 0;
-    int64_t mallocs = 0;
-    void add(int64_t bytes) {  // a buffer of `bytes` comes alive
-      live_buffers++;
-      live_bytes += bytes;
-      if (live_bytes > peak_bytes) peak_bytes = live_bytes;
-    }
-    void remove(int64_t bytes) {
-      live_buffers--;
-      live_bytes -= bytes;
-    }
-  };
+  using PoolStats = ::fy::PoolStats;  // device/device.h
 
   Runtime() = default;
   ~Runtime();
@@ -190,7 +172,7 @@ class Runtime {
   // Temporaries: 64-byte aligned, uninitialised, reused by size.
   View alloc(Shape shape, DType dtype);
   // A temporary at the place the memory plan gave it in the arena; fails if
-  // it would overlap a live one (exec/arena.h).
+  // it would overlap a live one (device/arena.h).
   View alloc_at(int64_t offset, Shape shape, DType dtype);
   // The same in the host arena, from the host allocator (page-locked when a
   // device set it so), on every target.
@@ -322,5 +304,11 @@ class Runtime {
 // with GOMP_SPINCOUNT=10000 unless the user chose a spin; it returns when it
 // has done so already or cannot.
 void settle_openmp(char** argv);
+
+// Defined by each target's runtime library: null on the CPU target (api.cpp),
+// the GPU on the CUDA target (cuda_target.cpp). Called before the program
+// declares anything, so a device can make the Runtime's long-lived host
+// storage page-locked for fast copies.
+std::unique_ptr<Device> make_device(Runtime& rt);
 
 }  // namespace fy

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "exec/arena.h"
+#include "device/arena.h"
 #include "store/store.h"
 #include "trace/trace.h"
 

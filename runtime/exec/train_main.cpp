@@ -25,7 +25,7 @@
 
 #include "data/tokens.h"
 #include "abi/api.h"
-#include "exec/device.h"
+#include "device/device.h"
 #include "exec/runtime.h"
 #include "trace/trace.h"
 #include "exec/checkpoint.h"
@@ -429,7 +429,7 @@ class TrainRun {
         loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
         rt.set_micro_step(m);
         if (device)
-          device->run_step(step, idx, tgt, loss);
+          device->run_step(on(step), idx, tgt, loss);
         else
           step(&rt, idx, tgt, loss);
         check_program("step " + std::to_string(s + 1));
@@ -617,7 +617,7 @@ class TrainRun {
         val->batch(k, B, T, idx.as<int64_t>(), tgt.as<int64_t>());
         loss.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
         if (device)
-          device->run_step(eval, idx, tgt, loss, /*training=*/false);
+          device->run_step(on(eval), idx, tgt, loss, /*training=*/false);
         else
           eval(&rt, idx, tgt, loss);
         check_program("the validation after step " + std::to_string(at));
@@ -634,6 +634,11 @@ class TrainRun {
       if (device) device->settle_masters();
       save_checkpoint(rt, o.save_dir, at);
     }
+
+  // The program's step (or evaluation) as the device runs it.
+  Device::Step on(TrainStepFn fn) {
+    return [this, fn](View i, View t, View l) { fn(&rt, i, t, l); };
+  }
 
   TrainOptions& o;
   JsonLog& log;

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "abi/api.h"
-#include "exec/device.h"
+#include "device/device.h"
 #include "trace/trace.h"
 #include "exec/runtime.h"
 #include "optim/adamw.h"

@@ -16,7 +16,7 @@
 #include <functional>
 
 #include "abi/api.h"
-#include "exec/device.h"
+#include "device/device.h"
 #include "exec/runtime.h"
 #include "trace/trace.h"
 #include "kernels/cpu/kernels.h"

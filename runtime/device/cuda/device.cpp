@@ -4,33 +4,19 @@
 #include <algorithm>
 #include <cstring>
 
-#include "exec/async_optimizer.h"
-// The step's AdamW scalars as the CPU computes them, for device_adamw.
-#include "optim/adamw_kernels.h"
-#include "kernels/cuda/check.h"
-#include "kernels/cuda/kernels.h"
 #include "abi/sizes.h"
-#include "trace/trace.h"
-
-namespace fy {
-
-// The CUDA target's runtime library runs every program on the GPU.
-std::unique_ptr<Device> make_device(Runtime& rt) { return std::make_unique<cuda::CudaDevice>(rt); }
-
-}  // namespace fy
+#include "kernels/cuda/check.h"
 
 namespace fy::cuda {
 
-namespace {
-
-// Page-locked host storage: copies from and to it run at full speed and
-// asynchronously.
-void* host_alloc(size_t bytes) {
+void* pinned_alloc(size_t bytes) {
   void* p = nullptr;
   FY_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
   return p;
 }
-void host_free(void* p) { cudaFreeHost(p); }
+void pinned_free(void* p) { cudaFreeHost(p); }
+
+namespace {
 
 size_t granule(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -42,13 +28,7 @@ std::string mib(double bytes) {
 
 }  // namespace
 
-CudaDevice& device_of(Runtime* rt) {
-  auto* d = dynamic_cast<CudaDevice*>(rt->device());
-  if (!d) fail("this program was built for the CUDA target but runs without its device");
-  return *d;
-}
-
-CudaDevice::CudaDevice(Runtime& rt) : rt_(rt) {
+CudaDevice::CudaDevice(DeviceHost& host) : host_(host) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0)
@@ -70,20 +50,10 @@ CudaDevice::CudaDevice(Runtime& rt) : rt_(rt) {
   FY_CUDA_CHECK(cudaStreamCreateWithFlags(&to_device_, cudaStreamNonBlocking));
   FY_CUDA_CHECK(cudaStreamCreateWithFlags(&to_host_, cudaStreamNonBlocking));
   set_stream(compute_);
-  rt_.set_host_allocator(host_alloc, host_free);
 }
 
 CudaDevice::~CudaDevice() {
-  // The optimizer's thread calls back into this object: stop it first (a
-  // failed step may have left updates queued or held).
-  if (rt_.has_async_optimizer()) {
-    rt_.async_optimizer().quiesce();
-    rt_.async_optimizer().set_on_updated(nullptr);
-    rt_.async_optimizer().set_on_piece_updated(nullptr);
-    rt_.async_optimizer().set_on_rows_updated(nullptr);
-    rt_.async_optimizer().set_gradient_copy(nullptr);
-    rt_.async_optimizer().set_gradient_rows_copy(nullptr);
-  }
+  // Whoever wired the optimizer's thread to this object stopped it first.
   cudaStreamSynchronize(compute_);
   cudaStreamSynchronize(upload_);
   cudaStreamSynchronize(download_);
@@ -117,7 +87,7 @@ CudaDevice::~CudaDevice() {
 }
 
 void CudaDevice::reserve(size_t bytes, const char* what) {
-  const int64_t budget = rt_.options().gpu_mem;
+  const int64_t budget = host_.gpu_mem();
   if (budget > 0 && device_bytes_ + int64_t(bytes) > budget)
     fail(std::string("--gpu-mem ") + mib(double(budget)) + " exceeded: " + what + " needs " + mib(double(bytes)) +
          " more with " + mib(double(device_bytes_)) + " already on the device");
@@ -128,29 +98,29 @@ int64_t CudaDevice::fixed_bytes() const {
   return int64_t(matmul_scratch_bytes(matmul_precision())) + int64_t(step_io_bytes());
 }
 
-size_t CudaDevice::step_io_bytes() const { return cuda::step_io_bytes(size_t(rt_.input_shape().numel())); }
+size_t CudaDevice::step_io_bytes() const { return cuda::step_io_bytes(size_t(host_.input_shape().numel())); }
 
 void CudaDevice::prepare() {
-  TraceSpan span(rt_.trace(), "device", "parameters up");
+  const double t0 = tracing() ? host_.trace_now_us() : 0;
   if (!prepared_) {
     // Taken by the first matrix product on the compute stream.
     reserve(matmul_scratch_bytes(matmul_precision()),
             "the matrix products' scratch (cuBLASLt workspace, bf16 operand copies)");
     reserve(step_io_bytes(), "the step's token ids, targets and loss");
-    const Shape in = rt_.input_shape();
+    const Shape in = host_.input_shape();
     FY_CUDA_CHECK(cudaMalloc(&idx_, size_t(in.numel()) * 8));
     FY_CUDA_CHECK(cudaMalloc(&tgt_, size_t(in.numel()) * 8));
     FY_CUDA_CHECK(cudaMalloc(&loss_, sizeof(float)));
-    params_.assign(size_t(rt_.num_params()), nullptr);
+    params_.assign(size_t(host_.num_params()), nullptr);
     // Streamed parameters have no resident copies: the program fills arena
     // buffers from the masters (param_host, copy_to_device) as it goes.
-    for (int64_t i = 0; i < rt_.num_params() && !rt_.streamed_params(); ++i) {
-      const View& v = rt_.param(i).value;
-      reserve(granule(v.nbytes()), ("parameter '" + rt_.param(i).name + "'").c_str());
+    for (int64_t i = 0; i < host_.num_params() && !host_.streamed_params(); ++i) {
+      const View v = host_.param(i).value;
+      reserve(granule(v.nbytes()), ("parameter '" + host_.param_name(i) + "'").c_str());
       FY_CUDA_CHECK(cudaMalloc(&params_[size_t(i)], v.nbytes() ? v.nbytes() : 1));
     }
     // The memory plan's arena: every temporary the program places, in one block.
-    if (int64_t bytes = rt_.planned_arena_bytes(); bytes > 0) {
+    if (int64_t bytes = host_.planned_arena_bytes(); bytes > 0) {
       reserve(size_t(bytes), "the temporaries' arena");
       void* base = nullptr;
       FY_CUDA_CHECK(cudaMalloc(&base, size_t(bytes)));
@@ -160,134 +130,132 @@ void CudaDevice::prepare() {
       arena_.reset(base, bytes);
     }
     // gather_up's rows, gathered on the host on their way up.
-    if (int64_t bytes = rt_.gather_up_bytes(); bytes > 0) {
-      gather_stage_ = static_cast<char*>(host_alloc(size_t(bytes)));
+    if (int64_t bytes = host_.gather_up_bytes(); bytes > 0) {
+      gather_stage_ = static_cast<char*>(pinned_alloc(size_t(bytes)));
       gather_stage_bytes_ = size_t(bytes);
       FY_CUDA_CHECK(cudaEventCreateWithFlags(&gather_sent_, cudaEventDisableTiming));
-    }
-    if (rt_.has_async_optimizer()) {
-      AsyncOptimizer& opt = rt_.async_optimizer();
-      group_events_.resize(size_t(opt.num_groups()));
-      for (cudaEvent_t& e : group_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      rows_events_.resize(size_t(opt.num_groups()));
-      for (cudaEvent_t& e : rows_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      param_events_.resize(size_t(rt_.num_params()));
-      for (cudaEvent_t& e : param_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      landed_events_.resize(size_t(opt.num_groups()));
-      for (cudaEvent_t& e : landed_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      rows_landed_events_.resize(2 * size_t(opt.num_groups()));
-      rows_copies_.assign(size_t(opt.num_groups()), 0);
-      for (cudaEvent_t& e : rows_landed_events_) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      // ready() says "landed" on an error too: the wait that follows reports it.
-      auto landing = [](cudaEvent_t e) {
-        return AsyncOptimizer::Landing{[e] { FY_CUDA_CHECK(cudaEventSynchronize(e)); },
-                                       [e] { return cudaEventQuery(e) != cudaErrorNotReady; }};
-      };
-      FY_CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
-      FY_CUDA_CHECK(cudaEventCreateWithFlags(&early_landed_, cudaEventDisableTiming));
-      FY_CUDA_CHECK(cudaEventCreateWithFlags(&early_read_, cudaEventDisableTiming));
-      // On their own stream, behind the kernels that made them (grad_offload
-      // below): the copies overlap the next group's backward, and only the
-      // optimizer waits for them.
-      opt.set_gradient_copy(
-          [this](const View& src, float* dst) {
-            FY_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, download_));
-            copy_out_bytes_ += int64_t(src.nbytes());
-          },
-          [this, landing](int64_t group) {
-            cudaEvent_t e = landed_events_[size_t(group)];
-            FY_CUDA_CHECK(cudaEventRecord(e, download_));
-            return landing(e);
-          });
-      // The rows of the embedding's gradient that the next step gathers go
-      // down first, gathered straight into the optimizer's page-locked
-      // buffer: its update of those rows need not wait for the whole table's
-      // copy (154 MB on GPT-2 124M, ~3 ms), the GPU's idle time at the next
-      // step's start.
-      opt.set_gradient_rows_copy([this, landing](int64_t group, const View& src, const int64_t* rows, int64_t count,
-                                                 float* dst) {
-        const int64_t d = src.shape[1];
-        gather_rows(src, View{const_cast<int64_t*>(rows), Shape{count}, DType::I64},
-                    View{dst, Shape{count, d}, DType::F32}, download_);
-        copy_out_bytes_ += count * d * int64_t(sizeof(float));
-        // Two events a group, taken in turn: a table's early rows and its
-        // step's own rows are two copies of one update, each waited for alone
-        // (an event is recorded again only once the update it served is done).
-        cudaEvent_t e = rows_landed_events_[2 * size_t(group) + size_t(rows_copies_[size_t(group)]++ % 2)];
-        FY_CUDA_CHECK(cudaEventRecord(e, download_));
-        return landing(e);
-      });
-      // A tied table's early part goes down chunk by chunk behind the
-      // blocks' gradients (AsyncOptimizer::set_gradient_chunk_copy), each
-      // chunk with an event of its own: the piece that needs it waits for it
-      // alone. A chunk's event is recorded again a step later, when that
-      // step's early part has long been done.
-      opt.set_gradient_chunk_copy([this, landing](int64_t, const View& src, int64_t lo, int64_t n, float* dst) {
-        FY_CUDA_CHECK(cudaMemcpyAsync(dst, static_cast<const float*>(src.data) + lo, size_t(n) * sizeof(float),
-                                      cudaMemcpyDeviceToHost, download_));
-        copy_out_bytes_ += n * int64_t(sizeof(float));
-        const size_t k = size_t(lo / AsyncOptimizer::kPiece);
-        while (chunk_events_.size() <= k) {
-          chunk_events_.emplace_back();
-          FY_CUDA_CHECK(cudaEventCreateWithFlags(&chunk_events_.back(), cudaEventDisableTiming));
-        }
-        FY_CUDA_CHECK(cudaEventRecord(chunk_events_[k], download_));
-        return landing(chunk_events_[k]);
-      });
-      opt.set_on_updated([this](int64_t g) { upload_group(g); });
-      // Each piece of an update goes up as soon as it is done. Streamed
-      // parameters have no working copies (the program copies the masters,
-      // and gathers a table's rows from its master): then neither these nor
-      // the rows below, whose values the optimizer then does not keep.
-      if (!rt_.streamed_params()) {
-        opt.set_on_piece_updated([this](int64_t param, int64_t lo, int64_t n) {
-          const float* master = rt_.param(param).value.as<float>();
-          // A held table's update runs only once early_release recorded this.
-          if (param == early_read_param_.load()) FY_CUDA_CHECK(cudaStreamWaitEvent(upload_, early_read_, 0));
-          FY_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(params_[size_t(param)]) + lo, master + lo,
-                                        size_t(n) * sizeof(float), cudaMemcpyHostToDevice, upload_));
-          upload_bytes_ += n * int64_t(sizeof(float));
-          // Its last piece: what group_wait_param makes the kernels wait on.
-          if (lo + n == rt_.param(param).value.numel())
-            FY_CUDA_CHECK(cudaEventRecord(param_events_[size_t(param)], upload_));
-        });
-        // The rows the next step gathers, as soon as they are done: the
-        // kernel reads them straight from the optimizer's page-locked buffer,
-        // which it reuses next step, so the call returns once they are in.
-        opt.set_on_rows_updated([this](int64_t group, int64_t param, const int64_t* rows, int64_t count,
-                                       const float* values) {
-          const View& master = rt_.param(param).value;
-          const int64_t d = master.shape[1];
-          if (param == early_read_param_.load()) FY_CUDA_CHECK(cudaStreamWaitEvent(upload_, early_read_, 0));
-          scatter_rows(View{const_cast<float*>(values), Shape{count, d}, DType::F32},
-                       View{const_cast<int64_t*>(rows), Shape{count}, DType::I64},
-                       View{params_[size_t(param)], master.shape, DType::F32}, upload_);
-          cudaEvent_t e = rows_events_[size_t(group)];
-          FY_CUDA_CHECK(cudaEventRecord(e, upload_));
-          upload_bytes_ += count * d * int64_t(sizeof(float));
-          FY_CUDA_CHECK(cudaEventSynchronize(e));
-        });
-      }
     }
     prepared_ = true;
   }
   // The masters are final (loaded or restored): every working copy up.
   settle_masters();  // (any this device updated itself first come back)
-  for (int64_t i = 0; i < rt_.num_params() && !rt_.streamed_params(); ++i) {
-    const View& v = rt_.param(i).value;
+  for (int64_t i = 0; i < host_.num_params() && !host_.streamed_params(); ++i) {
+    const View v = host_.param(i).value;
     FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(i)], v.data, v.nbytes(), cudaMemcpyHostToDevice, compute_));
   }
   synchronize();
+  if (tracing()) host_.trace_slice("device", "parameters up", t0, host_.trace_now_us(), -1);
 }
 
-void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss, bool training) {
+void CudaDevice::prepare_groups(int64_t groups) {
+  if (prepared_ || !group_events_.empty()) fail("prepare_groups: called after prepare() or twice (a runtime bug)");
+  auto events = [](std::vector<cudaEvent_t>& list, size_t n) {
+    list.resize(n);
+    for (cudaEvent_t& e : list) FY_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  };
+  events(group_events_, size_t(groups));
+  events(rows_events_, size_t(groups));
+  events(param_events_, size_t(host_.num_params()));
+  events(landed_events_, size_t(groups));
+  events(rows_landed_events_, 2 * size_t(groups));
+  rows_copies_.assign(size_t(groups), 0);
+  FY_CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
+  FY_CUDA_CHECK(cudaEventCreateWithFlags(&early_landed_, cudaEventDisableTiming));
+  FY_CUDA_CHECK(cudaEventCreateWithFlags(&early_read_, cudaEventDisableTiming));
+}
+
+namespace {
+// ready() says "landed" on an error too: the wait that follows reports it.
+Landing landing(cudaEvent_t e) {
+  return Landing{[e] { FY_CUDA_CHECK(cudaEventSynchronize(e)); },
+                 [e] { return cudaEventQuery(e) != cudaErrorNotReady; }};
+}
+}  // namespace
+
+// On their own stream, behind the kernels that made them (gradients_ready):
+// the copies overlap the next group's backward, and only the optimizer waits
+// for them.
+void CudaDevice::gradient_out(const View& src, float* dst) {
+  FY_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, download_));
+  copy_out_bytes_ += int64_t(src.nbytes());
+}
+
+Landing CudaDevice::gradients_out_landing(int64_t group) {
+  cudaEvent_t e = landed_events_[size_t(group)];
+  FY_CUDA_CHECK(cudaEventRecord(e, download_));
+  return landing(e);
+}
+
+// The rows of the embedding's gradient that the next step gathers go down
+// first, gathered straight into the optimizer's page-locked buffer: its
+// update of those rows need not wait for the whole table's copy (154 MB on
+// GPT-2 124M, ~3 ms), the GPU's idle time at the next step's start.
+Landing CudaDevice::gradient_rows_out(int64_t group, const View& src, const int64_t* rows, int64_t count,
+                                      float* dst) {
+  const int64_t d = src.shape[1];
+  gather_rows(src, View{const_cast<int64_t*>(rows), Shape{count}, DType::I64}, View{dst, Shape{count, d}, DType::F32},
+              download_);
+  copy_out_bytes_ += count * d * int64_t(sizeof(float));
+  // Two events a group, taken in turn: a table's early rows and its step's
+  // own rows are two copies of one update, each waited for alone (an event
+  // is recorded again only once the update it served is done).
+  cudaEvent_t e = rows_landed_events_[2 * size_t(group) + size_t(rows_copies_[size_t(group)]++ % 2)];
+  FY_CUDA_CHECK(cudaEventRecord(e, download_));
+  return landing(e);
+}
+
+// A tied table's early part goes down chunk by chunk behind the blocks'
+// gradients, each chunk with an event of its own: the piece that needs it
+// waits for it alone. A chunk's event is recorded again a step later, when
+// that step's early part has long been done.
+Landing CudaDevice::gradient_chunk_out(size_t k, const View& src, int64_t lo, int64_t n, float* dst) {
+  FY_CUDA_CHECK(cudaMemcpyAsync(dst, static_cast<const float*>(src.data) + lo, size_t(n) * sizeof(float),
+                                cudaMemcpyDeviceToHost, download_));
+  copy_out_bytes_ += n * int64_t(sizeof(float));
+  while (chunk_events_.size() <= k) {
+    chunk_events_.emplace_back();
+    FY_CUDA_CHECK(cudaEventCreateWithFlags(&chunk_events_.back(), cudaEventDisableTiming));
+  }
+  FY_CUDA_CHECK(cudaEventRecord(chunk_events_[k], download_));
+  return landing(chunk_events_[k]);
+}
+
+// Each piece of an update goes up as soon as it is done.
+void CudaDevice::piece_up(int64_t param, int64_t lo, int64_t n) {
+  const View master = host_.param(param).value;
+  // A held table's update runs only once early_read recorded this.
+  if (param == early_read_param_.load()) FY_CUDA_CHECK(cudaStreamWaitEvent(upload_, early_read_, 0));
+  FY_CUDA_CHECK(cudaMemcpyAsync(static_cast<float*>(params_[size_t(param)]) + lo, master.as<float>() + lo,
+                                size_t(n) * sizeof(float), cudaMemcpyHostToDevice, upload_));
+  upload_bytes_ += n * int64_t(sizeof(float));
+  // Its last piece: what wait_param_upload makes the kernels wait on.
+  if (lo + n == master.numel()) FY_CUDA_CHECK(cudaEventRecord(param_events_[size_t(param)], upload_));
+}
+
+// The rows the next step gathers, as soon as they are done: the kernel reads
+// them straight from the optimizer's page-locked buffer, which it reuses next
+// step, so the call returns once they are in.
+void CudaDevice::rows_up(int64_t group, int64_t param, const int64_t* rows, int64_t count, const float* values) {
+  const View master = host_.param(param).value;
+  const int64_t d = master.shape[1];
+  if (param == early_read_param_.load()) FY_CUDA_CHECK(cudaStreamWaitEvent(upload_, early_read_, 0));
+  scatter_rows(View{const_cast<float*>(values), Shape{count, d}, DType::F32},
+               View{const_cast<int64_t*>(rows), Shape{count}, DType::I64},
+               View{params_[size_t(param)], master.shape, DType::F32}, upload_);
+  cudaEvent_t e = rows_events_[size_t(group)];
+  FY_CUDA_CHECK(cudaEventRecord(e, upload_));
+  upload_bytes_ += count * d * int64_t(sizeof(float));
+  FY_CUDA_CHECK(cudaEventSynchronize(e));
+}
+
+void CudaDevice::run_step(const Step& step, View idx, View tgt, View loss, bool training) {
   if (tracing()) {
     // The stream is idle here (the last step synchronised), so this base
     // event's time on the GPU is close to this moment on the host.
     trace_kernels_.clear();
     trace_used_ = 0;
     kernel_start(nullptr);
-    trace_base_us_ = rt_.trace()->now_us();
+    trace_base_us_ = host_.trace_now_us();
   }
   FY_CUDA_CHECK(cudaMemcpyAsync(idx_, idx.data, idx.nbytes(), cudaMemcpyHostToDevice, compute_));
   step_ids_ = idx.as<int64_t>();
@@ -295,7 +263,7 @@ void CudaDevice::run_step(TrainStepFn step, View idx, View tgt, View loss, bool 
   // A program that forgot to write its loss logs NaN, as on the CPU.
   FY_CUDA_CHECK(cudaMemcpyAsync(loss_, loss.data, sizeof(float), cudaMemcpyHostToDevice, compute_));
   unlanded_.clear();
-  step(&rt_, View{idx_, idx.shape, idx.dtype}, View{tgt_, tgt.shape, tgt.dtype}, View{loss_, loss.shape, loss.dtype});
+  step(View{idx_, idx.shape, idx.dtype}, View{tgt_, tgt.shape, tgt.dtype}, View{loss_, loss.shape, loss.dtype});
   // The step's gradients are the step's to free (a compiled step lands
   // each before it returns): the next step's kernels come after every copy.
   for (int64_t g : unlanded_) FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, landed_events_[size_t(g)], 0));
@@ -332,12 +300,11 @@ void CudaDevice::kernel_end() noexcept {
 }
 
 void CudaDevice::flush_kernel_trace() {
-  Trace* t = rt_.trace();
   for (const KernelTiming& k : trace_kernels_) {
     float t0 = 0, t1 = 0;
     FY_CUDA_CHECK(cudaEventElapsedTime(&t0, trace_events_[0], trace_events_[k.start]));
     FY_CUDA_CHECK(cudaEventElapsedTime(&t1, trace_events_[0], trace_events_[k.end]));
-    t->slice(k.track, k.name, trace_base_us_ + 1000.0 * t0, trace_base_us_ + 1000.0 * t1, k.bytes);
+    host_.trace_slice(k.track, k.name, trace_base_us_ + 1000.0 * t0, trace_base_us_ + 1000.0 * t1, k.bytes);
   }
   trace_kernels_.clear();
   trace_used_ = 0;
@@ -345,9 +312,10 @@ void CudaDevice::flush_kernel_trace() {
 
 View CudaDevice::param(int64_t index) {
   if (!prepared_) fail("param: the device is not prepared (a runtime bug)");
-  if (rt_.streamed_params())
-    fail("param: this program streams its parameters, so the device keeps no copy of '" + rt_.param(index).name + "'");
-  const View& host = rt_.param(index).value;
+  if (host_.streamed_params())
+    fail("param: this program streams its parameters, so the device keeps no copy of '" + host_.param_name(index) +
+         "'");
+  const View host = host_.param(index).value;
   return View{params_[size_t(index)], host.shape, host.dtype};
 }
 
@@ -362,7 +330,7 @@ View CudaDevice::alloc(Shape shape, DType dtype) {
   } else {
     // Buffers are reused by exact size, so the cache can hold more than the
     // plan's peak; under --gpu-mem, give the cached ones back before failing.
-    const int64_t budget = rt_.options().gpu_mem;
+    const int64_t budget = host_.gpu_mem();
     if (budget > 0 && device_bytes_ + int64_t(cap) > budget) trim();
     reserve(cap, ("a temporary " + shape.str()).c_str());
     // Without a budget the device itself is the limit: on its out-of-memory
@@ -418,14 +386,14 @@ void CudaDevice::dealloc(View v) {
     // crash the host-side check below, which reads a header before the buffer
     // (the arenas' buffers, most of a step's, need no driver query).
     cudaPointerAttributes a{};
-    const bool device = !rt_.in_arenas(v.data) && cudaPointerGetAttributes(&a, v.data) == cudaSuccess &&
+    const bool device = !host_.in_host_arenas(v.data) && cudaPointerGetAttributes(&a, v.data) == cudaSuccess &&
                         a.type == cudaMemoryTypeDevice;
     (void)cudaGetLastError();
     if (device) fail("dealloc: device buffer " + v.shape.str() + " was deallocated twice or did not come from alloc");
     // Not the device's: the Runtime's host buffers, which it checks itself.
     // Copies that use them are queued before this (a started copy's wait
     // comes before its buffers' deallocs), so reuse is ordered too.
-    rt_.dealloc(v);
+    host_.dealloc_host(v);
     return;
   }
   if (v.nbytes() > it->second)
@@ -497,8 +465,8 @@ void CudaDevice::settle_host(const void* data, size_t bytes) {
 }
 
 void CudaDevice::settle_master(int64_t param) {
-  if (!rt_.streamed_params()) return;
-  const View& master = rt_.param(param).value;
+  if (!host_.streamed_params()) return;
+  const View master = host_.param(param).value;
   settle_started(master.data, size_t(master.nbytes()));
 }
 
@@ -563,64 +531,47 @@ void CudaDevice::gather_up(View table, View ids, View out) {
   upload_bytes_ += int64_t(out.nbytes());
 }
 
-void CudaDevice::adamw(int64_t index, View grad) {
-  const Runtime::Param& p = rt_.param(index);
+View CudaDevice::gradient_to_host(View grad) {
   if (size_t(grad.numel()) > host_grad_elems_) {
     if (host_grad_) FY_CUDA_CHECK(cudaFreeHost(host_grad_));
     host_grad_ = nullptr;
     host_grad_elems_ = 0;
-    host_grad_ = static_cast<float*>(host_alloc(grad.nbytes()));
+    host_grad_ = static_cast<float*>(pinned_alloc(grad.nbytes()));
     host_grad_elems_ = size_t(grad.numel());
   }
-  {
-    TraceSpan span(rt_.trace(), "device", "gradient out ", index, int64_t(grad.nbytes()));
-    FY_CUDA_CHECK(cudaMemcpyAsync(host_grad_, grad.data, grad.nbytes(), cudaMemcpyDeviceToHost, compute_));
-    synchronize();
-  }
+  FY_CUDA_CHECK(cudaMemcpyAsync(host_grad_, grad.data, grad.nbytes(), cudaMemcpyDeviceToHost, compute_));
+  synchronize();
   copy_out_bytes_ += int64_t(grad.nbytes());
-  // As in grad_offload: a started upload of this master reads it first.
-  settle_master(index);
-  rt_.adamw(index, View{host_grad_, grad.shape, grad.dtype});
-  if (rt_.streamed_params()) return;
-  FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(index)], p.value.data, p.value.nbytes(), cudaMemcpyHostToDevice,
-                                compute_));
-  upload_bytes_ += int64_t(p.value.nbytes());
+  return View{host_grad_, grad.shape, grad.dtype};
 }
 
-void CudaDevice::device_adamw(int64_t index, View grad) {
-  const Runtime::Param& p = rt_.param(index);
-  if (!p.trainable) fail("device_adamw: parameter '" + p.name + "' is not trainable");
-  if (grad.dtype != DType::F32 || grad.numel() != p.value.numel())
-    fail("device_adamw: gradient of '" + p.name + "' is " + dtype_name(grad.dtype) + " " + grad.shape.str() +
-         ", parameter is F32 " + p.value.shape.str());
-  const int64_t step = rt_.step();
-  if (step < 1) fail("device_adamw: step number must start at 1, got " + std::to_string(step));
-  // The working copy is the master while the device updates it; its moments
-  // start from the host's (zeros, or a checkpoint's).
-  if (rt_.streamed_params() || p.q8_block || !p.m.data)
-    fail("device_adamw: '" + p.name + "' is updated on the device (fuyou-compile --device-optimizer), which needs "
-         "resident parameters and fp32 moments in memory: run without --ssd, --params stream and 8-bit state");
-  if (rt_.recording_grads()) {  // --dump-grads: step 1's gradient, as cpu_adamw records it
-    std::vector<float> host(size_t(grad.numel()));
-    FY_CUDA_CHECK(cudaMemcpyAsync(host.data(), grad.data, grad.nbytes(), cudaMemcpyDeviceToHost, compute_));
-    synchronize();
-    rt_.record_grad(index, View{host.data(), grad.shape, DType::F32});
-  }
-  if (moments_.empty()) moments_.resize(size_t(rt_.num_params()));
+void CudaDevice::param_up(int64_t index) {
+  const View master = host_.param(index).value;
+  FY_CUDA_CHECK(cudaMemcpyAsync(params_[size_t(index)], master.data, master.nbytes(), cudaMemcpyHostToDevice,
+                                compute_));
+  upload_bytes_ += int64_t(master.nbytes());
+}
+
+void CudaDevice::download(View grad, void* dst) {
+  FY_CUDA_CHECK(cudaMemcpyAsync(dst, grad.data, grad.nbytes(), cudaMemcpyDeviceToHost, compute_));
+  synchronize();
+}
+
+void CudaDevice::device_adamw(int64_t index, View grad, const AdamWScalars& s) {
+  const DeviceHost::Param p = host_.param(index);
+  if (moments_.empty()) moments_.resize(size_t(host_.num_params()));
   Moments& mv = moments_[size_t(index)];
   const size_t bytes = size_t(p.value.nbytes());
   if (!mv.m) {
-    const int64_t budget = rt_.options().gpu_mem;
+    const int64_t budget = host_.gpu_mem();
     if (budget > 0 && device_bytes_ + 2 * int64_t(granule(bytes)) > budget) trim();
-    reserve(2 * granule(bytes), ("AdamW's moments of '" + p.name + "' on the device").c_str());
+    reserve(2 * granule(bytes), ("AdamW's moments of '" + host_.param_name(index) + "' on the device").c_str());
     FY_CUDA_CHECK(cudaMalloc(&mv.m, bytes ? bytes : 1));
     FY_CUDA_CHECK(cudaMalloc(&mv.v, bytes ? bytes : 1));
     FY_CUDA_CHECK(cudaMemcpyAsync(mv.m, p.m.data, bytes, cudaMemcpyHostToDevice, compute_));
     FY_CUDA_CHECK(cudaMemcpyAsync(mv.v, p.v.data, bytes, cudaMemcpyHostToDevice, compute_));
   }
-  const adamw_detail::Scalars s = adamw_detail::make_scalars(rt_.param_config(rt_.adamw_config(step), index), step);
-  cuda::adamw({s.decay, s.beta1, s.one_m_b1, s.beta2, s.one_m_b2, s.neg_step_size, s.bc2_sqrt, s.eps, s.unscale, s.coef},
-              View{params_[size_t(index)], p.value.shape, DType::F32}, grad, View{mv.m, p.value.shape, DType::F32},
+  cuda::adamw(s, View{params_[size_t(index)], p.value.shape, DType::F32}, grad, View{mv.m, p.value.shape, DType::F32},
               View{mv.v, p.value.shape, DType::F32});
   mv.host_stale = true;
 }
@@ -630,7 +581,7 @@ void CudaDevice::settle_masters() {
   for (size_t i = 0; i < moments_.size(); ++i) {
     Moments& mv = moments_[i];
     if (!mv.host_stale) continue;
-    const Runtime::Param& p = rt_.param(int64_t(i));
+    const DeviceHost::Param p = host_.param(int64_t(i));
     const size_t bytes = size_t(p.value.nbytes());
     FY_CUDA_CHECK(cudaMemcpyAsync(p.value.data, params_[i], bytes, cudaMemcpyDeviceToHost, compute_));
     FY_CUDA_CHECK(cudaMemcpyAsync(p.m.data, mv.m, bytes, cudaMemcpyDeviceToHost, compute_));
@@ -641,23 +592,20 @@ void CudaDevice::settle_masters() {
   if (any) synchronize();
 }
 
-int64_t CudaDevice::grad_offload(int64_t group, const View* grads, size_t count) {
-  TraceSpan span(rt_.trace(), "device", "gradients out, group ", group);
+void CudaDevice::gradients_ready() {
   FY_CUDA_CHECK(cudaEventRecord(grads_ready_, compute_));
   FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
-  // The update this lets go rewrites the group's masters: an upload of them
-  // started before must have read them (no compiled program waits that late).
-  for (int64_t p : rt_.async_optimizer().group_params(group)) settle_master(p);
-  const int64_t token = rt_.async_optimizer().offload(group, grads, count);
+}
+
+void CudaDevice::gradients_offloaded(int64_t group) {
   unlanded_.push_back(group);
-  // An early table's gradient is kept up to its own group's grad_offload,
-  // which has sent its last chunks: behind them.
-  if (early_in_flight_ && group == early_group_) {
+  // An early table's gradient is kept up to its own group's offload, which
+  // has sent its last chunks: behind them.
+  if (early_held(group)) {
     FY_CUDA_CHECK(cudaEventRecord(early_landed_, download_));
     FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, early_landed_, 0));
     early_in_flight_ = false;
   }
-  return token;
 }
 
 void CudaDevice::grad_landed(int64_t group) {
@@ -667,49 +615,33 @@ void CudaDevice::grad_landed(int64_t group) {
   unlanded_.erase(it);
 }
 
-void CudaDevice::grad_offload_early(int64_t group, int64_t param, View grad, View ids) {
-  // The optimizer needs the step's tokens on the host; other ids: the whole update later.
-  if (ids.data != idx_ || !step_ids_) return;
-  // Behind the kernels that wrote the gradient (and, unless the part is
-  // held for early_release, read the table last).
-  FY_CUDA_CHECK(cudaEventRecord(grads_ready_, compute_));
-  FY_CUDA_CHECK(cudaStreamWaitEvent(download_, grads_ready_, 0));
-  settle_master(param);
-  if (!rt_.async_optimizer().offload_early(group, param, grad, step_ids_, ids.numel())) return;
+const int64_t* CudaDevice::step_ids(View ids) const { return ids.data == idx_ ? step_ids_ : nullptr; }
+
+void CudaDevice::early_offloaded(int64_t group) {
   early_in_flight_ = true;
   early_group_ = group;
 }
 
-void CudaDevice::early_release(int64_t group, int64_t param) {
-  if (!early_in_flight_ || group != early_group_) return;  // declined: the group's update brings it all
+void CudaDevice::early_read(int64_t param) {
   FY_CUDA_CHECK(cudaEventRecord(early_read_, compute_));
   early_read_param_.store(param);
-  settle_master(param);
-  rt_.async_optimizer().release_early(group, param);
 }
 
-void CudaDevice::upload_group(int64_t group) {
+void CudaDevice::group_uploaded(int64_t group) {
   // The group's pieces are queued on the upload stream already.
   FY_CUDA_CHECK(cudaEventRecord(group_events_[size_t(group)], upload_));
 }
 
-void CudaDevice::group_wait(int64_t group) {
-  rt_.async_optimizer().wait(group);
-  // Kernels after this point wait for the upload on the device, not here.
+// Kernels after these wait for the uploads on the device, not here.
+void CudaDevice::wait_group_upload(int64_t group) {
   FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, group_events_[size_t(group)], 0));
 }
 
-void CudaDevice::group_wait_param(int64_t group, int64_t param) {
-  rt_.async_optimizer().wait_param(group, param);
-  // Streamed parameters are copied up by the program itself.
-  if (rt_.streamed_params()) return;
+void CudaDevice::wait_param_upload(int64_t param) {
   FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, param_events_[size_t(param)], 0));
 }
 
-void CudaDevice::group_wait_rows(int64_t group, int64_t param, View ids) {
-  // The optimizer compares the host copy of the step's tokens; other ids wait for everything.
-  if (ids.data != idx_ || !step_ids_) return group_wait(group);
-  bool rows = rt_.async_optimizer().wait_rows(group, param, step_ids_, ids.numel());
+void CudaDevice::wait_rows_upload(int64_t group, bool rows) {
   FY_CUDA_CHECK(cudaStreamWaitEvent(compute_, (rows ? rows_events_ : group_events_)[size_t(group)], 0));
 }
 

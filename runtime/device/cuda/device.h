@@ -16,26 +16,41 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "exec/device.h"
-#include "exec/runtime.h"
+#include "device/arena.h"
+#include "device/device.h"
+#include "kernels/cuda/kernels.h"
 
 namespace fy::cuda {
 
-class CudaDevice final : public Device {
+// Page-locked host memory: copies from and to it run at full speed and
+// asynchronously (the Runtime's host storage, on this target).
+void* pinned_alloc(size_t bytes);
+void pinned_free(void* p);
+
+// A copy's completion, as the layer-group optimizer waits for it: wait()
+// blocks until it is done, ready() says whether it is (and "done" on an
+// error, which the wait then reports).
+struct Landing {
+  std::function<void()> wait;
+  std::function<bool()> ready;
+};
+
+class CudaDevice : public Device {
  public:
-  explicit CudaDevice(Runtime& rt);
+  explicit CudaDevice(DeviceHost& host);
   ~CudaDevice() override;
 
   const char* name() const override { return name_.c_str(); }
   void prepare() override;
-  void run_step(TrainStepFn step, View idx, View tgt, View loss, bool training) override;
+  void run_step(const Step& step, View idx, View tgt, View loss, bool training) override;
   int64_t fixed_bytes() const override;
-  int64_t fixed_host_bytes() const override { return rt_.gather_up_bytes(); }
-  const Runtime::PoolStats& pool_stats() const override { return stats_; }
+  int64_t fixed_host_bytes() const override { return host_.gather_up_bytes(); }
+  const PoolStats& pool_stats() const override { return stats_; }
   std::string summary() const override;
 
   // ---- what the program's entry points (api_cuda.cpp) use ----
@@ -58,66 +73,94 @@ class CudaDevice final : public Device {
   // Host data to a fresh temporary (constants): from the pool when offset
   // is negative, else at that place in the arena.
   View upload_temp(int64_t offset, Shape shape, DType dtype, const void* host);
-  // Synchronous optimizer: the gradient to the host, AdamW there, the
-  // parameter back (queued on the compute stream).
-  void adamw(int64_t index, View grad);
-  // fy-device-optimizer's groups: AdamW here on the compute stream, on the
-  // fp32 working copy (the master while the device updates it) with the
-  // moments in device memory, taken from the host's at the first update;
-  // settle_masters() brings all three back.
-  void device_adamw(int64_t index, View grad);
-  void settle_masters() override;
-  // Layer groups: gradients out through the optimizer's slots; before a
-  // group's parameters are read again, its upload must be done.
-  int64_t grad_offload(int64_t group, const View* grads, size_t count);
-  // fysched.grad_landed: kernels from here on may reuse the memory of the
-  // group's gradients, so they wait on the device for its copy.
-  void grad_landed(int64_t group);
-  void group_wait(int64_t group);
-  // One parameter of the group (fy-param-waits): the kernels after it wait
-  // for its upload only, the last piece's event.
-  void group_wait_param(int64_t group, int64_t param);
-  // Before a gather of ids from a table of the group: when ids are the
-  // step's tokens, the kernels after it wait only for the rows the
-  // optimizer updated first (scattered up on the upload stream).
-  void group_wait_rows(int64_t group, int64_t param, View ids);
   // A gather of ids from `table`, a streamed master in host memory, into
   // `out` on the device (fy-rows-first's gather_up): the host gathers the
   // rows into a page-locked buffer, a chunk at a time, each going up on the
   // compute stream while the next is gathered.
   void gather_up(View table, View ids, View out);
-  // The table's rows the step's ids do not name go down and are updated
-  // early (AsyncOptimizer::offload_early); until the group's grad_offload
-  // later kernels may not reuse `grad`'s memory.
-  void grad_offload_early(int64_t group, int64_t param, View grad, View ids);
-  // The kernels issued so far read the table last (fysched.early_release):
-  // its updated rows go up behind them.
-  void early_release(int64_t group, int64_t param);
+
+  // ---- the optimizer's side of a step, as exec orders it ----
+  // Synchronous optimizer: the gradient into a page-locked host buffer of
+  // this device (valid until the next call), and after the host's update
+  // the parameter's working copy up again (queued on the compute stream).
+  View gradient_to_host(View grad);
+  void param_up(int64_t index);
+  // Copies `grad` (on the device) to `dst` (host) and waits for it.
+  void download(View grad, void* dst);
+  // fy-device-optimizer's groups: AdamW here on the compute stream, on the
+  // fp32 working copy (the master while the device updates it) with the
+  // moments in device memory, taken from the host's at the first update;
+  // settle_masters() brings all three back.
+  void device_adamw(int64_t index, View grad, const AdamWScalars& s);
+  void settle_masters() override;
+
+  // Layer groups. Events for `groups` groups, before the first prepare().
+  void prepare_groups(int64_t groups);
+  // The kernels queued so far wrote the gradients about to go down: the
+  // download stream starts behind them.
+  void gradients_ready();
+  // The group's gradients went to the optimizer (its copies are queued on
+  // the download stream): the step must not end before they land.
+  void gradients_offloaded(int64_t group);
+  // fysched.grad_landed: kernels from here on may reuse the memory of the
+  // group's gradients, so they wait on the device for its copy.
+  void grad_landed(int64_t group);
+  // Kernels after this wait on the device for the group's upload, for one
+  // parameter's (its last piece), or for the rows the optimizer updated
+  // first (`rows`; else the group's whole upload).
+  void wait_group_upload(int64_t group);
+  void wait_param_upload(int64_t param);
+  void wait_rows_upload(int64_t group, bool rows);
+  // The step's token ids in host memory when `ids` is the step's token
+  // buffer on the device, else null.
+  const int64_t* step_ids(View ids) const;
+  // A table's early rows (AsyncOptimizer::offload_early) went down for
+  // `group`: kept until that group's gradients_offloaded. early_held says
+  // whether they are in flight for it; early_read, that the kernels issued
+  // so far read table `param` last, so its uploads wait for them.
+  void early_offloaded(int64_t group);
+  bool early_held(int64_t group) const { return early_in_flight_ && group == early_group_; }
+  void early_read(int64_t param);
+  // With streamed weights: before an update lets go that rewrites master
+  // `param`, the started uploads reading it have read it.
+  void settle_master(int64_t param);
+
+  // What the optimizer's thread calls (exec wires them): gradients down on
+  // the download stream, behind gradients_ready();
+  void gradient_out(const View& src, float* dst);
+  // ...the group's copies issued: their landing;
+  Landing gradients_out_landing(int64_t group);
+  // ...the rows of a table's gradient that the next step gathers, into the
+  // optimizer's page-locked buffer `dst`; and a chunk [lo, lo + n) of an
+  // early part, whose event is its own (k: its index in the part);
+  Landing gradient_rows_out(int64_t group, const View& src, const int64_t* rows, int64_t count, float* dst);
+  Landing gradient_chunk_out(size_t k, const View& src, int64_t lo, int64_t n, float* dst);
+  // parameters up on the upload stream as the update finishes them: a
+  // piece of a master, the group's last (an event group waits take), and
+  // the updated rows the next step gathers (returns once they are in, as
+  // the optimizer reuses `values`).
+  void piece_up(int64_t param, int64_t lo, int64_t n);
+  void group_uploaded(int64_t group);
+  void rows_up(int64_t group, int64_t param, const int64_t* rows, int64_t count, const float* values);
 
   // --trace: each kernel's time on the GPU, from events around it on the
   // compute stream, written to the "gpu" track when the step is over (the
   // started copies to "gpu copies").
-  bool tracing() const { return rt_.trace() != nullptr; }
+  bool tracing() const { return host_.tracing(); }
   void kernel_start(const char* name, int64_t bytes = -1);
   void kernel_end() noexcept;
 
  private:
   size_t trace_event(cudaStream_t s);  // records the next trace event on `s`
   void end_copies();                    // after the step's synchronize
-  // On the optimizer's thread, after the group's pieces were queued on the
-  // upload stream: records the event group_wait makes the compute stream wait on.
-  void upload_group(int64_t group);
   void flush_kernel_trace();         // after the step's synchronize
   void reserve(size_t bytes, const char* what);
   void trim();  // frees every cached temporary
   size_t step_io_bytes() const;  // the step's token ids, targets and loss
   // Waits for the step's started copies that touch [data, data + bytes).
   void settle_started(const void* data, size_t bytes);
-  // With streamed weights: before an update lets go that rewrites master
-  // `param`, the started uploads reading it have read it.
-  void settle_master(int64_t param);
 
-  Runtime& rt_;
+  DeviceHost& host_;
   std::string name_;
   // Kernels; parameters up (the optimizer's thread); gradients down.
   cudaStream_t compute_ = nullptr, upload_ = nullptr, download_ = nullptr;
@@ -152,7 +195,7 @@ class CudaDevice final : public Device {
   std::unordered_map<void*, size_t> live_;               // pool: buffer -> capacity
   std::vector<void*> blocks_;
   Arena arena_;  // the memory plan's, when the program places its temporaries
-  Runtime::PoolStats stats_;
+  PoolStats stats_;
   int64_t device_bytes_ = 0;  // everything cudaMalloc'ed here
   int64_t trims_ = 0;        // cached temporaries freed to fit --gpu-mem
   void *idx_ = nullptr, *tgt_ = nullptr, *loss_ = nullptr;
@@ -181,8 +224,5 @@ class CudaDevice final : public Device {
   double trace_base_us_ = 0;
   bool prepared_ = false;
 };
-
-// The Runtime's device (fails if the program runs without one).
-CudaDevice& device_of(Runtime* rt);
 
 }  // namespace fy::cuda

@@ -1,4 +1,4 @@
-#include "exec/arena.h"
+#include "device/arena.h"
 
 #include <algorithm>
 #include <string>
