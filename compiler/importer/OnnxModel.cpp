@@ -657,6 +657,17 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
       if (size_t eq = pair.find('='); eq != std::string::npos && eq > 0 && eq + 1 < pair.size())
         out.aliases.push_back({pair.substr(0, eq), pair.substr(eq + 1)});
   }
+  if (auto it = out.metadata.find("fuyou.frozen"); it != out.metadata.end()) {
+    std::stringstream names(it->second);
+    for (std::string name; std::getline(names, name, ',');) {
+      const size_t b = name.find_first_not_of(" \t"), e = name.find_last_not_of(" \t");
+      if (b == std::string::npos)
+        continue;
+      name = name.substr(b, e - b + 1);
+      if (std::find(out.torchBuffers.begin(), out.torchBuffers.end(), name) == out.torchBuffers.end())
+        out.torchBuffers.push_back(name);
+    }
+  }
   std::map<std::string, bool> isInit;
   const std::set<std::string> buffers(out.torchBuffers.begin(), out.torchBuffers.end());
   for (auto &t : *m.mutable_graph()->mutable_initializer()) {

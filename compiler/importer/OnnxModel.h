@@ -93,8 +93,11 @@ struct Model {
   std::vector<Node> nodes;
   std::vector<Tensor> initializers;
   std::map<std::string, std::string> metadata;
-  // Initializers torch.export records as buffers or constants (not
-  // parameters) in the dynamo exporter's value_info: frozen like fuyou.frozen.
+  // The model's buffers (masks, positions, RoPE tables), values of the
+  // graph rather than weights: the initializers torch.export records as
+  // buffers or constants (not parameters) in the dynamo exporter's
+  // value_info, and those the exporting script's metadata "fuyou.frozen"
+  // lists (torch 1.x exports). Frozen; read and folded up to a size.
   std::vector<std::string> torchBuffers;
   // The ones it records as parameters (a trained initializer that is not
   // one is a graph optimizer's rewrite of a weight).

@@ -405,6 +405,22 @@ LogicalResult TransposeOp::verify() {
     return emitOpError("result type does not match the permutation");
   return success();
 }
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  bool composed = false;
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    // Result dim i is the inner result's dim perm[i]: the input's inner.perm[perm[i]].
+    SmallVector<int64_t> perm;
+    for (int64_t p : getPerm())
+      perm.push_back(inner.getPerm()[p]);
+    getInputMutable().assign(inner.getInput());
+    setPerm(perm);
+    composed = true;
+  }
+  for (auto [i, p] : llvm::enumerate(getPerm()))
+    if (p != int64_t(i))
+      return composed ? getResult() : nullptr;
+  return getInput();  // the identity
+}
 
 LogicalResult ExpandOp::verify() {
   if (!broadcastsTo(shapeOf(getInput()), shapeOf(getResult())) ||

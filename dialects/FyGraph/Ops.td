@@ -441,10 +441,17 @@ def FyGraph_ReshapeOp : FyGraph_Op<"reshape", [Pure]> {
 
 def FyGraph_TransposeOp : FyGraph_Op<"transpose", [Pure]> {
   let summary = "Permutes dims";
+  let description = [{
+    Dim i of the result is dim perm[i] of the input (ONNX Transpose). A
+    transpose of a transpose folds into one, and the identity into its input,
+    so the patterns that read a layout see one permutation (torch's k.T of a
+    k already moved to [B, H, T, D] exports as two).
+  }];
   let arguments = (ins FyTensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs FyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def FyGraph_ExpandOp : FyGraph_Op<"expand", [Pure]> {

@@ -190,16 +190,32 @@ void backward(const Dims& d, const float* q, const float* k, const float* v, con
           // dP = dO V^T, then dS = P (dP - delta)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(keys), int(d.D), 1.0f,
                       dor + i0 * lo, int(lo), vh + j0 * lk, int(lk), 0.0f, dS.data(), int(keys));
-          for (int64_t r = 0; r < rows; ++r)
+          for (int64_t r = 0; r < rows; ++r) {
+            // Rounded, dO O is not rowsum(P dP) (O came from the rounded P):
+            // the unfused softmax's gradient takes the latter, and where dP
+            // and delta nearly cancel the difference is all dS has.
+            if (d.round) {
+              double dsum = 0;
+              for (int64_t c = 0; c < keys; ++c) dsum += double(P[size_t(r * keys + c)]) * dS[size_t(r * keys + c)];
+              delta[size_t(r)] = float(dsum);
+            }
             for (int64_t c = 0; c < keys; ++c) {
               float& s = dS[size_t(r * keys + c)];
               s = P[size_t(r * keys + c)] * (s - delta[size_t(r)]);
             }
-          if (d.round) round_operands(dS.data(), dS.data(), rows * keys, false);
+          }
+          // Rounded, dS takes the scale first, as the unfused graph's
+          // products take the scores' gradient (round(x s) is not round(x) s).
+          float alpha = sc;
+          if (d.round) {
+            for (float& s : dS) s *= sc;
+            round_operands(dS.data(), dS.data(), rows * keys, false);
+            alpha = 1.0f;
+          }
           // dQ = scale dS K (this block's rows, whole); dK += scale dS^T Q
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.D), int(keys), sc, dS.data(),
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.D), int(keys), alpha, dS.data(),
                       int(keys), kh + j0 * lk, int(lk), 0.0f, dqh + i0 * lq, int(lq));
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), sc, dS.data(),
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(keys), int(d.D), int(rows), alpha, dS.data(),
                       int(keys), qh + i0 * lq, int(lq), 1.0f, dkh + j0 * lk, int(lk));
         }
       }

@@ -32,3 +32,21 @@ func.func @kept(%a: tensor<16x8xf32>, %b: tensor<8xf32>, %dy: tensor<2x8xf32>, %
   %t = fygraph.add %h, %b : (tensor<16x8xf32>, tensor<8xf32>) -> tensor<16x8xf32>
   return %s, %g, %t : tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
 }
+
+// -----
+
+// A transpose of a transpose is one (torch's k.transpose(-2, -1) of a k
+// already moved to [B, H, T, D] exports as two), and the identity is none.
+// The inner one stays where something else reads it.
+// CHECK-LABEL: func.func @transposes
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4x5xf32>)
+// CHECK-NEXT: %[[I:.*]] = fygraph.transpose %[[X]] {perm = array<i64: 0, 2, 3, 1>} : tensor<2x3x4x5xf32> -> tensor<2x4x5x3xf32>
+// CHECK-NEXT: %[[T:.*]] = fygraph.transpose %[[X]] {perm = array<i64: 0, 2, 1, 3>} : tensor<2x3x4x5xf32> -> tensor<2x4x3x5xf32>
+// CHECK-NEXT: return %[[T]], %[[X]], %[[I]]
+func.func @transposes(%x: tensor<2x3x4x5xf32>) -> (tensor<2x4x3x5xf32>, tensor<2x3x4x5xf32>, tensor<2x4x5x3xf32>) {
+  %a = fygraph.transpose %x {perm = array<i64: 0, 2, 3, 1>} : tensor<2x3x4x5xf32> -> tensor<2x4x5x3xf32>
+  %b = fygraph.transpose %a {perm = array<i64: 0, 1, 3, 2>} : tensor<2x4x5x3xf32> -> tensor<2x4x3x5xf32>
+  %c = fygraph.transpose %x {perm = array<i64: 0, 2, 1, 3>} : tensor<2x3x4x5xf32> -> tensor<2x4x3x5xf32>
+  %d = fygraph.transpose %c {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x3x5xf32> -> tensor<2x3x4x5xf32>
+  return %b, %d, %a : tensor<2x4x3x5xf32>, tensor<2x3x4x5xf32>, tensor<2x4x5x3xf32>
+}
