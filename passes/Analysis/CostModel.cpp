@@ -1,4 +1,5 @@
 #include "passes/Analysis/CostModel.h"
+#include "passes/Analysis/LaunchCost.h"
 #include "passes/AttrNames.h"
 #include "passes/Analysis/StepPhases.h"
 #include "dialects/FyGraph/FyGraphOps.h"
@@ -129,154 +130,6 @@ public:
   }
 
 private:
-  // `timed`: set when the kernel times gave the cost.
-  static int64_t launchBytes(fs::LaunchOp launch) {
-    int64_t bytes = 0;
-    for (Value v : launch.getIns())
-      bytes += bufferBytes(v.getType());
-    for (Value v : launch.getOuts())
-      bytes += bufferBytes(v.getType());
-    return bytes;
-  }
-
-  double launchCost(fs::LaunchOp launch, bool &timed) {
-    const int64_t bytes = launchBytes(launch);
-    StringRef kernel = launch.getKernel();
-    if (auto it = p_.kernelTimes.find(kernel); it != p_.kernelTimes.end())
-      if (auto t = it->getValue().find(bytes); t != it->getValue().end()) {
-        timed = true;
-        return t->second;
-      }
-    // A gather from a streamed table's host master (fy-rows-first): on a
-    // GPU the host gathers the rows and they go up, chunk after chunk.
-    if (kernel == "gather_up" && cuda_)
-      return 2 * bufferBytes(launch.getOuts()[0].getType()) / p_.h2dBytes + p_.launchS;
-    double t = bytes / p_.memBytes;
-    // Kernels whose exp/tanh bound them, by elements of their largest operand.
-    {
-      double elems = 0;
-      for (Value v : launch->getOperands())
-        if (auto b = dyn_cast<fs::BufferType>(v.getType()))
-          elems = std::max(elems, double(b.getTensorType().getNumElements()));
-      StringRef fn = kernel;
-      fn.consume_front("unary_grad_");
-      fn.consume_front("bias_");
-      fn.consume_back("_grad");
-      if (p_.transcendentalElems > 0 && (fn == "gelu" || fn == "gelu_tanh" || fn == "silu" || fn == "swiglu" || fn == "sigmoid" ||
-                                         fn == "tanh" || fn == "exp" || fn == "erf"))
-        t = std::max(t, elems / p_.transcendentalElems);
-      if (p_.softmaxElems > 0 && (kernel == "softmax" || kernel == "masked_softmax" ||
-                                  kernel.starts_with("softmax_cross_entropy")))
-        t = std::max(t, elems / p_.softmaxElems);
-      bool norm = kernel.starts_with("layer_norm") || kernel.starts_with("rms_norm");
-      if (norm && !kernel.ends_with("_grad") && p_.normElems > 0)
-        t = std::max(t, elems / p_.normElems);
-      if (norm && kernel.ends_with("_grad") && p_.normGradElems > 0)
-        t = std::max(t, elems / p_.normGradElems);
-    }
-    // Fused attention: its products over the scores a row sees (causal, or
-    // within the window), and an exp a score (the backward: five products,
-    // the scores again among them).
-    // (attention_qkv: q's shape is its result's, [B, T, H, D].)
-    const bool packed = kernel == "attention_qkv" || kernel == "attention_qkv_grad";
-    const size_t ins = launch.getIns().size();
-    const bool unpacked = (kernel == "attention" || kernel == "attention_grad") && ins >= 3;
-    if (unpacked || (packed && ins >= (kernel == "attention_qkv" ? 1u : 2u) && !launch.getOuts().empty())) {
-      Value qv = !packed ? launch.getIns()[0] : kernel == "attention_qkv" ? launch.getOuts()[0] : launch.getIns()[1];
-      auto q = cast<fs::BufferType>(qv.getType()).getTensorType();
-      int64_t window = 0;
-      bool seqMajor = packed;  // args: scale, window, seq_major; packed: kv_heads, scale, window
-      if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && args.size() == 3) {
-        if (auto w = dyn_cast<IntegerAttr>(args[packed ? 2 : 1]))
-          window = w.getInt();
-        if (auto s = dyn_cast<BoolAttr>(args[2]); s && !packed)
-          seqMajor = s.getValue();
-      }
-      const double B = double(q.getDimSize(0)), H = double(q.getDimSize(seqMajor ? 2 : 1)),
-                   T = double(q.getDimSize(seqMajor ? 1 : 2)), D = double(q.getDimSize(3));
-      const double seen = window > 0 && window < T ? window * (T - (window - 1) / 2.0) : T * (T + 1) / 2;
-      const bool grad = kernel == "attention_grad" || kernel == "attention_qkv_grad";
-      const double flops = (grad ? 5 : 2) * 2 * B * H * seen * D;
-      const double block = (grad ? 5 : 2) * 2 * 64 * std::min(T, 64.0 + (window > 0 ? window : T)) * D;
-      // The calibrated rate of the kernel itself (its exps included), else
-      // its products' as matmuls and its exps' as a softmax's.
-      if (p_.attentionFlops > 0) {
-        t = std::max(t, flops / p_.attentionFlops);
-      } else {
-        t = std::max(t, flops / p_.matmulRate(cuda_ ? flops : block));
-        if (p_.softmaxElems > 0)
-          t = std::max(t, (grad ? 2 : 1) * B * H * seen / p_.softmaxElems);
-      }
-    }
-    // The loss of a Linear's logits: its products (the logits', and with the
-    // gradients dx's and dw's) at the size of its block of rows, an exp a
-    // logit between them, and dw read and written again each block after the
-    // first. On a CPU these take turns on the same cores: they add.
-    if (kernel == "linear_cross_entropy" && launch.getIns().size() == 3) {
-      auto w = cast<fs::BufferType>(launch.getIns()[1].getType()).getTensorType();
-      const double V = double(w.getDimSize(0)), D = double(w.getDimSize(1));
-      const double N = double(cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType().getNumElements()) / D;
-      bool grads = true;
-      if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && !args.empty())
-        if (auto g = dyn_cast<BoolAttr>(args[args.size() - 1]))
-          grads = g.getValue();
-      const double rows = double(fy::linear_cross_entropy_rows(int64_t(N), int64_t(V)));
-      const double flops = (grads ? 3 : 1) * 2 * N * V * D;
-      double c = flops / p_.matmulRate(cuda_ ? flops : 2 * rows * V * D);
-      if (p_.softmaxElems > 0)
-        c += N * V / p_.softmaxElems;
-      if (grads)
-        c += (std::ceil(N / rows) - 1) * 8 * V * D / p_.memBytes;
-      t = std::max(t, c);
-    }
-    // (matmul_bias: its bias is added in the product's epilogue.)
-    if ((kernel == "matmul" || kernel == "matmul_bias") && launch.getIns().size() >= 2 &&
-        launch.getOuts().size() == 1) {
-      auto a = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
-      auto out = cast<fs::BufferType>(launch.getOuts()[0].getType()).getTensorType();
-      bool transA = false;
-      if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && !args.empty())
-        if (auto b = dyn_cast<BoolAttr>(args[0]))
-          transA = b.getValue();
-      auto b = cast<fs::BufferType>(launch.getIns()[1].getType()).getTensorType();
-      int64_t k = a.getDimSize(a.getRank() - (transA ? 2 : 1));
-      // The CPU runs a batched product slice by slice, so the rate is a
-      // slice's; the GPU runs it as one strided-batched GEMM, at the rate of
-      // a product of all its flops.
-      double flops = 2.0 * double(out.getNumElements()) * double(k);
-      double slice = 2.0 * double(k) * double(out.getDimSize(out.getRank() - 1)) *
-                     double(out.getRank() > 1 ? out.getDimSize(out.getRank() - 2) : 1);
-      // At bf16 / fp16 the GPU multiplies 16-bit copies of the operands, made
-      // first (4 bytes read, 2 written an element), in the scratch or, for
-      // one GEMM too large for it, in row blocks. One whose b leaves no room
-      // for row blocks runs on fp32 operands at FAST_16BF, whose own
-      // conversion costs about as much (the logits' input gradient at d 1024
-      // on an H100: 2.00 ms, priced so 2.03); a batched product too large
-      // keeps fp32 operands, priced at the calibrated rate.
-      // Operands stored in 16 bits (fy-half-activations) need no copy, and
-      // a product with any such has no fp32 fallback: it runs in blocks.
-      double na = double(a.getNumElements()), nb = double(b.getNumElements());
-      auto batches = [](RankedTensorType t) {
-        int64_t n = 1;
-        for (int64_t i = 0; i + 2 < t.getRank(); ++i)
-          n *= t.getDimSize(i);
-        return n;
-      };
-      auto f32 = [](RankedTensorType t) { return t.getElementType().isF32(); };
-      double rounded = (f32(a) ? na : 0) + (f32(b) ? nb : 0);
-      bool fits = 2 * rounded + 256 <= double(fy::cuda::kMatmulConvertBytes);
-      bool oneGemm = batches(b) == 1 && (batches(a) == 1 || !transA);
-      bool stored16 = !f32(a) || !f32(b) || !f32(out);
-      if (operands16_ && (fits || oneGemm || stored16)) {
-        double moved = 2 * (na + nb) + (f32(out) ? 4 : 2) * double(out.getNumElements());
-        t = 6 * rounded / p_.memBytes + std::max(moved / p_.memBytes, flops / p_.matmulRate(flops, true));
-      } else {
-        t = std::max(t, flops / p_.matmulRate(cuda_ ? flops : slice));
-      }
-    }
-    return t + p_.launchS;
-  }
-
   // The optimizer's queue, as the runtime runs it (AsyncOptimizer). While
   // backward runs, updates go in the order their gradients land (program
   // order); once the last group's gradient is offloaded, those still queued
@@ -575,8 +428,8 @@ private:
         for (Value v : launch.getIns())
           ready = std::max(ready, readyOf(v));
         bool timed = false;
-        double cost = launchCost(launch, timed);
-        double end = onStream(Compute, ready, cost, out, [&] { return launch.getKernel().str(); }, int64_t(launchBytes(launch)));
+        double cost = launchCost(launch, p_, cuda_, operands16_, timed);
+        double end = onStream(Compute, ready, cost, out, [&] { return launch.getKernel().str(); }, launchBytes(launch));
         if (out) {
           ++out->launches;
           out->launchesTimed += timed;
