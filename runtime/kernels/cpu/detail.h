@@ -46,6 +46,9 @@ void blas_on_one_thread();
 // else this thread's alone (inside a parallel region). kernels.h declares
 // MatmulOperands.
 void round_operands(const float* x, float* y, int64_t n, bool team);
+// The same for `rows` rows of `cols` floats, ld apart in x, into y packed
+// (cols apart); this thread's work alone, without a parallel region a row.
+void round_operand_rows(const float* x, int64_t ld, float* y, int64_t rows, int64_t cols);
 // matmul's product c [M, N] = op(a) op(b) of operands already rounded as
 // matmul_operands() asks (so not again), the same pieces and bits.
 void gemm_rounded(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c);

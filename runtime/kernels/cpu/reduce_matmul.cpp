@@ -98,6 +98,20 @@ void detail::round_operands(const float* x, float* y, int64_t n, bool team) {
   }
 }
 
+void detail::round_operand_rows(const float* x, int64_t ld, float* y, int64_t rows, int64_t cols) {
+  const MatmulOperands p = matmul_operands();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = x + r * ld;
+    float* b = y + r * cols;
+    if (p == MatmulOperands::BF16)
+      for (int64_t i = 0; i < cols; ++i) b[i] = round_to_bf16(a[i]);
+    else if (p == MatmulOperands::FP16)
+      for (int64_t i = 0; i < cols; ++i) b[i] = round_to_fp16(a[i]);
+    else
+      std::memcpy(b, a, size_t(cols) * sizeof(float));
+  }
+}
+
 namespace {
 // Rounded copies of matmul's operands (per thread: kernels may run on more than one).
 const float* rounded(const float* x, int64_t n, std::vector<float>& buf) {
