@@ -6,6 +6,7 @@
 #include "passes/RecomposeMatchers.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -339,9 +340,7 @@ struct FormMaskedSoftmax : OpRewritePattern<fg::SoftmaxOp> {
 // keeps at least one score, so that no row is all dropped. A mask repeated
 // along its leading dims (Hugging Face expands it over the batch) comes back
 // as one [1.., R, D] block.
-std::optional<DenseElementsAttr> additiveMaskAsBool(Value c) {
-  auto op = c.getDefiningOp<fg::ConstantOp>();
-  auto d = op ? dyn_cast<DenseElementsAttr>(op.getValue()) : DenseElementsAttr();
+std::optional<DenseElementsAttr> additiveMaskAsBool(DenseElementsAttr d) {
   auto type = d ? dyn_cast<RankedTensorType>(d.getType()) : RankedTensorType();
   if (!d || d.isSplat() || !type.getElementType().isF32() || type.getRank() < 2)
     return std::nullopt;
@@ -374,7 +373,7 @@ std::optional<DenseElementsAttr> additiveMaskAsBool(Value c) {
   }
   SmallVector<int64_t> maskShape(shape.size() - 2, 1);
   maskShape.append({shape[shape.size() - 2], cols});
-  auto boolType = RankedTensorType::get(maskShape, IntegerType::get(c.getContext(), 1));
+  auto boolType = RankedTensorType::get(maskShape, IntegerType::get(d.getContext(), 1));
   return DenseElementsAttr::get(boolType, ArrayRef<bool>(reinterpret_cast<const bool *>(dropped.data()), dropped.size()));
 }
 
@@ -384,6 +383,9 @@ std::optional<DenseElementsAttr> additiveMaskAsBool(Value c) {
 // a quarter of the bytes and no add or its gradient.
 struct FormMaskedSoftmaxFromAdditive : OpRewritePattern<fg::SoftmaxOp> {
   using OpRewritePattern::OpRewritePattern;
+  // Every layer's mask is one uniqued attribute: read once (a 175B graph's
+  // 96 masks of 2048 x 2048 took most of its import read one by one).
+  mutable llvm::DenseMap<Attribute, std::optional<DenseElementsAttr>> asBool;
   LogicalResult matchAndRewrite(fg::SoftmaxOp sm, PatternRewriter &rw) const override {
     auto t = cast<RankedTensorType>(sm.getType());
     const int64_t axis = static_cast<int64_t>(sm.getAxis());
@@ -391,7 +393,14 @@ struct FormMaskedSoftmaxFromAdditive : OpRewritePattern<fg::SoftmaxOp> {
     if (!add || !(axis == -1 || axis == t.getRank() - 1))
       return failure();
     for (auto [x, c] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
-      auto mask = x.getType() == t ? additiveMaskAsBool(c) : std::nullopt;
+      auto cst = def<fg::ConstantOp>(c);
+      auto d = cst ? dyn_cast<DenseElementsAttr>(cst.getValue()) : DenseElementsAttr();
+      if (!d || x.getType() != t)
+        continue;
+      auto [it, fresh] = asBool.try_emplace(d, std::nullopt);
+      if (fresh)
+        it->second = additiveMaskAsBool(d);
+      const std::optional<DenseElementsAttr> mask = it->second;
       if (!mask || !fg::isRowMask(cast<RankedTensorType>(mask->getType()), t))
         continue;
       Value m = rw.create<fg::ConstantOp>(sm.getLoc(), *mask);
@@ -408,6 +417,21 @@ struct FormMaskedSoftmaxFromAdditive : OpRewritePattern<fg::SoftmaxOp> {
 // where the scores are not finite (training has diverged either way).
 struct DropSafeSoftmaxGuard : OpRewritePattern<fg::WhereOp> {
   using OpRewritePattern::OpRewritePattern;
+  mutable llvm::DenseMap<Attribute, bool> everyRowKeeps;  // by mask, read once
+  static bool keepsEveryRow(DenseElementsAttr d) {
+    const int64_t cols = cast<RankedTensorType>(d.getType()).getShape().back();
+    int64_t k = 0;
+    bool rowKeeps = false;
+    for (bool dropped : d.getValues<bool>()) {
+      rowKeeps |= !dropped;
+      if (++k % cols == 0) {
+        if (!rowKeeps)
+          return false;
+        rowKeeps = false;
+      }
+    }
+    return true;
+  }
   LogicalResult matchAndRewrite(fg::WhereOp w, PatternRewriter &rw) const override {
     auto eq = def<fg::EqualOp>(w.getCondition());
     auto sm = eq ? def<fg::MaskedSoftmaxOp>(eq.getLhs()) : fg::MaskedSoftmaxOp();
@@ -418,17 +442,11 @@ struct DropSafeSoftmaxGuard : OpRewritePattern<fg::WhereOp> {
     auto d = mc ? dyn_cast<DenseElementsAttr>(mc.getValue()) : DenseElementsAttr();
     if (!d)
       return failure();
-    const int64_t cols = cast<RankedTensorType>(d.getType()).getShape().back();
-    int64_t k = 0;
-    bool rowKeeps = false;
-    for (bool dropped : d.getValues<bool>()) {
-      rowKeeps |= !dropped;
-      if (++k % cols == 0) {
-        if (!rowKeeps)
-          return failure();
-        rowKeeps = false;
-      }
-    }
+    auto [it, fresh] = everyRowKeeps.try_emplace(d, false);
+    if (fresh)
+      it->second = keepsEveryRow(d);
+    if (!it->second)
+      return failure();
     rw.replaceOp(w, sm.getResult());
     return success();
   }

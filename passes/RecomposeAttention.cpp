@@ -5,6 +5,7 @@
 #include "passes/RecomposeMatchers.h"
 
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseMap.h"
 
 using namespace mlir;
 using namespace fuyou::recompose;
@@ -15,9 +16,7 @@ namespace {
 // that drops exactly the keys after each query row and, with a window w > 0,
 // those at or before row - w: 0 for causal, w for a sliding window; nothing
 // for any other mask (it may not be [.., T, T] with leading 1s either).
-std::optional<int64_t> causalWindow(Value mask) {
-  auto c = def<fg::ConstantOp>(mask);
-  auto d = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+std::optional<int64_t> causalWindow(DenseElementsAttr d) {
   auto t = d ? dyn_cast<RankedTensorType>(d.getType()) : RankedTensorType();
   if (!t || !t.getElementType().isInteger(1) || t.getRank() < 2)
     return std::nullopt;
@@ -81,6 +80,7 @@ Value transposedThroughBatch(Value kT) {
 struct FormAttention : OpRewritePattern<fg::MatMulOp> {
   FormAttention(MLIRContext *ctx, int64_t maxHeadDim) : OpRewritePattern(ctx), maxHeadDim(maxHeadDim) {}
   int64_t maxHeadDim;
+  mutable llvm::DenseMap<Attribute, std::optional<int64_t>> windows;  // by mask: every layer's is one attribute
   LogicalResult matchAndRewrite(fg::MatMulOp pv, PatternRewriter &rw) const override {
     auto sm = def<fg::MaskedSoftmaxOp>(pv.getLhs());
     if (!sm || pv.getTransA() || pv.getTransB() || !sm->hasOneUse())
@@ -88,7 +88,14 @@ struct FormAttention : OpRewritePattern<fg::MatMulOp> {
     auto qk = def<fg::MatMulOp>(sm.getInput());
     if (!qk || qk.getTransA() || !qk->hasOneUse())
       return failure();
-    std::optional<int64_t> window = causalWindow(sm.getMask());
+    auto mc = def<fg::ConstantOp>(sm.getMask());
+    auto md = mc ? dyn_cast<DenseElementsAttr>(mc.getValue()) : DenseElementsAttr();
+    if (!md)
+      return failure();
+    auto [seen, fresh] = windows.try_emplace(md, std::nullopt);
+    if (fresh)
+      seen->second = causalWindow(md);
+    const std::optional<int64_t> window = seen->second;
     if (!window)
       return failure();
     auto [q, cq] = unscaled(qk.getLhs());
