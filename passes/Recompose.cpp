@@ -397,10 +397,9 @@ struct FormMaskedSoftmaxFromAdditive : OpRewritePattern<fg::SoftmaxOp> {
       auto d = cst ? dyn_cast<DenseElementsAttr>(cst.getValue()) : DenseElementsAttr();
       if (!d || x.getType() != t)
         continue;
-      auto [it, fresh] = asBool.try_emplace(d, std::nullopt);
-      if (fresh)
-        it->second = additiveMaskAsBool(d);
-      const std::optional<DenseElementsAttr> mask = it->second;
+      const std::optional<DenseElementsAttr> mask = memoized(asBool, Attribute(d), [&](Attribute) {
+        return additiveMaskAsBool(d);
+      });
       if (!mask || !fg::isRowMask(cast<RankedTensorType>(mask->getType()), t))
         continue;
       Value m = rw.create<fg::ConstantOp>(sm.getLoc(), *mask);
@@ -442,10 +441,7 @@ struct DropSafeSoftmaxGuard : OpRewritePattern<fg::WhereOp> {
     auto d = mc ? dyn_cast<DenseElementsAttr>(mc.getValue()) : DenseElementsAttr();
     if (!d)
       return failure();
-    auto [it, fresh] = everyRowKeeps.try_emplace(d, false);
-    if (fresh)
-      it->second = keepsEveryRow(d);
-    if (!it->second)
+    if (!memoized(everyRowKeeps, Attribute(d), [&](Attribute) { return keepsEveryRow(d); }))
       return failure();
     rw.replaceOp(w, sm.getResult());
     return success();

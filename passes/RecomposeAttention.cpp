@@ -92,10 +92,8 @@ struct FormAttention : OpRewritePattern<fg::MatMulOp> {
     auto md = mc ? dyn_cast<DenseElementsAttr>(mc.getValue()) : DenseElementsAttr();
     if (!md)
       return failure();
-    auto [seen, fresh] = windows.try_emplace(md, std::nullopt);
-    if (fresh)
-      seen->second = causalWindow(md);
-    const std::optional<int64_t> window = seen->second;
+    const std::optional<int64_t> window =
+        memoized(windows, Attribute(md), [&](Attribute) { return causalWindow(md); });
     if (!window)
       return failure();
     auto [q, cq] = unscaled(qk.getLhs());

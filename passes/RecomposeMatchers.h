@@ -51,6 +51,15 @@ std::optional<std::pair<Value, Value>> split(OpT op, Pred pred) {
   return std::nullopt;
 }
 
+// map[key], computed by fn(key) the first time the key is seen (a pattern's
+// answers about a uniqued attribute, which every layer shares).
+template <typename Map, typename Key, typename Fn> auto &memoized(Map &map, Key key, Fn fn) {
+  auto [it, fresh] = map.try_emplace(key);
+  if (fresh)
+    it->second = fn(key);
+  return it->second;
+}
+
 template <typename OpT> OpT def(Value v) { return v ? v.getDefiningOp<OpT>() : OpT(); }
 
 // Patterns of attention and its rotary embedding (RecomposeAttention.cpp).

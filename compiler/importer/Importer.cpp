@@ -283,14 +283,8 @@ OwningOpRef<ModuleOp> importModel(MLIRContext &ctx, const onnx_in::Model &model,
     return nullptr;
 
   // Trainable: float initializers the loss reads, minus --freeze and the
-  // model's own "fuyou.frozen" list.
+  // model's buffers (torch.export's, and the "fuyou.frozen" list: OnnxModel).
   llvm::StringSet<> frozen;
-  if (auto it = model.metadata.find("fuyou.frozen"); it != model.metadata.end()) {
-    llvm::SmallVector<llvm::StringRef> names;
-    llvm::StringRef(it->second).split(names, ',', -1, false);
-    for (auto nm : names)
-      frozen.insert(nm.trim());
-  }
   for (const auto &name : model.torchBuffers)
     frozen.insert(name);
 

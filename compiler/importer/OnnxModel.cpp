@@ -660,7 +660,7 @@ static std::string loadImpl(const std::string &path, const LoadOptions &opts, Mo
   if (auto it = out.metadata.find("fuyou.frozen"); it != out.metadata.end()) {
     std::stringstream names(it->second);
     for (std::string name; std::getline(names, name, ',');) {
-      const size_t b = name.find_first_not_of(" \t"), e = name.find_last_not_of(" \t");
+      const size_t b = name.find_first_not_of(" \t\n\v\f\r"), e = name.find_last_not_of(" \t\n\v\f\r");
       if (b == std::string::npos)
         continue;
       name = name.substr(b, e - b + 1);

@@ -214,7 +214,8 @@ void backward(const Dims& d, const float* q, const float* k, const float* v, con
             const float l = lh[i0 + r];
 #pragma omp simd
             for (int64_t c = 0; c < keys; ++c) p[c] = exp_nonpos(p[c] - l);
-            // delta = rowsum(dO * O) = rowsum(P * dP).
+            // delta = rowsum(dO * O) = rowsum(P * dP) (rounded: the latter, below).
+            if (d.round) continue;
             double dsum = 0;
             for (int64_t x = 0; x < d.D; ++x) dsum += double(doh[(i0 + r) * lo + x]) * oh[(i0 + r) * lo + x];
             delta[size_t(r)] = float(dsum);
