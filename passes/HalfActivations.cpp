@@ -95,6 +95,56 @@ struct Storage {
   SmallVector<Value> values;
 };
 
+bool isProduct(fs::LaunchOp l) { return l.getKernel() == "matmul" || l.getKernel() == "matmul_bias"; }
+
+// An fp32 buffer handed straight from the launch that writes it to two or
+// more products (an activation's gradient: the input's and the weight's)
+// would be rounded to 16 bits by each product in turn. One "cast" before
+// the first makes a 16-bit copy that they read instead: the same values
+// (both round to nearest even), read and narrowed once. Other readers (the
+// bias's reduce_sum, the residual's add) keep the fp32 buffer.
+void copyForProducts(const Storage &s, Type half) {
+  SmallVector<OpOperand *> reads;
+  fs::LaunchOp writer;
+  for (Value v : s.values)
+    for (OpOperand &use : v.getUses()) {
+      auto launch = dyn_cast<fs::LaunchOp>(use.getOwner());
+      if (!launch)
+        continue;
+      if (llvm::is_contained(launch.getOuts(), v)) {
+        if (writer && writer != launch)
+          return;  // written piece by piece: no one point where it is whole
+        writer = launch;
+      } else if (isProduct(launch)) {
+        reads.push_back(&use);
+      }
+    }
+  Value whole = s.values.front();
+  Block *block = whole.getParentBlock();
+  if (!writer || writer->getBlock() != block ||
+      llvm::any_of(reads, [&](OpOperand *u) { return u->getOwner()->getBlock() != block; }))
+    return;
+  llvm::SmallPtrSet<Operation *, 4> products;
+  for (OpOperand *u : reads)
+    products.insert(u->getOwner());
+  if (products.size() < 2)
+    return;
+  Operation *first = *llvm::min_element(products, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  if (!writer->isBeforeInBlock(first))
+    return;
+  OpBuilder b(first);
+  Location loc = first->getLoc();
+  Value copy = b.create<fs::AllocOp>(loc, withElement(whole.getType(), half), IntegerAttr());
+  b.create<fs::LaunchOp>(loc, "cast", ValueRange{whole}, ValueRange{copy}, b.getArrayAttr({}));
+  DenseMap<Value, Value> copies{{whole, copy}};
+  for (OpOperand *u : reads) {
+    Value &c = copies[u->get()];
+    if (!c)
+      c = b.create<fs::ViewOp>(loc, withElement(u->get().getType(), half), copy);
+    u->set(c);
+  }
+}
+
 struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
   using HalfActivationsBase::HalfActivationsBase;
 
@@ -136,7 +186,7 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
     // handed straight from one launch to the next (no launch that leaves it
     // alone runs while it lives): stored in 16 bits it would only add its
     // fp32 copies to the peak.
-    std::vector<bool> keep(storages.size(), false);
+    std::vector<bool> keep(storages.size(), false), straight(storages.size(), false);
     SmallVector<size_t> leaves;
     for (auto [i, s] : llvm::enumerate(storages)) {
       llvm::SmallDenseSet<Operation *, 8> touching;
@@ -163,7 +213,8 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
         last = std::max(last, position.lookup(l));
       }
       if (last - first + 1 <= int64_t(touching.size()))
-        keep[i] = true;
+        straight[i] = !keep[i];
+      keep[i] = keep[i] || straight[i];
     }
     // What leaves (a parameter's gradient) is summed from fp32 parts: a
     // tied weight's two uses (add), a table's rows onto its other
@@ -176,8 +227,9 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
               launch && (launch.getKernel() == "add" || launch.getKernel() == "gather_grad_add") &&
               llvm::is_contained(launch.getOuts(), v))
             for (Value in : launch.getIns())
-              if (auto it = storageOf.find(in); it != storageOf.end() && !keep[it->second]) {
+              if (auto it = storageOf.find(in); it != storageOf.end() && (!keep[it->second] || straight[it->second])) {
                 keep[it->second] = true;
+                straight[it->second] = false;
                 leaves.push_back(it->second);
               }
     }
@@ -192,6 +244,10 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
     f.walk([&](fs::LaunchOp l) { launches.push_back(l); });
     for (fs::LaunchOp l : launches)
       widenAround(l, native);
+    if (productCopies)
+      for (auto [i, s] : llvm::enumerate(storages))
+        if (straight[i])
+          copyForProducts(s, half);
   }
 };
 

@@ -169,9 +169,18 @@ def HalfActivations : Pass<"fy-half-activations", "mlir::ModuleOp"> {
     the loss, statistics a backward reads (norms' mean and inverse
     deviation, attention's log-sum-exp), cross-entropy's log-probabilities
     (autocast runs it in fp32), a kernel's scratch, and scalars.
+    With `product-copies`, a buffer kept fp32 only because it goes
+    straight from its kernel to the next launches, and read by two or more
+    products (an activation's gradient, by the input's and the weight's
+    products), gets one 16-bit copy, a `cast` before the first, that the
+    products read: the values each would round its fp32 operand to, made
+    once (for a target whose products read 16 bits from memory as they
+    are, and would otherwise round each fp32 operand themselves).
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"", "bf16 or fp16">,
+    Option<"productCopies", "product-copies", "bool", /*default=*/"false",
+           "one 16-bit copy of an fp32 buffer that two or more products read">,
     ListOption<"native", "native", "std::string",
                "kernels of the target that take 16-bit operands themselves (no casts around them)">
   ];

@@ -122,6 +122,9 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
       return k;
     }();
     half.native = o.target == "cuda" ? cudaNative : cpuNative;
+    // cuBLASLt reads 16-bit operands as they are and rounds fp32 ones into
+    // copies first; the CPU widens both to fp32 for its sgemm.
+    half.productCopies = o.target == "cuda";
     pm.addPass(createHalfActivations(half));
   }
   PartitionGroupsOptions groups;

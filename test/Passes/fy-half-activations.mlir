@@ -2,6 +2,7 @@
 // RUN: fuyou-opt %s -split-input-file --fy-half-activations=dtype=fp16 | FileCheck %s --check-prefix=FP16
 // RUN: not fuyou-opt %s -split-input-file --fy-half-activations=dtype=int8 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: fuyou-opt %s -split-input-file --fy-half-activations=native=matmul | FileCheck %s --check-prefix=NATIVE
+// RUN: fuyou-opt %s -split-input-file "--fy-half-activations=product-copies=true native=matmul" | FileCheck %s --check-prefix=COPY
 
 // Activations (through views too) and their gradients that live while other
 // launches run become bf16; the layer norm's statistics, the loss, a returned
@@ -101,4 +102,46 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched
   %lk = fysched.view %l : !fysched.buffer<device, tensor<f32>> -> !fysched.buffer<device, tensor<1x1xf32>>
   fysched.launch "reduce_sum" ins(%p : !fysched.buffer<device, tensor<8x4xf32>>) outs(%lk : !fysched.buffer<device, tensor<1x1xf32>>)
   return %l, %z : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<4x8xf32>>
+}
+
+// -----
+
+// An activation's gradient handed straight from its kernel to the bias's
+// reduce_sum and two products stays f32; with product-copies the products
+// read one bf16 copy (through the views they read), cast before the first,
+// and the reduce_sum the f32 buffer. A buffer one product reads gets none.
+// CHECK-LABEL: func.func @copies
+// CHECK-NOT: bf16
+// COPY-LABEL: func.func @copies
+// COPY: %[[DY:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// COPY-NEXT: fysched.launch "exp" ins(%{{.*}} : {{.*}}) outs(%[[DY]] :
+// COPY: fysched.launch "reduce_sum" ins(%[[DY]] :
+// COPY-NEXT: %[[G:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// COPY-NEXT: %[[C:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// COPY-NEXT: fysched.launch "cast" ins(%[[DY]] : {{.*}}) outs(%[[C]] :
+// COPY-NEXT: %[[CV:.*]] = fysched.view %[[C]] : <device, tensor<4x8xbf16>> -> <device, tensor<1x4x8xbf16>>
+// COPY-NEXT: fysched.launch "matmul" ins(%{{.*}}, %[[C]] : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xbf16>>) outs(%[[G]] :
+// COPY: fysched.launch "matmul" ins(%[[CV]], %{{.*}} : !fysched.buffer<device, tensor<1x4x8xbf16>>,
+// COPY: %[[ONE:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// COPY-NOT: bf16
+// COPY: fysched.launch "matmul" ins(%[[ONE]], %{{.*}} : !fysched.buffer<device, tensor<4x8xf32>>,
+// COPY-NOT: bf16
+// COPY: return
+fygraph.param @w trainable : tensor<8x8xf32>
+func.func @copies(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched.buffer<device, tensor<1x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<1x4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) {
+  %w = fysched.get_param @w : !fysched.buffer<device, tensor<8x8xf32>>
+  %dy = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>)
+  %dyv = fysched.view %dy : !fysched.buffer<device, tensor<4x8xf32>> -> !fysched.buffer<device, tensor<1x4x8xf32>>
+  %db = fysched.alloc : !fysched.buffer<device, tensor<1x8xf32>>
+  fysched.launch "reduce_sum" ins(%dy : !fysched.buffer<device, tensor<4x8xf32>>) outs(%db : !fysched.buffer<device, tensor<1x8xf32>>)
+  %g = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
+  fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g : !fysched.buffer<device, tensor<8x8xf32>>) {args = [true, false]}
+  %dx = fysched.alloc : !fysched.buffer<device, tensor<1x4x8xf32>>
+  fysched.launch "matmul" ins(%dyv, %w : !fysched.buffer<device, tensor<1x4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%dx : !fysched.buffer<device, tensor<1x4x8xf32>>) {args = [false, true]}
+  %one = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%one : !fysched.buffer<device, tensor<4x8xf32>>)
+  %p = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%one, %w : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%p : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, false]}
+  return %db, %g, %dx, %p : !fysched.buffer<device, tensor<1x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<1x4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>
 }

@@ -876,6 +876,46 @@ TEST_F(CudaKernels, MatmulSixteenBitBuffers) {
   check_matmul16({40000, 1700}, F32, {1700, 64}, BF16, BF16, false, false, rng);
 }
 
+// fy-half-activations' product copies: a product reads a 16-bit copy of an
+// fp32 operand, made by a cast, instead of rounding the operand itself. Both
+// round to nearest even, so the product's bits must not change. Shapes of
+// GPT-2's and GPT-2 XL's MLP backward (Conv1D: dx = dy W^T, dW = x^T dy) and
+// a Linear's (dx = dy W, dW = dy^T x).
+TEST_F(CudaKernels, MatmulOfARoundedCopyIsTheSame) {
+  struct C {
+    Shape a, b;
+    bool ta, tb, copy_a;  // copy_a: a is the copied operand, else b
+  };
+  const C cases[] = {{{1024, 3072}, {768, 3072}, false, true, true},  {{1024, 768}, {1024, 3072}, true, false, false},
+                     {{1024, 2304}, {2304, 768}, false, false, true}, {{1024, 2304}, {1024, 768}, true, false, true},
+                     {{8192, 6400}, {1600, 6400}, false, true, true}, {{8192, 1600}, {8192, 6400}, true, false, false}};
+  for (DType h : {DType::BF16, DType::F16}) {
+    gpu::set_matmul_precision(h == DType::BF16 ? MatmulPrecision::BF16 : MatmulPrecision::FP16);
+    for (const C& c : cases) {
+      SCOPED_TRACE(std::string(name(h)) + " " + c.a.str() + (c.ta ? "^T" : "") + " x " + c.b.str() + (c.tb ? "^T" : ""));
+      std::vector<DevPtr> keep;
+      HostTensor a = rand_f32(c.a, rng), b = rand_f32(c.b, rng);
+      const View da = to_device(a.view(), keep), db = to_device(b.view(), keep);
+      View copy = nullv(c.copy_a ? c.a : c.b, h);
+      keep.push_back(dev_alloc(copy.nbytes()));
+      copy.data = keep.back().get();
+      gpu::cast(c.copy_a ? da : db, copy);
+      const Shape cs = matmul_shape(c.a, c.b, c.ta, c.tb);
+      View own = nullv(cs), copied = nullv(cs);
+      keep.push_back(dev_alloc(own.nbytes()));
+      own.data = keep.back().get();
+      keep.push_back(dev_alloc(copied.nbytes()));
+      copied.data = keep.back().get();
+      gpu::matmul(da, db, own, c.ta, c.tb);
+      gpu::matmul(c.copy_a ? copy : da, c.copy_a ? db : copy, copied, c.ta, c.tb);
+      gpu::synchronize();
+      const HostTensor x = to_host(own), y = to_host(copied);
+      EXPECT_EQ(std::memcmp(x.view().data, y.view().data, x.view().nbytes()), 0);
+    }
+  }
+  gpu::set_matmul_precision(MatmulPrecision::FP32);
+}
+
 // A Linear's product and bias: in cuBLASLt's epilogue for one GEMM, else an
 // add after the product (batched products, blocks past the scratch).
 void check_matmul_bias(Shape as, DType at, Shape bs, DType ct, bool ta, bool tb, Rng& rng) {
@@ -1091,6 +1131,11 @@ TEST_F(CudaKernels, CastSixteenBits) {
     Results r = check_op(std::string("cast F32 -> ") + name(h), {f}, {exact(s, h)},
                          [](auto& in, auto& o) { cpu::cast(in[0], o[0]); },
                          [](auto& in, auto& o) { gpu::cast(in[0], o[0]); });
+    // Four elements a thread where aligned (above, 4099 leaving a tail of
+    // three); one at a time where not.
+    check_op(std::string("cast F32 -> ") + name(h) + " misaligned", {f}, {exact(s, h)},
+             [](auto& in, auto& o) { cpu::cast(in[0], o[0]); }, [](auto& in, auto& o) { gpu::cast(in[0], o[0]); },
+             RunOpts{2, 4});
     check_op(std::string("cast ") + name(h) + " -> F32", {r.cpu[0].view()}, {exact(s, F32)},
              [](auto& in, auto& o) { cpu::cast(in[0], o[0]); }, [](auto& in, auto& o) { gpu::cast(in[0], o[0]); });
     check_op(std::string("transpose ") + name(h), {r.cpu[0].view().reshaped({1, 4099})}, {exact({4099, 1}, h)},
