@@ -97,15 +97,17 @@ struct Storage {
 
 bool isProduct(fs::LaunchOp l) { return l.getKernel() == "matmul" || l.getKernel() == "matmul_bias"; }
 
-// An fp32 buffer handed straight from the launch that writes it to two or
-// more products (an activation's gradient: the input's and the weight's)
-// would be rounded to 16 bits by each product in turn. One "cast" before
-// the first makes a 16-bit copy that they read instead: the same values
-// (both round to nearest even), read and narrowed once. Other readers (the
-// bias's reduce_sum, the residual's add) keep the fp32 buffer.
+// An fp32 buffer that two or more products read one after another (an
+// activation's gradient: the input's and the weight's products) would be
+// rounded to 16 bits by each in turn. One copy, made before the first, is
+// what they read instead: the same values (both round to nearest even),
+// read and narrowed once, alive only while they run. A reduce_sum of it that runs
+// before the products (a bias's gradient) makes the copy as it reads it
+// (reduce_sum_cast); else a cast does. Other readers (the residual's add)
+// keep the fp32 buffer.
 void copyForProducts(const Storage &s, Type half) {
   SmallVector<OpOperand *> reads;
-  fs::LaunchOp writer;
+  fs::LaunchOp writer, sum;
   for (Value v : s.values)
     for (OpOperand &use : v.getUses()) {
       auto launch = dyn_cast<fs::LaunchOp>(use.getOwner());
@@ -117,6 +119,8 @@ void copyForProducts(const Storage &s, Type half) {
         writer = launch;
       } else if (isProduct(launch)) {
         reads.push_back(&use);
+      } else if (launch.getKernel() == "reduce_sum" && launch.getIns().size() == 1 && !sum) {
+        sum = launch;
       }
     }
   Value whole = s.values.front();
@@ -129,18 +133,33 @@ void copyForProducts(const Storage &s, Type half) {
     products.insert(u->getOwner());
   if (products.size() < 2)
     return;
-  Operation *first = *llvm::min_element(products, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  auto before = [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); };
+  Operation *first = *llvm::min_element(products, before), *last = *llvm::max_element(products, before);
   if (!writer->isBeforeInBlock(first))
     return;
-  OpBuilder b(first);
+  for (Operation *op = first; op != last; op = op->getNextNode())
+    if (isa<fs::LaunchOp>(op) && !products.contains(op))
+      return;
+  if (sum && (sum->getBlock() != block || !sum->isBeforeInBlock(first)))
+    sum = nullptr;
+  OpBuilder b(sum ? sum.getOperation() : first);
   Location loc = first->getLoc();
-  Value copy = b.create<fs::AllocOp>(loc, withElement(whole.getType(), half), IntegerAttr());
-  b.create<fs::LaunchOp>(loc, "cast", ValueRange{whole}, ValueRange{copy}, b.getArrayAttr({}));
-  DenseMap<Value, Value> copies{{whole, copy}};
+  Value source = sum ? sum.getIns()[0] : whole;
+  Value copy = b.create<fs::AllocOp>(loc, withElement(source.getType(), half), IntegerAttr());
+  if (sum) {
+    b.create<fs::LaunchOp>(sum.getLoc(), "reduce_sum_cast", ValueRange{source},
+                           ValueRange{sum.getOuts()[0], copy}, sum.getArgs());
+    sum.erase();
+  } else {
+    b.create<fs::LaunchOp>(loc, "cast", ValueRange{source}, ValueRange{copy}, b.getArrayAttr({}));
+  }
+  b.setInsertionPoint(first);
+  DenseMap<Type, Value> views{{copy.getType(), copy}};
   for (OpOperand *u : reads) {
-    Value &c = copies[u->get()];
+    Type t = withElement(u->get().getType(), half);
+    Value &c = views[t];
     if (!c)
-      c = b.create<fs::ViewOp>(loc, withElement(u->get().getType(), half), copy);
+      c = b.create<fs::ViewOp>(loc, t, copy);
     u->set(c);
   }
 }
@@ -186,7 +205,7 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
     // handed straight from one launch to the next (no launch that leaves it
     // alone runs while it lives): stored in 16 bits it would only add its
     // fp32 copies to the peak.
-    std::vector<bool> keep(storages.size(), false), straight(storages.size(), false);
+    std::vector<bool> keep(storages.size(), false);
     SmallVector<size_t> leaves;
     for (auto [i, s] : llvm::enumerate(storages)) {
       llvm::SmallDenseSet<Operation *, 8> touching;
@@ -213,8 +232,7 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
         last = std::max(last, position.lookup(l));
       }
       if (last - first + 1 <= int64_t(touching.size()))
-        straight[i] = !keep[i];
-      keep[i] = keep[i] || straight[i];
+        keep[i] = true;
     }
     // What leaves (a parameter's gradient) is summed from fp32 parts: a
     // tied weight's two uses (add), a table's rows onto its other
@@ -227,9 +245,8 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
               launch && (launch.getKernel() == "add" || launch.getKernel() == "gather_grad_add") &&
               llvm::is_contained(launch.getOuts(), v))
             for (Value in : launch.getIns())
-              if (auto it = storageOf.find(in); it != storageOf.end() && (!keep[it->second] || straight[it->second])) {
+              if (auto it = storageOf.find(in); it != storageOf.end() && !keep[it->second]) {
                 keep[it->second] = true;
-                straight[it->second] = false;
                 leaves.push_back(it->second);
               }
     }
@@ -246,7 +263,7 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
       widenAround(l, native);
     if (productCopies)
       for (auto [i, s] : llvm::enumerate(storages))
-        if (straight[i])
+        if (keep[i])
           copyForProducts(s, half);
   }
 };

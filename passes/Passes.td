@@ -172,10 +172,12 @@ def HalfActivations : Pass<"fy-half-activations", "mlir::ModuleOp"> {
     With `product-copies`, a buffer kept fp32 only because it goes
     straight from its kernel to the next launches, and read by two or more
     products (an activation's gradient, by the input's and the weight's
-    products), gets one 16-bit copy, a `cast` before the first, that the
-    products read: the values each would round its fp32 operand to, made
-    once (for a target whose products read 16 bits from memory as they
-    are, and would otherwise round each fp32 operand themselves).
+    products), gets one 16-bit copy that the products read: the values each
+    would round its fp32 operand to, made once (for a target whose products
+    read 16 bits from memory as they are, and would otherwise round each
+    fp32 operand themselves). A `cast` before the first product makes it,
+    or, where a reduce_sum of the buffer (a bias's gradient) runs before
+    them, that sum as it reads the buffer (`reduce_sum_cast`).
   }];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"", "bf16 or fp16">,

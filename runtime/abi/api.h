@@ -169,6 +169,7 @@ void broadcast_to(Runtime* rt, View x, View y);
 
 // ---- reductions (y keepdims-shaped) and linear algebra ----
 void reduce_sum(Runtime* rt, View x, View y);
+void reduce_sum_cast(Runtime* rt, View x, View y, View x16);
 void reduce_mean(Runtime* rt, View x, View y);
 void matmul(Runtime* rt, View a, View b, View c, bool trans_a, bool trans_b);
 void matmul_bias(Runtime* rt, View a, View b, View bias, View c, bool trans_a, bool trans_b);

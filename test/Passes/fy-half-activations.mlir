@@ -108,17 +108,19 @@ func.func @train_step(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched
 
 // An activation's gradient handed straight from its kernel to the bias's
 // reduce_sum and two products stays f32; with product-copies the products
-// read one bf16 copy (through the views they read), cast before the first,
-// and the reduce_sum the f32 buffer. A buffer one product reads gets none.
+// read one bf16 copy (through the views they read), which the reduce_sum
+// makes as it reads the f32 buffer (reduce_sum_cast). A buffer one product
+// reads gets none.
 // CHECK-LABEL: func.func @copies
 // CHECK-NOT: bf16
+// CHECK: return
 // COPY-LABEL: func.func @copies
 // COPY: %[[DY:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
 // COPY-NEXT: fysched.launch "exp" ins(%{{.*}} : {{.*}}) outs(%[[DY]] :
-// COPY: fysched.launch "reduce_sum" ins(%[[DY]] :
-// COPY-NEXT: %[[G:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// COPY: %[[DB:.*]] = fysched.alloc : <device, tensor<1x8xf32>>
 // COPY-NEXT: %[[C:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
-// COPY-NEXT: fysched.launch "cast" ins(%[[DY]] : {{.*}}) outs(%[[C]] :
+// COPY-NEXT: fysched.launch "reduce_sum_cast" ins(%[[DY]] : !fysched.buffer<device, tensor<4x8xf32>>) outs(%[[DB]], %[[C]] :
+// COPY-NEXT: %[[G:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
 // COPY-NEXT: %[[CV:.*]] = fysched.view %[[C]] : <device, tensor<4x8xbf16>> -> <device, tensor<1x4x8xbf16>>
 // COPY-NEXT: fysched.launch "matmul" ins(%{{.*}}, %[[C]] : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xbf16>>) outs(%[[G]] :
 // COPY: fysched.launch "matmul" ins(%[[CV]], %{{.*}} : !fysched.buffer<device, tensor<1x4x8xbf16>>,
@@ -144,4 +146,33 @@ func.func @copies(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched.buf
   %p = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
   fysched.launch "matmul" ins(%one, %w : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%p : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, false]}
   return %db, %g, %dx, %p : !fysched.buffer<device, tensor<1x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<1x4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>
+}
+
+// -----
+
+// Without a reduce_sum before them (no bias; or its sum after them), a
+// cast before the first product makes the copy.
+// COPY-LABEL: func.func @copies_cast
+// COPY: %[[DY:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// COPY-NEXT: fysched.launch "exp"
+// COPY: %[[G:.*]] = fysched.alloc : <device, tensor<8x8xf32>>
+// COPY-NEXT: %[[C:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// COPY-NEXT: fysched.launch "cast" ins(%[[DY]] : !fysched.buffer<device, tensor<4x8xf32>>) outs(%[[C]] :
+// COPY-NEXT: %[[CV:.*]] = fysched.view %[[C]] : <device, tensor<4x8xbf16>> -> <device, tensor<1x4x8xbf16>>
+// COPY-NEXT: fysched.launch "matmul" ins(%{{.*}}, %[[C]] :
+// COPY: fysched.launch "matmul" ins(%[[CV]], %{{.*}} :
+// COPY: fysched.launch "reduce_sum" ins(%[[DY]] :
+fygraph.param @w trainable : tensor<8x8xf32>
+func.func @copies_cast(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched.buffer<device, tensor<1x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<1x4x8xf32>>) {
+  %w = fysched.get_param @w : !fysched.buffer<device, tensor<8x8xf32>>
+  %dy = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>)
+  %dyv = fysched.view %dy : !fysched.buffer<device, tensor<4x8xf32>> -> !fysched.buffer<device, tensor<1x4x8xf32>>
+  %g = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
+  fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g : !fysched.buffer<device, tensor<8x8xf32>>) {args = [true, false]}
+  %dx = fysched.alloc : !fysched.buffer<device, tensor<1x4x8xf32>>
+  fysched.launch "matmul" ins(%dyv, %w : !fysched.buffer<device, tensor<1x4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%dx : !fysched.buffer<device, tensor<1x4x8xf32>>) {args = [false, true]}
+  %db = fysched.alloc : !fysched.buffer<device, tensor<1x8xf32>>
+  fysched.launch "reduce_sum" ins(%dy : !fysched.buffer<device, tensor<4x8xf32>>) outs(%db : !fysched.buffer<device, tensor<1x8xf32>>)
+  return %db, %g, %dx : !fysched.buffer<device, tensor<1x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<1x4x8xf32>>
 }

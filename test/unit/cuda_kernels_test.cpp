@@ -705,6 +705,42 @@ TEST_F(CudaKernels, ReduceToLowerRankY) {
                rng);
 }
 
+// reduce_sum_cast: a bias's gradient and its activation gradient's 16-bit
+// copy, from one read where reduce_to sums columns; bit for bit reduce_to's
+// sum and cast's copy on the same GPU, and the CPU's within reduce_to's
+// tolerance (the copy exactly). Columns by float4 and one at a time (odd C,
+// a misaligned x), and shapes reduce_to sums otherwise (rows, nothing, all).
+TEST_F(CudaKernels, ReduceSumCastIsReduceThenCast) {
+  const std::pair<Shape, Shape> cases[] = {{{8192, 768}, {768}},      {{8, 1024, 3072}, {3072}},
+                                           {{4, 33, 36}, {1, 1, 36}}, {{1000, 37}, {1, 37}},
+                                           {{512, 1000}, {512, 1}},   {{7, 1001}, {7, 1001}},
+                                           {{3000, 768}, {1, 1}},     {{4, 33, 17}, {4, 1, 17}}};
+  for (DType h : {DType::BF16, DType::F16})
+    for (size_t misalign : {size_t(0), size_t(4)})
+      for (const auto& [xs, ys] : cases) {
+        const std::string what = std::string("reduce_sum_cast ") + xs.str() + " -> " + ys.str() + " " + name(h) +
+                                 (misalign ? " misaligned" : "");
+        SCOPED_TRACE(what);
+        HostTensor x = rand_f32(xs, rng);
+        Results r = check_op(what, {x}, {out(ys), exact(xs, h)},
+                             [](auto& in, auto& o) { cpu::reduce_sum_cast(in[0], o[0], o[1]); },
+                             [](auto& in, auto& o) { gpu::reduce_sum_cast(in[0], o[0], o[1]); }, RunOpts{2, misalign});
+        std::vector<DevPtr> keep;
+        const View dx = to_device(x.view(), keep, misalign);
+        View y = nullv(ys), x16 = nullv(xs, h);
+        keep.push_back(dev_alloc(y.nbytes()));
+        y.data = keep.back().get();
+        keep.push_back(dev_alloc(x16.nbytes()));
+        x16.data = keep.back().get();
+        gpu::reduce_to(dx, y, false);
+        gpu::cast(dx, x16);
+        gpu::synchronize();
+        const HostTensor ya = to_host(y), xa = to_host(x16);
+        EXPECT_EQ(std::memcmp(ya.view().data, r.gpu[0].view().data, ya.view().nbytes()), 0) << "the sum";
+        EXPECT_EQ(std::memcmp(xa.view().data, r.gpu[1].view().data, xa.view().nbytes()), 0) << "the copy";
+      }
+}
+
 TEST_F(CudaKernels, BroadcastTo) {
   struct C {
     Shape x, y;

@@ -151,3 +151,17 @@ TEST(Half, MatmulBiasIsMatmulAddCast) {
 }
 
 }  // namespace
+
+// A bias's gradient and its activation gradient's 16-bit copy in one launch
+// (fy-half-activations' product copies): reduce_to's sum and cast's copy.
+TEST(Half, ReduceSumCastIsReduceThenCast) {
+  HostTensor x = random({4, 33, 36}, 9);
+  for (DType dt : {DType::BF16, DType::F16}) {
+    HostTensor y({36}, DType::F32), h({4, 33, 36}, dt), want_y({36}, DType::F32), want_h({4, 33, 36}, dt);
+    k::reduce_sum_cast(x.view(), y.view(), h.view());
+    k::reduce_to(x.view(), want_y.view(), false);
+    k::cast(x.view(), want_h.view());
+    EXPECT_EQ(std::memcmp(y.view().data, want_y.view().data, y.view().nbytes()), 0) << fy::dtype_name(dt);
+    EXPECT_EQ(std::memcmp(h.view().data, want_h.view().data, h.view().nbytes()), 0) << fy::dtype_name(dt);
+  }
+}

@@ -15,6 +15,11 @@
 namespace fy::cpu {
 using namespace detail;
 
+void reduce_sum_cast(View x, View y, View x16) {
+  reduce_to(x, y, false);
+  cast(x, x16);
+}
+
 void reduce_to(View x, View y, bool mean) {
   check(x.dtype == y.dtype, "reduce_to", "dtype mismatch");
   // x drives the iteration; y's strides are 0 along the reduced dims. This

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/half.cuh"
 #include "kernels/cuda/kernels.h"
 
 namespace fy::cuda {
@@ -18,6 +19,7 @@ using detail::current_stream;
 using detail::grid_for;
 using detail::aligned16;
 using detail::host_shapes;
+using detail::FOut;
 
 constexpr int kThreads = 256;
 constexpr unsigned kFull = 0xffffffffu;
@@ -78,14 +80,27 @@ __device__ __forceinline__ void accumulate(double* acc, float4 v) {
   acc[2] += double(v.z);
   acc[3] += double(v.w);
 }
+// x's elements at i.. narrowed into the copy (reduce_sum_cast), if any.
+__device__ __forceinline__ void narrow(const FOut& copy, int64_t i, float v) {
+  if (copy.p) copy.set(i, v);
+}
+__device__ __forceinline__ void narrow(const FOut& copy, int64_t i, float4 v) {
+  if (!copy.p) return;
+  copy.set(i, v.x);
+  copy.set(i + 1, v.y);
+  copy.set(i + 2, v.z);
+  copy.set(i + 3, v.w);
+}
 
 // ---- columns: x as [B, N, C] -> y [B, C] ---------------------------------------------
 // A 32x8 block covers 32*V columns of one (b, chunk of rows): thread (tx, ty)
 // sums rows ty, ty+8, ... of the chunk, then the 8 sums are added in ty
 // order. With several chunks the sums go to part[(b * nchunk + chunk) * C + c].
+// Each element is loaded once, so a copy narrowed to 16 bits (copy.p not
+// null) comes with it.
 template <int V>
 __global__ void k_cols(const float* x, int64_t B, int64_t N, int64_t C, int64_t rows_per, int64_t nchunk,
-                       int64_t ctiles, double* part, float* y, double div) {
+                       int64_t ctiles, double* part, float* y, double div, FOut copy) {
   __shared__ double sm[8][32 * V];
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
   for (int64_t t = blockIdx.x; t < B * nchunk * ctiles; t += gridDim.x) {
@@ -105,8 +120,17 @@ __global__ void k_cols(const float* x, int64_t B, int64_t N, int64_t C, int64_t 
         accumulate(acc, v1);
         accumulate(acc, v2);
         accumulate(acc, v3);
+        const int64_t i = p - x;
+        narrow(copy, i, v0);
+        narrow(copy, i + 8 * C, v1);
+        narrow(copy, i + 16 * C, v2);
+        narrow(copy, i + 24 * C, v3);
       }
-      for (; n < r1; n += 8, p += 8 * C) accumulate(acc, load<V>(p));
+      for (; n < r1; n += 8, p += 8 * C) {
+        const Vec<V> v = load<V>(p);
+        accumulate(acc, v);
+        narrow(copy, p - x, v);
+      }
     }
 #pragma unroll
     for (int j = 0; j < V; ++j) sm[ty][tx * V + j] = acc[j];
@@ -260,7 +284,7 @@ void reduce_rows(const float* x, int64_t B, int64_t N, float* y, double div) {
   combine(part.p, B, nchunk, 1, y, div);
 }
 
-void reduce_cols(const float* x, int64_t B, int64_t N, int64_t C, float* y, double div) {
+void reduce_cols(const float* x, int64_t B, int64_t N, int64_t C, float* y, double div, FOut copy = {}) {
   const int V = C % 4 == 0 && aligned16(x) ? 4 : 1;
   const int64_t ctiles = ceil_div(C, 32 * V);
   // About 2048 blocks in all (a few waves on any GPU), each thread at least
@@ -274,8 +298,8 @@ void reduce_cols(const float* x, int64_t B, int64_t N, int64_t C, float* y, doub
     const int64_t tiles = B * nchunk * ctiles;
     const unsigned grid = unsigned(tiles < (1 << 20) ? tiles : (1 << 20));
     const dim3 block(32, 8);
-    if (V == 4) k_cols<4><<<grid, block, 0, current_stream()>>>(x, B, N, C, rows_per, nchunk, ctiles, part, y, div);
-    else k_cols<1><<<grid, block, 0, current_stream()>>>(x, B, N, C, rows_per, nchunk, ctiles, part, y, div);
+    if (V == 4) k_cols<4><<<grid, block, 0, current_stream()>>>(x, B, N, C, rows_per, nchunk, ctiles, part, y, div, copy);
+    else k_cols<1><<<grid, block, 0, current_stream()>>>(x, B, N, C, rows_per, nchunk, ctiles, part, y, div, copy);
     FY_CUDA_LAUNCHED("k_cols");
   };
   if (nchunk == 1) return launch(nullptr);
@@ -284,9 +308,9 @@ void reduce_cols(const float* x, int64_t B, int64_t N, int64_t C, float* y, doub
   combine(part.p, B, nchunk, C, y, div);
 }
 
-}  // namespace
-
-void reduce_to(View x, View y, bool mean) {
+// reduce_to, and where it sums x's columns (reduce_cols) a 16-bit copy of x
+// (copy.p not null) from the same loads; true when it wrote the copy.
+bool reduce(View x, View y, bool mean, FOut copy) {
   check(x.dtype == y.dtype, "reduce_to", "dtype mismatch");
   // x drives the iteration; y's strides are 0 along the reduced dims. This
   // also validates that y is x with some dims set to 1.
@@ -294,15 +318,18 @@ void reduce_to(View x, View y, bool mean) {
   if (x.dtype != DType::F32)
     fail(std::string("fy::cuda::reduce_to: unsupported dtype ") + dtype_name(x.dtype) + " (the CUDA kernels take F32)");
   const int64_t nx = x.numel(), ny = y.numel();
-  if (ny == 0) return;
+  if (ny == 0) return false;
   // An empty sum is 0; an empty mean 0/0, as on the CPU.
-  if (nx == 0) return fill(y, mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+  if (nx == 0) {
+    fill(y, mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    return false;
+  }
   const double div = mean ? double(nx / ny) : 1.0;
   const float* px = static_cast<const float*>(x.data);
   float* py = static_cast<float*>(y.data);
   if (nx == ny) {  // nothing reduced (only size-1 dims): x / 1 is x
     if (px != py) FY_CUDA_CHECK(cudaMemcpyAsync(py, px, x.nbytes(), cudaMemcpyDeviceToDevice, current_stream()));
-    return;
+    return false;
   }
   // After coalescing, kept and reduced dims alternate.
   Split s;
@@ -319,15 +346,29 @@ void reduce_to(View x, View y, bool mean) {
   const int R = it.rank;
   const bool red0 = it.stride[1][0] == 0;
   if (s.nred > 32) {
-    if (R == 1) return reduce_rows(px, 1, nx, py, div);                          // [N] -> [1]
-    if (R == 2 && !red0) return reduce_rows(px, it.dims[0], it.dims[1], py, div);  // [B, N] -> [B, 1]
-    if (R == 2 && red0) return reduce_cols(px, 1, it.dims[0], it.dims[1], py, div);  // [N, C] -> [1, C]
-    if (R == 3 && !red0) return reduce_cols(px, it.dims[0], it.dims[1], it.dims[2], py, div);  // [B, N, C] -> [B, 1, C]
+    if (R == 1) return reduce_rows(px, 1, nx, py, div), false;                          // [N] -> [1]
+    if (R == 2 && !red0) return reduce_rows(px, it.dims[0], it.dims[1], py, div), false;  // [B, N] -> [B, 1]
+    if (R == 2 && red0) return reduce_cols(px, 1, it.dims[0], it.dims[1], py, div, copy), copy.p;  // [N, C] -> [1, C]
+    if (R == 3 && !red0)  // [B, N, C] -> [B, 1, C]
+      return reduce_cols(px, it.dims[0], it.dims[1], it.dims[2], py, div, copy), copy.p;
     k_general<true><<<grid_for(ny * 32, kThreads), kThreads, 0, current_stream()>>>(px, s, ny, py, div);
   } else {
     k_general<false><<<grid_for(ny, kThreads), kThreads, 0, current_stream()>>>(px, s, ny, py, div);
   }
   FY_CUDA_LAUNCHED("k_general");
+  return false;
+}
+
+}  // namespace
+
+void reduce_to(View x, View y, bool mean) { reduce(x, y, mean, {}); }
+
+void reduce_sum_cast(View x, View y, View x16) {
+  check(x16.numel() == x.numel(), "reduce_sum_cast", "x16 has " + std::to_string(x16.numel()) + " elements, x " +
+                                                         std::to_string(x.numel()));
+  check(x16.dtype == DType::BF16 || x16.dtype == DType::F16, "reduce_sum_cast",
+        std::string("x16 must be BF16 or F16, not ") + dtype_name(x16.dtype));
+  if (!reduce(x, y, false, detail::fout(x16, "reduce_sum_cast", "x16"))) cast(x, x16);
 }
 
 }  // namespace fy::cuda
