@@ -291,7 +291,7 @@ LogicalResult layerNormRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
   auto g = b.create<fg::LayerNormGradOp>(op->getLoc(),
                                          TypeRange{ln.getInput().getType(), scaleT, scaleT}, dy[0],
                                          ln.getInput(), ln.getScale(), ln.getMean(),
-                                         ln.getInvStdDev(), ln.getAxisAttr());
+                                         ln.getInvStdDev(), /*addend=*/Value(), ln.getAxisAttr());
   dx[0] = g.getDinput();
   dx[1] = g.getDscale();
   if (ln.getBias())
@@ -306,7 +306,7 @@ LogicalResult rmsNormRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy,
     return op->emitError("gradient through rms_norm statistics is not supported");
   auto g = b.create<fg::RMSNormGradOp>(
       op->getLoc(), TypeRange{rn.getInput().getType(), rn.getScale().getType()}, dy[0],
-      rn.getInput(), rn.getScale(), rn.getInvRms(), rn.getAxisAttr());
+      rn.getInput(), rn.getScale(), rn.getInvRms(), /*addend=*/Value(), rn.getAxisAttr());
   dx[0] = g.getDinput();
   dx[1] = g.getDscale();
   return success();

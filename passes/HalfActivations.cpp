@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "runtime/abi/sizes.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <limits>
@@ -97,11 +98,25 @@ struct Storage {
 
 bool isProduct(fs::LaunchOp l) { return l.getKernel() == "matmul" || l.getKernel() == "matmul_bias"; }
 
+// Whether a product's fp32 operands (a and b) are rounded whole into the
+// CUDA matmul's scratch (kernels/cuda/matmul.cu): only then does a 16-bit
+// copy in their place leave its path, and so its arithmetic, as it was.
+// Larger ones run in blocks or on fp32 operands.
+bool roundsWhole(fs::LaunchOp product) {
+  auto halves = [&](unsigned i) -> int64_t {
+    auto t = cast<fs::BufferType>(product.getIns()[i].getType());
+    return t.getElementType().isF32() ? 2 * t.getNumElements() : 0;
+  };
+  const int64_t a = (halves(0) + 255) / 256 * 256;
+  return a + halves(1) <= int64_t(fy::cuda::kMatmulConvertBytes);
+}
+
 // An fp32 buffer that two or more products read one after another (an
-// activation's gradient: the input's and the weight's products) would be
-// rounded to 16 bits by each in turn. One copy, made before the first, is
-// what they read instead: the same values (both round to nearest even),
-// read and narrowed once, alive only while they run. A reduce_sum of it that runs
+// activation's gradient: the input's and the weight's products) as operands
+// they round whole would be rounded to 16 bits by each in turn. One copy,
+// made before the first, is what they read instead: the same values (both
+// round to nearest even), read and narrowed once, alive from there to the
+// last product. A reduce_sum of it that runs
 // before the products (a bias's gradient) makes the copy as it reads it
 // (reduce_sum_cast); else a cast does. Other readers (the residual's add)
 // keep the fp32 buffer.
@@ -117,9 +132,12 @@ void copyForProducts(const Storage &s, Type half) {
         if (writer && writer != launch)
           return;  // written piece by piece: no one point where it is whole
         writer = launch;
-      } else if (isProduct(launch)) {
+      } else if (isProduct(launch) && use.getOperandNumber() < 2) {  // a or b, not matmul_bias's bias
+        if (!roundsWhole(launch))
+          return;
         reads.push_back(&use);
-      } else if (launch.getKernel() == "reduce_sum" && launch.getIns().size() == 1 && !sum) {
+      } else if (launch.getKernel() == "reduce_sum" && launch.getIns().size() == 1 &&
+                 (!sum || (launch->getBlock() == sum->getBlock() && launch->isBeforeInBlock(sum)))) {
         sum = launch;
       }
     }
@@ -140,7 +158,7 @@ void copyForProducts(const Storage &s, Type half) {
   for (Operation *op = first; op != last; op = op->getNextNode())
     if (isa<fs::LaunchOp>(op) && !products.contains(op))
       return;
-  if (sum && (sum->getBlock() != block || !sum->isBeforeInBlock(first)))
+  if (sum && (sum->getBlock() != block || !writer->isBeforeInBlock(sum) || !sum->isBeforeInBlock(first)))
     sum = nullptr;
   OpBuilder b(sum ? sum.getOperation() : first);
   Location loc = first->getLoc();
@@ -236,19 +254,28 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
     }
     // What leaves (a parameter's gradient) is summed from fp32 parts: a
     // tied weight's two uses (add), a table's rows onto its other
-    // gradient (gather_grad_add), which fy-early-offload hands over alone.
+    // gradient (gather_grad_add), which fy-early-offload hands over alone;
+    // and so on up the residual stream, whose gradient a norm's gradient
+    // may sum (the addend, its last input).
     while (!leaves.empty()) {
       size_t i = leaves.pop_back_val();
       for (Value v : storages[i].values)
-        for (Operation *user : v.getUsers())
-          if (auto launch = dyn_cast<fs::LaunchOp>(user);
-              launch && (launch.getKernel() == "add" || launch.getKernel() == "gather_grad_add") &&
-              llvm::is_contained(launch.getOuts(), v))
-            for (Value in : launch.getIns())
-              if (auto it = storageOf.find(in); it != storageOf.end() && !keep[it->second]) {
-                keep[it->second] = true;
-                leaves.push_back(it->second);
-              }
+        for (Operation *user : v.getUsers()) {
+          auto launch = dyn_cast<fs::LaunchOp>(user);
+          if (!launch || !llvm::is_contained(launch.getOuts(), v))
+            continue;
+          StringRef k = launch.getKernel();
+          ValueRange parts = launch.getIns();
+          if (k == "layer_norm_grad_add" || k == "rms_norm_grad_add")
+            parts = v == launch.getOuts()[0] ? parts.take_back() : ValueRange{};  // dx, not dscale or dbias
+          else if (k != "add" && k != "gather_grad_add")
+            continue;
+          for (Value in : parts)
+            if (auto it = storageOf.find(in); it != storageOf.end() && !keep[it->second]) {
+              keep[it->second] = true;
+              leaves.push_back(it->second);
+            }
+        }
     }
 
     for (auto [i, s] : llvm::enumerate(storages)) {

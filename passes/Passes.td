@@ -73,6 +73,21 @@ def FuseBias : Pass<"fy-fuse-bias", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }
 
+def FuseNormGradAdd : Pass<"fy-fuse-norm-grad-add", "mlir::ModuleOp"> {
+  let summary = "Sums a norm's input gradient into the residual's gradient in the norm's gradient kernel";
+  let description = [{
+    In a pre-norm block the residual stream's gradient is the sum of what
+    comes down the stream and the norm's input gradient:
+    add(layer_norm_grad(...).dinput, g) (or rms_norm_grad), with dinput read
+    by the add alone, becomes the norm's gradient with `addend` g. The
+    kernel adds g to each element of the gradient it has rounded to fp32,
+    as the add did, so the bits are the add's; the gradient is never stored
+    alone, and one launch and one tensor's write and read go. It runs after
+    fy-autodiff, which makes these adds.
+  }];
+  let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
+}
+
 def ProgramAttrs : Pass<"fy-program-attrs", "mlir::ModuleOp"> {
   let summary = "Records on the module what the compile's flags decide for the program";
   let description = [{

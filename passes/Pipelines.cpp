@@ -86,10 +86,13 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   pm.addPass(createAutodiff(autodiff));
   if (o.fuse != "no")
     pm.addPass(createConcatSliceGrads());
-  // A Linear's bias in its product's kernel: on the CPU the two kernels'
-  // bits; on the CUDA target (cuBLASLt's epilogue) with the new kernels.
-  if (o.fuse == "all" || (o.fuse == "yes" && o.target == "cpu"))
+  // A Linear's bias in its product's kernel, and a norm's input gradient
+  // added in its kernel: on the CPU the two kernels' bits; on the CUDA
+  // target (cuBLASLt's epilogue, the norms' kernels) with the new kernels.
+  if (o.fuse == "all" || (o.fuse == "yes" && o.target == "cpu")) {
     pm.addPass(createFuseBias());
+    pm.addPass(createFuseNormGradAdd());
+  }
   pm.addPass(createInsertAdamW());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
@@ -107,7 +110,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
     static const std::vector<std::string> cudaNative = [] {
       std::vector<std::string> k = {"matmul", "matmul_bias", "add", "sub", "mul", "div", "pow",
                                     "swiglu", "swiglu_grad", "layer_norm", "layer_norm_nobias",
-                                    "layer_norm_grad", "rms_norm", "rms_norm_grad", "attention",
+                                    "layer_norm_grad", "layer_norm_grad_add", "rms_norm", "rms_norm_grad",
+                                    "rms_norm_grad_add", "attention",
                                     "attention_grad", "attention_qkv", "attention_qkv_grad", "slice",
                                     "slice_grad", "concat", "rope"};
       for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",

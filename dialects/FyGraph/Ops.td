@@ -271,8 +271,14 @@ def FyGraph_LayerNormOp : FyGraph_Op<"layer_norm", [Pure]> {
 
 def FyGraph_LayerNormGradOp : FyGraph_Op<"layer_norm_grad", [Pure]> {
   let summary = "Gradients of layer_norm for input, scale and bias";
+  let description = [{
+    With `addend` (of the input's shape), `dinput` is addend plus the
+    input's gradient, one fp32 add after it: a residual stream's gradient
+    summed where it is made (fy-fuse-norm-grad-add).
+  }];
   let arguments = (ins FyFloatTensor:$dy, FyFloatTensor:$input, FyFloatTensor:$scale,
-                       FyFloatTensor:$mean, FyFloatTensor:$inv_std_dev, I64Attr:$axis);
+                       FyFloatTensor:$mean, FyFloatTensor:$inv_std_dev, Optional<FyFloatTensor>:$addend,
+                       I64Attr:$axis);
   let results = (outs FyFloatTensor:$dinput, FyFloatTensor:$dscale, FyFloatTensor:$dbias);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -288,8 +294,12 @@ def FyGraph_RMSNormOp : FyGraph_Op<"rms_norm", [Pure]> {
 
 def FyGraph_RMSNormGradOp : FyGraph_Op<"rms_norm_grad", [Pure]> {
   let summary = "Gradients of rms_norm for input and scale";
+  let description = [{
+    With `addend`, `dinput` is addend plus the input's gradient, as
+    layer_norm_grad's.
+  }];
   let arguments = (ins FyFloatTensor:$dy, FyFloatTensor:$input, FyFloatTensor:$scale,
-                       FyFloatTensor:$inv_rms, I64Attr:$axis);
+                       FyFloatTensor:$inv_rms, Optional<FyFloatTensor>:$addend, I64Attr:$axis);
   let results = (outs FyFloatTensor:$dinput, FyFloatTensor:$dscale);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }

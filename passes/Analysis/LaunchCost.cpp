@@ -53,9 +53,10 @@ double launchCost(fs::LaunchOp launch, const Profile &p, bool cuda, bool operand
                                 kernel.starts_with("softmax_cross_entropy")))
       t = std::max(t, elems / p.softmaxElems);
     bool norm = kernel.starts_with("layer_norm") || kernel.starts_with("rms_norm");
-    if (norm && !kernel.ends_with("_grad") && p.normElems > 0)
+    bool normGrad = norm && kernel.contains("_grad");  // _grad, or _grad_add with a residual's gradient
+    if (norm && !normGrad && p.normElems > 0)
       t = std::max(t, elems / p.normElems);
-    if (norm && kernel.ends_with("_grad") && p.normGradElems > 0)
+    if (normGrad && p.normGradElems > 0)
       t = std::max(t, elems / p.normGradElems);
   }
   // Fused attention: its products over the scores a row sees (causal, or

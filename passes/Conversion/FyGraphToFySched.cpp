@@ -190,7 +190,7 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
   });
   with(fg::LayerNormGradOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto g = cast<fg::LayerNormGradOp>(op);
-    s.kernel = "layer_norm_grad";
+    s.kernel = g.getAddend() ? "layer_norm_grad_add" : "layer_norm_grad";
     s.args = {b.getI64IntegerAttr(normAxis(g.getAxis(), g.getInput()))};
   });
   with(fg::RMSNormOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
@@ -200,7 +200,7 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
   });
   with(fg::RMSNormGradOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {
     auto g = cast<fg::RMSNormGradOp>(op);
-    s.kernel = "rms_norm_grad";
+    s.kernel = g.getAddend() ? "rms_norm_grad_add" : "rms_norm_grad";
     s.args = {b.getI64IntegerAttr(normAxis(g.getAxis(), g.getInput()))};
   });
   with(fg::SoftmaxOp::getOperationName(), [](Operation *op, Builder &b, KernelSpec &s) {

@@ -199,6 +199,10 @@ void layer_norm_grad(Runtime* rt, View dy, View x, View scale, View mean, View i
                      View dbias, int64_t axis);
 void rms_norm(Runtime* rt, View x, View scale, View y, View inv_rms, int64_t axis, double eps);
 void rms_norm_grad(Runtime* rt, View dy, View x, View scale, View inv_rms, View dx, View dscale, int64_t axis);
+void layer_norm_grad_add(Runtime* rt, View dy, View x, View scale, View mean, View inv_std, View addend, View dx,
+                         View dscale, View dbias, int64_t axis);
+void rms_norm_grad_add(Runtime* rt, View dy, View x, View scale, View inv_rms, View addend, View dx, View dscale,
+                       int64_t axis);
 
 // ---- softmax / loss ----
 void softmax(Runtime* rt, View x, View y, int64_t axis);

@@ -19,10 +19,10 @@
   X(declare_streamed_params) X(device_adamw) X(div) X(dropout) X(dropout_grad) X(early_release) \
   X(equal) X(erf) X(exp) X(gather) X(gather_grad) X(gather_grad_add) X(gather_up) X(gelu) \
   X(gelu_tanh) X(grad_landed) X(grad_offload) X(grad_offload_early) X(group_adamw) X(group_wait) \
-  X(group_wait_param) X(group_wait_rows) X(layer_norm) X(layer_norm_grad) X(layer_norm_nobias) \
+  X(group_wait_param) X(group_wait_rows) X(layer_norm) X(layer_norm_grad) X(layer_norm_grad_add) X(layer_norm_nobias) \
   X(linear_cross_entropy) \
   X(loss_scale) X(masked_softmax) X(matmul) X(matmul_bias) X(mul) X(neg) X(param) X(param_host) X(pow) \
-  X(reciprocal) X(reduce_mean) X(reduce_sum) X(reduce_sum_cast) X(rms_norm) X(rms_norm_grad) X(rope) X(set_weight_sources) \
+  X(reciprocal) X(reduce_mean) X(reduce_sum) X(reduce_sum_cast) X(rms_norm) X(rms_norm_grad) X(rms_norm_grad_add) X(rope) X(set_weight_sources) \
   X(sigmoid) X(silu) X(slice) X(slice_grad) X(softmax) X(softmax_cross_entropy) \
   X(softmax_cross_entropy_grad) X(softmax_grad) X(sqrt) X(ssd_wait) X(state_read) X(state_write) \
   X(sub) X(swiglu) X(swiglu_grad) X(tanh) X(transpose) X(unary_grad_erf) X(unary_grad_exp) X(unary_grad_gelu) \

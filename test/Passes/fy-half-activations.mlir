@@ -176,3 +176,22 @@ func.func @copies_cast(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysche
   fysched.launch "reduce_sum" ins(%dy : !fysched.buffer<device, tensor<4x8xf32>>) outs(%db : !fysched.buffer<device, tensor<1x8xf32>>)
   return %db, %g, %dx : !fysched.buffer<device, tensor<1x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<1x4x8xf32>>
 }
+
+// -----
+
+// Products whose fp32 operands' 16-bit copies exceed the CUDA matmul's
+// scratch (128 MiB) run in blocks: a copy would change their path, so none.
+// COPY-LABEL: func.func @too_large
+// COPY-NOT: bf16
+// COPY: return
+fygraph.param @w trainable : tensor<16x8192xf32>
+func.func @too_large(%x: !fysched.buffer<device, tensor<8192x16xf32>>) -> (!fysched.buffer<device, tensor<8192x16xf32>>, !fysched.buffer<device, tensor<16x8192xf32>>) {
+  %w = fysched.get_param @w : !fysched.buffer<device, tensor<16x8192xf32>>
+  %dy = fysched.alloc : !fysched.buffer<device, tensor<8192x8192xf32>>
+  fysched.launch "matmul" ins(%x, %w : !fysched.buffer<device, tensor<8192x16xf32>>, !fysched.buffer<device, tensor<16x8192xf32>>) outs(%dy : !fysched.buffer<device, tensor<8192x8192xf32>>) {args = [false, false]}
+  %dx = fysched.alloc : !fysched.buffer<device, tensor<8192x16xf32>>
+  fysched.launch "matmul" ins(%dy, %w : !fysched.buffer<device, tensor<8192x8192xf32>>, !fysched.buffer<device, tensor<16x8192xf32>>) outs(%dx : !fysched.buffer<device, tensor<8192x16xf32>>) {args = [false, true]}
+  %dw = fysched.alloc : !fysched.buffer<device, tensor<16x8192xf32>>
+  fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<8192x16xf32>>, !fysched.buffer<device, tensor<8192x8192xf32>>) outs(%dw : !fysched.buffer<device, tensor<16x8192xf32>>) {args = [true, false]}
+  return %dx, %dw : !fysched.buffer<device, tensor<8192x16xf32>>, !fysched.buffer<device, tensor<16x8192xf32>>
+}

@@ -916,7 +916,8 @@ TEST_F(CudaKernels, MatmulSixteenBitBuffers) {
 // fp32 operand, made by a cast, instead of rounding the operand itself. Both
 // round to nearest even, so the product's bits must not change. Shapes of
 // GPT-2's and GPT-2 XL's MLP backward (Conv1D: dx = dy W^T, dW = x^T dy) and
-// a Linear's (dx = dy W, dW = dy^T x).
+// a Linear's (dx = dy W, dW = dy^T x), within the scratch (the pass makes
+// copies only for products whose fp32 operands it takes whole).
 TEST_F(CudaKernels, MatmulOfARoundedCopyIsTheSame) {
   struct C {
     Shape a, b;
@@ -932,9 +933,11 @@ TEST_F(CudaKernels, MatmulOfARoundedCopyIsTheSame) {
       std::vector<DevPtr> keep;
       HostTensor a = rand_f32(c.a, rng), b = rand_f32(c.b, rng);
       const View da = to_device(a.view(), keep), db = to_device(b.view(), keep);
+      // At 64 bytes past a 256-byte boundary, as the memory plan may place
+      // it (the scratch's copies are 256-byte aligned).
       View copy = nullv(c.copy_a ? c.a : c.b, h);
-      keep.push_back(dev_alloc(copy.nbytes()));
-      copy.data = keep.back().get();
+      keep.push_back(dev_alloc(copy.nbytes() + 64));
+      copy.data = static_cast<char*>(keep.back().get()) + 64;
       gpu::cast(c.copy_a ? da : db, copy);
       const Shape cs = matmul_shape(c.a, c.b, c.ta, c.tb);
       View own = nullv(cs), copied = nullv(cs);
@@ -1434,6 +1437,61 @@ TEST_F(CudaKernels, NormsSixteenBits) {
                  cpu::rms_norm_grad(in[0], in[1], in[2], in[3], o[0], o[1], c.axis);
                }),
                [&c](auto& in, auto& o) { gpu::rms_norm_grad(in[0], in[1], in[2], in[3], o[0], o[1], c.axis); });
+    }
+}
+
+// fy-fuse-norm-grad-add: the norms' input gradients with the residual's
+// gradient added in the kernel, against the CPU, and bit for bit the GPU's
+// gradient kernel then its add: all fp32 (the fp32 kernels, warp and block
+// widths), and 16-bit dy and x into an fp32 dx with an fp32 addend (the
+// 16-bit kernels; GPT-2's residual gradient at --half-activations).
+TEST_F(CudaKernels, NormGradAddIsGradThenAdd) {
+  for (DType h : {F32, DType::BF16})
+    for (const NormCase& c : kNorms) {
+      const std::string what = norm_name("norm_grad_add", c, name(h));
+      SCOPED_TRACE(what);
+      HostTensor x = rand_tensor(c.x, h, rng, -2, 3), dy = rand_tensor(c.x, h, rng, -1, 1);
+      HostTensor scale = rand_f32(c.params, rng, 0.5, 1.5), g = rand_f32(c.x, rng);
+      HostTensor y(c.x, h), mean(c.stats, F32), inv_std(c.stats, F32), inv_rms(c.stats, F32);
+      auto ln = cpu_around_casts([&c](auto& in, auto& o) {
+        cpu::layer_norm(in[0], in[1], in[2], o[0], o[1], o[2], c.axis, 1e-5);
+      });
+      ln({x.view(), scale.view(), nullv(c.params)}, {y.view(), mean.view(), inv_std.view()});
+      cpu_around_casts([&c](auto& in, auto& o) { cpu::rms_norm(in[0], in[1], o[0], o[1], c.axis, 1e-6); })(
+          {x.view(), scale.view()}, {y.view(), inv_rms.view()});
+      Results l = check_op(
+          what + " layer", {dy, x, scale, mean, inv_std, g}, {out(c.x), out(c.params, F32, 1e-4), out(c.params, F32, 1e-4)},
+          cpu_around_casts([&c](auto& in, auto& o) {
+            cpu::layer_norm_grad_add(in[0], in[1], in[2], in[3], in[4], in[5], o[0], o[1], o[2], c.axis);
+          }),
+          [&c](auto& in, auto& o) {
+            gpu::layer_norm_grad_add(in[0], in[1], in[2], in[3], in[4], in[5], o[0], o[1], o[2], c.axis);
+          });
+      Results r = check_op(
+          what + " rms", {dy, x, scale, inv_rms, g}, {out(c.x), out(c.params, F32, 1e-4)},
+          cpu_around_casts([&c](auto& in, auto& o) {
+            cpu::rms_norm_grad_add(in[0], in[1], in[2], in[3], in[4], o[0], o[1], c.axis);
+          }),
+          [&c](auto& in, auto& o) { gpu::rms_norm_grad_add(in[0], in[1], in[2], in[3], in[4], o[0], o[1], c.axis); });
+      // The unfused kernels on the GPU: the gradient into fp32, then the add.
+      std::vector<DevPtr> keep;
+      auto dev = [&](const View& v) { return to_device(v, keep); };
+      auto fresh = [&](Shape s) {
+        View v = nullv(s);
+        keep.push_back(dev_alloc(v.nbytes()));
+        v.data = keep.back().get();
+        return v;
+      };
+      const View ddy = dev(dy), dx_ = dev(x), dscale = dev(scale), dg = dev(g);
+      const View dln = fresh(c.x), dsum = fresh(c.x), drms = fresh(c.x), drsum = fresh(c.x);
+      gpu::layer_norm_grad(ddy, dx_, dscale, dev(mean), dev(inv_std), dln, nullv(c.params), nullv(c.params), c.axis);
+      gpu::binary(BinOp::Add, dln, dg, dsum);
+      gpu::rms_norm_grad(ddy, dx_, dscale, dev(inv_rms), drms, nullv(c.params), c.axis);
+      gpu::binary(BinOp::Add, dg, drms, drsum);
+      gpu::synchronize();
+      const HostTensor want_l = to_host(dsum), want_r = to_host(drsum);
+      EXPECT_EQ(std::memcmp(want_l.view().data, l.gpu[0].view().data, want_l.view().nbytes()), 0) << "layer_norm";
+      EXPECT_EQ(std::memcmp(want_r.view().data, r.gpu[0].view().data, want_r.view().nbytes()), 0) << "rms_norm";
     }
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest-spi.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/kernels.h"
 #include "test_util.h"
@@ -222,6 +223,37 @@ TEST(Grad, RmsNorm) {
                [&] { k::rms_norm_grad(dy, x, s, inv, dx, ds, axis); }};
     check_grad(c);
   }
+}
+
+// fy-fuse-norm-grad-add: a norm's input gradient with the residual's
+// gradient added in the kernel is the kernel's gradient, then binary's add,
+// bit for bit (F32 and F64; GPT-2's width and an odd one).
+TEST(Grad, NormGradAddIsGradThenAdd) {
+  for (DType dt : {F32, F64})
+    for (int64_t D : {int64_t(768), int64_t(37)}) {
+      Rng rng(900 + D);
+      const Shape xs{3, 5, D}, ps{D}, ms{3, 5, 1};
+      HostTensor x = rand_tensor(xs, dt, rng, -2, 2), s = rand_tensor(ps, dt, rng), b = rand_tensor(ps, dt, rng);
+      HostTensor dy = rand_tensor(xs, dt, rng), g = rand_tensor(xs, dt, rng);
+      HostTensor y(xs, dt), mean(ms, dt), istd(ms, dt), inv(ms, dt);
+      k::layer_norm(x, s, b, y, mean, istd, -1, 1e-5);
+      k::rms_norm(x, s, y, inv, -1, 1e-6);
+      HostTensor want(xs, dt), got(xs, dt), ds(ps, dt), db(ps, dt), ds2(ps, dt), db2(ps, dt);
+      k::layer_norm_grad(dy, x, s, mean, istd, want, ds, db, -1);
+      k::binary(BinOp::Add, want, g, want);
+      k::layer_norm_grad_add(dy, x, s, mean, istd, g, got, ds2, db2, -1);
+      SCOPED_TRACE(std::string(fy::dtype_name(dt)) + " D " + std::to_string(D));
+      EXPECT_EQ(std::memcmp(got.view().data, want.view().data, got.view().nbytes()), 0) << "layer_norm_grad_add dx";
+      EXPECT_EQ(std::memcmp(ds2.view().data, ds.view().data, ds.view().nbytes()), 0) << "layer_norm_grad_add dscale";
+      EXPECT_EQ(std::memcmp(db2.view().data, db.view().data, db.view().nbytes()), 0) << "layer_norm_grad_add dbias";
+      k::rms_norm_grad(dy, x, s, inv, want, ds, -1);
+      k::binary(BinOp::Add, g, want, want);
+      k::rms_norm_grad_add(dy, x, s, inv, g, got, ds2, -1);
+      EXPECT_EQ(std::memcmp(got.view().data, want.view().data, got.view().nbytes()), 0) << "rms_norm_grad_add dx";
+      EXPECT_EQ(std::memcmp(ds2.view().data, ds.view().data, ds.view().nbytes()), 0) << "rms_norm_grad_add dscale";
+      HostTensor wrong({3, 5, D + 1}, dt);
+      EXPECT_THROW(k::rms_norm_grad_add(dy, x, s, inv, wrong, got, ds2, -1), fy::Error);
+    }
 }
 
 TEST(Grad, Softmax) {

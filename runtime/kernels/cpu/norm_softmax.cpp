@@ -87,12 +87,18 @@ void layer_norm(View x, View scale, View bias, View y, View mean, View inv_std, 
   });
 }
 
-void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View dx, View dscale, View dbias,
-                     int64_t axis) {
-  const char* op = "layer_norm_grad";
+namespace {
+
+// dx's element: the gradient rounded to T, then plus the addend's (a T add,
+// as binary's), when there is one.
+template <class T> T plus(T v, const T* addend, int64_t i) { return addend ? T(v + addend[i]) : v; }
+
+void layer_norm_grad_impl(View dy, View x, View scale, View mean, View inv_std, View addend, View dx, View dscale,
+                          View dbias, int64_t axis, const char* op) {
   const Rows g = norm_rows(x, axis, op);
   check_shape(dy, x.shape, op, "dy");
   check_shape(dx, x.shape, op, "dx");
+  if (addend.data) check_shape(addend, x.shape, op, "addend");
   if (scale.data) check_numel(scale, g.D, op, "scale");
   if (dscale.data) check_numel(dscale, g.D, op, "dscale");
   if (dbias.data) check_numel(dbias, g.D, op, "dbias");
@@ -105,6 +111,7 @@ void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View 
     const T* ps = scale.data ? scale.as<T>() : nullptr;
     const T* pm = mean.as<T>();
     const T* pr = inv_std.as<T>();
+    const T* pa = addend.data ? addend.as<T>() : nullptr;
     T* pdx = dx.as<T>();
     const int64_t D = g.D;
     parallel_rows(g.rows, D, [&](int64_t r) {
@@ -123,7 +130,7 @@ void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View 
       for (int64_t i = 0; i < D; ++i) {
         const double gi = double(dyr[i]) * (ps ? double(ps[i]) : 1.0);
         const double xh = (double(xr[i]) - mu) * rs;
-        dxr[i] = T(rs * (gi - sg - xh * sgx));
+        dxr[i] = plus(T(rs * (gi - sg - xh * sgx)), pa, r * D + i);
       }
     });
     if (dscale.data)
@@ -132,6 +139,64 @@ void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View 
       });
     if (dbias.data) column_sums(g.rows, D, dbias.as<T>(), [&](int64_t r, int64_t c) { return double(pdy[r * D + c]); });
   });
+}
+
+void rms_norm_grad_impl(View dy, View x, View scale, View inv_rms, View addend, View dx, View dscale, int64_t axis,
+                        const char* op) {
+  const Rows g = norm_rows(x, axis, op);
+  check_shape(dy, x.shape, op, "dy");
+  check_shape(dx, x.shape, op, "dx");
+  if (addend.data) check_shape(addend, x.shape, op, "addend");
+  if (scale.data) check_numel(scale, g.D, op, "scale");
+  if (dscale.data) check_numel(dscale, g.D, op, "dscale");
+  check_numel(inv_rms, g.rows, op, "inv_rms");
+  dispatch_float(x.dtype, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pdy = dy.as<T>();
+    const T* px = x.as<T>();
+    const T* ps = scale.data ? scale.as<T>() : nullptr;
+    const T* pr = inv_rms.as<T>();
+    const T* pa = addend.data ? addend.as<T>() : nullptr;
+    T* pdx = dx.as<T>();
+    const int64_t D = g.D;
+    parallel_rows(g.rows, D, [&](int64_t r) {
+      const T* xr = px + r * D;
+      const T* dyr = pdy + r * D;
+      const double rr = pr[r];
+      double sgx = 0;
+      for (int64_t i = 0; i < D; ++i)
+        sgx += double(dyr[i]) * (ps ? double(ps[i]) : 1.0) * double(xr[i]) * rr;
+      sgx /= double(D);
+      T* dxr = pdx + r * D;
+      for (int64_t i = 0; i < D; ++i) {
+        const double gi = double(dyr[i]) * (ps ? double(ps[i]) : 1.0);
+        dxr[i] = plus(T(rr * (gi - double(xr[i]) * rr * sgx)), pa, r * D + i);
+      }
+    });
+    if (dscale.data)
+      column_sums(g.rows, D, dscale.as<T>(), [&](int64_t r, int64_t c) {
+        return double(pdy[r * D + c]) * double(px[r * D + c]) * double(pr[r]);
+      });
+  });
+}
+
+}  // namespace
+
+void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View dx, View dscale, View dbias,
+                     int64_t axis) {
+  layer_norm_grad_impl(dy, x, scale, mean, inv_std, View{}, dx, dscale, dbias, axis, "layer_norm_grad");
+}
+void layer_norm_grad_add(View dy, View x, View scale, View mean, View inv_std, View addend, View dx, View dscale,
+                         View dbias, int64_t axis) {
+  check(addend.data != nullptr, "layer_norm_grad_add", "addend is null");
+  layer_norm_grad_impl(dy, x, scale, mean, inv_std, addend, dx, dscale, dbias, axis, "layer_norm_grad_add");
+}
+void rms_norm_grad(View dy, View x, View scale, View inv_rms, View dx, View dscale, int64_t axis) {
+  rms_norm_grad_impl(dy, x, scale, inv_rms, View{}, dx, dscale, axis, "rms_norm_grad");
+}
+void rms_norm_grad_add(View dy, View x, View scale, View inv_rms, View addend, View dx, View dscale, int64_t axis) {
+  check(addend.data != nullptr, "rms_norm_grad_add", "addend is null");
+  rms_norm_grad_impl(dy, x, scale, inv_rms, addend, dx, dscale, axis, "rms_norm_grad_add");
 }
 
 void rms_norm(View x, View scale, View y, View inv_rms, int64_t axis, double eps) {
@@ -162,42 +227,6 @@ void rms_norm(View x, View scale, View y, View inv_rms, int64_t axis, double eps
   });
 }
 
-void rms_norm_grad(View dy, View x, View scale, View inv_rms, View dx, View dscale, int64_t axis) {
-  const char* op = "rms_norm_grad";
-  const Rows g = norm_rows(x, axis, op);
-  check_shape(dy, x.shape, op, "dy");
-  check_shape(dx, x.shape, op, "dx");
-  if (scale.data) check_numel(scale, g.D, op, "scale");
-  if (dscale.data) check_numel(dscale, g.D, op, "dscale");
-  check_numel(inv_rms, g.rows, op, "inv_rms");
-  dispatch_float(x.dtype, op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* pdy = dy.as<T>();
-    const T* px = x.as<T>();
-    const T* ps = scale.data ? scale.as<T>() : nullptr;
-    const T* pr = inv_rms.as<T>();
-    T* pdx = dx.as<T>();
-    const int64_t D = g.D;
-    parallel_rows(g.rows, D, [&](int64_t r) {
-      const T* xr = px + r * D;
-      const T* dyr = pdy + r * D;
-      const double rr = pr[r];
-      double sgx = 0;
-      for (int64_t i = 0; i < D; ++i)
-        sgx += double(dyr[i]) * (ps ? double(ps[i]) : 1.0) * double(xr[i]) * rr;
-      sgx /= double(D);
-      T* dxr = pdx + r * D;
-      for (int64_t i = 0; i < D; ++i) {
-        const double gi = double(dyr[i]) * (ps ? double(ps[i]) : 1.0);
-        dxr[i] = T(rr * (gi - double(xr[i]) * rr * sgx));
-      }
-    });
-    if (dscale.data)
-      column_sums(g.rows, D, dscale.as<T>(), [&](int64_t r, int64_t c) {
-        return double(pdy[r * D + c]) * double(px[r * D + c]) * double(pr[r]);
-      });
-  });
-}
 
 // ---- softmax ----------------------------------------------------------------
 

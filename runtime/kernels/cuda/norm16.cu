@@ -72,10 +72,13 @@ __global__ void __launch_bounds__(kThreads)
 
 // dx = rstd * (g - mean(g) - xh * mean(g * xh)), g = dy * scale,
 // xh = (x - mean) * rstd; RMS drops mean(g). A thread reads an element
-// before it writes it, so dx may alias dy or x.
+// before it writes it, so dx may alias dy or x. With an addend (add.p not
+// null), each element rounded to fp32 plus the addend's, an add that no
+// multiply-add contracts (the add kernel's bits), then stored.
 template <bool RMS>
 __global__ void __launch_bounds__(kThreads)
-    k_norm16_grad(FIn dy, FIn x, const float* scale, const float* mean, const float* rstd, FOut dx, int64_t D) {
+    k_norm16_grad(FIn dy, FIn x, const float* scale, const float* mean, const float* rstd, FIn add, FOut dx,
+                  int64_t D) {
   const int64_t base = int64_t(blockIdx.x) * D;
   const float mu = RMS ? 0.f : mean[blockIdx.x], rs = rstd[blockIdx.x];
   float sg = 0.f, sgx = 0.f;
@@ -89,7 +92,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t c = threadIdx.x; c < D; c += kThreads) {
     const float g = scale ? dy[base + c] * scale[c] : dy[base + c];
     const float xh = (x[base + c] - mu) * rs;
-    dx.set(base + c, rs * (g - sg - xh * sgx));
+    const float v = rs * (g - sg - xh * sgx);
+    dx.set(base + c, add.p ? __fadd_rn(v, add[base + c]) : v);
   }
 }
 
@@ -146,7 +150,7 @@ void norm16(bool rms, int64_t rows, int64_t D, FIn x, const float* scale, const 
 }
 
 void norm16_grad(bool rms, int64_t rows, int64_t D, FIn dy, FIn x, const float* scale, const float* mean,
-                 const float* rstd, FOut dx, float* dscale, float* dbias) {
+                 const float* rstd, FIn add, FOut dx, float* dscale, float* dbias) {
   const char* op = rms ? "rms_norm_grad" : "layer_norm_grad";
   cudaStream_t s = current_stream();
   // Parameter gradients first: dx may alias dy or x. About 64 chunks of
@@ -177,9 +181,9 @@ void norm16_grad(bool rms, int64_t rows, int64_t D, FIn dy, FIn x, const float* 
   }
   if (rows == 0 || D == 0) return;
   if (rms)
-    k_norm16_grad<true><<<grid_rows(rows, op), kThreads, 0, s>>>(dy, x, scale, mean, rstd, dx, D);
+    k_norm16_grad<true><<<grid_rows(rows, op), kThreads, 0, s>>>(dy, x, scale, mean, rstd, add, dx, D);
   else
-    k_norm16_grad<false><<<grid_rows(rows, op), kThreads, 0, s>>>(dy, x, scale, mean, rstd, dx, D);
+    k_norm16_grad<false><<<grid_rows(rows, op), kThreads, 0, s>>>(dy, x, scale, mean, rstd, add, dx, D);
   FY_CUDA_LAUNCHED(op);
 }
 

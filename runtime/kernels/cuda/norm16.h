@@ -11,7 +11,8 @@ namespace fy::cuda::detail {
 
 void norm16(bool rms, int64_t rows, int64_t D, FIn x, const float* scale, const float* bias, FOut y, float* mean,
             float* rstd, float eps);
+// add: an addend of dx's shape (fy-fuse-norm-grad-add), or none (p null).
 void norm16_grad(bool rms, int64_t rows, int64_t D, FIn dy, FIn x, const float* scale, const float* mean,
-                 const float* rstd, FOut dx, float* dscale, float* dbias);
+                 const float* rstd, FIn add, FOut dx, float* dscale, float* dbias);
 
 }  // namespace fy::cuda::detail

@@ -246,13 +246,20 @@ __global__ void __launch_bounds__(kBlockMaxThreads)
 }
 
 // ---- layer norm / RMS norm backward: dx ------------------------------------------
+// With an addend (fy-fuse-norm-grad-add), each element once rounded to fp32
+// plus the addend's: __fadd_rn, so no multiply-add contracts across it and
+// the bits are the add kernel's.
+template <int W> __device__ __forceinline__ void plus(Pack<W>& o, const Pack<W>& a) {
+#pragma unroll
+  for (int k = 0; k < W; ++k) o.v[k] = __fadd_rn(o.v[k], a.v[k]);
+}
 // g = dy * scale, xh = (x - mean) * rstd (mean = 0 for RMS);
 // LN: dx = rstd * (g - mean(g) - xh * mean(g * xh)); RMS drops mean(g).
 
 template <bool RMS, int NP, int W>
 __global__ void __launch_bounds__(256)
     norm_bwd_warp(const float* dy, const float* x, const float* scale, const float* mean, const float* rstd,
-                  float* dx, int64_t rows, int D) {
+                  const float* add, float* dx, int64_t rows, int D) {
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerBlock + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -287,6 +294,7 @@ __global__ void __launch_bounds__(256)
     Pack<W> o;
 #pragma unroll
     for (int k = 0; k < W; ++k) o.v[k] = rs * (g[j * W + k] - sg - xv[j * W + k] * sgx);
+    if (add) plus(o, ld<W>(add + row * D + c));
     st<W>(dxr + c, o);
   }
 }
@@ -294,7 +302,7 @@ __global__ void __launch_bounds__(256)
 template <bool RMS, int W>
 __global__ void __launch_bounds__(kBlockMaxThreads)
     norm_bwd_block(const float* dy, const float* x, const float* scale, const float* mean, const float* rstd,
-                   float* dx, int D, bool cached) {
+                   const float* add, float* dx, int D, bool cached) {
   float* cg = dyn_smem();  // g then xh, D floats each
   float* cx = cg + D;
   const int64_t row = blockIdx.x;
@@ -341,6 +349,7 @@ __global__ void __launch_bounds__(kBlockMaxThreads)
     }
 #pragma unroll
     for (int k = 0; k < W; ++k) o.v[k] = rs * (g.v[k] - sg - xh.v[k] * sgx);
+    if (add) plus(o, ld<W>(add + row * D + i * W));
     st<W>(dxr + i * W, o);
   }
 }
@@ -913,7 +922,7 @@ void launch_norm_fwd(RowsD g, const float* x, const float* scale, const float* b
 
 template <bool RMS>
 void launch_norm_bwd(RowsD g, const float* dy, const float* x, const float* scale, const float* mean,
-                     const float* rstd, float* dx, float* dscale, float* dbias) {
+                     const float* rstd, const float* add, float* dx, float* dscale, float* dbias) {
   cudaStream_t s = current_stream();
   // Parameter gradients first: dx may alias dy or x.
   if ((dscale || dbias) && g.D > 0) {
@@ -944,17 +953,17 @@ void launch_norm_bwd(RowsD g, const float* dy, const float* x, const float* scal
     FY_CUDA_LAUNCHED("column_final");
   }
   if (g.rows == 0 || g.D == 0) return;
-  const bool vec = can_vec(g.D, {dy, x, scale, dx});
+  const bool vec = can_vec(g.D, {dy, x, scale, add, dx});
   if (g.D <= kWarpMaxD) {
     dispatch_warp(g.D, vec, [&](auto np, auto w) {
       norm_bwd_warp<RMS, decltype(np)::value, decltype(w)::value>
-          <<<warp_grid(g.rows), 256, 0, s>>>(dy, x, scale, mean, rstd, dx, g.rows, g.D);
+          <<<warp_grid(g.rows), 256, 0, s>>>(dy, x, scale, mean, rstd, add, dx, g.rows, g.D);
     });
   } else {
     const BlockCfg cfg = block_cfg(g.D, 2);
     auto go = [&](auto kern) {
       allow_smem(kern, cfg.smem);
-      kern<<<unsigned(g.rows), cfg.threads, cfg.smem, s>>>(dy, x, scale, mean, rstd, dx, g.D, cfg.cached);
+      kern<<<unsigned(g.rows), cfg.threads, cfg.smem, s>>>(dy, x, scale, mean, rstd, add, dx, g.D, cfg.cached);
     };
     if (vec)
       go(norm_bwd_block<RMS, 4>);
@@ -1070,25 +1079,46 @@ void layer_norm(View x, View scale, View bias, View y, View mean, View inv_std, 
   launch_norm_fwd<false>(g, cf(x), cf(scale), cf(bias), mf(y), mf(mean), mf(inv_std), float(eps));
 }
 
-void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View dx, View dscale, View dbias,
-                     int64_t axis) {
-  const char* op = "layer_norm_grad";
+namespace {
+
+// Both norms' input gradients (rms: no mean, no dbias), with an addend or
+// none (add.data null).
+void norm_grad(bool rms, View dy, View x, View scale, View mean, View inv, View add, View dx, View dscale,
+               View dbias, int64_t axis, const char* op) {
   const RowsD g = norm_rows(x, axis, op);
-  const bool h = detail::any16({dy, x, dx});
+  const bool h = detail::any16({dy, x, dx, add});
   if (!h) check_f32(x, op, "x"), check_f32(dy, op, "dy"), check_f32(dx, op, "dx");
   check_shape(dy, x.shape, op, "dy");
   check_shape(dx, x.shape, op, "dx");
+  if (add.data) {
+    check_shape(add, x.shape, op, "addend");
+    if (!h) check_f32(add, op, "addend");
+  }
   if (scale.data) check_f32(scale, op, "scale"), check_numel(scale, g.D, op, "scale");
   if (dscale.data) check_f32(dscale, op, "dscale"), check_numel(dscale, g.D, op, "dscale");
   if (dbias.data) check_f32(dbias, op, "dbias"), check_numel(dbias, g.D, op, "dbias");
-  check_f32(mean, op, "mean");
-  check_f32(inv_std, op, "inv_std");
-  check_numel(mean, g.rows, op, "mean");
-  check_numel(inv_std, g.rows, op, "inv_std");
+  const char* stat = rms ? "inv_rms" : "inv_std";
+  if (!rms) check_f32(mean, op, "mean"), check_numel(mean, g.rows, op, "mean");
+  check_f32(inv, op, stat);
+  check_numel(inv, g.rows, op, stat);
   if (h)
-    return detail::norm16_grad(false, g.rows, g.D, detail::fin(dy, op, "dy"), detail::fin(x, op, "x"), cf(scale),
-                               cf(mean), cf(inv_std), detail::fout(dx, op, "dx"), mf(dscale), mf(dbias));
-  launch_norm_bwd<false>(g, cf(dy), cf(x), cf(scale), cf(mean), cf(inv_std), mf(dx), mf(dscale), mf(dbias));
+    return detail::norm16_grad(rms, g.rows, g.D, detail::fin(dy, op, "dy"), detail::fin(x, op, "x"), cf(scale),
+                               cf(mean), cf(inv), detail::fin(add, op, "addend"), detail::fout(dx, op, "dx"),
+                               mf(dscale), mf(dbias));
+  if (rms) return launch_norm_bwd<true>(g, cf(dy), cf(x), cf(scale), nullptr, cf(inv), cf(add), mf(dx), mf(dscale), nullptr);
+  launch_norm_bwd<false>(g, cf(dy), cf(x), cf(scale), cf(mean), cf(inv), cf(add), mf(dx), mf(dscale), mf(dbias));
+}
+
+}  // namespace
+
+void layer_norm_grad(View dy, View x, View scale, View mean, View inv_std, View dx, View dscale, View dbias,
+                     int64_t axis) {
+  norm_grad(false, dy, x, scale, mean, inv_std, View{}, dx, dscale, dbias, axis, "layer_norm_grad");
+}
+void layer_norm_grad_add(View dy, View x, View scale, View mean, View inv_std, View addend, View dx, View dscale,
+                         View dbias, int64_t axis) {
+  check(addend.data != nullptr, "layer_norm_grad_add", "addend is null");
+  norm_grad(false, dy, x, scale, mean, inv_std, addend, dx, dscale, dbias, axis, "layer_norm_grad_add");
 }
 
 void rms_norm(View x, View scale, View y, View inv_rms, int64_t axis, double eps) {
@@ -1107,20 +1137,11 @@ void rms_norm(View x, View scale, View y, View inv_rms, int64_t axis, double eps
 }
 
 void rms_norm_grad(View dy, View x, View scale, View inv_rms, View dx, View dscale, int64_t axis) {
-  const char* op = "rms_norm_grad";
-  const RowsD g = norm_rows(x, axis, op);
-  const bool h = detail::any16({dy, x, dx});
-  if (!h) check_f32(x, op, "x"), check_f32(dy, op, "dy"), check_f32(dx, op, "dx");
-  check_shape(dy, x.shape, op, "dy");
-  check_shape(dx, x.shape, op, "dx");
-  if (scale.data) check_f32(scale, op, "scale"), check_numel(scale, g.D, op, "scale");
-  if (dscale.data) check_f32(dscale, op, "dscale"), check_numel(dscale, g.D, op, "dscale");
-  check_f32(inv_rms, op, "inv_rms");
-  check_numel(inv_rms, g.rows, op, "inv_rms");
-  if (h)
-    return detail::norm16_grad(true, g.rows, g.D, detail::fin(dy, op, "dy"), detail::fin(x, op, "x"), cf(scale),
-                               nullptr, cf(inv_rms), detail::fout(dx, op, "dx"), mf(dscale), nullptr);
-  launch_norm_bwd<true>(g, cf(dy), cf(x), cf(scale), nullptr, cf(inv_rms), mf(dx), mf(dscale), nullptr);
+  norm_grad(true, dy, x, scale, View{}, inv_rms, View{}, dx, dscale, View{}, axis, "rms_norm_grad");
+}
+void rms_norm_grad_add(View dy, View x, View scale, View inv_rms, View addend, View dx, View dscale, int64_t axis) {
+  check(addend.data != nullptr, "rms_norm_grad_add", "addend is null");
+  norm_grad(true, dy, x, scale, View{}, inv_rms, addend, dx, dscale, View{}, axis, "rms_norm_grad_add");
 }
 
 void softmax(View x, View y, int64_t axis) {
