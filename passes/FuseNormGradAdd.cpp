@@ -15,38 +15,28 @@ namespace fg = fuyou::fygraph;
 
 namespace {
 
-// Where the fused op can stand: at the norm's gradient when the addend is
-// made before it, else at the add when nothing reads the gradient's other
-// results (the scale's and bias's) before the add. Null: nowhere.
-Operation *placeFor(Operation *grad, fg::AddOp add, Value addend) {
+// Whether `addend` is made before `grad` in its block: the fused op then
+// stands where the norm's gradient stood, whose result went straight to the
+// add, a buffer fy-half-activations keeps fp32 as the fused op's sum. (At
+// the add, the gradient would have been stored in 16 bits before the add
+// and its dy read later: other bits.)
+bool madeBefore(Value addend, Operation *grad) {
+  if (auto arg = dyn_cast<BlockArgument>(addend))
+    return arg.getOwner() == grad->getBlock();
   Operation *def = addend.getDefiningOp();
-  Block *block = grad->getBlock();
-  if (add->getBlock() != block)
-    return nullptr;
-  if (!def ? cast<BlockArgument>(addend).getOwner() == block
-           : def->getBlock() == block && def->isBeforeInBlock(grad))
-    return grad;
-  if (!def || def->getBlock() != block)
-    return nullptr;
-  for (Value r : grad->getResults().drop_front())
-    for (Operation *user : r.getUsers())
-      if (user->getBlock() == block && !add->isBeforeInBlock(user))
-        return nullptr;
-  return add;
+  return def->getBlock() == grad->getBlock() && def->isBeforeInBlock(grad);
 }
 
 // add(norm_grad(...).dinput, g) (either order), of one type, dinput read by
-// the add alone -> norm_grad(..., addend = g).
+// the add alone, g made before the norm's gradient -> norm_grad(...,
+// addend = g) in its place.
 template <class GradOp> bool fuse(fg::AddOp add, PatternRewriter &rw) {
   for (auto [d, g] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
     auto grad = d.template getDefiningOp<GradOp>();
     if (!grad || grad.getAddend() || !d.hasOneUse() || d != grad.getDinput() || d.getType() != add.getType() ||
-        g.getType() != add.getType())
+        g.getType() != add.getType() || add->getBlock() != grad->getBlock() || !madeBefore(g, grad))
       continue;
-    Operation *at = placeFor(grad, add, g);
-    if (!at)
-      continue;
-    rw.setInsertionPoint(at);
+    rw.setInsertionPoint(grad);
     SmallVector<Value> operands(grad->getOperands());
     operands.push_back(g);
     Operation *fused = rw.create<GradOp>(grad.getLoc(), grad->getResultTypes(), operands, grad->getAttrs());

@@ -79,11 +79,14 @@ def FuseNormGradAdd : Pass<"fy-fuse-norm-grad-add", "mlir::ModuleOp"> {
     In a pre-norm block the residual stream's gradient is the sum of what
     comes down the stream and the norm's input gradient:
     add(layer_norm_grad(...).dinput, g) (or rms_norm_grad), with dinput read
-    by the add alone, becomes the norm's gradient with `addend` g. The
+    by the add alone and g made before the norm's gradient, becomes the
+    norm's gradient with `addend` g, where the norm's gradient stood. The
     kernel adds g to each element of the gradient it has rounded to fp32,
-    as the add did, so the bits are the add's; the gradient is never stored
-    alone, and one launch and one tensor's write and read go. It runs after
-    fy-autodiff, which makes these adds.
+    as the add did to the fp32 buffer it read (one that goes straight from
+    the norm's gradient to the add stays fp32 in fy-half-activations), so
+    the bits are the add's; the gradient is never stored alone, and one
+    launch and one tensor's write and read go. It runs after fy-autodiff,
+    which makes these adds.
   }];
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }

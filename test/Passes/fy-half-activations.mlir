@@ -195,3 +195,45 @@ func.func @too_large(%x: !fysched.buffer<device, tensor<8192x16xf32>>) -> (!fysc
   fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<8192x16xf32>>, !fysched.buffer<device, tensor<8192x8192xf32>>) outs(%dw : !fysched.buffer<device, tensor<16x8192xf32>>) {args = [true, false]}
   return %dx, %dw : !fysched.buffer<device, tensor<8192x16xf32>>, !fysched.buffer<device, tensor<16x8192xf32>>
 }
+
+// -----
+
+// The residual's gradient summed by a norm's gradient (layer_norm_grad_add)
+// is one of a parameter gradient's fp32 parts, as the add's inputs were:
+// kept f32 when the sum is (returned here), not through the scale's
+// gradient (@scale_only), and the norm's dy is not such a part.
+// CHECK-LABEL: func.func @residual_sum
+// CHECK: %[[G:.*]] = fysched.alloc : <device, tensor<4x8xf32>>
+// CHECK: %[[DY:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// CHECK: fysched.launch "layer_norm_grad_add" ins(%{{.*}}, {{.*}}, %[[G]] :
+// CHECK-LABEL: func.func @scale_only
+// CHECK: %[[G:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+fygraph.param @s trainable : tensor<8xf32>
+func.func @residual_sum(%x: !fysched.buffer<device, tensor<4x8xf32>>, %m: !fysched.buffer<device, tensor<4x1xf32>>, %r: !fysched.buffer<device, tensor<4x1xf32>>) -> (!fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8xf32>>) {
+  %s = fysched.get_param @s : !fysched.buffer<device, tensor<8xf32>>
+  %g = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%g : !fysched.buffer<device, tensor<4x8xf32>>)
+  %dy = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>)
+  %z = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "tanh" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%z : !fysched.buffer<device, tensor<4x8xf32>>)
+  %dx = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  %ds = fysched.alloc : !fysched.buffer<device, tensor<8xf32>>
+  %db = fysched.alloc : !fysched.buffer<device, tensor<8xf32>>
+  fysched.launch "layer_norm_grad_add" ins(%dy, %x, %s, %m, %r, %g : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8xf32>>, !fysched.buffer<device, tensor<4x1xf32>>, !fysched.buffer<device, tensor<4x1xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%dx, %ds, %db : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8xf32>>, !fysched.buffer<device, tensor<8xf32>>) {args = [1 : i64]}
+  return %dx, %ds : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8xf32>>
+}
+func.func @scale_only(%x: !fysched.buffer<device, tensor<4x8xf32>>, %m: !fysched.buffer<device, tensor<4x1xf32>>, %r: !fysched.buffer<device, tensor<4x1xf32>>) -> (!fysched.buffer<device, tensor<8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) {
+  %s = fysched.get_param @s : !fysched.buffer<device, tensor<8xf32>>
+  %g = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "neg" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%g : !fysched.buffer<device, tensor<4x8xf32>>)
+  %dy = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>)
+  %dx = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  %ds = fysched.alloc : !fysched.buffer<device, tensor<8xf32>>
+  %db = fysched.alloc : !fysched.buffer<device, tensor<8xf32>>
+  fysched.launch "layer_norm_grad_add" ins(%dy, %x, %s, %m, %r, %g : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8xf32>>, !fysched.buffer<device, tensor<4x1xf32>>, !fysched.buffer<device, tensor<4x1xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%dx, %ds, %db : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8xf32>>, !fysched.buffer<device, tensor<8xf32>>) {args = [1 : i64]}
+  %t = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "neg" ins(%dx : !fysched.buffer<device, tensor<4x8xf32>>) outs(%t : !fysched.buffer<device, tensor<4x8xf32>>)
+  return %ds, %t : !fysched.buffer<device, tensor<8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>
+}

@@ -1442,25 +1442,36 @@ TEST_F(CudaKernels, NormsSixteenBits) {
 
 // fy-fuse-norm-grad-add: the norms' input gradients with the residual's
 // gradient added in the kernel, against the CPU, and bit for bit the GPU's
-// gradient kernel then its add: all fp32 (the fp32 kernels, warp and block
-// widths), and 16-bit dy and x into an fp32 dx with an fp32 addend (the
-// 16-bit kernels; GPT-2's residual gradient at --half-activations).
+// gradient kernel into fp32 then its add. Formats of (dy and x, addend,
+// dx): all fp32 (the fp32 kernels: warp, block cached, block W=1 and
+// uncached past shared memory); 16-bit rows into fp32 (GPT-2's residual
+// gradient at --half-activations: the 16-bit kernels); all 16-bit; and
+// fp32 rows with a 16-bit addend and result (run as the unfused pair).
 TEST_F(CudaKernels, NormGradAddIsGradThenAdd) {
-  for (DType h : {F32, DType::BF16})
-    for (const NormCase& c : kNorms) {
-      const std::string what = norm_name("norm_grad_add", c, name(h));
+  struct Fmt3 {
+    DType rows, add, dx;
+  };
+  const DType BF16 = DType::BF16;
+  std::vector<NormCase> cases = kNorms;
+  cases.push_back({{3, 5001}, -1, {3, 1}, {5001}});
+  cases.push_back({{2, 30001}, -1, {2, 1}, {30001}});
+  for (const Fmt3 f : {Fmt3{F32, F32, F32}, Fmt3{BF16, F32, F32}, Fmt3{BF16, BF16, BF16}, Fmt3{F32, BF16, BF16}})
+    for (const NormCase& c : cases) {
+      const std::string what = norm_name("norm_grad_add", c, name(f.rows)) + " addend " + name(f.add) + " dx " +
+                               name(f.dx);
       SCOPED_TRACE(what);
-      HostTensor x = rand_tensor(c.x, h, rng, -2, 3), dy = rand_tensor(c.x, h, rng, -1, 1);
-      HostTensor scale = rand_f32(c.params, rng, 0.5, 1.5), g = rand_f32(c.x, rng);
-      HostTensor y(c.x, h), mean(c.stats, F32), inv_std(c.stats, F32), inv_rms(c.stats, F32);
-      auto ln = cpu_around_casts([&c](auto& in, auto& o) {
+      HostTensor x = rand_tensor(c.x, f.rows, rng, -2, 3), dy = rand_tensor(c.x, f.rows, rng, -1, 1);
+      HostTensor scale = rand_f32(c.params, rng, 0.5, 1.5), g = rand_tensor(c.x, f.add, rng, -1, 1);
+      HostTensor y(c.x, f.rows), mean(c.stats, F32), inv_std(c.stats, F32), inv_rms(c.stats, F32);
+      cpu_around_casts([&c](auto& in, auto& o) {
         cpu::layer_norm(in[0], in[1], in[2], o[0], o[1], o[2], c.axis, 1e-5);
-      });
-      ln({x.view(), scale.view(), nullv(c.params)}, {y.view(), mean.view(), inv_std.view()});
+      })({x.view(), scale.view(), nullv(c.params)}, {y.view(), mean.view(), inv_std.view()});
       cpu_around_casts([&c](auto& in, auto& o) { cpu::rms_norm(in[0], in[1], o[0], o[1], c.axis, 1e-6); })(
           {x.view(), scale.view()}, {y.view(), inv_rms.view()});
+      const double tol = is_half(f.dx) ? 4e-3 : kTol;
       Results l = check_op(
-          what + " layer", {dy, x, scale, mean, inv_std, g}, {out(c.x), out(c.params, F32, 1e-4), out(c.params, F32, 1e-4)},
+          what + " layer", {dy, x, scale, mean, inv_std, g},
+          {out(c.x, f.dx, tol), out(c.params, F32, 1e-4), out(c.params, F32, 1e-4)},
           cpu_around_casts([&c](auto& in, auto& o) {
             cpu::layer_norm_grad_add(in[0], in[1], in[2], in[3], in[4], in[5], o[0], o[1], o[2], c.axis);
           }),
@@ -1468,7 +1479,7 @@ TEST_F(CudaKernels, NormGradAddIsGradThenAdd) {
             gpu::layer_norm_grad_add(in[0], in[1], in[2], in[3], in[4], in[5], o[0], o[1], o[2], c.axis);
           });
       Results r = check_op(
-          what + " rms", {dy, x, scale, inv_rms, g}, {out(c.x), out(c.params, F32, 1e-4)},
+          what + " rms", {dy, x, scale, inv_rms, g}, {out(c.x, f.dx, tol), out(c.params, F32, 1e-4)},
           cpu_around_casts([&c](auto& in, auto& o) {
             cpu::rms_norm_grad_add(in[0], in[1], in[2], in[3], in[4], o[0], o[1], c.axis);
           }),
@@ -1476,14 +1487,14 @@ TEST_F(CudaKernels, NormGradAddIsGradThenAdd) {
       // The unfused kernels on the GPU: the gradient into fp32, then the add.
       std::vector<DevPtr> keep;
       auto dev = [&](const View& v) { return to_device(v, keep); };
-      auto fresh = [&](Shape s) {
-        View v = nullv(s);
+      auto fresh = [&](Shape s, DType dt) {
+        View v = nullv(s, dt);
         keep.push_back(dev_alloc(v.nbytes()));
         v.data = keep.back().get();
         return v;
       };
       const View ddy = dev(dy), dx_ = dev(x), dscale = dev(scale), dg = dev(g);
-      const View dln = fresh(c.x), dsum = fresh(c.x), drms = fresh(c.x), drsum = fresh(c.x);
+      const View dln = fresh(c.x, F32), dsum = fresh(c.x, f.dx), drms = fresh(c.x, F32), drsum = fresh(c.x, f.dx);
       gpu::layer_norm_grad(ddy, dx_, dscale, dev(mean), dev(inv_std), dln, nullv(c.params), nullv(c.params), c.axis);
       gpu::binary(BinOp::Add, dln, dg, dsum);
       gpu::rms_norm_grad(ddy, dx_, dscale, dev(inv_rms), drms, nullv(c.params), c.axis);

@@ -1086,13 +1086,23 @@ namespace {
 void norm_grad(bool rms, View dy, View x, View scale, View mean, View inv, View add, View dx, View dscale,
                View dbias, int64_t axis, const char* op) {
   const RowsD g = norm_rows(x, axis, op);
-  const bool h = detail::any16({dy, x, dx, add});
-  if (!h) check_f32(x, op, "x"), check_f32(dy, op, "dy"), check_f32(dx, op, "dx");
+  // With an addend, the kernel the unfused gradient ran on its fp32 buffer:
+  // chosen by dy and x alone. fp32 rows with a 16-bit addend or result
+  // (the norm's input in fp32 at 16-bit activations, which pre-norm models
+  // do not make) run as the unfused pair: the gradient, then the add.
+  const bool h = detail::any16({dy, x}) || (!add.data && detail::is16(dx));
   check_shape(dy, x.shape, op, "dy");
   check_shape(dx, x.shape, op, "dx");
-  if (add.data) {
-    check_shape(add, x.shape, op, "addend");
-    if (!h) check_f32(add, op, "addend");
+  if (add.data) check_shape(add, x.shape, op, "addend");
+  if (add.data && !h && detail::any16({add, dx})) {
+    Scratch sum(size_t(dx.numel()) * sizeof(float));
+    const View d{sum.p, dx.shape, DType::F32};
+    norm_grad(rms, dy, x, scale, mean, inv, View{}, d, dscale, dbias, axis, op);
+    return binary(BinOp::Add, d, add, dx);
+  }
+  if (!h) {
+    check_f32(x, op, "x"), check_f32(dy, op, "dy"), check_f32(dx, op, "dx");
+    if (add.data) check_f32(add, op, "addend");
   }
   if (scale.data) check_f32(scale, op, "scale"), check_numel(scale, g.D, op, "scale");
   if (dscale.data) check_f32(dscale, op, "dscale"), check_numel(dscale, g.D, op, "dscale");
