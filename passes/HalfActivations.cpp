@@ -113,13 +113,13 @@ bool roundsWhole(fs::LaunchOp product) {
 
 // An fp32 buffer that two or more products read one after another (an
 // activation's gradient: the input's and the weight's products) as operands
-// they round whole would be rounded to 16 bits by each in turn. One copy,
-// made before the first, is what they read instead: the same values (both
-// round to nearest even), read and narrowed once, alive from there to the
-// last product. A reduce_sum of it that runs
-// before the products (a bias's gradient) makes the copy as it reads it
-// (reduce_sum_cast); else a cast does. Other readers (the residual's add)
-// keep the fp32 buffer.
+// they round whole would be rounded to 16 bits by each in turn. One copy is
+// what they read instead: the same values (both round to nearest even),
+// read and narrowed once. A reduce_sum of the buffer that runs before the
+// products (a bias's gradient) makes the copy as it reads it
+// (reduce_sum_cast); else a cast right before the first product does. The
+// copy lives from there to the last product; other readers (the residual's
+// add) keep the fp32 buffer.
 void copyForProducts(const Storage &s, Type half) {
   SmallVector<OpOperand *> reads;
   fs::LaunchOp writer, sum;
