@@ -70,7 +70,8 @@ stage_attention() {
 stage_e2e() {
   for m in ${E2E_MODELS:-gpt2 llama}; do
     progs="bf16 fp16 fp32 bf16_host bf16_stream bf16_ssd bf16_recompute bf16_selective bf16_devopt bf16_chunks
-           bf16_early_no bf16_fused fp32_fused bf16_half bf16_fused_half"
+           bf16_early_no bf16_fused fp32_fused bf16_half bf16_fused_half bf16_fused_half_host
+           bf16_fused_half_recompute"
     for p in $progs; do program "$G/$m/train_$p.cpp" "$G/$m/train_$p" & done
     wait  # side by side; a row from a background job would not reach TABLE
     for p in $progs; do [ -x "$G/$m/train_$p" ] || row "e2e $m: build of train_$p failed"; done

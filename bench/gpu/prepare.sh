@@ -70,7 +70,13 @@ for m in gpt2 llama; do
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_half" --target cuda --precision bf16 --half-activations yes 2>/dev/null
   $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_fused_half" --target cuda --precision bf16 --fuse all \
     --half-activations yes 2>/dev/null
+  # ... placed otherwise, which must match it bit for bit.
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_fused_half_host" --target cuda --precision bf16 --fuse all \
+    --half-activations yes --activations host --activation-prefetch 2 2>/dev/null
+  $FC "$OUT/$m/model.onnx" -o "$OUT/$m/train_bf16_fused_half_recompute" --target cuda --precision bf16 --fuse all \
+    --half-activations yes --activations recompute 2>/dev/null
   rm -f "$OUT"/$m/train_bf16_{host,stream,ssd,recompute,selective,devopt,chunks,early_no,fused,half,fused_half} \
+    "$OUT"/$m/train_bf16_fused_half_{host,recompute} \
     "$OUT/$m/train_fp32_fused"
 done
 

@@ -147,6 +147,18 @@ def e2e(name, d):
         ok &= same
         rows.append(f"{what}: losses {'bit-identical' if same else 'DIFFER'}{note}"
                     + ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr.strip()[-200:]})"))
+    # The fused program with 16-bit activations (its product copies, its
+    # bias sums that make them, its norms' gradients with the residual's)
+    # placed otherwise: bit-identical losses to it.
+    for variant in ("host", "recompute"):
+        log = os.path.join(OUT, f"{name}_bf16_fused_half_{variant}.jsonl")
+        r = sh([os.path.join(d, f"train_bf16_fused_half_{variant}"), "--data", TOKENS, "--steps", str(steps),
+                "--log-json", log, "--log-every", "100"], log=f"e2e_{name}.log")
+        same = r.returncode == 0 and [x["loss"] for x in read_log(log)] == \
+            [x["loss"] for x in read_log(os.path.join(OUT, f"{name}_bf16_fused_half.jsonl"))]
+        ok &= same
+        rows.append(f"bf16_fused_half, activations {variant}: losses {'bit-identical' if same else 'DIFFER'}"
+                    + ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr.strip()[-200:]})"))
     ok &= validation(name, d, cfg, rows)
     print(f"e2e {name}: {'PASS' if ok else 'FAIL'}: " + "; ".join(rows))
     return ok
