@@ -99,16 +99,14 @@ struct Storage {
 bool isProduct(fs::LaunchOp l) { return l.getKernel() == "matmul" || l.getKernel() == "matmul_bias"; }
 
 // Whether a product's fp32 operands (a and b) are rounded whole into the
-// CUDA matmul's scratch (kernels/cuda/matmul.cu): only then does a 16-bit
-// copy in their place leave its path, and so its arithmetic, as it was.
-// Larger ones run in blocks or on fp32 operands.
+// CUDA matmul's scratch: only then does a 16-bit copy in their place leave
+// its path, and so its arithmetic, as it was.
 bool roundsWhole(fs::LaunchOp product) {
-  auto halves = [&](unsigned i) -> int64_t {
+  auto f32 = [&](unsigned i) -> size_t {
     auto t = cast<fs::BufferType>(product.getIns()[i].getType());
-    return t.getElementType().isF32() ? 2 * t.getNumElements() : 0;
+    return t.getElementType().isF32() ? size_t(t.getNumElements()) : 0;
   };
-  const int64_t a = (halves(0) + 255) / 256 * 256;
-  return a + halves(1) <= int64_t(fy::cuda::kMatmulConvertBytes);
+  return fy::cuda::matmul_copies_fit(f32(0), f32(1));
 }
 
 // An fp32 buffer that two or more products read one after another (an

@@ -227,7 +227,6 @@ void rms_norm(View x, View scale, View y, View inv_rms, int64_t axis, double eps
   });
 }
 
-
 // ---- softmax ----------------------------------------------------------------
 
 double detail::softmax_from_max(const float* x, float* y, int64_t n, float m) {

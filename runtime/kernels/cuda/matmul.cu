@@ -481,7 +481,8 @@ void product(View a, View b, View c, bool ta, bool tb, bool accumulate, Bias* bi
   };
   // Each operand's copy starts on a 256-byte boundary of the scratch.
   const bool fa = a.dtype == DType::F32, fb = b.dtype == DType::F32;
-  const size_t a16 = fa ? align256(size_t(a.numel()) * 2) : 0, b16 = fb ? size_t(b.numel()) * 2 : 0;
+  const size_t a16 = fa ? align256(size_t(a.numel()) * 2) : 0;
+  const bool fits = matmul_copies_fit(fa ? size_t(a.numel()) : 0, fb ? size_t(b.numel()) : 0);
   auto scratch = [&] { return static_cast<char*>(per_stream(lt().convert, s, kConvertBytes)); };
   // 16-bit operands, the fp32 ones among them rounded to copies.
   auto run16 = [&](auto* tag, auto* tag2, Mode mode) {
@@ -506,7 +507,7 @@ void product(View a, View b, View c, bool ta, bool tb, bool accumulate, Bias* bi
     auto mixed = [&](auto* tag, auto* tag2) {
       using H = std::remove_pointer_t<decltype(tag)>;
       using H2 = std::remove_pointer_t<decltype(tag2)>;
-      if (a16 + b16 <= kConvertBytes) return run16(tag, tag2, mode);
+      if (fits) return run16(tag, tag2, mode);
       check(oneGemm, op, "a batched product of " + a.shape.str() + " and " + b.shape.str() +
                              " whose fp32 operands' 16-bit copies exceed the scratch");
       if (fa)
@@ -525,7 +526,7 @@ void product(View a, View b, View c, bool ta, bool tb, bool accumulate, Bias* bi
   }
   const float* pa = static_cast<const float*>(a.data);
   const float* pb = static_cast<const float*>(b.data);
-  if (a16 + b16 <= kConvertBytes) {
+  if (fits) {
     if (prec == MatmulPrecision::BF16 &&
         run16(static_cast<__nv_bfloat16*>(nullptr), static_cast<__nv_bfloat162*>(nullptr), Mode::BF16Operands))
       return;
