@@ -27,7 +27,7 @@ bool keepsF32(StringRef kernel, unsigned out) {
   if (kernel == "softmax_cross_entropy" || kernel == "loss_scale")
     return true;
   if (kernel == "linear_cross_entropy")
-    return out == 0 || out == 3;  // the loss, the block of logits it works in
+    return out == 0 || out == 3;  // the loss, the block of logits it works in (halfLogitsBlock)
   return false;
 }
 
@@ -180,6 +180,27 @@ void copyForProducts(const Storage &s, Type half) {
   }
 }
 
+// A loss kernel of the target that takes its block of logits in 16 bits
+// holds them as autocast's logits are (its statistics and loss stay fp32),
+// and then their gradient in their place, which its products would round to
+// 16 bits anyway: a block of 2-byte elements, with as many more rows as the
+// same bytes hold.
+void halfLogitsBlock(fs::LaunchOp lce, Type half) {
+  auto alloc = lce.getOuts()[3].getDefiningOp<fs::AllocOp>();
+  if (!alloc || !alloc->hasOneUse())
+    return;
+  auto w = cast<fs::BufferType>(lce.getIns()[1].getType()).getTensorType();
+  const int64_t V = w.getDimSize(0);
+  const int64_t N = cast<fs::BufferType>(lce.getIns()[2].getType()).getTensorType().getNumElements();
+  auto t = cast<fs::BufferType>(alloc.getType());
+  auto block = RankedTensorType::get({fy::linear_cross_entropy_rows(N, V, 2), V}, half);
+  OpBuilder b(alloc);
+  Value h = b.create<fs::AllocOp>(alloc.getLoc(), fs::BufferType::get(t.getContext(), t.getSpace(), block),
+                                  alloc.getOffsetAttr());
+  lce.getOutsMutable()[3].set(h);
+  alloc.erase();
+}
+
 struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
   using HalfActivationsBase::HalfActivationsBase;
 
@@ -198,6 +219,15 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
   }
 
   void run(func::FuncOp f, Type half) {
+    if (llvm::is_contained(native, std::string("linear_cross_entropy"))) {
+      SmallVector<fs::LaunchOp> losses;
+      f.walk([&](fs::LaunchOp l) {
+        if (l.getKernel() == "linear_cross_entropy" && l.getIns().size() == 3 && l.getOuts().size() == 4)
+          losses.push_back(l);
+      });
+      for (fs::LaunchOp l : losses)
+        halfLogitsBlock(l, half);
+    }
     std::vector<Storage> storages;
     DenseMap<Value, size_t> storageOf;
     f.walk([&](fs::AllocOp a) {

@@ -186,7 +186,10 @@ def HalfActivations : Pass<"fy-half-activations", "mlir::ModuleOp"> {
     weight's two gradients, a table's rows added onto its other gradient),
     the loss, statistics a backward reads (norms' mean and inverse
     deviation, attention's log-sum-exp), cross-entropy's log-probabilities
-    (autocast runs it in fp32), a kernel's scratch, and scalars.
+    (autocast runs it in fp32), a kernel's scratch, and scalars; but where
+    `native` lists linear_cross_entropy, its block of logits is 16-bit, as
+    autocast's logits are (then their gradient in their place), with as
+    many rows as the same bytes hold.
     With `product-copies`, a buffer kept fp32 only because it goes
     straight from its kernel to the next launches, and read by two or more
     products (an activation's gradient, by the input's and the weight's

@@ -104,7 +104,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
     // targets' matmul (the CPU widens and narrows them itself, cuBLASLt
     // reads them), and on the GPU the elementwise, norm and attention
     // kernels, which load and store them (kernels/cuda/half.cuh), and slice
-    // and concat, which convert as they move. (The option is an ArrayRef:
+    // and concat, which convert as they move, and the loss of a Linear's
+    // logits, which holds them in 16 bits. (The option is an ArrayRef:
     // its strings must outlive the pass's creation.)
     static const std::vector<std::string> cpuNative = {"matmul", "matmul_bias"};
     static const std::vector<std::string> cudaNative = [] {
@@ -113,7 +114,7 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
                                     "layer_norm_grad", "layer_norm_grad_add", "rms_norm", "rms_norm_grad",
                                     "rms_norm_grad_add", "attention",
                                     "attention_grad", "attention_qkv", "attention_qkv_grad", "slice",
-                                    "slice_grad", "concat", "rope"};
+                                    "slice_grad", "concat", "rope", "linear_cross_entropy"};
       for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",
                             "gelu_tanh"}) {
         k.push_back(u);

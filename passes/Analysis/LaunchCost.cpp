@@ -96,22 +96,55 @@ double launchCost(fs::LaunchOp launch, const Profile &p, bool cuda, bool operand
   // The loss of a Linear's logits: its products (the logits', and with the
   // gradients dx's and dw's) at the size of its block of rows, an exp a
   // logit between them, and dw read and written again each block after the
-  // first. On a CPU these take turns on the same cores: they add.
+  // first. On a CPU these take turns on the same cores: they add. On a GPU
+  // the kernels between the products add too, priced by their bytes: fp32
+  // logits go through a softmax, its gradient and (at a 16-bit precision)
+  // each product's rounding; 16-bit ones through one kernel that reads them
+  // twice and writes their gradient. fp32 x and w are rounded by each
+  // product, or once where a 16-bit block's kernel copies them whole.
   if (kernel == "linear_cross_entropy" && launch.getIns().size() == 3) {
     auto w = cast<fs::BufferType>(launch.getIns()[1].getType()).getTensorType();
+    auto x = cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType();
     const double V = double(w.getDimSize(0)), D = double(w.getDimSize(1));
-    const double N = double(cast<fs::BufferType>(launch.getIns()[0].getType()).getTensorType().getNumElements()) / D;
+    const double N = double(x.getNumElements()) / D;
     bool grads = true;
     if (auto args = launch->getAttrOfType<ArrayAttr>("args"); args && !args.empty())
       if (auto g = dyn_cast<BoolAttr>(args[args.size() - 1]))
         grads = g.getValue();
-    const double rows = double(fy::linear_cross_entropy_rows(int64_t(N), int64_t(V)));
+    double rows = double(fy::linear_cross_entropy_rows(int64_t(N), int64_t(V)));
+    bool block16 = false;
+    if (launch.getOuts().size() == 4) {
+      auto block = cast<fs::BufferType>(launch.getOuts()[3].getType()).getTensorType();
+      rows = std::min(N, double(block.getDimSize(0)));
+      block16 = !block.getElementType().isF32();
+    }
+    const double blocks = std::ceil(N / rows), logits = N * V;
     const double flops = (grads ? 3 : 1) * 2 * N * V * D;
-    double c = flops / p.matmulRate(cuda ? flops : 2 * rows * V * D);
-    if (p.softmaxElems > 0)
+    // (16-bit operands: the products' rate without their roundings, which
+    // are priced below.)
+    const bool rounds = cuda && (operands16 || block16);
+    double c = flops / p.matmulRate(cuda ? flops : 2 * rows * V * D, rounds);
+    if (!cuda && p.softmaxElems > 0)
       c += N * V / p.softmaxElems;
+    if (cuda) {
+      const double xe = x.getElementType().isF32() ? N * D : 0, we = w.getElementType().isF32() ? V * D : 0;
+      double moved = 0;
+      if (rounds && block16 && fy::cuda::matmul_copies_fit(size_t(xe), size_t(we)))
+        moved += 6 * (xe + we);
+      else if (rounds)
+        moved += 6 * (grads ? 2 : 1) * (xe + we * blocks);  // x's rows by two products, w by two a block
+      if (block16) {
+        moved += (grads ? 6 : 2) * logits;
+      } else {
+        if (p.softmaxElems > 0)
+          c += logits / p.softmaxElems;
+        if (grads)
+          moved += 8 * logits + (operands16 ? 2 * 6 : 0) * logits;
+      }
+      c += moved / p.memBytes;
+    }
     if (grads)
-      c += (std::ceil(N / rows) - 1) * 8 * V * D / p.memBytes;
+      c += (blocks - 1) * 8 * V * D / p.memBytes;
     t = std::max(t, c);
   }
   // (matmul_bias: its bias is added in the product's epilogue.)

@@ -222,8 +222,10 @@ void attention_qkv_grad(Runtime* rt, View qkv, View out, View lse, View dout, Vi
                         double scale, int64_t window);
 // The loss of a Linear's logits x w^T (fygraph.linear_cross_entropy), never
 // formed whole: x [..., D], w [V, D], labels [N]; with `grads`, dx and dw the
-// loss's gradients for a gradient of 1 on it; block [R, V] f32 holds R rows'
-// logits at a time (R = linear_cross_entropy_rows(N, V), abi/sizes.h).
+// loss's gradients for a gradient of 1 on it; block [R, V] holds R rows'
+// logits at a time (R = linear_cross_entropy_rows(N, V, its element's
+// bytes), abi/sizes.h): f32, or on the CUDA target at 16-bit precision bf16
+// or fp16.
 void linear_cross_entropy(Runtime* rt, View x, View w, View labels, View loss, View dx, View dw, View block,
                           int64_t ignore_index, bool mean, bool grads);
 // ignore_index INT64_MIN means none.

@@ -40,13 +40,13 @@ namespace fy {
 constexpr int64_t kUpdatePieceElems = int64_t(4) << 20;
 
 // linear_cross_entropy's block of rows, whose logits its kernel holds at a
-// time: as many as about 128 MiB holds, a multiple of 512 where that is at
-// least 512 (the matmul kernel then cuts each product's rows into 8 equal
-// pieces, as many as 1, 2, 4 or 8 threads share evenly), else of 64. The
-// cost model prices its products at that size and counts dw's rewrite once
-// a block.
-constexpr int64_t linear_cross_entropy_rows(int64_t N, int64_t V) {
-  const int64_t fit = (int64_t(128) << 20) / (4 * (V > 0 ? V : 1));
+// time, `elem_bytes` each (4, or 2 where they are 16-bit): as many as about
+// 128 MiB holds, a multiple of 512 where that is at least 512 (the matmul
+// kernel then cuts each product's rows into 8 equal pieces, as many as 1, 2,
+// 4 or 8 threads share evenly), else of 64. The cost model prices its
+// products at the block's size and counts dw's rewrite once a block.
+constexpr int64_t linear_cross_entropy_rows(int64_t N, int64_t V, int64_t elem_bytes = 4) {
+  const int64_t fit = (int64_t(128) << 20) / (elem_bytes * (V > 0 ? V : 1));
   const int64_t rows = fit >= 512 ? fit / 512 * 512 : fit >= 64 ? fit / 64 * 64 : 64;
   return rows < N ? rows : N;
 }

@@ -3,6 +3,7 @@
 // RUN: not fuyou-opt %s -split-input-file --fy-half-activations=dtype=int8 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: fuyou-opt %s -split-input-file --fy-half-activations=native=matmul | FileCheck %s --check-prefix=NATIVE
 // RUN: fuyou-opt %s -split-input-file "--fy-half-activations=product-copies=true native=matmul" | FileCheck %s --check-prefix=COPY
+// RUN: fuyou-opt %s -split-input-file "--fy-half-activations=native=matmul,neg,exp,add,linear_cross_entropy" | FileCheck %s --check-prefix=LCE16
 
 // Activations (through views too) and their gradients that live while other
 // launches run become bf16; the layer norm's statistics, the loss, a returned
@@ -236,4 +237,38 @@ func.func @scale_only(%x: !fysched.buffer<device, tensor<4x8xf32>>, %m: !fysched
   %t = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
   fysched.launch "neg" ins(%dx : !fysched.buffer<device, tensor<4x8xf32>>) outs(%t : !fysched.buffer<device, tensor<4x8xf32>>)
   return %ds, %t : !fysched.buffer<device, tensor<8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>
+}
+
+// -----
+
+// The loss of a Linear's logits keeps its block of logits f32, a kernel's
+// scratch, and reads an f32 copy of a 16-bit x; where the target's kernel
+// takes them in 16 bits (native), x reaches it as it is and the block is
+// bf16, as autocast's logits, with twice the rows in the same bytes
+// (abi/sizes.h: 256 f32 rows of 131072, 512 bf16 ones).
+// CHECK-LABEL: func.func @linear_loss
+// CHECK: %[[B:.*]] = fysched.alloc : <device, tensor<256x131072xf32>>
+// CHECK: fysched.launch "cast" ins(%{{.*}} : !fysched.buffer<device, tensor<1024x4xbf16>>) outs(%[[X:.*]] :
+// CHECK-NEXT: fysched.launch "linear_cross_entropy" ins(%[[X]], {{.*}}) outs({{.*}}, %[[B]] :
+// LCE16-LABEL: func.func @linear_loss
+// LCE16-NOT: "cast"
+// LCE16: %[[B:.*]] = fysched.alloc : <device, tensor<512x131072xbf16>>
+// LCE16-NEXT: fysched.launch "linear_cross_entropy" ins(%{{.*}}, %{{.*}}, %{{.*}} : !fysched.buffer<device, tensor<1024x4xbf16>>, !fysched.buffer<device, tensor<131072x4xf32>>, !fysched.buffer<device, tensor<1024xi64>>) outs(%{{.*}}, %{{.*}}, %{{.*}}, %[[B]] : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<1024x4xf32>>, !fysched.buffer<device, tensor<131072x4xf32>>, !fysched.buffer<device, tensor<512x131072xbf16>>)
+// LCE16-NOT: "cast"
+// LCE16: return
+fygraph.param @w trainable : tensor<131072x4xf32>
+func.func @linear_loss(%a: !fysched.buffer<device, tensor<1024x4xf32>>, %lbl: !fysched.buffer<device, tensor<1024xi64>>) -> (!fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<131072x4xf32>>, !fysched.buffer<device, tensor<1024x4xf32>>) {
+  %w = fysched.get_param @w : !fysched.buffer<device, tensor<131072x4xf32>>
+  %x = fysched.alloc : !fysched.buffer<device, tensor<1024x4xf32>>
+  fysched.launch "neg" ins(%a : !fysched.buffer<device, tensor<1024x4xf32>>) outs(%x : !fysched.buffer<device, tensor<1024x4xf32>>)
+  %y = fysched.alloc : !fysched.buffer<device, tensor<1024x4xf32>>
+  fysched.launch "exp" ins(%a : !fysched.buffer<device, tensor<1024x4xf32>>) outs(%y : !fysched.buffer<device, tensor<1024x4xf32>>)
+  %l = fysched.alloc : !fysched.buffer<device, tensor<f32>>
+  %dx = fysched.alloc : !fysched.buffer<device, tensor<1024x4xf32>>
+  %dw = fysched.alloc : !fysched.buffer<device, tensor<131072x4xf32>>
+  %blk = fysched.alloc : !fysched.buffer<device, tensor<256x131072xf32>>
+  fysched.launch "linear_cross_entropy" ins(%x, %w, %lbl : !fysched.buffer<device, tensor<1024x4xf32>>, !fysched.buffer<device, tensor<131072x4xf32>>, !fysched.buffer<device, tensor<1024xi64>>) outs(%l, %dx, %dw, %blk : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<1024x4xf32>>, !fysched.buffer<device, tensor<131072x4xf32>>, !fysched.buffer<device, tensor<256x131072xf32>>) {args = [-100 : i64, true, true]}
+  %z = fysched.alloc : !fysched.buffer<device, tensor<1024x4xf32>>
+  fysched.launch "add" ins(%dx, %y : !fysched.buffer<device, tensor<1024x4xf32>>, !fysched.buffer<device, tensor<1024x4xf32>>) outs(%z : !fysched.buffer<device, tensor<1024x4xf32>>)
+  return %l, %dw, %z : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<131072x4xf32>>, !fysched.buffer<device, tensor<1024x4xf32>>
 }

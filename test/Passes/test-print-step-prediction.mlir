@@ -22,6 +22,8 @@
 // RUN: fuyou-opt %S/Inputs/attention-costs.mlir --test-print-step-prediction="profile=%t.cpu.json" -o /dev/null | FileCheck %S/Inputs/attention-costs.mlir --check-prefix=FREE
 // RUN: sed -e 's/"target": "cuda"/"target": "cpu", "softmax_elems_per_s": 1e9/; s/"matmul_flops_per_s": 1e18/"matmul_flops_per_s": 1e10/; s/"device_mem_bytes_per_s": 1e18/"device_mem_bytes_per_s": 1e10/' %S/Inputs/profile-slow-adamw-cuda.json > %t.ce.json
 // RUN: fuyou-opt %S/Inputs/cross-entropy-costs.mlir --test-print-step-prediction="profile=%t.ce.json" -o /dev/null | FileCheck %S/Inputs/cross-entropy-costs.mlir --check-prefix=CE
+// RUN: sed -e 's/"target": "cuda"/"target": "cuda", "matmul_precision": "bf16", "softmax_elems_per_s": 1e9/; s/"matmul_flops_per_s": 1e18/"matmul_flops_per_s": 1e11/; s/"device_mem_bytes_per_s": 1e18/"device_mem_bytes_per_s": 1e10/' %S/Inputs/profile-slow-adamw-cuda.json > %t.cecuda.json
+// RUN: fuyou-opt %S/Inputs/cross-entropy-costs-cuda.mlir -split-input-file --test-print-step-prediction="profile=%t.cecuda.json" -o /dev/null | FileCheck %S/Inputs/cross-entropy-costs-cuda.mlir --check-prefix=CE
 // RUN: sed -e 's/"bf16",/"int8",/' %S/Inputs/profile-bf16-cuda.json > %t.json
 // RUN: not fuyou-opt %S/Inputs/matmul-costs.mlir --test-print-step-prediction="profile=%t.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADPREC
 

@@ -1989,6 +1989,62 @@ TEST_F(CudaKernels, LinearCrossEntropy) {
     }
 }
 
+// A 16-bit block holds the logits rounded to it, as autocast's are, then
+// their gradient rounded to it: against the CPU's separate kernels doing
+// just that (products of 16-bit operands, the logits cast, the loss and its
+// gradient in fp32, the gradient cast). fp32 x and w are rounded once into
+// the products' scratch where they fit (all but the XL-shaped case), else
+// by each product; x and dx fp32 or 16-bit.
+TEST_F(CudaKernels, LinearCrossEntropy16BitBlock) {
+  struct Case {
+    int64_t N, D, V, R;
+  };
+  const Case cases[] = {{96, 64, 1000, 32}, {96, 128, 5003, 40}, {1024, 768, 50257, 512}, {512, 1600, 50257, 1024}};
+  for (DType h : {DType::BF16, DType::F16})
+    for (const Case& c : cases)
+      for (DType xt : {F32, h}) {
+        if (h == DType::F16 && c.V == 50257 && xt == F32) continue;  // the large shapes once per format
+        const bool mean = c.N != 96 || c.D == 64;
+        const Shape xs{c.N, c.D}, ws{c.V, c.D}, ns{c.N, c.V};
+        HostTensor x = rand_tensor(xs, xt, rng, -1, 1), w = rand_f32(ws, rng, -0.2, 0.2);
+        HostTensor labels = sce_labels(ns, -100, 0.1, rng);
+        const std::string what = std::string("linear_cross_entropy, ") + name(h) + " block [" + std::to_string(c.R) +
+                                 ", " + std::to_string(c.V) + "], x " + name(xt) + " " + xs.str() + (mean ? " mean" : " sum");
+        const auto mp = h == DType::BF16 ? MatmulPrecision::BF16 : MatmulPrecision::FP16;
+        const auto cp = h == DType::BF16 ? cpu::MatmulOperands::BF16 : cpu::MatmulOperands::FP16;
+        auto reference = [=](bool grads) {
+          return [=](auto& in, auto& o) {
+            cpu::set_matmul_operands(cp);
+            HostTensor logits(ns, F32), l16(ns, h), lf(ns, F32), lp(ns, F32), g(ns, F32), g16(ns, h);
+            cpu::matmul(in[0], in[1], logits.view(), false, true);
+            cpu::cast(logits.view(), l16.view());
+            cpu::cast(l16.view(), lf.view());
+            cpu::softmax_cross_entropy(lf.view(), in[2], o[0], lp.view(), -100, mean);
+            if (grads) {
+              HostTensor one = make_tensor(Shape(), F32, {1.0});
+              cpu::softmax_cross_entropy_grad(one.view(), lp.view(), in[2], g.view(), -100, mean);
+              cpu::cast(g.view(), g16.view());
+              cpu::matmul(g16.view(), in[1], o[1], false, false);
+              cpu::matmul(g16.view(), in[0], o[2], true, false);
+            }
+            cpu::set_matmul_operands(cpu::MatmulOperands::FP32);
+          };
+        };
+        auto run = [=](bool grads) {
+          return [=](auto& in, auto& o) {
+            gpu::set_matmul_precision(mp);
+            gpu::linear_cross_entropy(in[0], in[1], in[2], o[0], o[1], o[2], o[3], -100, mean, grads);
+          };
+        };
+        check_op(what, {x, w, labels},
+                 {out(Shape(), F32, 1e-4), out(xs, xt, 1e-2), out(ws, F32, 1e-2), scratch({c.R, c.V}, h)},
+                 reference(true), run(true));
+        check_op(what + " without gradients", {x, w, labels},
+                 {out(Shape(), F32, 1e-4), none(xs, xt), none(ws), scratch({c.R, c.V}, h)}, reference(false), run(false));
+        gpu::set_matmul_precision(MatmulPrecision::FP32);
+      }
+}
+
 TEST_F(CudaKernels, SoftmaxCrossEntropyGrad) {
   for (const SceCase& c : kSce)
     for (bool mean : {true, false}) {

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "abi/sizes.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/half.cuh"
 #include "kernels/cuda/norm16.h"
@@ -752,6 +753,37 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The loss of rows of 16-bit logits (linear_cross_entropy's block at 16-bit
+// precision, as autocast's logits): a block a row, the row read twice (an
+// online max and sum, then the writes); each row's nll, and with gscale its
+// gradient written over it in place, rounded to the row's format: softmax
+// minus one at the label, times g, from fp32 log-probabilities as
+// sce_grad_rows computes it.
+constexpr int kXentThreads = 512;
+
+__global__ void __launch_bounds__(kXentThreads)
+    xent_rows16(FIn x, FOut d, const int64_t* labels, const float* gscale, float* nll, int D, int64_t ignore) {
+  const int64_t row = blockIdx.x, base = row * D;
+  const int64_t lab = labels[row];
+  const bool ok = lab != ignore && lab >= 0 && lab < D;
+  float m = -INFINITY, s = 0.f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) online_add(m, s, x[base + i]);
+  const float bm = block_max(m);
+  s = m == -INFINITY ? 0.f : s * expf(m - bm);
+  m = bm;
+  const float xl = ok && threadIdx.x == 0 ? x[base + lab] : 0.f;
+  s = block_sum(s);  // its barrier also orders the label's read before the stores
+  const float ls = logf(s);
+  if (threadIdx.x == 0) nll[row] = ok ? -((xl - m) - ls) : 0.f;
+  if (!gscale) return;
+  const bool ign = lab == ignore;
+  const float g = ign ? 0.f : *gscale;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    const float e = expf((x[base + i] - m) - ls) * g;
+    d.set(base + i, ign ? 0.f : (i == lab ? e - g : e));
+  }
+}
+
 __global__ void __launch_bounds__(256)
     sce_grad_strided(const float* lp, const int64_t* labels, const float* gscale, float* d, int64_t total, int64_t A,
                      int64_t inner, int64_t ignore) {
@@ -1263,10 +1295,7 @@ void softmax_cross_entropy_grad(View dloss, View log_prob, View labels, View dlo
 void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View dw, View block, int64_t ignore_index,
                           bool mean, bool grads) {
   const char* op = "linear_cross_entropy";
-  check_f32(x, op, "x");
-  check_f32(w, op, "w");
   check_f32(loss, op, "loss");
-  check_f32(block, op, "block");
   check_dtype(labels, DType::I64, op, "labels");
   check(w.shape.rank == 2 && x.shape.rank >= 2 && x.shape[x.shape.rank - 1] == w.shape[1], op,
         "x must be [..., D] and w [V, D], got " + x.shape.str() + " and " + w.shape.str());
@@ -1274,8 +1303,26 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
   check(x.numel() == N * D, op, "labels must be [N], one for each of x's rows");
   check(block.shape.rank == 2 && block.shape[1] == V && block.shape[0] >= 1, op, "block must be [R, V]");
   check_numel(loss, 1, op, "loss");
+  // A 16-bit block holds the logits as autocast's are, and then their
+  // gradient in their place; x, w and dx may be 16-bit beside it (the
+  // products take them so). An fp32 block: x, w, dx fp32 too.
+  const bool b16 = is16(block);
+  if (b16) {
+    auto f32_or_block = [&](const View& v, const char* name) {
+      check(!v.data || v.dtype == DType::F32 || v.dtype == block.dtype, op,
+            std::string(name) + " has dtype " + dtype_name(v.dtype) + ", expected F32 or the block's " +
+                dtype_name(block.dtype));
+    };
+    f32_or_block(x, "x");
+    f32_or_block(w, "w");
+    f32_or_block(dx, "dx");
+  } else {
+    check_f32(x, op, "x");
+    check_f32(w, op, "w");
+    check_f32(block, op, "block");
+  }
   if (grads) {
-    check_f32(dx, op, "dx");
+    if (!b16) check_f32(dx, op, "dx");
     check_f32(dw, op, "dw");
     check_shape(dx, x.shape, op, "dx");
     check_shape(dw, w.shape, op, "dw");
@@ -1295,17 +1342,49 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
     fill(View{one, Shape{1}, DType::F32}, 1.0);
     launch_loss(nullptr, pl, N, V, ignore_index, mean, one, gscale, sums);
   }
-  const float* px = cf(x);
+  if (b16) {
+    // fp32 x and w rounded once into the products' scratch, which then holds
+    // them for every block (their products read only 16-bit operands and so
+    // leave it alone), instead of by each product: the same values (both
+    // round to nearest even), where the products' precision is the block's
+    // format and the copies fit.
+    const MatmulPrecision p = matmul_precision();
+    const bool same = block.dtype == DType::BF16 ? p == MatmulPrecision::BF16 : p == MatmulPrecision::FP16;
+    const size_t xe = x.dtype == DType::F32 ? size_t(x.numel()) : 0, we = w.dtype == DType::F32 ? size_t(w.numel()) : 0;
+    if (same && xe + we > 0 && matmul_copies_fit(xe, we)) {
+      char* sc = static_cast<char*>(convert_scratch());
+      if (xe) {
+        const View x16{sc, x.shape, block.dtype};
+        cast(x, x16);
+        x = x16;
+      }
+      if (we) {
+        const View w16{sc + (xe * 2 + 255) / 256 * 256, w.shape, block.dtype};
+        cast(w, w16);
+        w = w16;
+      }
+    }
+  }
+  const size_t xes = dtype_size(x.dtype), des = dx.data ? dtype_size(dx.dtype) : 0;
+  const char* px = static_cast<const char*>(x.data);
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int64_t rows = std::min(R, N - r0);
-    const View xb{const_cast<float*>(px + r0 * D), Shape{rows, D}, DType::F32};
-    const View lb{block.data, Shape{rows, V}, DType::F32};
+    const View xb{const_cast<char*>(px + size_t(r0 * D) * xes), Shape{rows, D}, x.dtype};
+    const View lb{block.data, Shape{rows, V}, block.dtype};
     matmul(xb, w, lb, false, true);
-    // In place: each row's label logit is read before its log-probabilities are stored.
-    launch_softmax_fwd<true>(Lanes{rows, V, 1}, cf(lb), mf(lb), pl + r0, nll + r0, ignore_index, op);
+    if (b16) {
+      check(V <= INT_MAX && rows <= INT_MAX, op, "too many classes or rows");
+      xent_rows16<<<unsigned(rows), kXentThreads, 0, current_stream()>>>(
+          fin(lb, op, "block"), fout(lb, op, "block"), pl + r0, grads ? gscale : nullptr, nll + r0, int(V),
+          ignore_index);
+      FY_CUDA_LAUNCHED(op);
+    } else {
+      // In place: each row's label logit is read before its log-probabilities are stored.
+      launch_softmax_fwd<true>(Lanes{rows, V, 1}, cf(lb), mf(lb), pl + r0, nll + r0, ignore_index, op);
+      if (grads) launch_sce_grad_rows(cf(lb), pl + r0, gscale, mf(lb), rows, V, ignore_index, op);
+    }
     if (!grads) continue;
-    launch_sce_grad_rows(cf(lb), pl + r0, gscale, mf(lb), rows, V, ignore_index, op);
-    matmul(lb, w, View{mf(dx) + r0 * D, Shape{rows, D}, DType::F32}, false, false);
+    matmul(lb, w, View{static_cast<char*>(dx.data) + size_t(r0 * D) * des, Shape{rows, D}, dx.dtype}, false, false);
     matmul_into(lb, xb, dw, true, false, r0 > 0);
   }
   launch_loss(nll, pl, N, V, ignore_index, mean, nullptr, mf(loss), sums);
