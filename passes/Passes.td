@@ -210,6 +210,22 @@ def HalfActivations : Pass<"fy-half-activations", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }
 
+def FuseBiasGradSum : Pass<"fy-fuse-bias-grad-sum", "mlir::ModuleOp"> {
+  let summary = "Sums a bias's gradient and makes the products' 16-bit copy as the GELU's gradient is computed";
+  let description = [{
+    After fy-half-activations' product copies: a bias_gelu_grad (or
+    bias_gelu_tanh_grad) whose fp32 result is read by nothing but a
+    reduce_sum_cast (its bias's gradient, and the 16-bit copy the next
+    products read) becomes one `*_grad_sum` launch where the sum stood,
+    writing the sum and the copy; the fp32 gradient is never stored. The
+    kernel computes each element as the gradient kernel does and sums and
+    narrows it as reduce_sum_cast does, so the bits are the two launches'
+    (on a GPU, where reduce_sum_cast sums columns: over 32 rows). Per
+    element, 8 of the 16 bytes the pair moved at 16-bit activations go.
+  }];
+  let dependentDialects = ["fuyou::fysched::FySchedDialect"];
+}
+
 def PartitionGroups : Pass<"fy-partition-groups", "mlir::ModuleOp"> {
   let summary = "Partitions the trainable parameters into layer groups";
   let description = [{

@@ -131,6 +131,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
     // copies first; the CPU widens both to fp32 for its sgemm.
     half.productCopies = o.target == "cuda";
     pm.addPass(createHalfActivations(half));
+    if (half.productCopies)
+      pm.addPass(createFuseBiasGradSum());
   }
   PartitionGroupsOptions groups;
   groups.maxBytes = o.maxGroupBytes;

@@ -45,6 +45,7 @@ double launchCost(fs::LaunchOp launch, const Profile &p, bool cuda, bool operand
     StringRef fn = kernel;
     fn.consume_front("unary_grad_");
     fn.consume_front("bias_");
+    fn.consume_back("_sum");  // bias_*_grad_sum: the gradient summed as it is computed
     fn.consume_back("_grad");
     if (p.transcendentalElems > 0 && (fn == "gelu" || fn == "gelu_tanh" || fn == "silu" || fn == "swiglu" || fn == "sigmoid" ||
                                        fn == "tanh" || fn == "exp" || fn == "erf"))

@@ -152,6 +152,11 @@ void bias_gelu(Runtime* rt, View x, View b, View y);
 void bias_gelu_tanh(Runtime* rt, View x, View b, View y);
 void bias_gelu_grad(Runtime* rt, View x, View b, View y, View dy, View dx);
 void bias_gelu_tanh_grad(Runtime* rt, View x, View b, View y, View dy, View dx);
+// Their dx never stored in fp32: its sum over all but the last dim into db
+// (b's gradient) and its 16-bit copy dx16, the bits of *_grad then
+// reduce_sum_cast.
+void bias_gelu_grad_sum(Runtime* rt, View x, View b, View y, View dy, View db, View dx16);
+void bias_gelu_tanh_grad_sum(Runtime* rt, View x, View b, View y, View dy, View db, View dx16);
 
 // y = silu(gate) * up (a SwiGLU MLP's product); its gradients from gate, up
 // and dy, silu(gate) computed again rather than kept.

@@ -9,7 +9,7 @@
 // X(name) for each entry point.
 #define FY_RT_ENTRY_POINTS(X) \
   X(add) X(alloc) X(attention) X(attention_grad) X(attention_qkv) X(attention_qkv_grad) X(alloc_at) X(alloc_host) X(alloc_host_at) X(alloc_ssd_at) X(bias_gelu) \
-  X(bias_gelu_grad) X(bias_gelu_tanh) X(bias_gelu_tanh_grad) X(broadcast_to) X(cast) X(concat) \
+  X(bias_gelu_grad) X(bias_gelu_grad_sum) X(bias_gelu_tanh) X(bias_gelu_tanh_grad) X(bias_gelu_tanh_grad_sum) X(broadcast_to) X(cast) X(concat) \
   X(constant_f32) X(constant_i64) X(constant_splat) X(constant_u8) X(copy) X(copy_from_ssd) \
   X(copy_to_device) X(copy_to_device_start) X(copy_to_host) X(copy_to_host_start) X(copy_to_ssd) \
   X(copy_to_ssd_start) X(copy_wait) X(cpu_adamw) X(dealloc) X(declare_device_optimizer) \

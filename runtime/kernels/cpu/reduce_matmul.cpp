@@ -20,6 +20,13 @@ void reduce_sum_cast(View x, View y, View x16) {
   cast(x, x16);
 }
 
+void bias_unary_grad_sum(UnOp op, View x, View b, View y, View dy, View db, View dx16) {
+  std::vector<float> dx(size_t(x.numel()));
+  const View d{dx.data(), x.shape, DType::F32};
+  bias_unary_grad(op, x, b, y, dy, d);
+  reduce_sum_cast(d, db, dx16);
+}
+
 void reduce_to(View x, View y, bool mean) {
   check(x.dtype == y.dtype, "reduce_to", "dtype mismatch");
   // x drives the iteration; y's strides are 0 along the reduced dims. This

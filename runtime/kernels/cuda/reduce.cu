@@ -9,17 +9,25 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/half.cuh"
 #include "kernels/cuda/kernels.h"
+#include "kernels/cuda/unary.cuh"
 
 namespace fy::cuda {
 namespace {
 
 namespace cd = ::fy::cpu::detail;
 using detail::check;
+using detail::check_dtype;
+using detail::check_numel;
 using detail::current_stream;
 using detail::grid_for;
 using detail::aligned16;
 using detail::host_shapes;
+using detail::FIn;
+using detail::fin;
 using detail::FOut;
+using detail::fout;
+using detail::unary_bwd;
+using detail::with_unop;
 
 constexpr int kThreads = 256;
 constexpr unsigned kFull = 0xffffffffu;
@@ -92,14 +100,35 @@ __device__ __forceinline__ void narrow(const FOut& copy, int64_t i, float4 v) {
   copy.set(i + 3, v.w);
 }
 
+// Where k_cols reads x's elements, V at a time from element i: an fp32
+// buffer, or (BiasGrad) a bias's gradient computed as it is read.
+struct F32Src {
+  const float* x;
+  template <int V> __device__ __forceinline__ Vec<V> at(int64_t i) const { return load<V>(x + i); }
+};
+// dy * f'(x + b) of bias_unary_grad: the same expression, so the same values.
+template <UnOp OP> struct BiasGrad {
+  FIn x, b, y, dy;
+  int64_t nb;
+  __device__ __forceinline__ float one(int64_t i) const {
+    return unary_bwd<OP>(__fadd_rn(x[i], b[i % nb]), y[i], dy[i]);
+  }
+  template <int V> __device__ __forceinline__ Vec<V> at(int64_t i) const {
+    if constexpr (V == 4)
+      return make_float4(one(i), one(i + 1), one(i + 2), one(i + 3));
+    else
+      return one(i);
+  }
+};
+
 // ---- columns: x as [B, N, C] -> y [B, C] ---------------------------------------------
 // A 32x8 block covers 32*V columns of one (b, chunk of rows): thread (tx, ty)
 // sums rows ty, ty+8, ... of the chunk, then the 8 sums are added in ty
 // order. With several chunks the sums go to part[(b * nchunk + chunk) * C + c].
 // Each element is loaded once, so a copy narrowed to 16 bits (copy.p not
 // null) comes with it.
-template <int V>
-__global__ void k_cols(const float* x, int64_t B, int64_t N, int64_t C, int64_t rows_per, int64_t nchunk,
+template <int V, class Src>
+__global__ void k_cols(Src x, int64_t B, int64_t N, int64_t C, int64_t rows_per, int64_t nchunk,
                        int64_t ctiles, double* part, float* y, double div, FOut copy) {
   __shared__ double sm[8][32 * V];
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
@@ -111,25 +140,25 @@ __global__ void k_cols(const float* x, int64_t B, int64_t N, int64_t C, int64_t 
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] = 0.0;
     if (c0 < C) {
-      const float* p = x + (b * N + r0 + ty) * C + c0;
+      int64_t i = (b * N + r0 + ty) * C + c0;
       int64_t n = r0 + ty;
       // Four rows per step so four loads are in flight; still added in row order.
-      for (; n + 24 < r1; n += 32, p += 32 * C) {
-        const Vec<V> v0 = load<V>(p), v1 = load<V>(p + 8 * C), v2 = load<V>(p + 16 * C), v3 = load<V>(p + 24 * C);
+      for (; n + 24 < r1; n += 32, i += 32 * C) {
+        const Vec<V> v0 = x.template at<V>(i), v1 = x.template at<V>(i + 8 * C), v2 = x.template at<V>(i + 16 * C),
+                     v3 = x.template at<V>(i + 24 * C);
         accumulate(acc, v0);
         accumulate(acc, v1);
         accumulate(acc, v2);
         accumulate(acc, v3);
-        const int64_t i = p - x;
         narrow(copy, i, v0);
         narrow(copy, i + 8 * C, v1);
         narrow(copy, i + 16 * C, v2);
         narrow(copy, i + 24 * C, v3);
       }
-      for (; n < r1; n += 8, p += 8 * C) {
-        const Vec<V> v = load<V>(p);
+      for (; n < r1; n += 8, i += 8 * C) {
+        const Vec<V> v = x.template at<V>(i);
         accumulate(acc, v);
-        narrow(copy, p - x, v);
+        narrow(copy, i, v);
       }
     }
 #pragma unroll
@@ -284,8 +313,11 @@ void reduce_rows(const float* x, int64_t B, int64_t N, float* y, double div) {
   combine(part.p, B, nchunk, 1, y, div);
 }
 
-void reduce_cols(const float* x, int64_t B, int64_t N, int64_t C, float* y, double div, FOut copy = {}) {
-  const int V = C % 4 == 0 && aligned16(x) ? 4 : 1;
+// (aligned: whether x's loads may be 16 bytes; the split into blocks and
+// so the order of the sums follows from it and the shape.)
+template <class Src>
+void reduce_cols(Src x, bool aligned, int64_t B, int64_t N, int64_t C, float* y, double div, FOut copy = {}) {
+  const int V = C % 4 == 0 && aligned ? 4 : 1;
   const int64_t ctiles = ceil_div(C, 32 * V);
   // About 2048 blocks in all (a few waves on any GPU), each thread at least
   // 16 rows; the split depends on the shape only, so the order is fixed.
@@ -348,9 +380,10 @@ bool reduce(View x, View y, bool mean, FOut copy) {
   if (s.nred > 32) {
     if (R == 1) return reduce_rows(px, 1, nx, py, div), false;                          // [N] -> [1]
     if (R == 2 && !red0) return reduce_rows(px, it.dims[0], it.dims[1], py, div), false;  // [B, N] -> [B, 1]
-    if (R == 2 && red0) return reduce_cols(px, 1, it.dims[0], it.dims[1], py, div, copy), copy.p;  // [N, C] -> [1, C]
+    if (R == 2 && red0)  // [N, C] -> [1, C]
+      return reduce_cols(F32Src{px}, aligned16(px), 1, it.dims[0], it.dims[1], py, div, copy), copy.p;
     if (R == 3 && !red0)  // [B, N, C] -> [B, 1, C]
-      return reduce_cols(px, it.dims[0], it.dims[1], it.dims[2], py, div, copy), copy.p;
+      return reduce_cols(F32Src{px}, aligned16(px), it.dims[0], it.dims[1], it.dims[2], py, div, copy), copy.p;
     k_general<true><<<grid_for(ny * 32, kThreads), kThreads, 0, current_stream()>>>(px, s, ny, py, div);
   } else {
     k_general<false><<<grid_for(ny, kThreads), kThreads, 0, current_stream()>>>(px, s, ny, py, div);
@@ -369,6 +402,27 @@ void reduce_sum_cast(View x, View y, View x16) {
   check(x16.dtype == DType::BF16 || x16.dtype == DType::F16, "reduce_sum_cast",
         std::string("x16 must be BF16 or F16, not ") + dtype_name(x16.dtype));
   if (!reduce(x, y, false, detail::fout(x16, "reduce_sum_cast", "x16"))) cast(x, x16);
+}
+
+void bias_unary_grad_sum(UnOp op, View x, View b, View y, View dy, View db, View dx16) {
+  const char* who = "bias_unary_grad_sum";
+  check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == b.numel(), who,
+        "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
+  const int64_t C = b.numel(), n = x.numel(), N = C > 0 ? n / C : 0;
+  for (const View* v : {&y, &dy, &dx16}) check_numel(*v, n, who, "operand");
+  check_numel(db, C, who, "db");
+  check_dtype(db, DType::F32, who, "db");
+  check(dx16.dtype == DType::BF16 || dx16.dtype == DType::F16, who,
+        std::string("dx16 must be BF16 or F16, not ") + dtype_name(dx16.dtype));
+  const FIn fx = fin(x, who, "x"), fb = fin(b, who, "b"), fy = fin(y, who, "y"), fdy = fin(dy, who, "dy");
+  const FOut copy = fout(dx16, who, "dx16");
+  if (C == 0) return;
+  if (N == 0) return fill(db, 0.0);
+  // (Aligned as the fp32 buffer reduce_to would read: the plan's are.)
+  with_unop(op, [&](auto c) {
+    reduce_cols(BiasGrad<decltype(c)::value>{fx, fb, fy, fdy, C}, true, 1, N, C, static_cast<float*>(db.data), 1.0,
+                copy);
+  });
 }
 
 }  // namespace fy::cuda
