@@ -117,10 +117,16 @@ bool roundsWhole(fs::LaunchOp product) {
 // products (a bias's gradient) makes the copy as it reads it
 // (reduce_sum_cast); else a cast right before the first product does. The
 // copy lives from there to the last product; other readers (the residual's
-// add) keep the fp32 buffer.
-void copyForProducts(const Storage &s, Type half) {
+// add) keep the fp32 buffer. Where the products are its only readers, it
+// was kept fp32 only for going straight on (`narrowable`), and its writer
+// stores 16 bits itself (a kernel in `native` narrows as it stores, to
+// nearest even; not a product, whose algorithm may change with its
+// result's format), the buffer itself becomes 16-bit instead: the same
+// values again, without the fp32 store or the copy.
+void copyForProducts(const Storage &s, Type half, ArrayRef<std::string> native, bool narrowable) {
   SmallVector<OpOperand *> reads;
   fs::LaunchOp writer, sum;
+  bool others = false;
   for (Value v : s.values)
     for (OpOperand &use : v.getUses()) {
       auto launch = dyn_cast<fs::LaunchOp>(use.getOwner());
@@ -136,7 +142,10 @@ void copyForProducts(const Storage &s, Type half) {
         reads.push_back(&use);
       } else if (launch.getKernel() == "reduce_sum" && launch.getIns().size() == 1 &&
                  (!sum || (launch->getBlock() == sum->getBlock() && launch->isBeforeInBlock(sum)))) {
+        others |= bool(sum);
         sum = launch;
+      } else {
+        others = true;
       }
     }
   Value whole = s.values.front();
@@ -156,6 +165,11 @@ void copyForProducts(const Storage &s, Type half) {
   for (Operation *op = first; op != last; op = op->getNextNode())
     if (isa<fs::LaunchOp>(op) && !products.contains(op))
       return;
+  if (narrowable && !sum && !others && !isProduct(writer) && llvm::is_contained(native, writer.getKernel().str())) {
+    for (Value v : s.values)
+      v.setType(withElement(v.getType(), half));
+    return;
+  }
   if (sum && (sum->getBlock() != block || !writer->isBeforeInBlock(sum) || !sum->isBeforeInBlock(first)))
     sum = nullptr;
   OpBuilder b(sum ? sum.getOperation() : first);
@@ -252,6 +266,7 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
     // alone runs while it lives): stored in 16 bits it would only add its
     // fp32 copies to the peak.
     std::vector<bool> keep(storages.size(), false);
+    std::vector<bool> mustF32(storages.size(), false);  // kept for a reason other than going straight on
     SmallVector<size_t> leaves;
     for (auto [i, s] : llvm::enumerate(storages)) {
       llvm::SmallDenseSet<Operation *, 8> touching;
@@ -264,13 +279,13 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
           if (!launch) {
             if (!keep[i])
               leaves.push_back(i);
-            keep[i] = true;
+            keep[i] = mustF32[i] = true;
             continue;
           }
           touching.insert(launch);
           for (auto [k, out] : llvm::enumerate(launch.getOuts()))
             if (out == v && keepsF32(launch.getKernel(), unsigned(k)))
-              keep[i] = true;
+              keep[i] = mustF32[i] = true;
         }
       int64_t first = std::numeric_limits<int64_t>::max(), last = -1;
       for (Operation *l : touching) {
@@ -299,9 +314,12 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
           else if (k != "add" && k != "gather_grad_add")
             continue;
           for (Value in : parts)
-            if (auto it = storageOf.find(in); it != storageOf.end() && !keep[it->second]) {
-              keep[it->second] = true;
-              leaves.push_back(it->second);
+            if (auto it = storageOf.find(in); it != storageOf.end()) {
+              mustF32[it->second] = true;
+              if (!keep[it->second]) {
+                keep[it->second] = true;
+                leaves.push_back(it->second);
+              }
             }
         }
     }
@@ -319,7 +337,7 @@ struct HalfActivations : fuyou::impl::HalfActivationsBase<HalfActivations> {
     if (productCopies)
       for (auto [i, s] : llvm::enumerate(storages))
         if (keep[i])
-          copyForProducts(s, half);
+          copyForProducts(s, half, native, /*narrowable=*/!mustF32[i]);
   }
 };
 

@@ -3,6 +3,7 @@
 // RUN: not fuyou-opt %s -split-input-file --fy-half-activations=dtype=int8 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: fuyou-opt %s -split-input-file --fy-half-activations=native=matmul | FileCheck %s --check-prefix=NATIVE
 // RUN: fuyou-opt %s -split-input-file "--fy-half-activations=product-copies=true native=matmul" | FileCheck %s --check-prefix=COPY
+// RUN: fuyou-opt %s -split-input-file "--fy-half-activations=product-copies=true native=matmul,exp" | FileCheck %s --check-prefix=NARROW
 // RUN: fuyou-opt %s -split-input-file "--fy-half-activations=native=matmul,neg,exp,add,linear_cross_entropy" | FileCheck %s --check-prefix=LCE16
 
 // Activations (through views too) and their gradients that live while other
@@ -271,4 +272,44 @@ func.func @linear_loss(%a: !fysched.buffer<device, tensor<1024x4xf32>>, %lbl: !f
   %z = fysched.alloc : !fysched.buffer<device, tensor<1024x4xf32>>
   fysched.launch "add" ins(%dx, %y : !fysched.buffer<device, tensor<1024x4xf32>>, !fysched.buffer<device, tensor<1024x4xf32>>) outs(%z : !fysched.buffer<device, tensor<1024x4xf32>>)
   return %l, %dw, %z : !fysched.buffer<device, tensor<f32>>, !fysched.buffer<device, tensor<131072x4xf32>>, !fysched.buffer<device, tensor<1024x4xf32>>
+}
+
+// -----
+
+// Read by the products alone and written by a kernel that stores 16 bits
+// itself (`exp`, native in the NARROW run): the buffer is bf16 from its
+// writer on, no copy. Not so where the writer is a product (@product_writer:
+// its algorithm may change with its result's format) or is not native (the
+// COPY run: a cast makes the copy).
+// NARROW-LABEL: func.func @narrowed
+// NARROW-NOT: "cast"
+// NARROW: %[[DY:.*]] = fysched.alloc : <device, tensor<4x8xbf16>>
+// NARROW-NEXT: fysched.launch "exp" ins(%arg0 : !fysched.buffer<device, tensor<4x8xf32>>) outs(%[[DY]] : !fysched.buffer<device, tensor<4x8xbf16>>)
+// NARROW: fysched.launch "matmul" ins(%arg0, %[[DY]] :
+// NARROW: fysched.launch "matmul" ins(%[[DY]], %{{.*}} :
+// NARROW-NOT: "cast"
+// NARROW-LABEL: func.func @product_writer
+// NARROW: fysched.launch "cast"
+// COPY-LABEL: func.func @narrowed
+// COPY: fysched.launch "cast"
+fygraph.param @w trainable : tensor<8x8xf32>
+func.func @narrowed(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) {
+  %w = fysched.get_param @w : !fysched.buffer<device, tensor<8x8xf32>>
+  %dy = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "exp" ins(%x : !fysched.buffer<device, tensor<4x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>)
+  %g = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
+  fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g : !fysched.buffer<device, tensor<8x8xf32>>) {args = [true, false]}
+  %dx = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%dy, %w : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%dx : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
+  return %g, %dx : !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>
+}
+func.func @product_writer(%x: !fysched.buffer<device, tensor<4x8xf32>>) -> (!fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) {
+  %w = fysched.get_param @w : !fysched.buffer<device, tensor<8x8xf32>>
+  %dy = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%x, %w : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%dy : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, false]}
+  %g = fysched.alloc : !fysched.buffer<device, tensor<8x8xf32>>
+  fysched.launch "matmul" ins(%x, %dy : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>) outs(%g : !fysched.buffer<device, tensor<8x8xf32>>) {args = [true, false]}
+  %dx = fysched.alloc : !fysched.buffer<device, tensor<4x8xf32>>
+  fysched.launch "matmul" ins(%dy, %w : !fysched.buffer<device, tensor<4x8xf32>>, !fysched.buffer<device, tensor<8x8xf32>>) outs(%dx : !fysched.buffer<device, tensor<4x8xf32>>) {args = [false, true]}
+  return %g, %dx : !fysched.buffer<device, tensor<8x8xf32>>, !fysched.buffer<device, tensor<4x8xf32>>
 }
