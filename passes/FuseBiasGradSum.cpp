@@ -50,8 +50,11 @@ void fuse(fs::LaunchOp grad) {
   auto x = cast<fs::BufferType>(dx.getType()).getTensorType();
   auto db = cast<fs::BufferType>(sum.getOuts()[0].getType()).getTensorType();
   auto b = cast<fs::BufferType>(grad.getIns()[1].getType()).getTensorType();
+  // (Over 32 rows of more than one column: where reduce_sum_cast sums
+  // columns, whose order the fused kernel keeps.)
   if (x.getRank() < 1 || db.getNumElements() != x.getDimSize(x.getRank() - 1) ||
-      b.getNumElements() != db.getNumElements())
+      b.getNumElements() != db.getNumElements() || db.getNumElements() < 2 ||
+      x.getNumElements() / db.getNumElements() <= 32)
     return;
   // Where the gradient stood, so its inputs live no longer; the sum's
   // results, allocated for it, are allocated there instead (the copy then

@@ -216,12 +216,14 @@ def FuseBiasGradSum : Pass<"fy-fuse-bias-grad-sum", "mlir::ModuleOp"> {
     After fy-half-activations' product copies: a bias_gelu_grad (or
     bias_gelu_tanh_grad) whose fp32 result is read by nothing but a
     reduce_sum_cast (its bias's gradient, and the 16-bit copy the next
-    products read) becomes one `*_grad_sum` launch where the sum stood,
-    writing the sum and the copy; the fp32 gradient is never stored. The
-    kernel computes each element as the gradient kernel does and sums and
-    narrows it as reduce_sum_cast does, so the bits are the two launches'
-    (on a GPU, where reduce_sum_cast sums columns: over 32 rows). Per
-    element, 8 of the 16 bytes the pair moved at 16-bit activations go.
+    products read) becomes one `*_grad_sum` launch where the gradient
+    stood, writing the sum and the copy (allocated there); the fp32
+    gradient is never stored. The kernel computes each element as the
+    gradient kernel does and sums and narrows it as reduce_sum_cast does,
+    so the bits are the two launches': on a GPU that holds where
+    reduce_sum_cast sums columns, over 32 rows of two or more, the only
+    shapes fused. Per element, 8 of the 16 bytes the pair moved at 16-bit
+    activations go.
   }];
   let dependentDialects = ["fuyou::fysched::FySchedDialect"];
 }

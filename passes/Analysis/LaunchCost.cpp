@@ -132,8 +132,8 @@ double launchCost(fs::LaunchOp launch, const Profile &p, bool cuda, bool operand
       double moved = 0;
       if (rounds && block16 && fy::cuda::matmul_copies_fit(size_t(xe), size_t(we)))
         moved += 6 * (xe + we);
-      else if (rounds)
-        moved += 6 * (grads ? 2 : 1) * (xe + we * blocks);  // x's rows by two products, w by two a block
+      else if (rounds)  // w by two products a block; x's rows by two, or once for a 16-bit block
+        moved += 6 * (grads ? 2 : 1) * (block16 ? xe / 2 : xe) + 6 * (grads ? 2 : 1) * we * blocks;
       if (block16) {
         moved += (grads ? 6 : 2) * logits;
       } else {

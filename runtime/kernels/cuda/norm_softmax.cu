@@ -1365,11 +1365,23 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
       }
     }
   }
+  // An fp32 x left (its copy and w's too large for the scratch together):
+  // each block's rows rounded into a scratch of their own, so that every
+  // product has a 16-bit operand beside the 16-bit block; an fp32 w then
+  // goes through the products' scratch in pieces (a product writing 16 bits
+  // has no fp32 operands to fall back on).
+  const bool x_rows16 = b16 && x.dtype == DType::F32;
+  Scratch xrows(x_rows16 ? size_t(std::min(R, N) * D) * 2 : 0);
   const size_t xes = dtype_size(x.dtype), des = dx.data ? dtype_size(dx.dtype) : 0;
   const char* px = static_cast<const char*>(x.data);
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int64_t rows = std::min(R, N - r0);
-    const View xb{const_cast<char*>(px + size_t(r0 * D) * xes), Shape{rows, D}, x.dtype};
+    View xb{const_cast<char*>(px + size_t(r0 * D) * xes), Shape{rows, D}, x.dtype};
+    if (x_rows16) {
+      const View x16{xrows.p, xb.shape, block.dtype};
+      cast(xb, x16);
+      xb = x16;
+    }
     const View lb{block.data, Shape{rows, V}, block.dtype};
     matmul(xb, w, lb, false, true);
     if (b16) {

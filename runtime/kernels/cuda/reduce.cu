@@ -409,6 +409,7 @@ void bias_unary_grad_sum(UnOp op, View x, View b, View y, View dy, View db, View
   check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == b.numel(), who,
         "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
   const int64_t C = b.numel(), n = x.numel(), N = C > 0 ? n / C : 0;
+  check(y.data != nullptr, who, "y (the forward's result) is required");
   for (const View* v : {&y, &dy, &dx16}) check_numel(*v, n, who, "operand");
   check_numel(db, C, who, "db");
   check_dtype(db, DType::F32, who, "db");

@@ -45,11 +45,11 @@ module attributes {fy.precision = "bf16"} {
 // -----
 
 // 3. bf16 logits whose x and w copies exceed the products' 128 MiB scratch
-//    (N 512, D 256, V 262,144: w's alone is 128 MiB): each product rounds
-//    them, x by two (12 x 131,072 B) and w by two a block, of 256 rows, 2
+//    (N 512, D 256, V 262,144: w's alone is 128 MiB): x's rows rounded once
+//    a block (6 x 131,072 B), w by two products a block, of 256 rows, 2
 //    blocks (24 x 67,108,864 B); the logits' kernel 6 x 134,217,728 B;
-//    2,417,491,968 B, 241.75 ms. Products 2,061.58 ms; dw again for the
-//    second block, 53.69 ms. 2,357.02 ms.
+//    2,416,705,536 B, 241.67 ms. Products 2,061.58 ms; dw again for the
+//    second block, 53.69 ms. 2,356.94 ms.
 // CE: predicted step: 2357 ms
 module attributes {fy.precision = "bf16"} {
   func.func @train_step(%x: !fysched.buffer<device, tensor<512x256xf32>>, %w: !fysched.buffer<device, tensor<262144x256xf32>>,
