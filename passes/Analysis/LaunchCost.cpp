@@ -133,7 +133,7 @@ double launchCost(fs::LaunchOp launch, const Profile &p, bool cuda, bool operand
       if (rounds && block16 && fy::cuda::matmul_copies_fit(size_t(xe), size_t(we)))
         moved += 6 * (xe + we);
       else if (rounds)  // w by two products a block; x's rows by two, or once for a 16-bit block
-        moved += 6 * (grads ? 2 : 1) * (block16 ? xe / 2 : xe) + 6 * (grads ? 2 : 1) * we * blocks;
+        moved += 6 * (block16 || !grads ? 1 : 2) * xe + 6 * (grads ? 2 : 1) * we * blocks;
       if (block16) {
         moved += (grads ? 6 : 2) * logits;
       } else {
