@@ -148,6 +148,12 @@ LogicalResult swigluRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, Mutabl
   return success();
 }
 
+LogicalResult swigluPackedRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
+  auto s = cast<fg::SwiGLUPackedOp>(op);
+  dx[0] = b.create<fg::SwiGLUPackedGradOp>(op->getLoc(), s.getInput().getType(), s.getInput(), dy[0]);
+  return success();
+}
+
 LogicalResult matmulRule(OpBuilder &b, Operation *op, ArrayRef<Value> dy, MutableArrayRef<Value> dx) {
   auto mm = cast<fg::MatMulOp>(op);
   Value a = mm.getLhs(), c = mm.getRhs(), g = dy[0];
@@ -417,6 +423,7 @@ const llvm::StringMap<fuyou::GradientRule> &registry() {
       {fg::GeluOp::getOperationName(), geluRule},
       {fg::BiasGeluOp::getOperationName(), biasGeluRule},
       {fg::SwiGLUOp::getOperationName(), swigluRule},
+      {fg::SwiGLUPackedOp::getOperationName(), swigluPackedRule},
       {fg::RopeOp::getOperationName(), ropeRule},
       {fg::MatMulOp::getOperationName(), matmulRule},
       {fg::TransposeOp::getOperationName(), transposeRule},

@@ -73,6 +73,23 @@ def FuseBias : Pass<"fy-fuse-bias", "mlir::ModuleOp"> {
   let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
 }
 
+def PackSwiGLU : Pass<"fy-pack-swiglu", "mlir::ModuleOp"> {
+  let summary = "Makes a SwiGLU's gate and up projections one product whose halves it reads";
+  let description = [{
+    swiglu(x @ Wg^T, x @ Wu^T), each product read by the SwiGLU alone and
+    Wg, Wu parameters of one shape, becomes swiglu_packed(x @ concat(Wg,
+    Wu)^T), before fy-autodiff: one product of twice the width instead of
+    two, read where it lies. In backward x's gradient is one product over
+    the packed gradient (swiglu_packed_grad writes both halves) instead of
+    two and their add, and the weights' gradient one product whose halves
+    they are. The cost: the weights' concat each step (a 16-bit copy at
+    16-bit activations, which both products read) and the slices of their
+    gradient. The bits change: the products sum in other orders, and x's
+    gradient is summed inside one product.
+  }];
+  let dependentDialects = ["fuyou::fygraph::FyGraphDialect"];
+}
+
 def FuseNormGradAdd : Pass<"fy-fuse-norm-grad-add", "mlir::ModuleOp"> {
   let summary = "Sums a norm's input gradient into the residual's gradient in the norm's gradient kernel";
   let description = [{

@@ -78,6 +78,10 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
   if (o.target == "cuda")
     recompose.attentionMaxHeadDim = fy::cuda::kAttentionMaxHeadDim;
   pm.addPass(createRecompose(recompose));
+  // One product for a SwiGLU's gate and up: other bits (larger products),
+  // so only where every fusion is asked for.
+  if (o.fuse == "all")
+    pm.addPass(createPackSwiGLU());
   pm.addPass(mlir::createCanonicalizerPass());
   if (o.until == "fygraph")
     return;
@@ -114,7 +118,8 @@ void addFrontPasses(mlir::OpPassManager &pm, const TrainPipelineOptions &o) {
                                     "layer_norm_grad", "layer_norm_grad_add", "rms_norm", "rms_norm_grad",
                                     "rms_norm_grad_add", "attention",
                                     "attention_grad", "attention_qkv", "attention_qkv_grad", "slice",
-                                    "slice_grad", "concat", "rope", "linear_cross_entropy"};
+                                    "slice_grad", "concat", "rope", "linear_cross_entropy", "swiglu_packed",
+                                    "swiglu_packed_grad"};
       for (const char *u : {"neg", "sqrt", "reciprocal", "exp", "tanh", "erf", "sigmoid", "silu", "gelu",
                             "gelu_tanh"}) {
         k.push_back(u);

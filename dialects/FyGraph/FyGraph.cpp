@@ -429,6 +429,23 @@ LogicalResult ExpandOp::verify() {
   return success();
 }
 
+// x [..., 2F] and the SwiGLU of its halves [..., F].
+static LogicalResult verifyPacked(Operation *op, Value packed, Value half) {
+  auto p = shapeOf(packed), h = shapeOf(half);
+  if (p.size() != h.size() || p.empty() || elemOf(packed) != elemOf(half))
+    return op->emitOpError("the packed input and its half need one rank and element type");
+  for (size_t i = 0; i + 1 < p.size(); ++i)
+    if (p[i] != h[i])
+      return op->emitOpError("the packed input and its half differ outside the last dim");
+  if (p.back() != 2 * h.back())
+    return op->emitOpError("the packed input's last dim must be twice its half's, got ") << p.back() << " and "
+                                                                                           << h.back();
+  return success();
+}
+
+LogicalResult SwiGLUPackedOp::verify() { return verifyPacked(*this, getInput(), getResult()); }
+LogicalResult SwiGLUPackedGradOp::verify() { return verifyPacked(*this, getInput(), getDy()); }
+
 LogicalResult ConcatOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");

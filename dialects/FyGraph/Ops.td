@@ -129,6 +129,29 @@ def FyGraph_SwiGLUGradOp : FyGraph_Op<"swiglu_grad",
   let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($gate)";
 }
 
+def FyGraph_SwiGLUPackedOp : FyGraph_Op<"swiglu_packed", [Pure]> {
+  let summary = "swiglu of the two halves of the last dim: silu(x[..., :F]) * x[..., F:]";
+  let description = [{
+    fy-pack-swiglu forms it where the gate and up projections of one input
+    are made one product of their concatenated weights: the SwiGLU reads
+    that product's halves where they lie. The bits are swiglu's on the
+    halves.
+  }];
+  let arguments = (ins FyFloatTensor:$input);
+  let results = (outs FyFloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FyGraph_SwiGLUPackedGradOp : FyGraph_Op<"swiglu_packed_grad",
+    [Pure, AllTypesMatch<["input", "dinput"]>]> {
+  let summary = "swiglu_packed's gradient: swiglu_grad's dgate and dup, in the halves of dinput";
+  let arguments = (ins FyFloatTensor:$input, FyFloatTensor:$dy);
+  let results = (outs FyFloatTensor:$dinput);
+  let assemblyFormat = "$input `,` $dy attr-dict `:` type($input) `,` type($dy)";
+  let hasVerifier = 1;
+}
+
 def FyGraph_RopeOp : FyGraph_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>, AllTypesMatch<["cos", "sin"]>]> {
   let summary = "rotary position embedding, the halves' convention: x cos + rotate_half(x) sin";
   let description = [{

@@ -42,12 +42,14 @@ double launchCost(fs::LaunchOp launch, const Profile &p, bool cuda, bool operand
     for (Value v : launch->getOperands())
       if (auto b = dyn_cast<fs::BufferType>(v.getType()))
         elems = std::max(elems, double(b.getTensorType().getNumElements()));
+    if (kernel.starts_with("swiglu_packed"))
+      elems /= 2;  // its largest operand holds both halves: one exp a pair
     StringRef fn = kernel;
     fn.consume_front("unary_grad_");
     fn.consume_front("bias_");
     fn.consume_back("_sum");  // bias_*_grad_sum: the gradient summed as it is computed
     fn.consume_back("_grad");
-    if (p.transcendentalElems > 0 && (fn == "gelu" || fn == "gelu_tanh" || fn == "silu" || fn == "swiglu" || fn == "sigmoid" ||
+    if (p.transcendentalElems > 0 && (fn == "gelu" || fn == "gelu_tanh" || fn == "silu" || fn == "swiglu" || fn == "swiglu_packed" || fn == "sigmoid" ||
                                        fn == "tanh" || fn == "exp" || fn == "erf"))
       t = std::max(t, elems / p.transcendentalElems);
     if (p.softmaxElems > 0 && (kernel == "softmax" || kernel == "masked_softmax" ||

@@ -122,7 +122,8 @@ void addLaunchPatterns(RewritePatternSet &patterns, const TypeConverter &tc) {
 
   for (StringRef n : {"add", "sub", "mul", "div", "pow", "equal", "neg", "sqrt", "reciprocal",
                       "exp", "tanh", "erf", "sigmoid", "silu", "where", "cast", "gather",
-                      "gather_grad", "gather_grad_add", "swiglu", "swiglu_grad"})
+                      "gather_grad", "gather_grad_add", "swiglu", "swiglu_grad", "swiglu_packed",
+                      "swiglu_packed_grad"})
     named(("fygraph." + n).str(), n);
   named(fg::ExpandOp::getOperationName(), "broadcast_to");
   named(fg::ReduceToOp::getOperationName(), "reduce_sum");

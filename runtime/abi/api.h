@@ -162,6 +162,9 @@ void bias_gelu_tanh_grad_sum(Runtime* rt, View x, View b, View y, View dy, View 
 // and dy, silu(gate) computed again rather than kept.
 void swiglu(Runtime* rt, View gate, View up, View y);
 void swiglu_grad(Runtime* rt, View gate, View up, View dy, View dgate, View dup);
+// The same of the halves of x's last dim: gate, then up.
+void swiglu_packed(Runtime* rt, View x, View y);
+void swiglu_packed_grad(Runtime* rt, View x, View dy, View dx);
 
 // RoPE's rotation of the halves (fygraph.rope): y = x cos + rotate_half(x)
 // sin, cos and sin [T, D] indexed by x's dim seq_axis; with `transposed` the

@@ -25,6 +25,6 @@
   X(reciprocal) X(reduce_mean) X(reduce_sum) X(reduce_sum_cast) X(rms_norm) X(rms_norm_grad) X(rms_norm_grad_add) X(rope) X(set_weight_sources) \
   X(sigmoid) X(silu) X(slice) X(slice_grad) X(softmax) X(softmax_cross_entropy) \
   X(softmax_cross_entropy_grad) X(softmax_grad) X(sqrt) X(ssd_wait) X(state_read) X(state_write) \
-  X(sub) X(swiglu) X(swiglu_grad) X(tanh) X(transpose) X(unary_grad_erf) X(unary_grad_exp) X(unary_grad_gelu) \
+  X(sub) X(swiglu) X(swiglu_grad) X(swiglu_packed) X(swiglu_packed_grad) X(tanh) X(transpose) X(unary_grad_erf) X(unary_grad_exp) X(unary_grad_gelu) \
   X(unary_grad_gelu_tanh) X(unary_grad_neg) X(unary_grad_reciprocal) X(unary_grad_sigmoid) \
   X(unary_grad_silu) X(unary_grad_sqrt) X(unary_grad_tanh) X(view) X(where)

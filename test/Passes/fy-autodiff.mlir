@@ -513,6 +513,24 @@ func.func @forward() -> tensor<f32> {
 
 // -----
 
+// swiglu_packed: its input's gradient, both halves, from one
+// swiglu_packed_grad.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[X:.*]] = fygraph.get_param @gu
+// CHECK: fygraph.swiglu_packed %[[X]]
+// CHECK: %[[DY:.*]] = fygraph.expand
+// CHECK: %[[DX:.*]] = fygraph.swiglu_packed_grad %[[X]], %[[DY]] : tensor<4x16xf32>, tensor<4x8xf32>
+// CHECK: return %{{.*}}, %[[DX]]
+fygraph.param @gu trainable : tensor<4x16xf32>
+func.func @forward() -> tensor<f32> {
+  %x = fygraph.get_param @gu : tensor<4x16xf32>
+  %s = fygraph.swiglu_packed %x : tensor<4x16xf32> -> tensor<4x8xf32>
+  %l = fygraph.reduce_sum %s {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // attention_qkv: the packed qkv's gradient is one attention_qkv_grad (no
 // concat of three).
 // CHECK-LABEL: func.func @train_step

@@ -788,6 +788,57 @@ TEST_F(CudaKernels, BiasGradSumIsGradThenSumCast) {
           }
 }
 
+// swiglu_packed and its gradient: bit for bit swiglu and swiglu_grad on the
+// two halves of each row, on the same GPU, fp32 and 16-bit, at the
+// Llama-shaped model's width; and against the CPU's at fp32.
+TEST_F(CudaKernels, SwiGLUPackedIsSwiGLUOfTheHalves) {
+  for (DType h : {F32, DType::BF16, DType::F16})
+    for (auto [rows, F] : {std::pair<int64_t, int64_t>{37, 5}, {8192, 2048}}) {
+      const std::string what = std::string("swiglu_packed ") + name(h) + " " + std::to_string(rows) + " x 2*" +
+                               std::to_string(F);
+      SCOPED_TRACE(what);
+      const Shape xs{rows, 2 * F}, hs{rows, F};
+      HostTensor x = rand_tensor(xs, h, rng, -6, 6), dy = rand_tensor(hs, h, rng, -1, 1);
+      if (h == F32)
+        check_op(what, {x, dy}, {out(hs), out(xs)},
+                 [](auto& in, auto& o) {
+                   cpu::swiglu_packed(in[0], o[0]);
+                   cpu::swiglu_packed_grad(in[0], in[1], o[1]);
+                 },
+                 [](auto& in, auto& o) {
+                   gpu::swiglu_packed(in[0], o[0]);
+                   gpu::swiglu_packed_grad(in[0], in[1], o[1]);
+                 });
+      std::vector<DevPtr> keep;
+      const View dx_in = to_device(x.view(), keep), ddy = to_device(dy.view(), keep);
+      auto dev = [&](Shape s) {
+        View v = nullv(s, h);
+        keep.push_back(dev_alloc(v.nbytes()));
+        v.data = keep.back().get();
+        return v;
+      };
+      View y = dev(hs), dx = dev(xs), g = dev(hs), u = dev(hs), y2 = dev(hs), dg = dev(hs), du = dev(hs);
+      const size_t es = fy::dtype_size(h), row = size_t(F) * es;
+      // The halves apart, row by row.
+      FYT_CUDA(cudaMemcpy2D(g.data, row, dx_in.data, 2 * row, row, size_t(rows), cudaMemcpyDeviceToDevice));
+      FYT_CUDA(cudaMemcpy2D(u.data, row, static_cast<char*>(dx_in.data) + row, 2 * row, row, size_t(rows),
+                            cudaMemcpyDeviceToDevice));
+      gpu::swiglu_packed(dx_in, y);
+      gpu::swiglu_packed_grad(dx_in, ddy, dx);
+      gpu::swiglu(g, u, y2);
+      gpu::swiglu_grad(g, u, ddy, dg, du);
+      gpu::synchronize();
+      const HostTensor ya = to_host(y), yb = to_host(y2), dxa = to_host(dx), dga = to_host(dg), dua = to_host(du);
+      EXPECT_EQ(std::memcmp(ya.view().data, yb.view().data, ya.view().nbytes()), 0) << "y";
+      const char* p = static_cast<const char*>(dxa.view().data);
+      int64_t bad = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        bad += std::memcmp(p + r * 2 * row, static_cast<const char*>(dga.view().data) + r * row, row) != 0 ||
+               std::memcmp(p + r * 2 * row + row, static_cast<const char*>(dua.view().data) + r * row, row) != 0;
+      EXPECT_EQ(bad, 0) << "rows whose dgate or dup half differs";
+    }
+}
+
 TEST_F(CudaKernels, BroadcastTo) {
   struct C {
     Shape x, y;

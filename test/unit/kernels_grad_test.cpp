@@ -323,6 +323,39 @@ TEST(Grad, SwiGLUIsSiluTimesUp) {
   EXPECT_THROW(k::swiglu(a, b, out), fy::Error);
 }
 
+// swiglu_packed reads the gate and up of each row from the two halves of a
+// [rows, 2F] input and gives swiglu's bits on them (one product of the two
+// weights concatenated writes them so); its gradient writes dgate and dup
+// into the same halves. Built here from separate gate and up, one row of
+// the packed input at a time, so a half taken from the wrong place shows.
+TEST(Grad, SwiGLUPackedIsSwiGLUOfTheHalves) {
+  Rng rng(1201);
+  for (auto [rows, F] : {std::pair<int64_t, int64_t>{3, 5}, {64, 2048}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(F));
+    HostTensor g = rand_tensor({rows, F}, F32, rng, -8, 8), u = rand_tensor({rows, F}, F32, rng);
+    HostTensor dy = rand_tensor({rows, F}, F32, rng), x({rows, 2 * F}, F32);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < F; ++c) {
+        x.as<float>()[r * 2 * F + c] = g.as<float>()[r * F + c];
+        x.as<float>()[r * 2 * F + F + c] = u.as<float>()[r * F + c];
+      }
+    HostTensor y({rows, F}, F32), dx({rows, 2 * F}, F32), want_y({rows, F}, F32), dg({rows, F}, F32),
+        du({rows, F}, F32);
+    k::swiglu_packed(x, y);
+    k::swiglu_packed_grad(x, dy, dx);
+    k::swiglu(g, u, want_y);
+    k::swiglu_grad(g, u, dy, dg, du);
+    EXPECT_TRUE(same_bits(y, want_y));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < F; ++c) {
+        ASSERT_EQ(std::memcmp(&dx.as<float>()[r * 2 * F + c], &dg.as<float>()[r * F + c], 4), 0) << r << "," << c;
+        ASSERT_EQ(std::memcmp(&dx.as<float>()[r * 2 * F + F + c], &du.as<float>()[r * F + c], 4), 0) << r << "," << c;
+      }
+  }
+  HostTensor a({4, 15}, F32), out({4, 8}, F32);
+  EXPECT_THROW(k::swiglu_packed(a, out), fy::Error);
+}
+
 // rope gives the bits of the seven ops it fuses (x cos + concat(-x2, x1)
 // sin), and transposed those of the ops autodiff writes for their gradient
 // (dy cos + concat(dy2 s2, -(dy1 s1))); the transposed rotation is the

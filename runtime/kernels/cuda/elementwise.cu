@@ -665,6 +665,54 @@ void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
 }
 
 namespace {
+// swiglu of packed rows [gate | up] (F each): k_swiglu16's and
+// k_swiglu_grad16's arithmetic, element i of the half at row i / F.
+__global__ void k_swiglu_packed(FIn x, FOut y, int64_t n, int64_t F) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) {
+    const int64_t g = i / F * 2 * F + i % F;
+    y.set(i, mul(unary_fwd<UnOp::Silu>(x[g]), x[g + F]));
+  }
+}
+__global__ void k_swiglu_packed_grad(FIn x, FIn dy, FOut dx, int64_t n, int64_t F) {
+  for (int64_t i = thread_index<int64_t>(); i < n; i += thread_stride<int64_t>()) {
+    const int64_t g = i / F * 2 * F + i % F;
+    const float gi = x[g], d = dy[i];
+    dx.set(g + F, mul(d, unary_fwd<UnOp::Silu>(gi)));
+    dx.set(g, unary_bwd<UnOp::Silu>(gi, 0.0f, mul(d, x[g + F])));
+  }
+}
+// F, after checking x is half's shape with its last dim doubled.
+int64_t packed_half(const char* op, const View& x, const View& half) {
+  check(x.shape.rank >= 1 && half.shape.rank == x.shape.rank, op, "x and its half need one rank");
+  const int64_t F = half.shape[half.shape.rank - 1];
+  check(x.shape[x.shape.rank - 1] == 2 * F && x.numel() == 2 * half.numel(), op,
+        "x must be " + half.shape.str() + " with its last dim doubled, got " + x.shape.str());
+  return F;
+}
+}  // namespace
+
+void swiglu_packed(View x, View y) {
+  const char* who = "swiglu_packed";
+  const int64_t F = packed_half(who, x, y), n = y.numel();
+  const FIn fx = fin(x, who, "x");
+  const FOut fy = fout(y, who, "y");
+  if (n == 0) return;
+  k_swiglu_packed<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(fx, fy, n, F);
+  FY_CUDA_LAUNCHED("k_swiglu_packed");
+}
+
+void swiglu_packed_grad(View x, View dy, View dx) {
+  const char* who = "swiglu_packed_grad";
+  const int64_t F = packed_half(who, x, dy), n = dy.numel();
+  check(dx.shape == x.shape, who, "dx must have x's shape");
+  const FIn fx = fin(x, who, "x"), fdy = fin(dy, who, "dy");
+  const FOut fdx = fout(dx, who, "dx");
+  if (n == 0) return;
+  k_swiglu_packed_grad<<<grid_for(n, kThreads), kThreads, 0, current_stream()>>>(fx, fdy, fdx, n, F);
+  FY_CUDA_LAUNCHED("k_swiglu_packed_grad");
+}
+
+namespace {
 // rope: a thread per pair (d, d + D/2) of a row; each product rounded, then
 // the sum, as the unfused kernels (and the CPU's rope).
 // I: uint32_t where x fits (32-bit division is several times cheaper).

@@ -253,3 +253,19 @@ func.func @attention_qkv_grad_types(%x: tensor<2x5x6x8xf32>, %o: tensor<2x5x2x8x
   %d = fygraph.attention_qkv_grad %x, %o, %l, %x {kv_heads = 2 : i64, scale = 0.5 : f32} : (tensor<2x5x6x8xf32>, tensor<2x5x2x8xf32>, tensor<2x2x5xf32>, tensor<2x5x6x8xf32>) -> tensor<2x5x6x8xf32>
   return %d : tensor<2x5x6x8xf32>
 }
+
+// -----
+
+func.func @swiglu_packed_not_doubled(%x: tensor<4x15xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{the packed input's last dim must be twice its half's, got 15 and 8}}
+  %s = fygraph.swiglu_packed %x : tensor<4x15xf32> -> tensor<4x8xf32>
+  return %s : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @swiglu_packed_grad_rows(%x: tensor<4x16xf32>, %dy: tensor<3x8xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{the packed input and its half differ outside the last dim}}
+  %d = fygraph.swiglu_packed_grad %x, %dy : tensor<4x16xf32>, tensor<3x8xf32>
+  return %d : tensor<4x16xf32>
+}
