@@ -70,6 +70,15 @@ inline void check_same_f32(const char* op, std::initializer_list<View> views) {
     check(v.shape == first.shape, op, "operands of shapes " + first.shape.str() + " and " + v.shape.str());
   }
 }
+// swiglu_packed's F, after checking x is its half's shape with the last dim
+// doubled (gate, then up).
+inline int64_t swiglu_packed_half(const char* op, const View& x, const View& half) {
+  check(x.shape.rank >= 1 && half.shape.rank == x.shape.rank, op, "x and its half need one rank");
+  const int64_t F = half.shape[half.shape.rank - 1];
+  check(x.shape[x.shape.rank - 1] == 2 * F && x.numel() == 2 * half.numel(), op,
+        "x must be " + half.shape.str() + " with its last dim doubled, got " + x.shape.str());
+  return F;
+}
 inline void check_numel(const View& v, int64_t n, const char* op, const char* name) {
   check(v.numel() == n, op,
         std::string(name) + " has " + std::to_string(v.numel()) + " elements, expected " + std::to_string(n));

@@ -447,14 +447,6 @@ void swiglu_grad(View gate, View up, View dy, View dgate, View dup) {
 }
 
 namespace {
-// x [..., 2F] as rows of gate then up; F.
-int64_t packed_half(const char* op, const View& x, const View& half) {
-  check(x.shape.rank >= 1 && half.shape.rank == x.shape.rank, op, "x and its half need one rank");
-  const int64_t F = half.shape[half.shape.rank - 1];
-  check(x.shape[x.shape.rank - 1] == 2 * F && x.numel() == 2 * half.numel(), op,
-        "x must be " + half.shape.str() + " with its last dim doubled, got " + x.shape.str());
-  return F;
-}
 // The halves of packed rows, apart.
 void split_rows(const float* x, int64_t rows, int64_t F, float* g, float* u) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -467,7 +459,7 @@ void split_rows(const float* x, int64_t rows, int64_t F, float* g, float* u) {
 void swiglu_packed(View x, View y) {
   check_dtype(x, DType::F32, "swiglu_packed", "x");
   check_dtype(y, DType::F32, "swiglu_packed", "y");
-  const int64_t F = packed_half("swiglu_packed", x, y), rows = F > 0 ? y.numel() / F : 0;
+  const int64_t F = swiglu_packed_half("swiglu_packed", x, y), rows = F > 0 ? y.numel() / F : 0;
   std::vector<float> g(size_t(y.numel())), u(g.size());
   split_rows(x.as<float>(), rows, F, g.data(), u.data());
   swiglu(View{g.data(), y.shape, DType::F32}, View{u.data(), y.shape, DType::F32}, y);
@@ -476,7 +468,7 @@ void swiglu_packed(View x, View y) {
 void swiglu_packed_grad(View x, View dy, View dx) {
   check_same_f32("swiglu_packed_grad", {x, dx});
   check_dtype(dy, DType::F32, "swiglu_packed_grad", "dy");
-  const int64_t F = packed_half("swiglu_packed_grad", x, dy), rows = F > 0 ? dy.numel() / F : 0;
+  const int64_t F = swiglu_packed_half("swiglu_packed_grad", x, dy), rows = F > 0 ? dy.numel() / F : 0;
   const size_t n = size_t(dy.numel());
   std::vector<float> g(n), u(n), dg(n), du(n);
   split_rows(x.as<float>(), rows, F, g.data(), u.data());

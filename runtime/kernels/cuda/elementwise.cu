@@ -681,19 +681,11 @@ __global__ void k_swiglu_packed_grad(FIn x, FIn dy, FOut dx, int64_t n, int64_t 
     dx.set(g, unary_bwd<UnOp::Silu>(gi, 0.0f, mul(d, x[g + F])));
   }
 }
-// F, after checking x is half's shape with its last dim doubled.
-int64_t packed_half(const char* op, const View& x, const View& half) {
-  check(x.shape.rank >= 1 && half.shape.rank == x.shape.rank, op, "x and its half need one rank");
-  const int64_t F = half.shape[half.shape.rank - 1];
-  check(x.shape[x.shape.rank - 1] == 2 * F && x.numel() == 2 * half.numel(), op,
-        "x must be " + half.shape.str() + " with its last dim doubled, got " + x.shape.str());
-  return F;
-}
 }  // namespace
 
 void swiglu_packed(View x, View y) {
   const char* who = "swiglu_packed";
-  const int64_t F = packed_half(who, x, y), n = y.numel();
+  const int64_t F = host_shapes([&] { return cd::swiglu_packed_half(who, x, y); }), n = y.numel();
   const FIn fx = fin(x, who, "x");
   const FOut fy = fout(y, who, "y");
   if (n == 0) return;
@@ -703,7 +695,7 @@ void swiglu_packed(View x, View y) {
 
 void swiglu_packed_grad(View x, View dy, View dx) {
   const char* who = "swiglu_packed_grad";
-  const int64_t F = packed_half(who, x, dy), n = dy.numel();
+  const int64_t F = host_shapes([&] { return cd::swiglu_packed_half(who, x, dy); }), n = dy.numel();
   check(dx.shape == x.shape, who, "dx must have x's shape");
   const FIn fx = fin(x, who, "x"), fdy = fin(dy, who, "dy");
   const FOut fdx = fout(dx, who, "dx");
