@@ -14,12 +14,15 @@ namespace fy::cuda {
 constexpr size_t kMatmulWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kMatmulConvertBytes = size_t(128) << 20;
 
+// Where in that scratch b's 16-bit copy starts: after a's (a_elems, 0 for
+// none), at the next 256-byte boundary.
+constexpr size_t matmul_copy_b_offset(size_t a_elems) { return (a_elems * 2 + 255) / 256 * 256; }
+
 // Whether a product's fp32 operands (a_elems and b_elems of them, 0 for one
-// stored in 16 bits) are rounded whole into that scratch, a's copy first and
-// b's at the next 256-byte boundary; larger ones run in blocks or on fp32
-// operands.
+// stored in 16 bits) are rounded whole into that scratch, a's copy first;
+// larger ones run in blocks or on fp32 operands.
 constexpr bool matmul_copies_fit(size_t a_elems, size_t b_elems) {
-  return (a_elems * 2 + 255) / 256 * 256 + b_elems * 2 <= kMatmulConvertBytes;
+  return matmul_copy_b_offset(a_elems) + b_elems * 2 <= kMatmulConvertBytes;
 }
 
 // ... and the step's token ids and targets (int64, `tokens` each) and its

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "core/tensor.h"
@@ -35,6 +36,22 @@ inline void check_shape(const View& v, const Shape& s, const char* op, const cha
 inline void check_numel(const View& v, int64_t n, const char* op, const char* name) {
   check(v.numel() == n, op,
         std::string(name) + " has " + std::to_string(v.numel()) + " elements, expected " + std::to_string(n));
+}
+// b's length, after checking it runs along x's last dim; with f32, every
+// view F32 (the 16-bit kernels check each view's format as they take it).
+inline int64_t bias_len(const char* who, View x, View b, std::initializer_list<View> same, bool f32 = true) {
+  if (f32) {
+    check_dtype(x, DType::F32, who, "x");
+    check_dtype(b, DType::F32, who, "b");
+  }
+  const int64_t nb = b.numel();
+  check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == nb, who,
+        "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
+  for (const View& v : same) {
+    check_numel(v, x.numel(), who, "operand");
+    if (f32) check_dtype(v, DType::F32, who, "operand");
+  }
+  return nb;
 }
 
 // A View's F32 data, read-only or to write.

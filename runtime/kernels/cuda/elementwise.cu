@@ -41,6 +41,7 @@ using detail::host_shapes;
 using detail::offsets;
 using detail::unary_bwd;
 using detail::unary_fwd;
+using detail::bias_len;
 using detail::with_unop;
 using detail::add;
 using detail::div;
@@ -522,24 +523,6 @@ void unary_grad(UnOp op, View x, View y, View dy, View dx) {
   });
 }
 
-namespace {
-// b's length, after checking it runs along x's last dim; with f32, every
-// view F32 (the 16-bit kernels check each view's format as they take it).
-int64_t bias_len(const char* who, View x, View b, std::initializer_list<View> same, bool f32 = true) {
-  if (f32) {
-    check_dtype(x, DType::F32, who, "x");
-    check_dtype(b, DType::F32, who, "b");
-  }
-  const int64_t nb = b.numel();
-  check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == nb, who,
-        "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
-  for (const View& v : same) {
-    check_numel(v, x.numel(), who, "operand");
-    if (f32) check_dtype(v, DType::F32, who, "operand");
-  }
-  return nb;
-}
-}  // namespace
 
 void bias_unary(UnOp op, View x, View b, View y) {
   if (any16({x, b, y})) {

@@ -481,7 +481,7 @@ void product(View a, View b, View c, bool ta, bool tb, bool accumulate, Bias* bi
   };
   // Each operand's copy starts on a 256-byte boundary of the scratch.
   const bool fa = a.dtype == DType::F32, fb = b.dtype == DType::F32;
-  const size_t a16 = fa ? align256(size_t(a.numel()) * 2) : 0;
+  const size_t a16 = matmul_copy_b_offset(fa ? size_t(a.numel()) : 0);
   const bool fits = matmul_copies_fit(fa ? size_t(a.numel()) : 0, fb ? size_t(b.numel()) : 0);
   auto scratch = [&] { return static_cast<char*>(per_stream(lt().convert, s, kConvertBytes)); };
   // 16-bit operands, the fp32 ones among them rounded to copies.

@@ -1359,7 +1359,7 @@ void linear_cross_entropy(View x, View w, View labels, View loss, View dx, View 
         x = x16;
       }
       if (we) {
-        const View w16{sc + (xe * 2 + 255) / 256 * 256, w.shape, block.dtype};
+        const View w16{sc + matmul_copy_b_offset(xe), w.shape, block.dtype};
         cast(w, w16);
         w = w16;
       }

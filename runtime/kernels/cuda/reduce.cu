@@ -17,6 +17,7 @@ namespace {
 namespace cd = ::fy::cpu::detail;
 using detail::check;
 using detail::check_dtype;
+using detail::bias_len;
 using detail::check_numel;
 using detail::current_stream;
 using detail::grid_for;
@@ -406,11 +407,8 @@ void reduce_sum_cast(View x, View y, View x16) {
 
 void bias_unary_grad_sum(UnOp op, View x, View b, View y, View dy, View db, View dx16) {
   const char* who = "bias_unary_grad_sum";
-  check(b.shape.rank == 1 && x.shape.rank >= 1 && x.shape[x.shape.rank - 1] == b.numel(), who,
-        "b must be 1-D with x's last dim, got " + b.shape.str() + " for " + x.shape.str());
-  const int64_t C = b.numel(), n = x.numel(), N = C > 0 ? n / C : 0;
+  const int64_t C = bias_len(who, x, b, {y, dy, dx16}, false), n = x.numel(), N = C > 0 ? n / C : 0;
   check(y.data != nullptr, who, "y (the forward's result) is required");
-  for (const View* v : {&y, &dy, &dx16}) check_numel(*v, n, who, "operand");
   check_numel(db, C, who, "db");
   check_dtype(db, DType::F32, who, "db");
   check(dx16.dtype == DType::BF16 || dx16.dtype == DType::F16, who,
